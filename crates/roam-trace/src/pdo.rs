@@ -1,0 +1,220 @@
+//! Mahimahi packet-delivery-opportunity (PDO) traces.
+//!
+//! One integer per line, a millisecond timestamp from the trace start; each line is one
+//! opportunity for one [`MTU_BYTES`]-byte packet to leave the bottleneck queue, and a timestamp
+//! repeated k times gives k opportunities in that millisecond. When the trace ends it repeats,
+//! with period equal to the last timestamp (Mahimahi's semantics, NSDI 2013 / ATC 2015).
+
+use crate::error::{content_lines, read_text, TraceError};
+use roam_core::Time;
+use std::path::Path;
+use std::time::Duration;
+
+/// Bytes one delivery opportunity may carry (a full Ethernet-MTU packet).
+pub const MTU_BYTES: u64 = 1500;
+
+/// A parsed PDO trace: sorted millisecond timestamps repeating every `period_ms`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PdoTrace {
+    ms: Vec<u64>,
+    period_ms: u64,
+    name: String,
+}
+
+/// A position in the infinite sequence of opportunities: the `idx`-th entry of repetition `cycle`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OppCursor {
+    cycle: u64,
+    idx: usize,
+}
+
+impl PdoTrace {
+    /// Read a PDO file.
+    pub fn load(path: &Path) -> Result<PdoTrace, TraceError> {
+        let text = read_text(path)?;
+        PdoTrace::parse(&text, path)
+    }
+
+    /// Parse PDO text; `path` names the source in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<PdoTrace, TraceError> {
+        let mut ms = Vec::new();
+        for (n, line) in content_lines(text) {
+            let v: u64 = line.parse().map_err(|_| {
+                TraceError::parse(
+                    path,
+                    n,
+                    format!(
+                        "expected a non-negative integer millisecond timestamp, found `{line}`"
+                    ),
+                )
+            })?;
+            if let Some(&prev) = ms.last() {
+                if v < prev {
+                    return Err(TraceError::parse(
+                        path,
+                        n,
+                        format!("timestamps must not decrease ({v} after {prev})"),
+                    ));
+                }
+            }
+            ms.push(v);
+        }
+        let period_ms = *ms
+            .last()
+            .ok_or_else(|| TraceError::invalid(path, "trace holds no delivery opportunities"))?;
+        if period_ms == 0 {
+            return Err(TraceError::invalid(
+                path,
+                "the last timestamp must be positive (it is the trace's period)",
+            ));
+        }
+        let name = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(PdoTrace {
+            ms,
+            period_ms,
+            name,
+        })
+    }
+
+    /// Build from timestamps directly (tests, generators).
+    pub fn from_millis(ms: Vec<u64>, name: &str) -> Result<PdoTrace, TraceError> {
+        let text: String = ms.iter().map(|m| format!("{m}\n")).collect();
+        PdoTrace::parse(&text, Path::new(name))
+    }
+
+    /// File name the trace came from.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The repetition period.
+    pub fn period(&self) -> Duration {
+        Duration::from_millis(self.period_ms)
+    }
+
+    /// Opportunities per period.
+    pub fn len(&self) -> usize {
+        self.ms.len()
+    }
+
+    /// Whether the trace is empty (never true for a parsed trace).
+    pub fn is_empty(&self) -> bool {
+        self.ms.is_empty()
+    }
+
+    /// Time of the opportunity at `c`.
+    pub fn time_of(&self, c: OppCursor) -> Time {
+        Time::from_millis(c.cycle * self.period_ms + self.ms[c.idx])
+    }
+
+    /// The opportunity after `c`.
+    pub fn advance(&self, c: OppCursor) -> OppCursor {
+        if c.idx + 1 < self.ms.len() {
+            OppCursor {
+                cycle: c.cycle,
+                idx: c.idx + 1,
+            }
+        } else {
+            OppCursor {
+                cycle: c.cycle + 1,
+                idx: 0,
+            }
+        }
+    }
+
+    /// The first opportunity strictly after `t`.
+    pub fn first_after(&self, t: Time) -> OppCursor {
+        let t_ms = t.as_nanos() / 1_000_000;
+        // An opportunity at integer millisecond m is "after" t when m*1e6 > t.
+        let cycle = t_ms / self.period_ms;
+        let local = t_ms % self.period_ms;
+        let idx = self.ms.partition_point(|&m| m <= local);
+        let c = if idx < self.ms.len() {
+            OppCursor { cycle, idx }
+        } else {
+            OppCursor {
+                cycle: cycle + 1,
+                idx: 0,
+            }
+        };
+        // Entries equal to `local` are at t_ms exactly; they are after t only if t is before
+        // that millisecond, which cannot be since t_ms = floor(t). Skip any that are not after t.
+        let mut c = c;
+        while self.time_of(c) <= t {
+            c = self.advance(c);
+        }
+        c
+    }
+
+    /// Number of opportunities at or before `t`, counting from time zero.
+    pub fn count_at_or_before(&self, t: Time) -> u64 {
+        let t_ms = t.as_nanos() / 1_000_000;
+        let cycle = t_ms / self.period_ms;
+        let local = t_ms % self.period_ms;
+        cycle * self.ms.len() as u64 + self.ms.partition_point(|&m| m <= local) as u64
+    }
+
+    /// Bytes of capacity in `[t0, t1)` (opportunities at or after t0 and before t1).
+    pub fn bytes_between(&self, t0: Time, t1: Time) -> u64 {
+        if t1 <= t0 {
+            return 0;
+        }
+        let before = |t: Time| {
+            if t.0 == 0 {
+                0
+            } else {
+                self.count_at_or_before(Time(t.0 - 1))
+            }
+        };
+        (before(t1) - before(t0)) * MTU_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_repeats() {
+        let t = PdoTrace::from_millis(vec![1, 1, 3, 4], "t").unwrap();
+        assert_eq!(t.period(), Duration::from_millis(4));
+        let c = t.first_after(Time::ZERO);
+        assert_eq!(t.time_of(c), Time::from_millis(1));
+        let c = t.advance(c);
+        assert_eq!(t.time_of(c), Time::from_millis(1));
+        let c = t.first_after(Time::from_millis(4));
+        assert_eq!(t.time_of(c), Time::from_millis(5));
+        assert_eq!(t.bytes_between(Time::ZERO, Time::from_millis(8)), 7 * 1500);
+        assert_eq!(
+            t.bytes_between(Time::from_millis(1), Time::from_millis(2)),
+            2 * 1500
+        );
+    }
+
+    #[test]
+    fn errors_name_line_and_expectation() {
+        let e = PdoTrace::parse("1\n2\nx\n", Path::new("f.down")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.down:3: expected a non-negative integer millisecond timestamp, found `x`"
+        );
+        let e = PdoTrace::parse("5\n2\n", Path::new("f")).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("f:2: timestamps must not decrease"));
+        assert!(PdoTrace::parse("", Path::new("f")).is_err());
+        assert!(PdoTrace::parse("0\n0\n", Path::new("f")).is_err());
+    }
+
+    #[test]
+    fn first_after_is_strict() {
+        let t = PdoTrace::from_millis(vec![0, 2, 2, 5], "t").unwrap();
+        let c = t.first_after(Time::from_nanos(2_000_000));
+        assert_eq!(t.time_of(c), Time::from_millis(5));
+        let c = t.first_after(Time::from_nanos(1_999_999));
+        assert_eq!(t.time_of(c), Time::from_millis(2));
+    }
+}

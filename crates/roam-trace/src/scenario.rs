@@ -1,0 +1,158 @@
+//! Named multi-link scenarios.
+//!
+//! From the Intentional Networking paper (seed 001, Table 3; spec/intentional-networking.md):
+//! - `hotspot` (crowded hotspot): `wifi` 0.6 Mbit/s, 20 ms RTT, always on; `cell` (3G) 2.0 Mbit/s,
+//!   400 ms RTT, always on.
+//! - `intermittent`: `cell` (wide area) 0.3 Mbit/s, 400 ms RTT, always on; `wifi` 3.0 Mbit/s,
+//!   60 ms RTT, on/off from the Cabernet CDFs.
+//!
+//! The paper's vehicular traces are not available, so roam builds equivalents from measured
+//! traces (Decision, recorded in docs/traces.md):
+//! - `vehicular`: `cell` = Verizon EV-DO driving trace (closest to the paper's Sprint 3G) with
+//!   400 ms RTT as in Table 3; `wifi` = 3.0 Mbit/s, 60 ms RTT, on/off from Cabernet.
+//! - `vehicular-umts`: the same with the T-Mobile UMTS driving trace as `cell`.
+//!
+//! On/off availability is seeded: the same seed gives the same drive.
+
+use crate::capacity::Capacity;
+use crate::error::TraceError;
+use crate::link::{LinkKind, LinkTrace, NamedLink};
+use crate::onoff;
+use crate::pdo::PdoTrace;
+use crate::piecewise::Piecewise;
+use roam_core::BitRate;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Names accepted by [`Scenario::by_name`].
+pub const SCENARIOS: [&str; 4] = ["hotspot", "intermittent", "vehicular", "vehicular-umts"];
+
+/// A set of named links that together model a place or a drive.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Scenario name.
+    pub name: String,
+    /// Its links, in routing-preference order (the first carries the default route).
+    pub links: Vec<NamedLink>,
+}
+
+impl Scenario {
+    /// Build a named scenario with the given seed for its random parts.
+    pub fn by_name(name: &str, seed: u64) -> Result<Scenario, TraceError> {
+        let ms = Duration::from_millis;
+        let wifi_onoff = |rate_kbps: u64, rtt_ms: u64| NamedLink {
+            name: "wifi".into(),
+            kind: LinkKind::Wifi,
+            trace: LinkTrace {
+                availability: onoff::cabernet(seed),
+                ..LinkTrace::constant(BitRate::kbps(rate_kbps), ms(rtt_ms / 2))
+            },
+        };
+        let cell_const = |rate_kbps: u64, rtt_ms: u64| NamedLink {
+            name: "cell".into(),
+            kind: LinkKind::Cellular,
+            trace: LinkTrace::constant(BitRate::kbps(rate_kbps), ms(rtt_ms / 2)),
+        };
+        let cell_trace = |base: &str| -> Result<NamedLink, TraceError> {
+            let down = PdoTrace::load(&find_trace(&format!("cellular/{base}.down"))?)?;
+            let up = PdoTrace::load(&find_trace(&format!("cellular/{base}.up"))?)?;
+            Ok(NamedLink {
+                name: "cell".into(),
+                kind: LinkKind::Cellular,
+                trace: LinkTrace {
+                    down: Capacity::Opportunities(Arc::new(down)),
+                    up: Capacity::Opportunities(Arc::new(up)),
+                    delay: Piecewise::constant(ms(200)),
+                    loss: 0.0,
+                    availability: Piecewise::constant(true),
+                },
+            })
+        };
+        let links = match name {
+            "hotspot" => vec![
+                NamedLink {
+                    name: "wifi".into(),
+                    kind: LinkKind::Wifi,
+                    trace: LinkTrace::constant(BitRate::kbps(600), ms(10)),
+                },
+                cell_const(2000, 400),
+            ],
+            "intermittent" => vec![wifi_onoff(3000, 60), cell_const(300, 400)],
+            "vehicular" => vec![wifi_onoff(3000, 60), cell_trace("Verizon-EVDO-driving")?],
+            "vehicular-umts" => vec![wifi_onoff(3000, 60), cell_trace("TMobile-UMTS-driving")?],
+            other => {
+                return Err(TraceError::Unknown {
+                    what: "scenario",
+                    name: other.into(),
+                    expected: SCENARIOS.join(", "),
+                })
+            }
+        };
+        Ok(Scenario {
+            name: name.into(),
+            links,
+        })
+    }
+}
+
+/// Directories searched for measured traces, in order: `$ROAM_TRACES`, `../shared/traces` from
+/// the current directory, and `../shared/traces` beside the source checkout.
+pub fn trace_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("ROAM_TRACES") {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs.push(PathBuf::from("../shared/traces"));
+    dirs.push(PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/traces"
+    )));
+    dirs
+}
+
+/// Find a measured trace by its name relative to the traces directory.
+pub fn find_trace(rel: &str) -> Result<PathBuf, TraceError> {
+    let dirs = trace_dirs();
+    for d in &dirs {
+        let p = d.join(rel);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(TraceError::NotFound {
+        name: rel.into(),
+        searched: dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_core::Time;
+
+    #[test]
+    fn table3_scenarios() {
+        let h = Scenario::by_name("hotspot", 1).unwrap();
+        assert_eq!(h.links.len(), 2);
+        assert_eq!(
+            h.links[0]
+                .trace
+                .down
+                .mean_rate(Time::ZERO, Time::from_millis(1000)),
+            Some(BitRate::kbps(600))
+        );
+        assert_eq!(
+            *h.links[1].trace.delay.value_at(Time::ZERO),
+            Duration::from_millis(200)
+        );
+        let i = Scenario::by_name("intermittent", 1).unwrap();
+        assert!(i.links[0].trace.availability.points().len() > 10);
+        let e = Scenario::by_name("beach", 1).unwrap_err();
+        assert!(e.to_string().contains("unknown scenario `beach`"));
+    }
+}
