@@ -1,0 +1,2 @@
+//! roam's multi-link, trace-driven network emulator.
+pub mod queue;

@@ -1,0 +1,663 @@
+//! One direction of an emulated link, as a sans-IO state machine.
+//!
+//! A packet handed to [`LinkQueue::receive`] goes through, in order:
+//! 1. **availability**: while the link is unavailable (a scheduled outage or a scripted `down`)
+//!    the packet is silently dropped, as a car leaving WiFi range loses it; an outage also drops
+//!    whatever is queued;
+//! 2. **loss**: dropped with the configured probability (seeded);
+//! 3. **drop-tail queue**: dropped if the queue is full (packets or bytes);
+//! 4. **capacity**: leaves the queue according to the link's [`Capacity`]:
+//!    - Mahimahi delivery opportunities: each opportunity carries up to 1500 bytes, packed
+//!      byte-wise from the head of the queue (a packet may span opportunities, several small
+//!      packets may share one); opportunities that find the queue empty are wasted, and a packet
+//!      can only use opportunities strictly after it arrived (Mahimahi's `LinkQueue`);
+//!    - a rate: the packet occupies the link for its serialisation time, FIFO;
+//!    - unlimited: it leaves at once;
+//! 5. **delay**: it is released one-way-delay after it left the queue (FIFO, so a delay that
+//!    shrinks over time never reorders packets).
+//!
+//! The driver calls [`LinkQueue::advance`] with the current time, takes released packets from
+//! [`LinkQueue::pop_ready`], and sleeps until [`LinkQueue::next_deadline`].
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use roam_core::Time;
+use roam_trace::capacity::Capacity;
+use roam_trace::pdo::{OppCursor, MTU_BYTES};
+use roam_trace::Piecewise;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Drop-tail queue bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueLimit {
+    /// At most this many packets waiting (not counting the one being sent).
+    Packets(usize),
+    /// At most this many bytes waiting.
+    Bytes(u64),
+    /// No bound.
+    Unlimited,
+}
+
+/// Why a packet was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// The drop-tail queue was full.
+    Queue,
+    /// Random loss.
+    Loss,
+    /// The link was unavailable.
+    Outage,
+}
+
+/// Counters for one time bin of one direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BinStats {
+    /// Bytes that arrived at the link.
+    pub arrived_bytes: u64,
+    /// Bytes that left the queue (delivered to the delay line) in this bin.
+    pub delivered_bytes: u64,
+    /// Packets that left the queue in this bin.
+    pub delivered_pkts: u64,
+    /// Sum of the queueing delays (arrival to departure) of those packets, ns.
+    pub qdelay_sum_ns: u64,
+    /// Largest queueing delay among them, ns.
+    pub qdelay_max_ns: u64,
+    /// Packets dropped because the queue was full.
+    pub drops_queue: u64,
+    /// Packets dropped by random loss.
+    pub drops_loss: u64,
+    /// Packets dropped because the link was unavailable.
+    pub drops_outage: u64,
+}
+
+struct Queued {
+    pkt: Vec<u8>,
+    arrived: Time,
+}
+
+/// One direction of one link.
+pub struct LinkQueue {
+    capacity: Capacity,
+    delay: Piecewise<Duration>,
+    availability: Piecewise<bool>,
+    forced_down: bool,
+    loss: f64,
+    rng: ChaCha8Rng,
+    limit: QueueLimit,
+    queue: VecDeque<Queued>,
+    queue_bytes: u64,
+    /// Everything up to this time has been processed.
+    clock: Time,
+    /// Opportunities model: the next unused opportunity and bytes of the head still to send.
+    opp: Option<OppCursor>,
+    head_left: u64,
+    /// Rate models: when the head of the queue finishes.
+    head_finish: Option<Time>,
+    delay_line: VecDeque<(Time, Vec<u8>)>,
+    last_release: Time,
+    bin_width: Duration,
+    bins: BTreeMap<u64, BinStats>,
+}
+
+impl LinkQueue {
+    /// A queue with the given behaviour; `seed` drives random loss.
+    pub fn new(
+        capacity: Capacity,
+        delay: Piecewise<Duration>,
+        availability: Piecewise<bool>,
+        loss: f64,
+        limit: QueueLimit,
+        seed: u64,
+    ) -> LinkQueue {
+        LinkQueue {
+            capacity,
+            delay,
+            availability,
+            forced_down: false,
+            loss,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            limit,
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            clock: Time::ZERO,
+            opp: None,
+            head_left: 0,
+            head_finish: None,
+            delay_line: VecDeque::new(),
+            last_release: Time::ZERO,
+            bin_width: Duration::from_millis(100),
+            bins: BTreeMap::new(),
+        }
+    }
+
+    /// Set the width of statistics bins (default 100 ms).
+    pub fn set_bin_width(&mut self, w: Duration) {
+        self.bin_width = w.max(Duration::from_millis(1));
+    }
+
+    /// Whether the link is usable at `t` (schedule and scripted state).
+    pub fn available_at(&self, t: Time) -> bool {
+        !self.forced_down && *self.availability.value_at(t)
+    }
+
+    /// Packets waiting in the queue (including one partly sent).
+    pub fn queued_packets(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Bytes waiting in the queue.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queue_bytes
+    }
+
+    fn bin(&mut self, t: Time) -> &mut BinStats {
+        let idx = t.as_nanos() / self.bin_width.as_nanos() as u64;
+        self.bins.entry(idx).or_default()
+    }
+
+    fn record_drop(&mut self, t: Time, why: DropReason) {
+        let b = self.bin(t);
+        match why {
+            DropReason::Queue => b.drops_queue += 1,
+            DropReason::Loss => b.drops_loss += 1,
+            DropReason::Outage => b.drops_outage += 1,
+        }
+    }
+
+    /// A packet arrives at `now`. Returns the reason if it was dropped.
+    pub fn receive(&mut self, now: Time, pkt: Vec<u8>) -> Option<DropReason> {
+        self.advance(now);
+        let now = self.clock;
+        self.bin(now).arrived_bytes += pkt.len() as u64;
+        let why = if !self.available_at(now) {
+            Some(DropReason::Outage)
+        } else if self.loss > 0.0 && self.rng.gen::<f64>() < self.loss {
+            Some(DropReason::Loss)
+        } else {
+            let waiting = self.queue.len().saturating_sub(1);
+            let waiting_bytes =
+                self.queue_bytes - self.queue.front().map_or(0, |q| q.pkt.len() as u64);
+            match self.limit {
+                QueueLimit::Packets(n) if waiting >= n => Some(DropReason::Queue),
+                QueueLimit::Bytes(b) if waiting_bytes + pkt.len() as u64 > b => {
+                    Some(DropReason::Queue)
+                }
+                _ => None,
+            }
+        };
+        if let Some(w) = why {
+            self.record_drop(now, w);
+            return Some(w);
+        }
+        let len = pkt.len() as u64;
+        self.queue.push_back(Queued { pkt, arrived: now });
+        self.queue_bytes += len;
+        if self.queue.len() == 1 {
+            self.start_head(now);
+        }
+        None
+    }
+
+    /// Begin serving the head of the queue at `t`.
+    fn start_head(&mut self, t: Time) {
+        let len = self.queue.front().map_or(0, |q| q.pkt.len() as u64);
+        match &self.capacity {
+            Capacity::Opportunities(p) => {
+                if self.opp.is_none() {
+                    self.opp = Some(p.first_after(t));
+                }
+                self.head_left = len;
+            }
+            Capacity::Unlimited => self.head_finish = Some(t),
+            Capacity::Rate(r) => self.head_finish = Some(finish_time(r, t, len)),
+        }
+    }
+
+    fn next_service(&self) -> Option<Time> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        match &self.capacity {
+            Capacity::Opportunities(p) => self.opp.map(|c| p.time_of(c)),
+            _ => self.head_finish,
+        }
+    }
+
+    /// Process everything that happens up to `now`.
+    pub fn advance(&mut self, now: Time) {
+        if now < self.clock {
+            return;
+        }
+        loop {
+            let service = self.next_service().filter(|t| *t <= now);
+            let change = if self.queue.is_empty() {
+                None
+            } else {
+                self.availability
+                    .next_change_after(self.clock)
+                    .filter(|t| *t <= now)
+            };
+            match (service, change) {
+                (Some(s), None) => {
+                    self.clock = self.clock.max(s);
+                    self.serve(s);
+                }
+                (Some(s), Some(c)) if s <= c => {
+                    self.clock = self.clock.max(s);
+                    self.serve(s);
+                }
+                (_, Some(c)) => {
+                    self.clock = c;
+                    if !self.available_at(c) {
+                        self.drop_queue(c);
+                    }
+                }
+                (None, None) => break,
+            }
+        }
+        self.clock = now;
+        if self.queue.is_empty() {
+            self.opp = None;
+            self.head_finish = None;
+        }
+    }
+
+    fn serve(&mut self, t: Time) {
+        match &self.capacity {
+            Capacity::Opportunities(p) => {
+                let p = p.clone();
+                let mut budget = MTU_BYTES;
+                while budget > 0 && !self.queue.is_empty() {
+                    let take = budget.min(self.head_left);
+                    self.head_left -= take;
+                    budget -= take;
+                    if self.head_left == 0 {
+                        self.depart(t);
+                        if let Some(q) = self.queue.front() {
+                            self.head_left = q.pkt.len() as u64;
+                        }
+                    }
+                }
+                self.opp = if self.queue.is_empty() {
+                    None
+                } else {
+                    self.opp.map(|c| p.advance(c))
+                };
+            }
+            _ => {
+                self.depart(t);
+                self.head_finish = None;
+                if !self.queue.is_empty() {
+                    self.start_head(t);
+                }
+            }
+        }
+    }
+
+    fn depart(&mut self, t: Time) {
+        let q = self.queue.pop_front().expect("depart with a packet queued");
+        let len = q.pkt.len() as u64;
+        self.queue_bytes -= len;
+        let qdelay = (t - q.arrived).as_nanos() as u64;
+        let b = self.bin(t);
+        b.delivered_bytes += len;
+        b.delivered_pkts += 1;
+        b.qdelay_sum_ns += qdelay;
+        b.qdelay_max_ns = b.qdelay_max_ns.max(qdelay);
+        let release = (t + *self.delay.value_at(t)).max(self.last_release);
+        self.last_release = release;
+        self.delay_line.push_back((release, q.pkt));
+    }
+
+    fn drop_queue(&mut self, t: Time) {
+        let n = self.queue.len() as u64;
+        self.queue.clear();
+        self.queue_bytes = 0;
+        self.opp = None;
+        self.head_left = 0;
+        self.head_finish = None;
+        if n > 0 {
+            self.bin(t).drops_outage += n;
+        }
+    }
+
+    /// The next packet whose delay has elapsed by `now`.
+    pub fn pop_ready(&mut self, now: Time) -> Option<Vec<u8>> {
+        match self.delay_line.front() {
+            Some((r, _)) if *r <= now => self.delay_line.pop_front().map(|(_, p)| p),
+            _ => None,
+        }
+    }
+
+    /// When the driver must call [`advance`](Self::advance) again, absent new packets.
+    pub fn next_deadline(&self) -> Option<Time> {
+        let release = self.delay_line.front().map(|(r, _)| *r);
+        let service = self.next_service();
+        let change = if self.queue.is_empty() {
+            None
+        } else {
+            self.availability.next_change_after(self.clock)
+        };
+        [release, service, change].into_iter().flatten().min()
+    }
+
+    /// Scripted outage (`down`) or its end (`up`), at `now`.
+    pub fn set_forced_down(&mut self, now: Time, down: bool) {
+        self.advance(now);
+        self.forced_down = down;
+        if down {
+            self.drop_queue(now);
+        }
+    }
+
+    /// Replace the capacity from `now` on; the packet being sent restarts under the new capacity.
+    pub fn set_capacity(&mut self, now: Time, capacity: Capacity) {
+        self.advance(now);
+        self.capacity = capacity;
+        self.opp = None;
+        self.head_finish = None;
+        if !self.queue.is_empty() {
+            self.start_head(now);
+        }
+    }
+
+    /// Replace the one-way delay from `now` on.
+    pub fn set_delay(&mut self, now: Time, delay: Piecewise<Duration>) {
+        self.advance(now);
+        self.delay = delay;
+    }
+
+    /// Replace the loss rate from `now` on.
+    pub fn set_loss(&mut self, now: Time, loss: f64) {
+        self.advance(now);
+        self.loss = loss;
+    }
+
+    /// Statistics bins that are complete as of the processed time, in time order, with their
+    /// start times.
+    pub fn take_complete_bins(&mut self) -> Vec<(Time, BinStats)> {
+        let w = self.bin_width.as_nanos() as u64;
+        let current = self.clock.as_nanos() / w;
+        let mut out = Vec::new();
+        while let Some((&idx, _)) = self.bins.first_key_value() {
+            if idx >= current {
+                break;
+            }
+            let b = self.bins.remove(&idx).unwrap();
+            out.push((Time(idx * w), b));
+        }
+        out
+    }
+
+    /// All remaining statistics bins (at shutdown).
+    pub fn take_all_bins(&mut self) -> Vec<(Time, BinStats)> {
+        let w = self.bin_width.as_nanos() as u64;
+        std::mem::take(&mut self.bins)
+            .into_iter()
+            .map(|(i, b)| (Time(i * w), b))
+            .collect()
+    }
+
+    /// The width of statistics bins.
+    pub fn bin_width(&self) -> Duration {
+        self.bin_width
+    }
+}
+
+/// When a packet of `bytes` starting at `start` finishes under a piecewise rate.
+fn finish_time(rate: &Piecewise<roam_core::BitRate>, start: Time, bytes: u64) -> Time {
+    let mut bits_left = bytes as f64 * 8.0;
+    let mut t = start;
+    loop {
+        let r = rate.value_at(t).as_bps() as f64;
+        let end = rate.next_change_after(t);
+        if r > 0.0 {
+            let need = Duration::from_secs_f64(bits_left / r);
+            match end {
+                Some(e) if t + need > e => bits_left -= r * (e - t).as_secs_f64(),
+                _ => return t + need,
+            }
+        }
+        match end {
+            Some(e) => t = e,
+            None => return Time::MAX,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_core::BitRate;
+    use roam_trace::PdoTrace;
+    use std::sync::Arc;
+
+    fn ms(v: u64) -> Time {
+        Time::from_millis(v)
+    }
+
+    fn constant(rate: BitRate, delay_ms: u64) -> LinkQueue {
+        LinkQueue::new(
+            Capacity::constant(rate),
+            Piecewise::constant(Duration::from_millis(delay_ms)),
+            Piecewise::constant(true),
+            0.0,
+            QueueLimit::Unlimited,
+            1,
+        )
+    }
+
+    /// Run the queue like a driver would, returning (release time, packet) pairs.
+    fn drain(q: &mut LinkQueue, until: Time) -> Vec<(Time, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some(t) = q.next_deadline() {
+            if t > until {
+                break;
+            }
+            q.advance(t);
+            while let Some(p) = q.pop_ready(t) {
+                out.push((t, p));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rate_serialises_and_delays() {
+        // 12 Mbit/s: a 1500-byte packet takes 1 ms; 10 ms delay.
+        let mut q = constant(BitRate::mbps(12), 10);
+        q.receive(ms(0), vec![0; 1500]);
+        q.receive(ms(0), vec![1; 1500]);
+        let out = drain(&mut q, ms(100));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].0, ms(11));
+        assert_eq!(out[1].0, ms(12));
+        assert_eq!(out[1].1[0], 1);
+    }
+
+    #[test]
+    fn opportunities_pack_bytes_and_waste_idle_ones() {
+        let p = Arc::new(PdoTrace::from_millis(vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "t").unwrap());
+        let mut q = LinkQueue::new(
+            Capacity::Opportunities(p),
+            Piecewise::constant(Duration::ZERO),
+            Piecewise::constant(true),
+            0.0,
+            QueueLimit::Unlimited,
+            1,
+        );
+        // Arrives at 2.5 ms: opportunities at 1 and 2 ms are wasted.
+        q.receive(Time::from_nanos(2_500_000), vec![0; 1000]);
+        q.receive(Time::from_nanos(2_500_000), vec![1; 1000]);
+        q.receive(Time::from_nanos(2_500_000), vec![2; 100]);
+        let out = drain(&mut q, ms(20));
+        // 3 ms: first packet (1000) + 500 of the second; 4 ms: rest of second + the 100-byte one.
+        assert_eq!(
+            out.iter().map(|o| o.0).collect::<Vec<_>>(),
+            vec![ms(3), ms(4), ms(4)]
+        );
+    }
+
+    #[test]
+    fn opportunity_at_arrival_time_is_not_used() {
+        let p = Arc::new(PdoTrace::from_millis(vec![5, 10], "t").unwrap());
+        let mut q = LinkQueue::new(
+            Capacity::Opportunities(p),
+            Piecewise::constant(Duration::ZERO),
+            Piecewise::constant(true),
+            0.0,
+            QueueLimit::Unlimited,
+            1,
+        );
+        q.receive(ms(5), vec![0; 10]);
+        let out = drain(&mut q, ms(20));
+        assert_eq!(out[0].0, ms(10));
+    }
+
+    #[test]
+    fn drop_tail_and_loss() {
+        let mut q = LinkQueue::new(
+            Capacity::constant(BitRate::kbps(8)),
+            Piecewise::constant(Duration::ZERO),
+            Piecewise::constant(true),
+            0.0,
+            QueueLimit::Packets(2),
+            1,
+        );
+        // One in service + two waiting fit; the fourth is dropped.
+        for i in 0..3 {
+            assert_eq!(q.receive(ms(0), vec![i; 100]), None);
+        }
+        assert_eq!(q.receive(ms(0), vec![9; 100]), Some(DropReason::Queue));
+        let mut lossy = LinkQueue::new(
+            Capacity::Unlimited,
+            Piecewise::constant(Duration::ZERO),
+            Piecewise::constant(true),
+            0.25,
+            QueueLimit::Unlimited,
+            42,
+        );
+        let lost = (0..10_000)
+            .filter(|i| lossy.receive(Time(*i), vec![0; 10]).is_some())
+            .count();
+        assert!((2300..2700).contains(&lost), "{lost}");
+    }
+
+    #[test]
+    fn outage_drops_arrivals_and_queue() {
+        let avail =
+            Piecewise::new(vec![(ms(0), true), (ms(5), false), (ms(10), true)], None).unwrap();
+        let mut q = LinkQueue::new(
+            Capacity::constant(BitRate::kbps(800)), // 1500 B = 15 ms
+            Piecewise::constant(Duration::ZERO),
+            avail,
+            0.0,
+            QueueLimit::Unlimited,
+            1,
+        );
+        assert_eq!(q.receive(ms(0), vec![0; 1500]), None);
+        assert_eq!(q.receive(ms(6), vec![0; 10]), Some(DropReason::Outage));
+        assert!(drain(&mut q, ms(100)).is_empty());
+        let bins = q.take_all_bins();
+        let outage: u64 = bins.iter().map(|b| b.1.drops_outage).sum();
+        assert_eq!(outage, 2);
+        assert_eq!(q.receive(ms(11), vec![0; 10]), None);
+        assert_eq!(drain(&mut q, ms(100)).len(), 1);
+    }
+
+    #[test]
+    fn scripted_down_and_rate_change() {
+        let mut q = constant(BitRate::mbps(12), 0);
+        q.set_forced_down(ms(0), true);
+        assert_eq!(q.receive(ms(1), vec![0; 10]), Some(DropReason::Outage));
+        q.set_forced_down(ms(2), false);
+        q.set_capacity(ms(2), Capacity::constant(BitRate::mbps(6)));
+        q.receive(ms(2), vec![0; 1500]);
+        assert_eq!(drain(&mut q, ms(100))[0].0, ms(4));
+    }
+
+    #[test]
+    fn piecewise_rate_finish_spans_segments() {
+        let r = Piecewise::new(
+            vec![
+                (ms(0), BitRate::mbps(12)),
+                (ms(1), BitRate(0)),
+                (ms(5), BitRate::mbps(12)),
+            ],
+            None,
+        )
+        .unwrap();
+        // 3000 B: 1500 in [0,1), nothing until 5, 1500 in [5,6).
+        assert_eq!(finish_time(&r, ms(0), 3000), ms(6));
+    }
+
+    #[test]
+    fn shrinking_delay_never_reorders() {
+        let delay = Piecewise::new(
+            vec![
+                (ms(0), Duration::from_millis(50)),
+                (ms(1), Duration::from_millis(1)),
+            ],
+            None,
+        )
+        .unwrap();
+        let mut q = LinkQueue::new(
+            Capacity::Unlimited,
+            delay,
+            Piecewise::constant(true),
+            0.0,
+            QueueLimit::Unlimited,
+            1,
+        );
+        q.receive(ms(0), vec![0]);
+        q.receive(ms(2), vec![1]);
+        let out = drain(&mut q, ms(100));
+        assert_eq!(out[0].1, vec![0]);
+        assert_eq!(out[1].1, vec![1]);
+        assert!(out[1].0 >= out[0].0);
+    }
+
+    proptest::proptest! {
+        /// Whatever arrives is delivered in order or counted as dropped; never more than the
+        /// capacity allows.
+        #[test]
+        fn conservation(arrivals in proptest::collection::vec((0u64..50_000_000, 40usize..1500), 1..200),
+                        rate_kbps in 100u64..50_000, qlimit in 1usize..50) {
+            let mut arrivals = arrivals;
+            arrivals.sort();
+            let mut q = LinkQueue::new(
+                Capacity::constant(BitRate::kbps(rate_kbps)),
+                Piecewise::constant(Duration::from_millis(3)),
+                Piecewise::constant(true),
+                0.0,
+                QueueLimit::Packets(qlimit),
+                7,
+            );
+            let mut accepted = Vec::new();
+            let mut out = Vec::new();
+            for (i, (t, len)) in arrivals.iter().enumerate() {
+                out.extend(drain(&mut q, Time(*t)));
+                let mut pkt = vec![0u8; *len];
+                pkt[..4].copy_from_slice(&(i as u32).to_be_bytes());
+                if q.receive(Time(*t), pkt).is_none() {
+                    accepted.push(i as u32);
+                }
+            }
+            out.extend(drain(&mut q, Time::MAX));
+            let ids: Vec<u32> = out.iter().map(|(_, p)| u32::from_be_bytes(p[..4].try_into().unwrap())).collect();
+            proptest::prop_assert_eq!(ids, accepted);
+            let bins = q.take_all_bins();
+            let drops: u64 = bins.iter().map(|b| b.1.drops_queue).sum();
+            proptest::prop_assert_eq!(drops as usize + out.len(), arrivals.len());
+            // Capacity: bytes out by time T never exceed rate * T plus one packet.
+            let mut bytes = 0u64;
+            for (t, p) in &out {
+                bytes += p.len() as u64;
+                let sent_by = t.as_nanos().saturating_sub(3_000_000);
+                let cap = BitRate::kbps(rate_kbps).bytes_in(Duration::from_nanos(sent_by)) + 1500;
+                proptest::prop_assert!(bytes <= cap + 1500, "{} > {}", bytes, cap);
+            }
+        }
+    }
+}
