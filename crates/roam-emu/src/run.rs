@@ -1,0 +1,220 @@
+//! Running commands inside the emulator: the client command in the client namespace, an
+//! optional server command in the server namespace, and cleanup on every exit path.
+//!
+//! Cleanup does not rely on process groups alone: after the client exits (normally, by crash, or
+//! because roam got SIGINT/SIGTERM/SIGHUP), every process still inside either namespace is found
+//! through `/proc/*/ns/net` and terminated (SIGTERM, then SIGKILL after a grace period). roam
+//! makes itself a child subreaper so orphaned grandchildren are reaped, and the namespaces are
+//! anonymous, so they vanish with their last process and descriptor. If roam itself is killed
+//! with SIGKILL, its direct children get SIGKILL too (PR_SET_PDEATHSIG).
+
+use crate::emulator::{EmuError, Emulator};
+use crate::sys;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to run.
+#[derive(Clone, Debug, Default)]
+pub struct RunSpec {
+    /// Shell command for the server namespace (run with `sh -c`).
+    pub server: Option<String>,
+    /// Client program and arguments.
+    pub client: Vec<String>,
+    /// How long to wait for the server to open a listening socket before starting the client.
+    pub server_wait: Duration,
+}
+
+fn spawn_in(cmd: &mut Command, ns: i32, own_group: bool) -> std::io::Result<Child> {
+    // SAFETY: only async-signal-safe calls (setns, prctl, setpgid) run between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            sys::enter_netns(ns)?;
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            if own_group {
+                libc::setpgid(0, 0);
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+fn has_listener(pid: u32) -> bool {
+    for f in ["tcp", "tcp6"] {
+        if let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/net/{f}")) {
+            if t.lines()
+                .skip(1)
+                .any(|l| l.split_whitespace().nth(3) == Some("0A"))
+            {
+                return true;
+            }
+        }
+    }
+    for f in ["udp", "udp6"] {
+        if let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/net/{f}")) {
+            if t.lines().count() > 1 {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn exit_code(s: std::process::ExitStatus) -> i32 {
+    s.code()
+        .unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+}
+
+/// Terminate every process in the emulator's namespaces; returns how many had to be killed.
+pub fn kill_namespace_processes(emu: &Emulator) -> usize {
+    let inos: Vec<u64> = [emu.client_ns(), emu.server_ns()]
+        .iter()
+        .filter_map(|ns| sys::ns_inode(ns).ok())
+        .collect();
+    let find = || -> Vec<i32> { inos.iter().flat_map(|i| sys::pids_in_netns(*i)).collect() };
+    let first = find();
+    if first.is_empty() {
+        return 0;
+    }
+    for &p in &first {
+        sys::kill(p, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        reap_orphans();
+        let left = find();
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            for &p in &left {
+                sys::kill(p, libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            reap_orphans();
+            if find().is_empty() || Instant::now() > deadline + Duration::from_secs(3) {
+                break;
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    first.len()
+}
+
+fn reap_orphans() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with WNOHANG on any child.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r <= 0 {
+            break;
+        }
+    }
+}
+
+/// Run the server (if any) and the client inside `emu`; return the client's exit status.
+/// Processes left in the namespaces are terminated and the emulator is shut down on every path.
+pub fn run(mut emu: Emulator, spec: &RunSpec) -> Result<i32, EmuError> {
+    let signal = Arc::new(AtomicUsize::new(0));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register_usize(sig, signal.clone(), sig as usize).map_err(|e| {
+            EmuError::Io {
+                what: "installing signal handlers".into(),
+                source: e,
+            }
+        })?;
+    }
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+    let result = run_inner(&emu, spec, &signal);
+    kill_namespace_processes(&emu);
+    reap_orphans();
+    let shut = emu.shutdown();
+    for w in emu.warnings() {
+        eprintln!("roam emu: warning: {w}");
+    }
+    let code = result?;
+    shut?;
+    Ok(code)
+}
+
+fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32, EmuError> {
+    let mut server: Option<Child> = None;
+    if let Some(s) = &spec.server {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(s).envs(emu.env(true));
+        let child = spawn_in(&mut cmd, emu.server_ns().as_raw_fd(), true).map_err(|e| {
+            EmuError::Io {
+                what: format!("starting server `{s}`"),
+                source: e,
+            }
+        })?;
+        let pid = child.id();
+        server = Some(child);
+        let deadline = Instant::now() + spec.server_wait;
+        while Instant::now() < deadline && !has_listener(pid) {
+            if let Some(Ok(Some(st))) = server.as_mut().map(|c| c.try_wait()) {
+                eprintln!("roam emu: warning: server `{s}` exited early with status {}", exit_code(st));
+                break;
+            }
+            if signal.load(Ordering::Relaxed) != 0 {
+                return Ok(130);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let (prog, args) = spec
+        .client
+        .split_first()
+        .ok_or_else(|| EmuError::Config("no client command given after --".into()))?;
+    let mut cmd = Command::new(prog);
+    cmd.args(args).envs(emu.env(false));
+    let mut client = match spawn_in(&mut cmd, emu.client_ns().as_raw_fd(), false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("roam emu: cannot run `{prog}`: {e}");
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+        }
+    };
+    let mut kill_at: Option<Instant> = None;
+    let code = loop {
+        match client.try_wait() {
+            Ok(Some(st)) => break exit_code(st),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(EmuError::Io {
+                    what: "waiting for the client".into(),
+                    source: e,
+                })
+            }
+        }
+        let sig = signal.swap(0, Ordering::Relaxed);
+        if sig != 0 && kill_at.is_none() {
+            sys::kill(client.id() as i32, sig as i32);
+            kill_at = Some(Instant::now() + Duration::from_secs(3));
+        }
+        if kill_at.is_some_and(|t| Instant::now() > t) {
+            let _ = client.kill();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    if let Some(mut s) = server {
+        // SAFETY: signalling the server's process group.
+        unsafe { libc::kill(-(s.id() as i32), libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = s.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    Ok(code)
+}

@@ -1,0 +1,288 @@
+//! `--link NAME=SPEC` parsing.
+//!
+//! SPEC is comma-separated `key=value`:
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `rate=10mbit` | constant capacity both ways (`unlimited` for none) |
+//! | `down=X`, `up=X` | per direction: a Mahimahi PDO file, or a rate |
+//! | `trace=FILE.csv` | an interval CSV (capacity both ways, RTT, availability) |
+//! | `delay=20ms` | one-way delay, each direction (overrides a trace's RTT) |
+//! | `loss=0.01` | random loss probability, each direction |
+//! | `queue=100pkt` / `queue=64kb` / `queue=unlimited` | drop-tail queue bound (default 1000pkt) |
+//! | `onoff=cabernet` / `onoff=FILE` / `onoff=ON.cdf:OFF.cdf` | availability: Cabernet on/off, an on/off schedule file, or on/off durations drawn from two CDF files |
+//! | `seed=N` | seed for loss and on/off |
+
+use crate::queue::QueueLimit;
+use roam_core::{parse_duration, BitRate, Bytes};
+use roam_trace::capacity::Capacity;
+use roam_trace::cdf::EmpiricalCdf;
+use roam_trace::interval::IntervalTrace;
+use roam_trace::{onoff, LinkKind, LinkTrace, PdoTrace, Piecewise};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Default drop-tail bound, as Linux's default `txqueuelen`.
+pub const DEFAULT_QUEUE: QueueLimit = QueueLimit::Packets(1000);
+
+/// A fully specified emulated link.
+#[derive(Clone, Debug)]
+pub struct LinkConfig {
+    /// Link name: device name in both namespaces, and `ROAM_LINK_<NAME>_*` in the environment.
+    pub name: String,
+    /// What it stands for (for statistics).
+    pub kind: LinkKind,
+    /// Its behaviour over time.
+    pub trace: LinkTrace,
+    /// Drop-tail bound, per direction.
+    pub queue: QueueLimit,
+    /// Seed for random loss.
+    pub seed: u64,
+}
+
+/// A `--link` argument could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("--link {arg}: {msg}")]
+pub struct SpecError {
+    /// The argument as given.
+    pub arg: String,
+    /// What is wrong and what was expected.
+    pub msg: String,
+}
+
+/// Check a link name: 1-15 characters of `a-z0-9_-`, starting with a letter (it becomes a
+/// network device name and part of an environment variable name).
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 15
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && name != "lo";
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "link name `{name}` must be 1-15 characters of a-z, 0-9, _ or -, start with a letter, and not be `lo`"
+        ))
+    }
+}
+
+/// The environment-variable form of a link name: `wifi-2` -> `WIFI_2`.
+pub fn env_name(name: &str) -> String {
+    name.to_ascii_uppercase().replace('-', "_")
+}
+
+/// Parse `NAME=SPEC`; `default_seed` is used when the spec has no `seed=`.
+pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError> {
+    let err = |msg: String| SpecError {
+        arg: arg.to_string(),
+        msg,
+    };
+    let (name, spec) = arg
+        .split_once('=')
+        .ok_or_else(|| err("expected NAME=SPEC, e.g. wifi=rate=10mbit,delay=20ms".into()))?;
+    validate_name(name).map_err(err)?;
+    let mut rate = None;
+    let mut down = None;
+    let mut up = None;
+    let mut csv = None;
+    let mut delay = None;
+    let mut loss = 0.0;
+    let mut queue = DEFAULT_QUEUE;
+    let mut onoff_arg = None;
+    let mut seed = default_seed;
+    let mut seen = std::collections::HashSet::new();
+    for item in spec.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| err(format!("`{item}` is not key=value")))?;
+        if !seen.insert(k.to_string()) {
+            return Err(err(format!("`{k}` given twice")));
+        }
+        match k {
+            "rate" => rate = Some(parse_capacity_value(v).map_err(err)?),
+            "down" => down = Some(parse_capacity_value(v).map_err(err)?),
+            "up" => up = Some(parse_capacity_value(v).map_err(err)?),
+            "trace" => {
+                csv = Some(IntervalTrace::load(Path::new(v)).map_err(|e| err(e.to_string()))?)
+            }
+            "delay" => delay = Some(parse_duration(v).map_err(|e| err(e.to_string()))?),
+            "loss" => {
+                loss = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|l| (0.0..=1.0).contains(l))
+                    .ok_or_else(|| {
+                        err(format!("loss `{v}` must be a probability in [0, 1], e.g. 0.01"))
+                    })?
+            }
+            "queue" => queue = parse_queue(v).map_err(err)?,
+            "onoff" => onoff_arg = Some(v.to_string()),
+            "seed" => {
+                seed = v
+                    .parse()
+                    .map_err(|_| err(format!("seed `{v}` must be a non-negative integer")))?
+            }
+            other => {
+                return Err(err(format!(
+                    "unknown key `{other}` (expected rate, down, up, trace, delay, loss, queue, onoff, seed)"
+                )))
+            }
+        }
+    }
+    if rate.is_some() && (down.is_some() || up.is_some() || csv.is_some()) {
+        return Err(err("`rate` cannot be combined with `down`, `up` or `trace`".into()));
+    }
+    if csv.is_some() && (down.is_some() || up.is_some()) {
+        return Err(err("`trace` cannot be combined with `down` or `up`".into()));
+    }
+    if down.is_some() != up.is_some() {
+        return Err(err("give both `down` and `up` (or `rate` for both)".into()));
+    }
+    let mut trace = match csv {
+        Some(t) => t.to_link(),
+        None => {
+            let (d, u) = match (rate, down, up) {
+                (Some(r), _, _) => (r.clone(), r),
+                (None, Some(d), Some(u)) => (d, u),
+                _ => (Capacity::Unlimited, Capacity::Unlimited),
+            };
+            LinkTrace {
+                down: d,
+                up: u,
+                delay: Piecewise::constant(std::time::Duration::ZERO),
+                loss: 0.0,
+                availability: Piecewise::constant(true),
+            }
+        }
+    };
+    if let Some(d) = delay {
+        trace.delay = Piecewise::constant(d);
+    }
+    trace.loss = loss;
+    let mut kind = LinkKind::Other;
+    if let Some(o) = onoff_arg {
+        let sched = if o == "cabernet" {
+            kind = LinkKind::Wifi;
+            onoff::cabernet(seed)
+        } else if let Some((on, off)) = o.split_once(':') {
+            let on = EmpiricalCdf::load(Path::new(on)).map_err(|e| err(e.to_string()))?;
+            let off = EmpiricalCdf::load(Path::new(off)).map_err(|e| err(e.to_string()))?;
+            onoff::alternating(&on, &off, seed, onoff::GENERATED_HORIZON)
+        } else {
+            onoff::load_schedule(Path::new(&o)).map_err(|e| err(e.to_string()))?
+        };
+        if trace.availability.points().len() > 1 {
+            return Err(err(
+                "`onoff` cannot be combined with a trace that has its own availability".into(),
+            ));
+        }
+        trace.availability = sched;
+    }
+    Ok(LinkConfig {
+        name: name.to_string(),
+        kind,
+        trace,
+        queue,
+        seed,
+    })
+}
+
+fn parse_capacity_value(v: &str) -> Result<Capacity, String> {
+    if v == "unlimited" {
+        return Ok(Capacity::Unlimited);
+    }
+    if let Ok(r) = BitRate::parse(v) {
+        return Ok(Capacity::constant(r));
+    }
+    if v.chars().next().is_some_and(|c| c.is_ascii_digit()) && !Path::new(v).exists() {
+        return Err(BitRate::parse(v).unwrap_err().to_string());
+    }
+    let p = PdoTrace::load(Path::new(v)).map_err(|e| e.to_string())?;
+    Ok(Capacity::Opportunities(Arc::new(p)))
+}
+
+fn parse_queue(v: &str) -> Result<QueueLimit, String> {
+    if v == "unlimited" || v == "infinite" {
+        return Ok(QueueLimit::Unlimited);
+    }
+    if let Some(n) = v.strip_suffix("pkt") {
+        return n
+            .parse()
+            .map(QueueLimit::Packets)
+            .map_err(|_| format!("queue `{v}`: expected a packet count like 100pkt"));
+    }
+    Bytes::parse(v)
+        .map(|b| QueueLimit::Bytes(b.0))
+        .map_err(|_| format!("queue `{v}` is not a bound (expected 100pkt, 64kb or unlimited)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_core::Time;
+    use std::time::Duration;
+
+    #[test]
+    fn full_spec() {
+        let l = parse_link("wifi=rate=10mbit,delay=20ms,loss=0.01,queue=100pkt,onoff=cabernet,seed=3", 1)
+            .unwrap();
+        assert_eq!(l.name, "wifi");
+        assert_eq!(l.queue, QueueLimit::Packets(100));
+        assert_eq!(l.seed, 3);
+        assert_eq!(l.trace.loss, 0.01);
+        assert_eq!(*l.trace.delay.value_at(Time::ZERO), Duration::from_millis(20));
+        assert!(l.trace.availability.points().len() > 2);
+        assert_eq!(l.kind, LinkKind::Wifi);
+        let l = parse_link("cell=down=1mbit,up=200kbit,queue=64kb", 1).unwrap();
+        assert_eq!(l.queue, QueueLimit::Bytes(65536));
+        assert_eq!(
+            l.trace.up.mean_rate(Time::ZERO, Time::from_millis(1000)),
+            Some(BitRate::kbps(200))
+        );
+        let l = parse_link("x=delay=5ms", 1).unwrap();
+        assert_eq!(l.trace.down, Capacity::Unlimited);
+    }
+
+    #[test]
+    fn errors_say_what_and_where() {
+        let cases = [
+            ("wifi", "expected NAME=SPEC"),
+            ("Wifi=rate=1mbit", "link name `Wifi`"),
+            ("wifi=rate=10mbt", "`10mbt` is not a rate"),
+            ("wifi=rate=1mbit,rate=2mbit", "`rate` given twice"),
+            ("wifi=speed=1mbit", "unknown key `speed`"),
+            ("wifi=loss=2", "must be a probability"),
+            ("wifi=queue=lots", "is not a bound"),
+            ("wifi=delay=20", "`20` is not a duration"),
+            ("wifi=down=1mbit", "give both `down` and `up`"),
+            ("wifi=rate=1mbit,down=1mbit,up=1mbit", "cannot be combined"),
+            ("wifi=down=/nonexistent.down,up=1mbit", "/nonexistent.down"),
+            ("wifi=onoff=/nonexistent", "/nonexistent"),
+        ];
+        for (arg, want) in cases {
+            let e = parse_link(arg, 1).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--link {arg}: ")), "{e}");
+            assert!(e.contains(want), "{arg}: {e}");
+        }
+    }
+
+    #[test]
+    fn malformed_trace_file_names_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("roam-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bad.down");
+        std::fs::write(&f, "1\n2\nthree\n").unwrap();
+        let arg = format!("cell=down={},up=1mbit", f.display());
+        let e = parse_link(&arg, 1).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:3: expected a non-negative integer", f.display())), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn env_names() {
+        assert_eq!(env_name("wifi-2"), "WIFI_2");
+    }
+}

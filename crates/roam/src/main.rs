@@ -1,0 +1,331 @@
+//! The `roam` command: one binary, one subcommand per tool.
+
+mod bench;
+mod drive;
+mod emu_plot;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use roam_emu::spec::{parse_link, LinkConfig, DEFAULT_QUEUE};
+use roam_emu::{EmuConfig, Emulator};
+use roam_trace::baseline::{derive_baseline, Baseline};
+use roam_trace::scenario::Scenario;
+use roam_trace::{LinkKind, NamedLink};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "roam", version, about = "A runtime for applications on several networks at once")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The trace-driven multi-link network emulator.
+    #[command(subcommand)]
+    Emu(EmuCmd),
+    /// Link traces: statistics, plots, derived baselines.
+    #[command(subcommand)]
+    Trace(TraceCmd),
+    /// Benchmarks, printing JSON on stdout.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Emulate a drive (the `vehicular` scenario): traffic over each link, a per-link table and
+    /// a plot.
+    Drive(drive::DriveArgs),
+}
+
+#[derive(Subcommand)]
+enum EmuCmd {
+    /// Run a command inside emulated links.
+    Run(RunArgs),
+    /// Send a command to a running emulator's control socket, e.g. `wifi down`.
+    Ctl {
+        /// The control socket (`--control` of `roam emu run`, `$ROAM_EMU_CONTROL` inside it).
+        socket: PathBuf,
+        /// The command: `LINK down`, `LINK up`, `LINK set rate=R,delay=D,loss=P`.
+        #[arg(required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// Plot an emulator log directory (throughput, capacity, queueing delay per link) to SVG.
+    Plot {
+        /// The log directory written by `roam emu run`.
+        dir: PathBuf,
+        /// Output SVG.
+        #[arg(short, long, default_value = "emu.svg")]
+        output: PathBuf,
+    },
+}
+
+/// Which links to emulate.
+#[derive(Args, Clone, Debug)]
+pub struct LinkArgs {
+    /// A link: NAME=SPEC, SPEC = comma-separated key=value: rate=10mbit | down=FILE,up=FILE |
+    /// trace=FILE.csv; delay=20ms; loss=0.01; queue=100pkt|64kb; onoff=cabernet|FILE; seed=N.
+    #[arg(long = "link", value_name = "NAME=SPEC")]
+    links: Vec<String>,
+    /// A named scenario: hotspot, intermittent, vehicular, vehicular-umts.
+    #[arg(long)]
+    scenario: Option<String>,
+    /// With --scenario: emulate one link (named `link`) derived per second from the scenario:
+    /// best-latency, best-bandwidth or aggregation.
+    #[arg(long, requires = "scenario")]
+    baseline: Option<String>,
+    /// Seed for on/off availability and loss.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Queue bound for scenario links (e.g. 100pkt, 64kb).
+    #[arg(long)]
+    queue: Option<String>,
+}
+
+impl LinkArgs {
+    /// Resolve to link configurations.
+    pub fn resolve(&self) -> Result<Vec<LinkConfig>> {
+        let mut out = Vec::new();
+        let queue = match &self.queue {
+            Some(q) => {
+                parse_link(&format!("x=queue={q}"), 0)
+                    .map_err(|e| anyhow::anyhow!("--queue {q}: {}", e.msg))?
+                    .queue
+            }
+            None => DEFAULT_QUEUE,
+        };
+        if let Some(name) = &self.scenario {
+            let s = Scenario::by_name(name, self.seed)?;
+            if let Some(b) = &self.baseline {
+                let b = Baseline::parse(b)?;
+                let t = derive_baseline(&s, b, Duration::from_secs(3600))?;
+                out.push(LinkConfig {
+                    name: "link".into(),
+                    kind: LinkKind::Other,
+                    trace: t.to_link(),
+                    queue,
+                    seed: self.seed,
+                });
+            } else {
+                for (i, NamedLink { name, kind, trace }) in s.links.into_iter().enumerate() {
+                    out.push(LinkConfig {
+                        name,
+                        kind,
+                        trace,
+                        queue,
+                        seed: self.seed.wrapping_add(i as u64 * 1000),
+                    });
+                }
+            }
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            out.push(parse_link(l, self.seed.wrapping_add(100 + i as u64))?);
+        }
+        if out.is_empty() {
+            bail!("no links: give --link NAME=SPEC (e.g. --link wifi=rate=10mbit,delay=10ms) or --scenario NAME");
+        }
+        Ok(out)
+    }
+
+    /// As a scenario (for statistics and plots).
+    pub fn scenario(&self) -> Result<Scenario> {
+        let links = self.resolve()?;
+        Ok(Scenario {
+            name: self.scenario.clone().unwrap_or_else(|| "links".into()),
+            links: links
+                .into_iter()
+                .map(|l| NamedLink {
+                    name: l.name,
+                    kind: l.kind,
+                    trace: l.trace,
+                })
+                .collect(),
+        })
+    }
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    links: LinkArgs,
+    /// Shell command to run in the server namespace (started first, stopped at the end).
+    #[arg(long)]
+    server: Option<String>,
+    /// How long to wait for the server to open a listening socket.
+    #[arg(long, default_value = "3s", value_parser = parse_dur)]
+    server_wait: Duration,
+    /// Scripted link changes: lines of `<time> LINK down|up|set k=v,...`.
+    #[arg(long)]
+    events: Option<PathBuf>,
+    /// Listen for link commands on this Unix socket (see `roam emu ctl`).
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Directory for per-link, per-direction logs.
+    #[arg(long, default_value = "roam-emu-log")]
+    log_dir: PathBuf,
+    /// Do not write logs.
+    #[arg(long)]
+    no_log: bool,
+    /// Width of a log row.
+    #[arg(long, default_value = "100ms", value_parser = parse_dur)]
+    log_interval: Duration,
+    /// The client command and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Print a scenario's statistics as the paper's trace table.
+    Stats {
+        #[command(flatten)]
+        links: LinkArgs,
+        /// Window to summarise.
+        #[arg(long, default_value = "30m", value_parser = parse_dur)]
+        duration: Duration,
+    },
+    /// Draw capacity and availability over time to SVG.
+    Plot {
+        #[command(flatten)]
+        links: LinkArgs,
+        /// Window to draw.
+        #[arg(long, default_value = "10m", value_parser = parse_dur)]
+        duration: Duration,
+        /// Output SVG.
+        #[arg(short, long, default_value = "trace.svg")]
+        output: PathBuf,
+    },
+    /// Derive a single-link baseline per second and write it as an interval CSV.
+    Baseline {
+        /// best-latency, best-bandwidth or aggregation.
+        #[arg(long)]
+        kind: String,
+        #[command(flatten)]
+        links: LinkArgs,
+        /// Length of the derived trace (it repeats after).
+        #[arg(long, default_value = "30m", value_parser = parse_dur)]
+        duration: Duration,
+        /// Output CSV (`-` for stdout).
+        #[arg(short, long, default_value = "-")]
+        output: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Emulator fidelity and speed.
+    Emu(bench::BenchEmuArgs),
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    roam_core::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    // Without root, try a user namespace before any thread exists (unshare requires that).
+    if matches!(cli.cmd, Cmd::Emu(EmuCmd::Run(_)) | Cmd::Bench(_) | Cmd::Drive(_))
+        && !roam_emu::sys::is_root()
+    {
+        if let Err(e) = roam_emu::sys::enter_user_namespace() {
+            eprintln!("roam: needs root, or unprivileged user namespaces (unshare failed: {e})");
+            std::process::exit(2);
+        }
+    }
+    match real_main(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("roam: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<i32> {
+    match cli.cmd {
+        Cmd::Emu(EmuCmd::Run(a)) => {
+            let links = a.links.resolve()?;
+            let events = match &a.events {
+                Some(p) => roam_emu::control::load_events(p).map_err(anyhow::Error::msg)?,
+                None => Vec::new(),
+            };
+            for e in &events {
+                if !links.iter().any(|l| l.name == e.command.link) {
+                    bail!("--events: no link `{}` (links: {})", e.command.link, links.iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", "));
+                }
+            }
+            let emu = Emulator::start(EmuConfig {
+                links,
+                log_dir: (!a.no_log).then(|| a.log_dir.clone()),
+                log_interval: Some(a.log_interval),
+                events,
+                control_socket: a.control.clone(),
+            })?;
+            let code = roam_emu::run::run(
+                emu,
+                &roam_emu::run::RunSpec {
+                    server: a.server.clone(),
+                    client: a.command.clone(),
+                    server_wait: if a.server.is_some() { a.server_wait } else { Duration::ZERO },
+                },
+            )?;
+            Ok(code)
+        }
+        Cmd::Emu(EmuCmd::Ctl { socket, command }) => {
+            use std::io::{BufRead, BufReader, Write};
+            let mut s = std::os::unix::net::UnixStream::connect(&socket)
+                .with_context(|| format!("connecting to {}", socket.display()))?;
+            writeln!(s, "{}", command.join(" "))?;
+            let mut reply = String::new();
+            BufReader::new(&s).read_line(&mut reply)?;
+            let reply = reply.trim();
+            if reply == "ok" {
+                Ok(0)
+            } else {
+                bail!("{}", reply.trim_start_matches("error: "))
+            }
+        }
+        Cmd::Emu(EmuCmd::Plot { dir, output }) => {
+            let fig = emu_plot::figure(&dir)?;
+            std::fs::write(&output, fig.to_svg())
+                .with_context(|| format!("writing {}", output.display()))?;
+            eprintln!("wrote {}", output.display());
+            Ok(0)
+        }
+        Cmd::Trace(TraceCmd::Stats { links, duration }) => {
+            let s = links.scenario()?;
+            print!("{}", roam_trace::stats::scenario_stats(&s, duration).to_markdown());
+            Ok(0)
+        }
+        Cmd::Trace(TraceCmd::Plot {
+            links,
+            duration,
+            output,
+        }) => {
+            let s = links.scenario()?;
+            let fig = roam_trace::plot::scenario_figure(&s, duration);
+            std::fs::write(&output, fig.to_svg())
+                .with_context(|| format!("writing {}", output.display()))?;
+            eprintln!("wrote {}", output.display());
+            Ok(0)
+        }
+        Cmd::Trace(TraceCmd::Baseline {
+            kind,
+            links,
+            duration,
+            output,
+        }) => {
+            let b = Baseline::parse(&kind)?;
+            let s = links.scenario()?;
+            let t = derive_baseline(&s, b, duration)?;
+            if output == "-" {
+                print!("{}", t.to_csv());
+            } else {
+                std::fs::write(&output, t.to_csv()).with_context(|| format!("writing {output}"))?;
+                eprintln!("wrote {output}");
+            }
+            Ok(0)
+        }
+        Cmd::Bench(BenchCmd::Emu(a)) => bench::emu(&a).map(|_| 0),
+        Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
+    }
+}
