@@ -82,7 +82,9 @@ pub fn parse_command(words: &[&str]) -> Result<Command, String> {
                         )
                     }
                     other => {
-                        return Err(format!("cannot set `{other}` (expected rate, delay or loss)"))
+                        return Err(format!(
+                            "cannot set `{other}` (expected rate, delay or loss)"
+                        ))
                     }
                 }
             }

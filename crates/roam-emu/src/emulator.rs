@@ -314,7 +314,14 @@ impl Emulator {
             let up = Arc::new(DirCounters::default());
             let down = Arc::new(DirCounters::default());
             for (dir, ingress, egress, counters, cap, seed) in [
-                ("up", ct.clone(), st.clone(), up.clone(), l.trace.up.clone(), l.seed),
+                (
+                    "up",
+                    ct.clone(),
+                    st.clone(),
+                    up.clone(),
+                    l.trace.up.clone(),
+                    l.seed,
+                ),
                 (
                     "down",
                     st.clone(),
@@ -389,7 +396,9 @@ impl Emulator {
             let stop = stop.clone();
             let events = cfg.events.clone();
             let warn = warnings.clone();
-            threads.push(std::thread::spawn(move || run_events(d, events, stop, warn)));
+            threads.push(std::thread::spawn(move || {
+                run_events(d, events, stop, warn)
+            }));
         }
         if let Some(path) = &cfg.control_socket {
             let _ = std::fs::remove_file(path);
@@ -525,8 +534,11 @@ impl Emulator {
                 })).collect::<Vec<_>>(),
             });
             let path = d.join("summary.json");
-            std::fs::write(&path, serde_json::to_string_pretty(&summary).unwrap() + "\n")
-                .map_err(io_err(format!("writing {}", path.display())))?;
+            std::fs::write(
+                &path,
+                serde_json::to_string_pretty(&summary).unwrap() + "\n",
+            )
+            .map_err(io_err(format!("writing {}", path.display())))?;
         }
         Ok(())
     }

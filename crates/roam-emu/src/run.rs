@@ -33,7 +33,13 @@ fn spawn_in(cmd: &mut Command, ns: i32, own_group: bool) -> std::io::Result<Chil
     unsafe {
         cmd.pre_exec(move || {
             sys::enter_netns(ns)?;
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
             if own_group {
                 libc::setpgid(0, 0);
             }
@@ -65,8 +71,7 @@ fn has_listener(pid: u32) -> bool {
 }
 
 fn exit_code(s: std::process::ExitStatus) -> i32 {
-    s.code()
-        .unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
 }
 
 /// Terminate every process in the emulator's namespaces; returns how many had to be killed.
@@ -148,18 +153,20 @@ fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32
     if let Some(s) = &spec.server {
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(s).envs(emu.env(true));
-        let child = spawn_in(&mut cmd, emu.server_ns().as_raw_fd(), true).map_err(|e| {
-            EmuError::Io {
+        let child =
+            spawn_in(&mut cmd, emu.server_ns().as_raw_fd(), true).map_err(|e| EmuError::Io {
                 what: format!("starting server `{s}`"),
                 source: e,
-            }
-        })?;
+            })?;
         let pid = child.id();
         server = Some(child);
         let deadline = Instant::now() + spec.server_wait;
         while Instant::now() < deadline && !has_listener(pid) {
             if let Some(Ok(Some(st))) = server.as_mut().map(|c| c.try_wait()) {
-                eprintln!("roam emu: warning: server `{s}` exited early with status {}", exit_code(st));
+                eprintln!(
+                    "roam emu: warning: server `{s}` exited early with status {}",
+                    exit_code(st)
+                );
                 break;
             }
             if signal.load(Ordering::Relaxed) != 0 {
@@ -178,7 +185,11 @@ fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32
         Ok(c) => c,
         Err(e) => {
             eprintln!("roam emu: cannot run `{prog}`: {e}");
-            return Ok(if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 });
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
         }
     };
     let mut kill_at: Option<Instant> = None;

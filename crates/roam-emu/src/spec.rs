@@ -102,7 +102,7 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
             return Err(err(format!("`{k}` given twice")));
         }
         match k {
-            "rate" => rate = Some(parse_capacity_value(v).map_err(err)?),
+            "rate" => rate = Some(parse_rate(v).map_err(err)?),
             "down" => down = Some(parse_capacity_value(v).map_err(err)?),
             "up" => up = Some(parse_capacity_value(v).map_err(err)?),
             "trace" => {
@@ -133,7 +133,9 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
         }
     }
     if rate.is_some() && (down.is_some() || up.is_some() || csv.is_some()) {
-        return Err(err("`rate` cannot be combined with `down`, `up` or `trace`".into()));
+        return Err(err(
+            "`rate` cannot be combined with `down`, `up` or `trace`".into(),
+        ));
     }
     if csv.is_some() && (down.is_some() || up.is_some()) {
         return Err(err("`trace` cannot be combined with `down` or `up`".into()));
@@ -190,15 +192,23 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
     })
 }
 
-fn parse_capacity_value(v: &str) -> Result<Capacity, String> {
+fn parse_rate(v: &str) -> Result<Capacity, String> {
     if v == "unlimited" {
         return Ok(Capacity::Unlimited);
     }
-    if let Ok(r) = BitRate::parse(v) {
-        return Ok(Capacity::constant(r));
+    BitRate::parse(v)
+        .map(Capacity::constant)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_capacity_value(v: &str) -> Result<Capacity, String> {
+    if let Ok(c) = parse_rate(v) {
+        return Ok(c);
     }
-    if v.chars().next().is_some_and(|c| c.is_ascii_digit()) && !Path::new(v).exists() {
-        return Err(BitRate::parse(v).unwrap_err().to_string());
+    if !Path::new(v).exists() {
+        return Err(format!(
+            "`{v}` is neither a rate (e.g. 10mbit) nor an existing trace file"
+        ));
     }
     let p = PdoTrace::load(Path::new(v)).map_err(|e| e.to_string())?;
     Ok(Capacity::Opportunities(Arc::new(p)))
@@ -227,13 +237,19 @@ mod tests {
 
     #[test]
     fn full_spec() {
-        let l = parse_link("wifi=rate=10mbit,delay=20ms,loss=0.01,queue=100pkt,onoff=cabernet,seed=3", 1)
-            .unwrap();
+        let l = parse_link(
+            "wifi=rate=10mbit,delay=20ms,loss=0.01,queue=100pkt,onoff=cabernet,seed=3",
+            1,
+        )
+        .unwrap();
         assert_eq!(l.name, "wifi");
         assert_eq!(l.queue, QueueLimit::Packets(100));
         assert_eq!(l.seed, 3);
         assert_eq!(l.trace.loss, 0.01);
-        assert_eq!(*l.trace.delay.value_at(Time::ZERO), Duration::from_millis(20));
+        assert_eq!(
+            *l.trace.delay.value_at(Time::ZERO),
+            Duration::from_millis(20)
+        );
         assert!(l.trace.availability.points().len() > 2);
         assert_eq!(l.kind, LinkKind::Wifi);
         let l = parse_link("cell=down=1mbit,up=200kbit,queue=64kb", 1).unwrap();
@@ -277,7 +293,13 @@ mod tests {
         std::fs::write(&f, "1\n2\nthree\n").unwrap();
         let arg = format!("cell=down={},up=1mbit", f.display());
         let e = parse_link(&arg, 1).unwrap_err().to_string();
-        assert!(e.contains(&format!("{}:3: expected a non-negative integer", f.display())), "{e}");
+        assert!(
+            e.contains(&format!(
+                "{}:3: expected a non-negative integer",
+                f.display()
+            )),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

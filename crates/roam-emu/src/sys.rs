@@ -71,7 +71,10 @@ struct IfReq {
 /// thread's network namespace. The device exists while the descriptor is open.
 pub fn create_tun(name: &str) -> io::Result<OwnedFd> {
     if name.len() >= libc::IFNAMSIZ {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "device name too long"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "device name too long",
+        ));
     }
     let path = c"/dev/net/tun";
     // SAFETY: open with a NUL-terminated path.
@@ -250,14 +253,14 @@ pub fn enter_user_namespace() -> io::Result<()> {
 /// Check that the emulator can work here; on failure, a one-line reason.
 pub fn check_privileges() -> Result<(), String> {
     if !is_root() {
-        return Err("roam emu needs root (or a user namespace): run as root, or allow unprivileged user namespaces".into());
+        return Err("the emulator needs root (or a user namespace): run as root, or allow unprivileged user namespaces".into());
     }
     match std::fs::OpenOptions::new().read(true).write(true).open("/dev/net/tun") {
         Ok(_) => {}
-        Err(e) => return Err(format!("roam emu cannot open /dev/net/tun ({e}); it needs root or a TUN device this user may open")),
+        Err(e) => return Err(format!("the emulator cannot open /dev/net/tun ({e}); it needs root or a TUN device this user may open")),
     }
     match new_netns() {
         Ok(_) => Ok(()),
-        Err(e) => Err(format!("roam emu cannot create a network namespace ({e}); it needs root or unprivileged user namespaces")),
+        Err(e) => Err(format!("the emulator cannot create a network namespace ({e}); it needs root or unprivileged user namespaces")),
     }
 }

@@ -25,7 +25,11 @@ fn sa(ip: Ipv4Addr, port: u16) -> SockAddr {
 
 /// A TCP (or MPTCP) listener on `SERVER_ADDR:port`; call from inside the server namespace.
 pub fn listen(port: u16, mptcp: bool) -> io::Result<TcpListener> {
-    let proto = if mptcp { Some(Protocol::from(IPPROTO_MPTCP)) } else { None };
+    let proto = if mptcp {
+        Some(Protocol::from(IPPROTO_MPTCP))
+    } else {
+        None
+    };
     let s = Socket::new(Domain::IPV4, Type::STREAM, proto)?;
     s.set_reuse_address(true)?;
     s.bind(&sa(SERVER_ADDR, port))?;
@@ -41,7 +45,11 @@ pub fn connect_from(
     mptcp: bool,
     timeout: Duration,
 ) -> io::Result<TcpStream> {
-    let proto = if mptcp { Some(Protocol::from(IPPROTO_MPTCP)) } else { None };
+    let proto = if mptcp {
+        Some(Protocol::from(IPPROTO_MPTCP))
+    } else {
+        None
+    };
     let s = Socket::new(Domain::IPV4, Type::STREAM, proto)?;
     s.bind(&sa(local, 0))?;
     s.connect_timeout(&sa(SERVER_ADDR, port), timeout)?;
@@ -128,7 +136,11 @@ pub fn bulk_server(emu: &Emulator, port: u16, mptcp: bool) -> io::Result<Server>
             match c.write(&buf) {
                 Ok(0) => break,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => break,
             }
         }
@@ -148,7 +160,11 @@ pub fn echo_server(emu: &Emulator, port: u16) -> io::Result<Server> {
                         break;
                     }
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => break,
             }
         }
@@ -223,7 +239,12 @@ pub fn bulk_download(
                     }
                     last_data = Instant::now();
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     if last_data.elapsed() > stall {
                         break;
                     }
@@ -341,7 +362,11 @@ pub fn udp_flood_client(
                 got_any = true;
                 out.push((clock.now(), n as u32 + 28));
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(e),
         }
     }

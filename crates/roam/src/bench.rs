@@ -73,11 +73,19 @@ fn trace_fraction(trace: &str, secs: u64) -> Result<(String, f64, f64)> {
     let pdo = PdoTrace::load(&path)?;
     // Pace the flood above the trace's busiest second so the queue never runs dry.
     let peak = (0..pdo.period().as_secs().max(1))
-        .map(|s| pdo.bytes_between(Time::from_millis(s * 1000), Time::from_millis(s * 1000 + 1000)))
+        .map(|s| {
+            pdo.bytes_between(
+                Time::from_millis(s * 1000),
+                Time::from_millis(s * 1000 + 1000),
+            )
+        })
         .max()
         .unwrap_or(0) as f64
         * 8.0;
-    let emu = start(&format!("l=down={},up=10mbit,queue=2000pkt", path.display()))?;
+    let emu = start(&format!(
+        "l=down={},up=10mbit,queue=2000pkt",
+        path.display()
+    ))?;
     let clock = emu.clock();
     let total = Duration::from_secs(secs + 3);
     let until = clock.now() + total;
@@ -85,12 +93,23 @@ fn trace_fraction(trace: &str, secs: u64) -> Result<(String, f64, f64)> {
     let addr = emu.links()[0].client_addr;
     let got = join(emu.spawn_in_client(move || udp_flood_client(clock, addr, 6000, until)))??;
     let _ = srv.join();
-    let first = got.first().map(|x| x.0).ok_or_else(|| anyhow!("no datagram arrived"))?;
+    let first = got
+        .first()
+        .map(|x| x.0)
+        .ok_or_else(|| anyhow!("no datagram arrived"))?;
     let t0 = first + Duration::from_secs(2);
     let t1 = t0 + Duration::from_secs(secs.saturating_sub(1).max(1));
-    let delivered: u64 = got.iter().filter(|(t, _)| *t >= t0 && *t < t1).map(|x| x.1 as u64).sum();
+    let delivered: u64 = got
+        .iter()
+        .filter(|(t, _)| *t >= t0 && *t < t1)
+        .map(|x| x.1 as u64)
+        .sum();
     let cap = pdo.bytes_between(t0, t1);
-    Ok((path.display().to_string(), delivered as f64 / cap as f64, peak / 1e6))
+    Ok((
+        path.display().to_string(),
+        delivered as f64 / cap as f64,
+        peak / 1e6,
+    ))
 }
 
 fn rtt(spec: &str, interval: Duration, count: u32) -> Result<f64> {
@@ -100,7 +119,15 @@ fn rtt(spec: &str, interval: Duration, count: u32) -> Result<f64> {
     let addr = emu.links()[0].client_addr;
     let until = clock.now() + interval * count;
     let s = join(emu.spawn_in_client(move || {
-        rtt_probe(clock, addr, 5001, 64, interval, until, Duration::from_secs(5))
+        rtt_probe(
+            clock,
+            addr,
+            5001,
+            64,
+            interval,
+            until,
+            Duration::from_secs(5),
+        )
     }))?;
     srv.stop();
     // Drop the first exchange: it includes the connection handshake's effects on timers.
@@ -118,10 +145,20 @@ fn loopback_rtt(count: u32) -> Result<f64> {
     let clock = emu.clock();
     let until = clock.now() + Duration::from_millis(5) * count;
     let s = join(emu.spawn_in_server(move || {
-        rtt_probe(clock, SERVER_ADDR, 5002, 64, Duration::from_millis(5), until, Duration::from_secs(5))
+        rtt_probe(
+            clock,
+            SERVER_ADDR,
+            5002,
+            64,
+            Duration::from_millis(5),
+            until,
+            Duration::from_secs(5),
+        )
     }))?;
     srv.stop();
-    Ok(median_ms(&s.iter().skip(1).map(|x| x.1).collect::<Vec<_>>()))
+    Ok(median_ms(
+        &s.iter().skip(1).map(|x| x.1).collect::<Vec<_>>(),
+    ))
 }
 
 fn max_forward(secs: u64) -> Result<f64> {

@@ -80,7 +80,11 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
         "roam drive: {} for {:.0} s over {} (seed {})",
         a.scenario,
         a.duration.as_secs_f64(),
-        emu.links().iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(" + "),
+        emu.links()
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" + "),
         a.seed
     );
     let mut jobs = Vec::new();
@@ -90,7 +94,15 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
             bulk_download(clock, addr, 5000, false, until, Duration::from_secs(3))
         });
         let r = emu.spawn_in_client(move || {
-            rtt_probe(clock, addr, 5001, 64, Duration::from_millis(500), until, Duration::from_secs(3))
+            rtt_probe(
+                clock,
+                addr,
+                5001,
+                64,
+                Duration::from_millis(500),
+                until,
+                Duration::from_secs(3),
+            )
         });
         jobs.push((l.name.clone(), b, r));
     }
@@ -102,16 +114,28 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
             .links()
             .iter()
             .map(|l| {
-                let b = l.down.delivered_bytes.load(std::sync::atomic::Ordering::Relaxed);
+                let b = l
+                    .down
+                    .delivered_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 format!("{} {:.0} KB", l.name, b as f64 / 1e3)
             })
             .collect();
-        eprintln!("  {:>4.0}/{:.0} s  delivered: {}", t, a.duration.as_secs_f64(), parts.join(", "));
+        eprintln!(
+            "  {:>4.0}/{:.0} s  delivered: {}",
+            t,
+            a.duration.as_secs_f64(),
+            parts.join(", ")
+        );
     }
     let mut results = Vec::new();
     for (name, b, r) in jobs {
-        let bulk_res = b.join().map_err(|_| anyhow::anyhow!("download thread panicked"))??;
-        let rtts = r.join().map_err(|_| anyhow::anyhow!("probe thread panicked"))??;
+        let bulk_res = b
+            .join()
+            .map_err(|_| anyhow::anyhow!("download thread panicked"))??;
+        let rtts = r
+            .join()
+            .map_err(|_| anyhow::anyhow!("probe thread panicked"))??;
         let link = scenario.links.iter().find(|l| l.name == name).unwrap();
         let end = Time::ZERO + a.duration;
         let avail = link.trace.availability.fraction_true(Time::ZERO, end);
@@ -127,7 +151,11 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
         results.push(LinkResult {
             available_pct: avail * 100.0,
             throughput_kbps: total / secs,
-            throughput_avail_kbps: if avail > 0.0 { total / (secs * avail) } else { 0.0 },
+            throughput_avail_kbps: if avail > 0.0 {
+                total / (secs * avail)
+            } else {
+                0.0
+            },
             capacity_kbps: cap * avail,
             rtt_ms: (!rtts.is_empty())
                 .then(|| median_ms(&rtts.iter().map(|x| x.1).collect::<Vec<_>>())),
@@ -138,7 +166,10 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
                 .iter()
                 .map(|(t, b)| (t.as_secs_f64(), *b as f64 * 8.0 / per_bin / 1e6))
                 .collect(),
-            rtts: rtts.iter().map(|(t, d)| (t.as_secs_f64(), d.as_secs_f64() * 1e3)).collect(),
+            rtts: rtts
+                .iter()
+                .map(|(t, d)| (t.as_secs_f64(), d.as_secs_f64() * 1e3))
+                .collect(),
             name,
         });
     }
@@ -158,7 +189,11 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
             "| {} | {:.1}% | {:.0} | {:.0} | {:.0} | {} | {} | {} |\n",
             r.name,
             r.available_pct,
-            if r.available_pct > 0.0 { r.capacity_kbps / (r.available_pct / 100.0) } else { 0.0 },
+            if r.available_pct > 0.0 {
+                r.capacity_kbps / (r.available_pct / 100.0)
+            } else {
+                0.0
+            },
             r.throughput_kbps,
             r.throughput_avail_kbps,
             r.rtt_ms.map_or("-".into(), |v| format!("{v:.0}")),
@@ -169,7 +204,12 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
     print!("{table}");
     std::fs::write(a.out.join("drive.md"), &table)?;
     let fig = Figure {
-        title: format!("roam drive: {} ({:.0} s, seed {})", a.scenario, a.duration.as_secs_f64(), a.seed),
+        title: format!(
+            "roam drive: {} ({:.0} s, seed {})",
+            a.scenario,
+            a.duration.as_secs_f64(),
+            a.seed
+        ),
         x_label: "time (s)".into(),
         panels: results
             .iter()
@@ -219,6 +259,11 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
     };
     let svg = a.out.join("drive.svg");
     std::fs::write(&svg, fig.to_svg())?;
-    eprintln!("wrote {}, {} and {}", a.out.join("drive.md").display(), svg.display(), a.out.join("emu-log").display());
+    eprintln!(
+        "wrote {}, {} and {}",
+        a.out.join("drive.md").display(),
+        svg.display(),
+        a.out.join("emu-log").display()
+    );
     Ok(())
 }

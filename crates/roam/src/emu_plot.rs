@@ -15,19 +15,33 @@ struct Row {
 }
 
 fn read_log(path: &Path) -> Result<Vec<Row>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate().skip(1) {
         let c: Vec<&str> = line.split(',').collect();
         if c.len() != 12 {
-            bail!("{}:{}: expected 12 columns ({}), found {}", path.display(), i + 1, roam_emu::emulator::LOG_HEADER, c.len());
+            bail!(
+                "{}:{}: expected 12 columns ({}), found {}",
+                path.display(),
+                i + 1,
+                roam_emu::emulator::LOG_HEADER,
+                c.len()
+            );
         }
         let num = |j: usize| -> Result<f64> {
             if c[j] == "inf" {
                 return Ok(f64::NAN);
             }
-            c[j].parse::<f64>()
-                .with_context(|| format!("{}:{}: column {} is not a number: `{}`", path.display(), i + 1, j + 1, c[j]))
+            c[j].parse::<f64>().with_context(|| {
+                format!(
+                    "{}:{}: column {} is not a number: `{}`",
+                    path.display(),
+                    i + 1,
+                    j + 1,
+                    c[j]
+                )
+            })
         };
         rows.push(Row {
             t: num(0)?,
@@ -45,11 +59,17 @@ pub fn figure(dir: &Path) -> Result<Figure> {
     let mut logs: BTreeMap<String, BTreeMap<String, Vec<Row>>> = BTreeMap::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let p = e?.path();
-        let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         if let Some(stem) = name.strip_suffix(".csv") {
             if let Some((link, d)) = stem.rsplit_once('.') {
                 if d == "up" || d == "down" {
-                    logs.entry(link.to_string()).or_default().insert(d.to_string(), read_log(&p)?);
+                    logs.entry(link.to_string())
+                        .or_default()
+                        .insert(d.to_string(), read_log(&p)?);
                 }
             }
         }
@@ -70,7 +90,11 @@ pub fn figure(dir: &Path) -> Result<Figure> {
             if rows.iter().any(|r| r.capacity.is_finite()) {
                 series.push(Series {
                     name: format!("{d} capacity"),
-                    points: rows.iter().filter(|r| r.capacity.is_finite()).map(|r| (r.t, r.capacity)).collect(),
+                    points: rows
+                        .iter()
+                        .filter(|r| r.capacity.is_finite())
+                        .map(|r| (r.t, r.capacity))
+                        .collect(),
                 });
             }
             qseries.push(Series {

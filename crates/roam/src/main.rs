@@ -15,7 +15,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "roam", version, about = "A runtime for applications on several networks at once")]
+#[command(
+    name = "roam",
+    version,
+    about = "A runtime for applications on several networks at once"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -223,8 +227,10 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 fn main() {
     let cli = Cli::parse();
     // Without root, try a user namespace before any thread exists (unshare requires that).
-    if matches!(cli.cmd, Cmd::Emu(EmuCmd::Run(_)) | Cmd::Bench(_) | Cmd::Drive(_))
-        && !roam_emu::sys::is_root()
+    if matches!(
+        cli.cmd,
+        Cmd::Emu(EmuCmd::Run(_)) | Cmd::Bench(_) | Cmd::Drive(_)
+    ) && !roam_emu::sys::is_root()
     {
         if let Err(e) = roam_emu::sys::enter_user_namespace() {
             eprintln!("roam: needs root, or unprivileged user namespaces (unshare failed: {e})");
@@ -250,7 +256,15 @@ fn real_main(cli: Cli) -> Result<i32> {
             };
             for e in &events {
                 if !links.iter().any(|l| l.name == e.command.link) {
-                    bail!("--events: no link `{}` (links: {})", e.command.link, links.iter().map(|l| l.name.as_str()).collect::<Vec<_>>().join(", "));
+                    bail!(
+                        "--events: no link `{}` (links: {})",
+                        e.command.link,
+                        links
+                            .iter()
+                            .map(|l| l.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
                 }
             }
             let emu = Emulator::start(EmuConfig {
@@ -265,7 +279,11 @@ fn real_main(cli: Cli) -> Result<i32> {
                 &roam_emu::run::RunSpec {
                     server: a.server.clone(),
                     client: a.command.clone(),
-                    server_wait: if a.server.is_some() { a.server_wait } else { Duration::ZERO },
+                    server_wait: if a.server.is_some() {
+                        a.server_wait
+                    } else {
+                        Duration::ZERO
+                    },
                 },
             )?;
             Ok(code)
@@ -293,7 +311,10 @@ fn real_main(cli: Cli) -> Result<i32> {
         }
         Cmd::Trace(TraceCmd::Stats { links, duration }) => {
             let s = links.scenario()?;
-            print!("{}", roam_trace::stats::scenario_stats(&s, duration).to_markdown());
+            print!(
+                "{}",
+                roam_trace::stats::scenario_stats(&s, duration).to_markdown()
+            );
             Ok(0)
         }
         Cmd::Trace(TraceCmd::Plot {

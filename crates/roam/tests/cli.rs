@@ -1,0 +1,428 @@
+//! End-to-end tests of the `roam` binary. Tests that need the emulator skip with a one-line
+//! reason when this machine cannot create namespaces and TUN devices (they run in CI as root).
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn roam() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_roam"))
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("roam-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn emu_available() -> bool {
+    match roam_emu::sys::check_privileges() {
+        Ok(()) => true,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            false
+        }
+    }
+}
+
+#[test]
+fn malformed_trace_names_file_line_and_expectation() {
+    let d = tmpdir("badtrace");
+    let f = d.join("bad.down");
+    std::fs::write(&f, "1\n2\n2.5\n").unwrap();
+    let o = roam()
+        .args(["trace", "stats", "--link"])
+        .arg(format!("cell=down={},up=1mbit", f.display()))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err.contains(&format!(
+            "{}:3: expected a non-negative integer millisecond timestamp, found `2.5`",
+            f.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn malformed_cdf_and_schedule_and_csv() {
+    let d = tmpdir("badcdf");
+    let on = d.join("on.cdf");
+    let off = d.join("off.cdf");
+    std::fs::write(&on, "1 0.1\n2 0.5\n3 1.7\n").unwrap();
+    std::fs::write(&off, "1 0.5\n2 1\n").unwrap();
+    let o = roam()
+        .args(["trace", "stats", "--link"])
+        .arg(format!(
+            "wifi=rate=1mbit,onoff={}:{}",
+            on.display(),
+            off.display()
+        ))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert!(
+        err.contains(&format!(
+            "{}:3: cumulative probability 1.7 is outside [0, 1]",
+            on.display()
+        )),
+        "{err}"
+    );
+
+    let sched = d.join("sched");
+    std::fs::write(&sched, "1 off\n2 sideways\n").unwrap();
+    let o = roam()
+        .args(["trace", "stats", "--link"])
+        .arg(format!("wifi=rate=1mbit,onoff={}", sched.display()))
+        .output()
+        .unwrap();
+    assert!(text(&o).1.contains(&format!(
+        "{}:2: expected `on` or `off`, found `sideways`",
+        sched.display()
+    )));
+
+    let csv = d.join("t.csv");
+    std::fs::write(
+        &csv,
+        "t_ms,down_kbps,up_kbps,rtt_ms,available\n0,100,100,20,1\n1000,100,x,20,1\n",
+    )
+    .unwrap();
+    let o = roam()
+        .args(["trace", "stats", "--link"])
+        .arg(format!("l=trace={}", csv.display()))
+        .output()
+        .unwrap();
+    assert!(text(&o).1.contains(&format!(
+        "{}:3: expected a non-negative number for up_kbps, found `x`",
+        csv.display()
+    )));
+}
+
+#[test]
+fn malformed_spec_and_events() {
+    let o = roam()
+        .args(["emu", "run", "--link", "wifi=rate=fast", "--", "true"])
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err.contains("--link wifi=rate=fast: `fast` is not a rate (expected"),
+        "{err}"
+    );
+    let d = tmpdir("badevents");
+    let ev = d.join("events");
+    std::fs::write(&ev, "1 wifi down\nlater wifi up\n").unwrap();
+    let o = roam()
+        .args(["emu", "run", "--link", "wifi=rate=1mbit", "--events"])
+        .arg(&ev)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&o)
+            .1
+            .contains(&format!("{}:2: `later` is not a duration", ev.display())),
+        "{:?}",
+        text(&o)
+    );
+    let o = roam()
+        .args(["emu", "run", "--scenario", "beach", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(text(&o).1.contains("unknown scenario `beach`"));
+}
+
+#[test]
+fn trace_stats_plot_and_baseline() {
+    let o = roam()
+        .args([
+            "trace",
+            "stats",
+            "--scenario",
+            "hotspot",
+            "--duration",
+            "60s",
+        ])
+        .output()
+        .unwrap();
+    let (out, _) = text(&o);
+    assert!(o.status.success());
+    assert!(out.contains("| wifi | WiFi | 600 | 600 |"), "{out}");
+    assert!(out.contains("| cell | cellular | 2000 | 2000 |"), "{out}");
+    let d = tmpdir("plot");
+    let svg = d.join("t.svg");
+    let o = roam()
+        .args([
+            "trace",
+            "plot",
+            "--scenario",
+            "intermittent",
+            "--duration",
+            "5m",
+            "-o",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.contains("<svg") && s.contains("available"));
+    let o = roam()
+        .args([
+            "trace",
+            "baseline",
+            "--kind",
+            "aggregation",
+            "--scenario",
+            "hotspot",
+            "--duration",
+            "3s",
+        ])
+        .output()
+        .unwrap();
+    let (out, _) = text(&o);
+    assert_eq!(
+        out,
+        "t_ms,down_kbps,up_kbps,rtt_ms,available\n0,2600.0,2600.0,20.0,1\n1000,2600.0,2600.0,20.0,1\n2000,2600.0,2600.0,20.0,1\n"
+    );
+}
+
+#[test]
+fn without_privileges_one_line_reason() {
+    if !roam_emu::sys::is_root() {
+        eprintln!("skipped: needs root to drop to an unprivileged user");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) not installed");
+        return;
+    }
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_roam"))
+        .args([
+            "emu",
+            "run",
+            "--no-log",
+            "--link",
+            "a=rate=1mbit",
+            "--",
+            "true",
+        ])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    if o.status.success() {
+        // The kernel allows unprivileged user namespaces with TUN: that is the other valid outcome.
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("root"), "{err}");
+}
+
+#[test]
+fn exit_status_environment_and_routing() {
+    if !emu_available() {
+        return;
+    }
+    let d = tmpdir("env");
+    let o = roam()
+        .args(["emu", "run", "--no-log", "--link", "wifi=rate=10mbit", "--link", "cell-2=rate=1mbit"])
+        .args(["--", "sh", "-c"])
+        .arg("echo $ROAM_SERVER_ADDR $ROAM_LINK_WIFI_ADDR $ROAM_LINK_CELL_2_ADDR $ROAM_LINK_CELL_2_DEV; ip route get 10.77.0.1 from $ROAM_LINK_CELL_2_ADDR; exit 7")
+        .current_dir(&d)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(7), "{out} {err}");
+    assert!(
+        out.contains("10.77.0.1 10.77.1.2 10.77.2.2 cell-2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("dev cell-2"),
+        "a socket bound to a link's address leaves through it: {out}"
+    );
+    let o = roam()
+        .args([
+            "emu",
+            "run",
+            "--no-log",
+            "--link",
+            "a=rate=1mbit",
+            "--",
+            "/nonexistent/prog",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(127));
+}
+
+/// Runs `roam emu run` with a client that records its namespace and leaves a background
+/// process behind; `end` decides how the run ends. Afterwards nothing may remain in the
+/// namespace.
+fn assert_no_leak(tag: &str, client_tail: &str, interrupt: Option<libc::c_int>) -> Option<i32> {
+    let d = tmpdir(tag);
+    let nsfile = d.join("ns");
+    let script = format!(
+        "readlink /proc/self/ns/net > {ns}.tmp && mv {ns}.tmp {ns}; sleep 300 & sleep 300 & {client_tail}",
+        ns = nsfile.display()
+    );
+    let mut child = roam()
+        .args([
+            "emu",
+            "run",
+            "--no-log",
+            "--link",
+            "a=rate=1mbit",
+            "--server",
+            "sleep 300",
+        ])
+        .args(["--server-wait", "100ms", "--", "sh", "-c"])
+        .arg(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !nsfile.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "client never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Some(sig) = interrupt {
+        std::thread::sleep(Duration::from_millis(200));
+        unsafe { libc::kill(child.id() as i32, sig) };
+    }
+    let status = child.wait().unwrap();
+    let ns = std::fs::read_to_string(&nsfile).unwrap().trim().to_string();
+    let mut left = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let p = e.path().join("ns/net");
+        if let Ok(l) = std::fs::read_link(&p) {
+            if l.to_string_lossy() == ns {
+                left.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    assert!(left.is_empty(), "{tag}: processes left in {ns}: {left:?}");
+    let devs = Command::new("ip").args(["-br", "link"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&devs.stdout).contains("10.77."));
+    status.code()
+}
+
+#[test]
+fn nothing_leaks_on_normal_exit_crash_and_signals() {
+    if !emu_available() {
+        return;
+    }
+    assert_eq!(assert_no_leak("normal", "exit 3", None), Some(3));
+    // The client crashes: its status is 128 + SIGSEGV.
+    assert_eq!(
+        assert_no_leak("crash", "kill -SEGV $$", None),
+        Some(128 + 11)
+    );
+    // Ctrl-C / SIGTERM to roam itself.
+    let code = assert_no_leak("sigint", "wait", Some(libc::SIGINT));
+    assert!(code.is_some(), "roam exits with a status after SIGINT");
+    assert_no_leak("sigterm", "wait", Some(libc::SIGTERM));
+}
+
+#[test]
+fn events_and_control_socket_cut_a_link() {
+    if !emu_available() {
+        return;
+    }
+    let d = tmpdir("events");
+    let ev = d.join("events");
+    std::fs::write(&ev, "0.3 a down\n").unwrap();
+    let sock = d.join("ctl.sock");
+    let log = d.join("log");
+    // The client pings the server with UDP every 10 ms for 1.2 s; the events file cuts the
+    // link at 0.3 s and the client restores it at 0.8 s through the control socket.
+    let bin = env!("CARGO_BIN_EXE_roam");
+    let script = format!(
+        "python3 -c 'import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nt=time.time()\nwhile time.time()-t<1.2:\n    s.sendto(b\"x\"*100,(\"10.77.0.1\",9))\n    time.sleep(0.01)' & sleep 0.8; {bin} emu ctl $ROAM_EMU_CONTROL a up; wait"
+    );
+    let o = roam()
+        .args([
+            "emu",
+            "run",
+            "--link",
+            "a=rate=10mbit",
+            "--log-interval",
+            "100ms",
+            "--events",
+        ])
+        .arg(&ev)
+        .arg("--control")
+        .arg(&sock)
+        .arg("--log-dir")
+        .arg(&log)
+        .args(["--", "sh", "-c"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let csv = std::fs::read_to_string(log.join("a.up.csv")).unwrap();
+    let rows: Vec<Vec<f64>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.split(',')
+                .map(|v| v.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    let at = |t: f64| {
+        rows.iter()
+            .find(|r| (r[0] - t).abs() < 1e-6)
+            .unwrap()
+            .clone()
+    };
+    assert!(
+        at(0.1)[2] > 0.0 && at(0.1)[10] == 0.0,
+        "delivers before the cut"
+    );
+    assert!(
+        at(0.5)[2] == 0.0 && at(0.5)[10] > 0.0,
+        "drops during the cut: {:?}",
+        at(0.5)
+    );
+    assert!(
+        at(1.0)[2] > 0.0 && at(1.0)[10] == 0.0,
+        "delivers after the restore: {:?}",
+        at(1.0)
+    );
+    assert!(!sock.exists(), "control socket removed at exit");
+    let plot = d.join("emu.svg");
+    let o = roam()
+        .args(["emu", "plot"])
+        .arg(&log)
+        .arg("-o")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success()
+            && std::fs::read_to_string(plot)
+                .unwrap()
+                .contains("a: throughput")
+    );
+}
