@@ -1,0 +1,168 @@
+//! The emulator with real kernel TCP and MPTCP running through it. Skips with a one-line reason
+//! where namespaces and TUN devices are unavailable (CI runs as root, so they run there).
+
+use roam_emu::spec::parse_link;
+use roam_emu::traffic::{bulk_download, bulk_server, echo_server, rtt_probe};
+use roam_emu::{Command, EmuConfig, Emulator, LinkCommand};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+fn emu(links: &[&str]) -> Option<Emulator> {
+    if let Err(reason) = roam_emu::sys::check_privileges() {
+        eprintln!("skipped: {reason}");
+        return None;
+    }
+    let links = links.iter().map(|l| parse_link(l, 1).unwrap()).collect();
+    Some(
+        Emulator::start(EmuConfig {
+            links,
+            ..Default::default()
+        })
+        .unwrap(),
+    )
+}
+
+#[test]
+fn mptcp_uses_both_links_as_subflows() {
+    let Some(emu) = emu(&["wifi=rate=20mbit,delay=5ms", "cell=rate=20mbit,delay=20ms"]) else {
+        return;
+    };
+    if !std::path::Path::new("/proc/sys/net/mptcp/enabled").exists() {
+        eprintln!("skipped: kernel without MPTCP");
+        return;
+    }
+    assert!(emu.warnings().is_empty(), "{:?}", emu.warnings());
+    let srv = bulk_server(&emu, 7000, true).unwrap();
+    let clock = emu.clock();
+    let addr = emu.link("wifi").unwrap().client_addr;
+    let until = clock.now() + Duration::from_secs(4);
+    let r = emu
+        .spawn_in_client(move || {
+            bulk_download(clock, addr, 7000, true, until, Duration::from_secs(3))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    srv.stop();
+    assert!(
+        r.total() > 1_000_000,
+        "MPTCP download moved {} bytes",
+        r.total()
+    );
+    let wifi = emu
+        .link("wifi")
+        .unwrap()
+        .down
+        .delivered_bytes
+        .load(Ordering::Relaxed);
+    let cell = emu
+        .link("cell")
+        .unwrap()
+        .down
+        .delivered_bytes
+        .load(Ordering::Relaxed);
+    // The initial subflow uses wifi; the path manager adds a subflow from cell's address.
+    assert!(wifi > 500_000, "wifi carried {wifi} bytes");
+    assert!(cell > 500_000, "cell carried {cell} bytes");
+}
+
+#[test]
+fn plain_tcp_stays_on_the_link_it_is_bound_to() {
+    let Some(emu) = emu(&["wifi=rate=10mbit", "cell=rate=10mbit"]) else {
+        return;
+    };
+    let srv = bulk_server(&emu, 7001, false).unwrap();
+    let clock = emu.clock();
+    let addr = emu.link("cell").unwrap().client_addr;
+    let until = clock.now() + Duration::from_secs(1);
+    let r = emu
+        .spawn_in_client(move || {
+            bulk_download(clock, addr, 7001, false, until, Duration::from_secs(3))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    srv.stop();
+    assert!(r.total() > 100_000);
+    let wifi = emu
+        .link("wifi")
+        .unwrap()
+        .down
+        .delivered_bytes
+        .load(Ordering::Relaxed);
+    let cell = emu
+        .link("cell")
+        .unwrap()
+        .down
+        .delivered_bytes
+        .load(Ordering::Relaxed);
+    assert!(cell as u64 >= r.total(), "cell {cell} vs app {}", r.total());
+    assert!(
+        wifi < 10_000,
+        "wifi carried {wifi} bytes of a download bound to cell"
+    );
+}
+
+#[test]
+fn rtt_is_never_below_the_configured_delay_and_cuts_stop_traffic() {
+    let Some(emu) = emu(&["a=rate=10mbit,delay=50ms"]) else {
+        return;
+    };
+    let srv = echo_server(&emu, 7002).unwrap();
+    let clock = emu.clock();
+    let addr = emu.links()[0].client_addr;
+    let until = clock.now() + Duration::from_millis(1500);
+    let h = emu.spawn_in_client(move || {
+        rtt_probe(
+            clock,
+            addr,
+            7002,
+            64,
+            Duration::from_millis(100),
+            until,
+            Duration::from_millis(400),
+        )
+    });
+    // Cut the link from 0.5 s to 1.0 s.
+    std::thread::sleep(Duration::from_millis(500));
+    let cut_at = clock.now();
+    emu.command(&Command {
+        link: "a".into(),
+        action: LinkCommand::Down,
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let restored_at = clock.now();
+    emu.command(&Command {
+        link: "a".into(),
+        action: LinkCommand::Up,
+    })
+    .unwrap();
+    let samples = h.join().unwrap().unwrap();
+    srv.stop();
+    assert!(samples.len() >= 5, "{samples:?}");
+    for (_, rtt) in &samples {
+        assert!(
+            *rtt >= Duration::from_millis(100),
+            "RTT {rtt:?} below the configured 100 ms"
+        );
+    }
+    // No exchange that started and ended inside the cut could have completed.
+    for (t, rtt) in &samples {
+        let end = *t + *rtt;
+        assert!(
+            !(*t > cut_at && end < restored_at),
+            "exchange at {t} completed during the cut"
+        );
+    }
+    assert!(
+        samples.iter().any(|(t, _)| *t > restored_at),
+        "traffic resumes after the cut"
+    );
+    assert!(emu
+        .command(&Command {
+            link: "zz".into(),
+            action: LinkCommand::Up
+        })
+        .is_err());
+}
