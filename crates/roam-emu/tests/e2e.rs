@@ -96,7 +96,7 @@ fn plain_tcp_stays_on_the_link_it_is_bound_to() {
         .down
         .delivered_bytes
         .load(Ordering::Relaxed);
-    assert!(cell as u64 >= r.total(), "cell {cell} vs app {}", r.total());
+    assert!(cell >= r.total(), "cell {cell} vs app {}", r.total());
     assert!(
         wifi < 10_000,
         "wifi carried {wifi} bytes of a download bound to cell"

@@ -44,7 +44,7 @@ enum Cmd {
 #[derive(Subcommand)]
 enum EmuCmd {
     /// Run a command inside emulated links.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Send a command to a running emulator's control socket, e.g. `wifi down`.
     Ctl {
         /// The control socket (`--control` of `roam emu run`, `$ROAM_EMU_CONTROL` inside it).
