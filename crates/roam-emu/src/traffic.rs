@@ -129,7 +129,41 @@ fn serve(
 
 /// A bulk-download server: every connection receives data as fast as TCP allows.
 pub fn bulk_server(emu: &Emulator, port: u16, mptcp: bool) -> io::Result<Server> {
-    serve(emu, port, mptcp, |mut c, stop| {
+    bulk_server_with(emu, port, mptcp, None)
+}
+
+/// Set a socket's TCP congestion control (e.g. `cubic`).
+pub fn set_congestion_control(s: &TcpStream, name: &str) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt reads name.len() bytes from name.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr() as *const libc::c_void,
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// [`bulk_server`] whose connections use congestion control `cc` (the host default if `None`).
+pub fn bulk_server_with(
+    emu: &Emulator,
+    port: u16,
+    mptcp: bool,
+    cc: Option<&'static str>,
+) -> io::Result<Server> {
+    serve(emu, port, mptcp, move |mut c, stop| {
+        if let Some(cc) = cc {
+            if let Err(e) = set_congestion_control(&c, cc) {
+                eprintln!("warning: cannot set congestion control {cc}: {e}");
+            }
+        }
         let buf = vec![0x5au8; 64 * 1024];
         let _ = c.set_write_timeout(Some(Duration::from_millis(200)));
         while !stop.load(Ordering::Relaxed) {
