@@ -238,22 +238,22 @@ impl LinkQueue {
                     .next_change_after(self.clock)
                     .filter(|t| *t <= now)
             };
-            match (service, change) {
-                (Some(s), None) => {
-                    self.clock = self.clock.max(s);
-                    self.serve(s);
+            // The earlier of the two; a departure at the same instant as an availability
+            // change goes first.
+            let next = match (service, change) {
+                (Some(s), Some(c)) if c < s => Some((c, false)),
+                (Some(s), _) => Some((s, true)),
+                (None, c) => c.map(|c| (c, false)),
+            };
+            let Some((t, departure)) = next else { break };
+            if departure {
+                self.clock = self.clock.max(t);
+                self.serve(t);
+            } else {
+                self.clock = t;
+                if !self.available_at(t) {
+                    self.drop_queue(t);
                 }
-                (Some(s), Some(c)) if s <= c => {
-                    self.clock = self.clock.max(s);
-                    self.serve(s);
-                }
-                (_, Some(c)) => {
-                    self.clock = c;
-                    if !self.available_at(c) {
-                        self.drop_queue(c);
-                    }
-                }
-                (None, None) => break,
             }
         }
         self.clock = now;

@@ -214,7 +214,8 @@ fn parse_capacity_value(v: &str) -> Result<Capacity, String> {
     Ok(Capacity::Opportunities(Arc::new(p)))
 }
 
-fn parse_queue(v: &str) -> Result<QueueLimit, String> {
+/// Parse a queue bound: `100pkt`, `64kb` or `unlimited`.
+pub fn parse_queue(v: &str) -> Result<QueueLimit, String> {
     if v == "unlimited" || v == "infinite" {
         return Ok(QueueLimit::Unlimited);
     }

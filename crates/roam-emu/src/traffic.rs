@@ -57,6 +57,14 @@ pub fn connect_from(
     Ok(s.into())
 }
 
+/// Whether a socket error only means a timeout expired (the operation may be retried).
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
 /// A server that runs until its stop flag is set.
 pub struct Server {
     stop: Arc<AtomicBool>,
@@ -170,11 +178,7 @@ pub fn bulk_server_with(
             match c.write(&buf) {
                 Ok(0) => break,
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if timed_out(&e) => {}
                 Err(_) => break,
             }
         }
@@ -194,11 +198,7 @@ pub fn echo_server(emu: &Emulator, port: u16) -> io::Result<Server> {
                         break;
                     }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if timed_out(&e) => {}
                 Err(_) => break,
             }
         }
@@ -273,12 +273,7 @@ pub fn bulk_download(
                     }
                     last_data = Instant::now();
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if timed_out(&e) => {
                     if last_data.elapsed() > stall {
                         break;
                     }
@@ -396,11 +391,7 @@ pub fn udp_flood_client(
                 got_any = true;
                 out.push((clock.now(), n as u32 + 28));
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if timed_out(&e) => {}
             Err(e) => return Err(e),
         }
     }

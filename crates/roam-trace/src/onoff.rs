@@ -49,7 +49,8 @@ pub fn alternating(
     horizon: Duration,
 ) -> Piecewise<bool> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let p_on = on.mean() / (on.mean() + off.mean());
+    let (mean_on, mean_off) = (on.mean(), off.mean());
+    let p_on = mean_on / (mean_on + mean_off);
     let mut state = rng.gen::<f64>() < p_on;
     let mut t = Time::ZERO;
     let mut points = Vec::new();

@@ -127,26 +127,20 @@ impl PdoTrace {
 
     /// The first opportunity strictly after `t`.
     pub fn first_after(&self, t: Time) -> OppCursor {
+        // Opportunities sit on whole milliseconds, so the first one after t is the first one
+        // after floor(t) in milliseconds.
         let t_ms = t.as_nanos() / 1_000_000;
-        // An opportunity at integer millisecond m is "after" t when m*1e6 > t.
         let cycle = t_ms / self.period_ms;
         let local = t_ms % self.period_ms;
         let idx = self.ms.partition_point(|&m| m <= local);
-        let c = if idx < self.ms.len() {
+        if idx < self.ms.len() {
             OppCursor { cycle, idx }
         } else {
             OppCursor {
                 cycle: cycle + 1,
                 idx: 0,
             }
-        };
-        // Entries equal to `local` are at t_ms exactly; they are after t only if t is before
-        // that millisecond, which cannot be since t_ms = floor(t). Skip any that are not after t.
-        let mut c = c;
-        while self.time_of(c) <= t {
-            c = self.advance(c);
         }
-        c
     }
 
     /// Number of opportunities at or before `t`, counting from time zero.

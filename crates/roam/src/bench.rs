@@ -136,7 +136,7 @@ fn rtt(spec: &str, interval: Duration, count: u32) -> Result<f64> {
         )
     }))?;
     srv.stop();
-    // Drop the first exchange: it includes the connection handshake's effects on timers.
+    // Drop the first exchange, the first use of a fresh connection (a warm-up).
     let v: Vec<Duration> = s.iter().skip(1).map(|x| x.1).collect();
     if v.is_empty() {
         return Err(anyhow!("no RTT samples through {spec}"));

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use roam_core::plot::{Figure, Panel, Series};
 use roam_core::Time;
-use roam_emu::spec::parse_link;
+use roam_emu::spec::parse_queue;
 use roam_emu::traffic::{bulk_download, bulk_server, echo_server, median_ms, rtt_probe};
 use roam_emu::{EmuConfig, Emulator};
 use roam_trace::scenario::Scenario;
@@ -39,6 +39,7 @@ struct LinkResult {
     available_pct: f64,
     throughput_kbps: f64,
     throughput_avail_kbps: f64,
+    /// Mean downlink capacity of the trace over the drive (not scaled by availability).
     capacity_kbps: f64,
     rtt_ms: Option<f64>,
     rtt_samples: usize,
@@ -50,9 +51,7 @@ struct LinkResult {
 /// Run the drive.
 pub fn drive(a: &DriveArgs) -> Result<()> {
     let scenario = Scenario::by_name(&a.scenario, a.seed)?;
-    let queue = parse_link(&format!("x=queue={}", a.queue), 0)
-        .map_err(|e| anyhow::anyhow!("--queue {}: {}", a.queue, e.msg))?
-        .queue;
+    let queue = parse_queue(&a.queue).map_err(|e| anyhow::anyhow!("--queue {}: {e}", a.queue))?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let links: Vec<_> = scenario
         .links
@@ -156,7 +155,7 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
             } else {
                 0.0
             },
-            capacity_kbps: cap * avail,
+            capacity_kbps: cap,
             rtt_ms: (!rtts.is_empty())
                 .then(|| median_ms(&rtts.iter().map(|x| x.1).collect::<Vec<_>>())),
             rtt_samples: rtts.len(),
@@ -189,11 +188,7 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
             "| {} | {:.1}% | {:.0} | {:.0} | {:.0} | {} | {} | {} |\n",
             r.name,
             r.available_pct,
-            if r.available_pct > 0.0 {
-                r.capacity_kbps / (r.available_pct / 100.0)
-            } else {
-                0.0
-            },
+            r.capacity_kbps,
             r.throughput_kbps,
             r.throughput_avail_kbps,
             r.rtt_ms.map_or("-".into(), |v| format!("{v:.0}")),

@@ -6,7 +6,7 @@ mod emu_plot;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use roam_emu::spec::{parse_link, LinkConfig, DEFAULT_QUEUE};
+use roam_emu::spec::{parse_link, parse_queue, LinkConfig, DEFAULT_QUEUE};
 use roam_emu::{EmuConfig, Emulator};
 use roam_trace::baseline::{derive_baseline, Baseline};
 use roam_trace::scenario::Scenario;
@@ -90,11 +90,7 @@ impl LinkArgs {
     pub fn resolve(&self) -> Result<Vec<LinkConfig>> {
         let mut out = Vec::new();
         let queue = match &self.queue {
-            Some(q) => {
-                parse_link(&format!("x=queue={q}"), 0)
-                    .map_err(|e| anyhow::anyhow!("--queue {q}: {}", e.msg))?
-                    .queue
-            }
+            Some(q) => parse_queue(q).map_err(|e| anyhow::anyhow!("--queue {q}: {e}"))?,
             None => DEFAULT_QUEUE,
         };
         if let Some(name) = &self.scenario {
