@@ -1,0 +1,15 @@
+//! The sans-IO protocol core: labels, the wire format, the multi-socket state machine, join
+//! authentication and estimators. No sockets, no clock; see [`session::Session`].
+
+pub mod auth;
+pub mod estimate;
+pub mod label;
+pub mod ranges;
+pub mod session;
+pub mod wire;
+
+pub use label::Label;
+pub use session::{
+    Config, ConnId, Delivery, Event, IrobId, NetId, SendError, Session, ThunkId, Transmit,
+};
+pub use wire::{Decoder, Deps, Frame, WireError, WireLimits};

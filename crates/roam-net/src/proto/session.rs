@@ -1,0 +1,1962 @@
+//! The multi-socket protocol state machine (sans-IO): one [`Session`] per multi-socket.
+//!
+//! A driver hands the session events (a connection opened or broke, a frame arrived, TCP_INFO
+//! was sampled, a timer fired, a network appeared) together with the current time, and asks it
+//! for output: the next frame to write on a connection ([`Session::poll_transmit`]), events for
+//! the driver ([`Session::poll_event`]: open or close a connection, fire a thunk) and the next
+//! deadline ([`Session::poll_timeout`]). Nothing here reads a clock or touches a socket, so the
+//! same code runs under tokio and under the virtual clock of the property tests.
+//!
+//! Sender (paper §4.2): per-label FIFOs of IROBs; a connection that can send takes the next chunk
+//! of the first IROB of its highest-priority label. Foreground small IROBs go to the
+//! lowest-latency network, foreground large ones to the highest-bandwidth network, whole (never
+//! striped); background IROBs are striped chunk by chunk over the networks not carrying
+//! foreground data. Every IROB's bytes are kept until the peer acknowledges the IROB.
+//!
+//! Receiver: chunks from all connections are reassembled; an IROB is released only when its
+//! dependencies have been delivered; once any byte of an IROB is delivered no other IROB's bytes
+//! are delivered until it completes (only foreground IROBs are streamed before they are
+//! complete); among ready IROBs, higher priority first, FIFO within a label.
+//!
+//! Failover: when a connection breaks, the sender asks the receiver (over another connection)
+//! which bytes of the IROBs it had sent on the broken one have arrived and resends the rest. The
+//! application sees a failure only when no connection has been up for `failure_timeout`.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use roam_core::{BitRate, Time};
+use thiserror::Error;
+
+use super::auth::{proofs_equal, Secret};
+use super::estimate::NetworkEstimate;
+use super::label::Label;
+use super::ranges::RangeSet;
+use super::wire::{Chunk, Deps, Frame, HaveEntry, NetInfo, WireLimits, KEY_LEN, NONCE_LEN};
+
+/// A driver's name for one TCP connection.
+pub type ConnId = u64;
+/// A network, named by the client's identifier for its local interface.
+pub type NetId = u32;
+/// An IROB id: unique and increasing per multi-socket and direction, starting at 0.
+pub type IrobId = u64;
+/// A driver's name for a registered thunk.
+pub type ThunkId = u64;
+
+/// Flag bit of [`NetInfo::flags`]: the network is metered.
+pub const NET_METERED: u32 = 1;
+/// Flag bit of [`NetInfo::flags`]: the network is usable.
+pub const NET_USABLE: u32 = 2;
+
+/// Sizes of the two active probes; their response times separate latency from bandwidth.
+pub const PROBE_SIZES: [u32; 2] = [64, 16 * 1024];
+
+/// Tunables and limits of a multi-socket.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Largest data chunk.
+    pub chunk_size: usize,
+    /// Unacknowledged bytes in flight before new IROBs wait (also announced as receive window).
+    pub window: u64,
+    /// Largest IROB accepted (either direction).
+    pub max_irob_size: u64,
+    /// Most dependencies per IROB.
+    pub max_deps: usize,
+    /// Most IROBs the receiver holds unfinished at once.
+    pub max_pending_irobs: usize,
+    /// Bytes the application may queue for sending before calls would block.
+    pub max_send_buffer: u64,
+    /// Most TCP connections per multi-socket.
+    pub max_connections: usize,
+    /// The application sees a failure when no connection has been up this long.
+    pub failure_timeout: Duration,
+    /// Probe a connection whose network has been idle this long.
+    pub probe_interval: Duration,
+    /// Wait before reopening a connection over a network that is up.
+    pub reconnect_backoff: Duration,
+    /// Background may use metered networks (the deferral policy's default: yes).
+    pub background_on_metered: bool,
+    /// A thunk-carrying send is deferred when its label's unsent backlog exceeds this much time
+    /// at the estimated bandwidth of its appropriate networks.
+    pub backlog_bound: Duration,
+    /// Frame decoder limits.
+    pub wire: WireLimits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            chunk_size: 64 * 1024,
+            window: 16 << 20,
+            max_irob_size: 64 << 20,
+            max_deps: 1024,
+            max_pending_irobs: 1 << 16,
+            max_send_buffer: 64 << 20,
+            max_connections: 16,
+            failure_timeout: Duration::from_secs(30),
+            probe_interval: Duration::from_secs(10),
+            reconnect_backoff: Duration::from_secs(1),
+            background_on_metered: true,
+            backlog_bound: Duration::from_secs(1),
+            wire: WireLimits::default(),
+        }
+    }
+}
+
+/// Why a send could not be accepted.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// No appropriate network can carry the label now (or its backlog is over the bound); the
+    /// thunk given will fire when it can.
+    #[error(
+        "deferred: no appropriate network can carry {0} data now; the thunk will fire when one can"
+    )]
+    Deferred(Label),
+    /// As `Deferred`, but no thunk was given: retry when the multi-socket is writable.
+    #[error("would block: {0} data cannot be sent now")]
+    WouldBlock(Label),
+    /// A dependency names an IROB that is not lower than the new one.
+    #[error("IROB {irob} cannot depend on IROB {dep}: dependencies must name lower ids")]
+    BadDependency {
+        /// The new IROB's id.
+        irob: IrobId,
+        /// The offending dependency.
+        dep: IrobId,
+    },
+    /// More dependencies than the limit.
+    #[error("{0} dependencies exceed the limit of {1}")]
+    TooManyDeps(usize, usize),
+    /// The IROB would exceed the size limit.
+    #[error("IROB {0} would exceed the size limit of {1} bytes")]
+    TooLarge(IrobId, u64),
+    /// The IROB is not open (never begun, already ended, or not ours).
+    #[error("IROB {0} is not open")]
+    NotOpen(IrobId),
+    /// The multi-socket is closed or failed.
+    #[error("the multi-socket is closed: {0}")]
+    Closed(String),
+}
+
+/// Something the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Open a TCP connection to the peer over this local network, then call
+    /// [`Session::add_connection`] (or [`Session::connection_closed`] if it fails).
+    OpenConnection {
+        /// The network.
+        net: NetId,
+    },
+    /// Flush what was transmitted and close this connection; `reason` is for the log.
+    CloseConnection {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: String,
+    },
+    /// A deferred send's cause has cleared: run the thunk.
+    ThunkReady(ThunkId),
+    /// The multi-socket is established (first handshake done).
+    Established,
+    /// The multi-socket failed; every pending call should return this reason.
+    Failed(String),
+}
+
+/// One delivery to the application: bytes of exactly one IROB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The IROB the bytes belong to.
+    pub irob: IrobId,
+    /// Its label.
+    pub label: Label,
+    /// Offset of `data` within the IROB.
+    pub offset: u64,
+    /// The bytes.
+    pub data: Bytes,
+    /// These are the IROB's last bytes.
+    pub end: bool,
+}
+
+/// A frame to write: `head` then `data`.
+#[derive(Debug, Clone, Default)]
+pub struct Transmit {
+    /// Header and small body.
+    pub head: Vec<u8>,
+    /// Chunk payload.
+    pub data: Bytes,
+    /// Bytes of background data in this frame (to charge against the anticipatory cap).
+    pub background: u64,
+}
+
+impl Transmit {
+    /// Total length on the wire.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.data.len()
+    }
+    /// Whether empty (never produced).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Which side of the multi-socket this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Opened the multi-socket (sent `Hello`).
+    Client,
+    /// Accepted it.
+    Server,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnState {
+    HelloSent,
+    JoinSent,
+    /// Acceptor: challenge sent, waiting for the proof.
+    Challenged,
+    /// Initiator: proof sent, waiting for `JoinOk`.
+    Proved,
+    Established,
+    Closing,
+}
+
+#[derive(Debug)]
+struct Conn {
+    net: NetId,
+    state: ConnState,
+    control: VecDeque<Frame>,
+    opened: Time,
+    my_nonce: [u8; NONCE_LEN],
+    peer_nonce: [u8; NONCE_LEN],
+    last_data: Time,
+    last_probe: Option<Time>,
+    probes: BTreeMap<u64, (Time, u64)>,
+    /// Frames of data sent (to spread the first probes).
+    sent_frames: u64,
+}
+
+/// A network as this session knows it.
+#[derive(Debug, Clone, Default)]
+struct Network {
+    addr: [u8; 4],
+    metered: bool,
+    up: bool,
+    estimate: NetworkEstimate,
+    retry_at: Time,
+    opening: bool,
+}
+
+#[derive(Debug)]
+struct OutIrob {
+    label: Label,
+    deps: Deps,
+    segments: BTreeMap<u64, Bytes>,
+    len: u64,
+    ended: bool,
+    pending: RangeSet,
+    need_first: bool,
+    need_end: bool,
+    /// (connection, start, end, carried first, carried end)
+    inflight: Vec<(ConnId, u64, u64, bool, bool)>,
+    pinned: Option<ConnId>,
+    started: bool,
+    in_doubt: bool,
+}
+
+impl OutIrob {
+    fn has_work(&self) -> bool {
+        !self.pending.is_empty() || self.need_first || (self.need_end && self.ended)
+    }
+
+    /// The bytes `[start, end)` (one slice when a single segment covers them).
+    fn slice(&self, start: u64, end: u64) -> Bytes {
+        let (&s0, seg) = self
+            .segments
+            .range(..=start)
+            .next_back()
+            .expect("range within data");
+        let off = (start - s0) as usize;
+        if (end - s0) as usize <= seg.len() {
+            return seg.slice(off..(end - s0) as usize);
+        }
+        let mut out = Vec::with_capacity((end - start) as usize);
+        for (&s, seg) in self.segments.range(s0..end) {
+            let a = start.max(s) - s;
+            let b = (end - s).min(seg.len() as u64);
+            out.extend_from_slice(&seg[a as usize..b as usize]);
+        }
+        Bytes::from(out)
+    }
+}
+
+#[derive(Debug)]
+struct InIrob {
+    label: Label,
+    deps: Option<Deps>,
+    segments: BTreeMap<u64, Bytes>,
+    have: RangeSet,
+    end: Option<u64>,
+    delivered: u64,
+    complete: bool,
+    acked: bool,
+}
+
+/// Ids below a watermark plus a set above it: a compact record of "done" IROBs.
+#[derive(Debug, Default, Clone)]
+struct IdSet {
+    below: u64,
+    above: BTreeSet<u64>,
+}
+
+impl IdSet {
+    fn contains(&self, id: u64) -> bool {
+        id < self.below || self.above.contains(&id)
+    }
+    fn insert(&mut self, id: u64) {
+        if id < self.below {
+            return;
+        }
+        self.above.insert(id);
+        while self.above.remove(&self.below) {
+            self.below += 1;
+        }
+    }
+}
+
+/// The anticipatory-scheduling budget: how much time's worth of background data may sit in a
+/// connection beyond its base round trip, given how long ago foreground data was last seen.
+///
+/// Rule: 50 ms while foreground traffic was seen within the last 10 s; after that the budget
+/// doubles every further 10 s of foreground silence (100, 200, 400, 800 ms) up to 1 s. An
+/// application with periodic interactive traffic (a poll every few seconds) thus always finds at
+/// most 50 ms of background data ahead of its next request, while an application that has gone
+/// quiet gets deep buffers that ride out scheduling jitter. See docs/intentional-networking.md.
+pub fn anticipatory_budget(since_foreground: Option<Duration>) -> Duration {
+    const MIN: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(1);
+    const STEP: Duration = Duration::from_secs(10);
+    match since_foreground {
+        None => MAX,
+        Some(d) => {
+            let steps = (d.as_nanos() / STEP.as_nanos()) as u32;
+            if steps == 0 {
+                MIN
+            } else {
+                MIN.saturating_mul(1u32 << steps.min(5)).min(MAX)
+            }
+        }
+    }
+}
+
+/// The protocol state of one multi-socket.
+pub struct Session {
+    role: Role,
+    config: Config,
+    rng: ChaCha20Rng,
+    session_id: u64,
+    my_key: [u8; KEY_LEN],
+    secret: Option<Secret>,
+    established: bool,
+    failed: Option<String>,
+    closing: bool,
+    goodbye_sent: bool,
+    peer_window: u64,
+    conns: BTreeMap<ConnId, Conn>,
+    networks: BTreeMap<NetId, Network>,
+    events: VecDeque<Event>,
+    all_down_since: Option<Time>,
+    last_foreground: Option<Time>,
+    last_estimate_sent: Time,
+    next_probe_id: u64,
+    // sender
+    next_irob: IrobId,
+    out: BTreeMap<IrobId, OutIrob>,
+    sendable: [BTreeSet<IrobId>; 4],
+    outstanding: u64,
+    buffered: u64,
+    doubt: BTreeSet<IrobId>,
+    requested: BTreeMap<IrobId, ConnId>,
+    deferred: [Vec<ThunkId>; 4],
+    // receiver
+    incoming: BTreeMap<IrobId, InIrob>,
+    by_label: [BTreeSet<IrobId>; 4],
+    acked: IdSet,
+    unacked_complete: BTreeSet<IrobId>,
+    delivered: IdSet,
+    current: Option<IrobId>,
+    acks: Vec<IrobId>,
+    in_buffered: u64,
+    acked_buffered: u64,
+    peer_irobs: Option<u64>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("role", &self.role)
+            .field("session_id", &self.session_id)
+            .field("established", &self.established)
+            .field("conns", &self.conns.len())
+            .field("unacked", &self.out.len())
+            .field("incoming", &self.incoming.len())
+            .finish()
+    }
+}
+
+impl Session {
+    fn new(role: Role, config: Config, seed: u64) -> Session {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let mut my_key = [0u8; KEY_LEN];
+        rng.fill_bytes(&mut my_key);
+        let window = config.window;
+        Session {
+            role,
+            config,
+            rng,
+            session_id: 0,
+            my_key,
+            secret: None,
+            established: false,
+            failed: None,
+            closing: false,
+            goodbye_sent: false,
+            peer_window: window,
+            conns: BTreeMap::new(),
+            networks: BTreeMap::new(),
+            events: VecDeque::new(),
+            all_down_since: None,
+            last_foreground: None,
+            last_estimate_sent: Time::ZERO,
+            next_probe_id: 0,
+            next_irob: 0,
+            out: BTreeMap::new(),
+            sendable: Default::default(),
+            outstanding: 0,
+            buffered: 0,
+            doubt: BTreeSet::new(),
+            requested: BTreeMap::new(),
+            deferred: Default::default(),
+            incoming: BTreeMap::new(),
+            by_label: Default::default(),
+            acked: IdSet::default(),
+            unacked_complete: BTreeSet::new(),
+            delivered: IdSet::default(),
+            current: None,
+            acks: Vec::new(),
+            in_buffered: 0,
+            acked_buffered: 0,
+            peer_irobs: None,
+        }
+    }
+
+    /// A client multi-socket. `seed` feeds the key and nonce generator: give it real randomness.
+    pub fn client(config: Config, seed: u64) -> Session {
+        Session::new(Role::Client, config, seed)
+    }
+
+    /// A server multi-socket for a `Hello` that arrived on `conn` over the client's network
+    /// `net` (the first [`NetInfo`] of the hello names it).
+    pub fn server(config: Config, seed: u64, session_id: u64) -> Session {
+        let mut s = Session::new(Role::Server, config, seed);
+        s.session_id = session_id;
+        s
+    }
+
+    /// This side's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The session id (known to the client once the first handshake completes).
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether the first handshake has completed.
+    pub fn is_established(&self) -> bool {
+        self.established
+    }
+
+    /// The failure reason, if the multi-socket failed.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    // ----- networks -------------------------------------------------------------------------
+
+    /// A local network is up (client side; from the scout).
+    pub fn network_up(&mut self, net: NetId, addr: [u8; 4], metered: bool, now: Time) {
+        let n = self.networks.entry(net).or_default();
+        n.addr = addr;
+        n.metered = metered;
+        n.up = true;
+        n.retry_at = now;
+        self.maybe_open(now);
+        self.check_thunks(now);
+    }
+
+    /// A local network went away: its connection is treated as broken.
+    pub fn network_down(&mut self, net: NetId, now: Time) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.up = false;
+        }
+        let dead: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.net == net)
+            .map(|(&id, _)| id)
+            .collect();
+        for c in dead {
+            self.events.push_back(Event::CloseConnection {
+                conn: c,
+                reason: "network down".into(),
+            });
+            self.connection_closed(c, now);
+        }
+    }
+
+    /// Current estimates per network: (net, round-trip time, bandwidth).
+    pub fn estimates(&self) -> Vec<(NetId, Option<Duration>, Option<BitRate>)> {
+        self.networks
+            .iter()
+            .map(|(&id, n)| (id, n.estimate.rtt(), n.estimate.bandwidth()))
+            .collect()
+    }
+
+    fn netinfos(&self) -> Vec<NetInfo> {
+        self.networks
+            .iter()
+            .map(|(&net, n)| NetInfo {
+                net,
+                addr: n.addr,
+                rtt_us: n
+                    .estimate
+                    .rtt()
+                    .map_or(0, |d| d.as_micros().min(u32::MAX as u128) as u32),
+                flags: (n.metered as u32 * NET_METERED) | (n.up as u32 * NET_USABLE),
+                bandwidth_bps: n.estimate.bandwidth().map_or(0, |b| b.as_bps()),
+            })
+            .collect()
+    }
+
+    fn absorb_netinfos(&mut self, infos: &[NetInfo]) {
+        if self.role == Role::Client {
+            return; // the client measures its own networks; the server's view is not needed
+        }
+        for i in infos {
+            let n = self.networks.entry(i.net).or_default();
+            n.addr = i.addr;
+            n.metered = i.flags & NET_METERED != 0;
+            n.up = i.flags & NET_USABLE != 0 || self.conns.values().any(|c| c.net == i.net);
+            n.estimate.adopt(
+                (i.rtt_us > 0).then(|| Duration::from_micros(i.rtt_us as u64)),
+                (i.bandwidth_bps > 0).then_some(BitRate::bps(i.bandwidth_bps)),
+            );
+        }
+    }
+
+    /// Passive sample from TCP_INFO of a connection: minimum RTT and delivery rate.
+    pub fn tcp_info(
+        &mut self,
+        conn: ConnId,
+        min_rtt: Option<Duration>,
+        delivery_rate: Option<BitRate>,
+        app_limited: bool,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let Some(n) = self.networks.get_mut(&c.net) else {
+            return;
+        };
+        if let Some(r) = min_rtt {
+            n.estimate.rtt_sample(r);
+        }
+        if let Some(rate) = delivery_rate {
+            // An application-limited sample is a lower bound: use it only when it raises the
+            // estimate (as BBR does).
+            let current = n.estimate.bandwidth().map_or(0, |b| b.as_bps());
+            if !app_limited || rate.as_bps() > current {
+                n.estimate.bandwidth_sample(rate);
+            }
+        }
+    }
+
+    // ----- connections ----------------------------------------------------------------------
+
+    /// Number of connections (any state).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Established connections and their networks.
+    pub fn established_connections(&self) -> Vec<(ConnId, NetId)> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| c.state == ConnState::Established)
+            .map(|(&id, c)| (id, c.net))
+            .collect()
+    }
+
+    /// The driver opened connection `conn` over local network `net` (initiator side): the
+    /// session queues `Hello` (first connection of a client) or `Join`.
+    pub fn add_connection(&mut self, conn: ConnId, net: NetId, now: Time) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.opening = false;
+        }
+        if self.conns.len() >= self.config.max_connections || self.failed.is_some() {
+            self.events.push_back(Event::CloseConnection {
+                conn,
+                reason: "connection limit reached".into(),
+            });
+            return;
+        }
+        let mut c = Conn {
+            net,
+            state: ConnState::HelloSent,
+            control: VecDeque::new(),
+            opened: now,
+            my_nonce: [0; NONCE_LEN],
+            peer_nonce: [0; NONCE_LEN],
+            last_data: now,
+            last_probe: None,
+            probes: BTreeMap::new(),
+            sent_frames: 0,
+        };
+        let hello_pending = self.conns.values().any(|c| c.state == ConnState::HelloSent);
+        if self.secret.is_none() && self.role == Role::Client && !hello_pending {
+            let mut networks = self.netinfos();
+            // The hello's first network names the connection's own network.
+            if let Some(i) = networks.iter().position(|n| n.net == net) {
+                networks.swap(0, i);
+            } else {
+                networks.insert(
+                    0,
+                    NetInfo {
+                        net,
+                        addr: [0; 4],
+                        rtt_us: 0,
+                        flags: NET_USABLE,
+                        bandwidth_bps: 0,
+                    },
+                );
+            }
+            c.control.push_back(Frame::Hello {
+                key: self.my_key,
+                window: self.config.window,
+                networks,
+            });
+        } else if self.secret.is_some() {
+            self.rng.fill_bytes(&mut c.my_nonce);
+            c.state = ConnState::JoinSent;
+            c.control.push_back(Frame::Join {
+                session: self.session_id,
+                nonce: c.my_nonce,
+                net,
+            });
+        } else {
+            self.events.push_back(Event::CloseConnection {
+                conn,
+                reason: "first handshake still in progress".into(),
+            });
+            return;
+        }
+        self.conns.insert(conn, c);
+    }
+
+    /// An accepted connection whose first frame (`Hello` or `Join`) is `first`, arriving over
+    /// the client's network `net` (for a `Hello`: its first network; for a `Join`: the net field).
+    pub fn accept_connection(&mut self, conn: ConnId, first: Frame, now: Time) {
+        if self.conns.len() >= self.config.max_connections {
+            self.events.push_back(Event::CloseConnection {
+                conn,
+                reason: "connection limit reached".into(),
+            });
+            return;
+        }
+        let mut c = Conn {
+            net: 0,
+            state: ConnState::Established,
+            control: VecDeque::new(),
+            opened: now,
+            my_nonce: [0; NONCE_LEN],
+            peer_nonce: [0; NONCE_LEN],
+            last_data: now,
+            last_probe: None,
+            probes: BTreeMap::new(),
+            sent_frames: 0,
+        };
+        match first {
+            Frame::Hello {
+                key,
+                window,
+                networks,
+            } if self.secret.is_none() && self.role == Role::Server => {
+                self.secret = Some(Secret::new(&key, &self.my_key));
+                self.peer_window = window.min(self.config.window);
+                c.net = networks.first().map_or(0, |n| n.net);
+                self.absorb_netinfos(&networks);
+                self.networks.entry(c.net).or_default().up = true;
+                c.control.push_back(Frame::HelloAck {
+                    session: self.session_id,
+                    key: self.my_key,
+                    window: self.config.window,
+                    networks: vec![],
+                });
+                self.established = true;
+                self.events.push_back(Event::Established);
+            }
+            Frame::Join {
+                session,
+                nonce,
+                net,
+            } if session == self.session_id && self.secret.is_some() => {
+                c.net = net;
+                c.peer_nonce = nonce;
+                self.rng.fill_bytes(&mut c.my_nonce);
+                let mac =
+                    self.secret
+                        .as_ref()
+                        .unwrap()
+                        .acceptor_proof(session, &nonce, &c.my_nonce);
+                c.state = ConnState::Challenged;
+                c.control.push_back(Frame::JoinChallenge {
+                    nonce: c.my_nonce,
+                    mac,
+                });
+            }
+            other => {
+                self.events.push_back(Event::CloseConnection {
+                    conn,
+                    reason: format!("unexpected first frame {}", frame_name(&other)),
+                });
+                return;
+            }
+        }
+        self.conns.insert(conn, c);
+        self.update_down_since(now);
+    }
+
+    /// The driver saw connection `conn` break (or failed to open it).
+    pub fn connection_closed(&mut self, conn: ConnId, now: Time) {
+        let Some(c) = self.conns.remove(&conn) else {
+            self.update_down_since(now);
+            return;
+        };
+        if let Some(n) = self.networks.get_mut(&c.net) {
+            n.opening = false;
+            n.retry_at = now + self.config.reconnect_backoff;
+            if self.role == Role::Server {
+                n.up = self.conns.values().any(|o| o.net == c.net);
+            }
+        }
+        // Every IROB with bytes in flight on the dead connection is in doubt: ask the peer.
+        for (&id, irob) in self.out.iter_mut() {
+            let before = irob.inflight.len();
+            irob.inflight.retain(|f| f.0 != conn);
+            if irob.inflight.len() != before {
+                irob.in_doubt = true;
+                self.doubt.insert(id);
+            }
+            if irob.pinned == Some(conn) {
+                irob.pinned = None;
+            }
+        }
+        // Requests sent on the dead connection must be asked again.
+        let lost: Vec<IrobId> = self
+            .requested
+            .iter()
+            .filter(|(_, &c2)| c2 == conn)
+            .map(|(&i, _)| i)
+            .collect();
+        for id in lost {
+            self.requested.remove(&id);
+        }
+        self.update_down_since(now);
+        self.maybe_open(now);
+    }
+
+    fn update_down_since(&mut self, now: Time) {
+        let any_up = self
+            .conns
+            .values()
+            .any(|c| c.state == ConnState::Established);
+        if any_up {
+            self.all_down_since = None;
+        } else if self.all_down_since.is_none() && self.established {
+            self.all_down_since = Some(now);
+        }
+    }
+
+    fn maybe_open(&mut self, now: Time) {
+        if self.role != Role::Client
+            || self.failed.is_some()
+            || (self.closing && self.out.is_empty())
+        {
+            return;
+        }
+        let handshaking = self.secret.is_none();
+        let have_conn: BTreeSet<NetId> = self.conns.values().map(|c| c.net).collect();
+        if handshaking && (!have_conn.is_empty() || self.networks.values().any(|n| n.opening)) {
+            return; // one hello at a time
+        }
+        let want: Vec<NetId> = self
+            .networks
+            .iter()
+            .filter(|(id, n)| n.up && !n.opening && !have_conn.contains(id) && n.retry_at <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for net in want {
+            if self.conns.len() >= self.config.max_connections {
+                break;
+            }
+            self.networks.get_mut(&net).unwrap().opening = true;
+            self.events.push_back(Event::OpenConnection { net });
+            if handshaking {
+                break;
+            }
+        }
+    }
+
+    /// A frame arrived on `conn`. Protocol violations close the connection (or, for limits the
+    /// peer exceeds, the multi-socket); the reason is in the resulting event.
+    pub fn handle_frame(&mut self, conn: ConnId, frame: Frame, now: Time) {
+        let Some(state) = self.conns.get(&conn).map(|c| c.state) else {
+            return;
+        };
+        let result = match (state, frame) {
+            (
+                ConnState::HelloSent,
+                Frame::HelloAck {
+                    session,
+                    key,
+                    window,
+                    networks,
+                },
+            ) => {
+                self.session_id = session;
+                self.secret = Some(Secret::new(&self.my_key, &key));
+                self.peer_window = window.min(self.config.window);
+                self.absorb_netinfos(&networks);
+                self.establish(conn, now);
+                self.established = true;
+                self.events.push_back(Event::Established);
+                self.maybe_open(now);
+                Ok(())
+            }
+            (ConnState::JoinSent, Frame::JoinChallenge { nonce, mac }) => {
+                let secret = self.secret.clone().expect("join only after hello");
+                let c = self.conns.get_mut(&conn).unwrap();
+                let expected = secret.acceptor_proof(self.session_id, &c.my_nonce, &nonce);
+                if !proofs_equal(&expected, &mac) {
+                    Err("join challenge carries a wrong proof".to_string())
+                } else {
+                    c.peer_nonce = nonce;
+                    let proof = secret.initiator_proof(self.session_id, &c.my_nonce, &nonce);
+                    c.control.push_back(Frame::JoinProof { mac: proof });
+                    c.state = ConnState::Proved;
+                    Ok(())
+                }
+            }
+            (ConnState::Challenged, Frame::JoinProof { mac }) => {
+                let secret = self.secret.clone().expect("challenge only with a secret");
+                let c = self.conns.get_mut(&conn).unwrap();
+                let expected = secret.initiator_proof(self.session_id, &c.peer_nonce, &c.my_nonce);
+                if !proofs_equal(&expected, &mac) {
+                    Err("join refused: wrong proof (forged or replayed)".to_string())
+                } else {
+                    c.control.push_back(Frame::JoinOk);
+                    let net = c.net;
+                    self.networks.entry(net).or_default().up = true;
+                    let rtt = now.saturating_since(c.opened);
+                    self.establish(conn, now);
+                    self.networks
+                        .get_mut(&net)
+                        .unwrap()
+                        .estimate
+                        .adopt(Some(rtt), None);
+                    Ok(())
+                }
+            }
+            (ConnState::Proved, Frame::JoinOk) => {
+                self.establish(conn, now);
+                Ok(())
+            }
+            (ConnState::Established, f) => self.handle_established(conn, f, now),
+            (ConnState::Closing, _) => Ok(()),
+            (_, Frame::Error { reason }) => Err(format!("peer refused: {reason}")),
+            (s, f) => Err(format!(
+                "unexpected {} frame during {:?}",
+                frame_name(&f),
+                s
+            )),
+        };
+        if let Err(reason) = result {
+            self.close_conn_with_error(conn, reason, now);
+        }
+        self.check_thunks(now);
+    }
+
+    /// A decoder error on `conn`: close only that connection.
+    pub fn malformed(&mut self, conn: ConnId, reason: String, now: Time) {
+        self.close_conn_with_error(conn, format!("malformed frame: {reason}"), now);
+    }
+
+    fn close_conn_with_error(&mut self, conn: ConnId, reason: String, now: Time) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.control.clear();
+            c.control.push_back(Frame::Error {
+                reason: reason.clone(),
+            });
+            c.state = ConnState::Closing;
+        }
+        self.events
+            .push_back(Event::CloseConnection { conn, reason });
+        // Treat as broken now: nothing more is scheduled on it.
+        let keep_control = self.conns.get(&conn).map(|c| c.control.clone());
+        self.connection_closed(conn, now);
+        if let Some(control) = keep_control {
+            // Keep the connection only to flush the error frame.
+            self.conns.insert(
+                conn,
+                Conn {
+                    net: u32::MAX,
+                    state: ConnState::Closing,
+                    control,
+                    opened: now,
+                    my_nonce: [0; NONCE_LEN],
+                    peer_nonce: [0; NONCE_LEN],
+                    last_data: now,
+                    last_probe: None,
+                    probes: BTreeMap::new(),
+                    sent_frames: 0,
+                },
+            );
+        }
+    }
+
+    /// Forget a connection the driver has closed after a `CloseConnection` event.
+    pub fn forget_connection(&mut self, conn: ConnId, now: Time) {
+        if self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.state == ConnState::Closing)
+        {
+            self.conns.remove(&conn);
+        } else {
+            self.connection_closed(conn, now);
+        }
+    }
+
+    fn establish(&mut self, conn: ConnId, now: Time) {
+        let c = self.conns.get_mut(&conn).unwrap();
+        c.state = ConnState::Established;
+        c.last_data = now;
+        let rtt = now.saturating_since(c.opened);
+        let net = c.net;
+        if self.role == Role::Client {
+            if let Some(n) = self.networks.get_mut(&net) {
+                n.estimate.adopt(Some(rtt), None);
+            }
+        }
+        self.all_down_since = None;
+        // Anything in doubt can now be asked about.
+        self.check_thunks(now);
+    }
+
+    fn fail(&mut self, reason: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        self.failed = Some(reason.clone());
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            let c = self.conns.get_mut(&id).unwrap();
+            c.control.clear();
+            c.control.push_back(Frame::Error {
+                reason: reason.clone(),
+            });
+            c.state = ConnState::Closing;
+            self.events.push_back(Event::CloseConnection {
+                conn: id,
+                reason: reason.clone(),
+            });
+        }
+        self.events.push_back(Event::Failed(reason));
+        // Wake every deferred sender: they will see the failure.
+        for l in 0..4 {
+            for t in self.deferred[l].drain(..) {
+                self.events.push_back(Event::ThunkReady(t));
+            }
+        }
+    }
+
+    fn handle_established(&mut self, conn: ConnId, frame: Frame, now: Time) -> Result<(), String> {
+        match frame {
+            Frame::Data(chunk) => {
+                for a in &chunk.acks {
+                    self.on_ack(*a);
+                }
+                self.on_chunk(chunk, now)
+            }
+            Frame::Ack { acks } => {
+                for a in acks {
+                    self.on_ack(a);
+                }
+                Ok(())
+            }
+            Frame::ResendRequest { irobs } => {
+                let entries = irobs.iter().map(|&id| self.have_entry(id)).collect();
+                self.conns
+                    .get_mut(&conn)
+                    .unwrap()
+                    .control
+                    .push_back(Frame::Have { entries });
+                Ok(())
+            }
+            Frame::Have { entries } => {
+                for e in entries {
+                    self.on_have(e);
+                }
+                Ok(())
+            }
+            Frame::Estimate { networks } => {
+                self.absorb_netinfos(&networks);
+                Ok(())
+            }
+            Frame::Probe { id, padding } => {
+                let size = padding as u64 + super::wire::HEADER_LEN as u64;
+                self.conns
+                    .get_mut(&conn)
+                    .unwrap()
+                    .control
+                    .push_back(Frame::ProbeReply {
+                        id,
+                        probe_size: size,
+                    });
+                Ok(())
+            }
+            Frame::ProbeReply { id, probe_size } => {
+                let c = self.conns.get_mut(&conn).unwrap();
+                if let Some((sent, size)) = c.probes.remove(&id) {
+                    let net = c.net;
+                    if let Some(n) = self.networks.get_mut(&net) {
+                        n.estimate
+                            .probe_sample(size.max(probe_size), now.saturating_since(sent));
+                    }
+                }
+                Ok(())
+            }
+            Frame::Goodbye { irobs } => {
+                self.peer_irobs = Some(irobs);
+                Ok(())
+            }
+            Frame::Error { reason } => Err(format!("peer closed the connection: {reason}")),
+            other => Err(format!(
+                "unexpected {} frame on an established connection",
+                frame_name(&other)
+            )),
+        }
+    }
+
+    // ----- sender ---------------------------------------------------------------------------
+
+    /// Whether `label` may be sent over network `net` under the deferral policy.
+    fn appropriate(&self, label: Label, net: &Network) -> bool {
+        label.is_foreground() || !net.metered || self.config.background_on_metered
+    }
+
+    fn usable_networks(&self, label: Label) -> Vec<NetId> {
+        let established: BTreeSet<NetId> = self
+            .conns
+            .values()
+            .filter(|c| c.state == ConnState::Established)
+            .map(|c| c.net)
+            .collect();
+        self.networks
+            .iter()
+            .filter(|(id, n)| established.contains(id) && self.appropriate(label, n))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    fn backlog(&self, label: Label) -> u64 {
+        self.sendable[label.rank()]
+            .iter()
+            .filter_map(|id| self.out.get(id))
+            .map(|o| o.pending.len())
+            .sum()
+    }
+
+    /// Whether a send with `label` would be accepted now (the deferral policy's test).
+    pub fn can_send(&self, label: Label) -> bool {
+        if self.failed.is_some() || self.closing {
+            return true; // the call will report the closure
+        }
+        if self.buffered >= self.config.max_send_buffer {
+            return false;
+        }
+        if !self.established {
+            return true; // queue until the first handshake completes
+        }
+        let nets = self.usable_networks(label);
+        if nets.is_empty() {
+            return false;
+        }
+        let bw: f64 = nets
+            .iter()
+            .map(|n| {
+                self.networks[n]
+                    .estimate
+                    .bandwidth()
+                    .map_or(1e6, |b| b.as_bps() as f64)
+            })
+            .sum();
+        let bound = ((bw / 8.0) * self.config.backlog_bound.as_secs_f64()).max(64.0 * 1024.0);
+        (self.backlog(label) as f64) <= bound
+    }
+
+    /// Begin an IROB. With a thunk, a label that cannot be sent now returns
+    /// [`SendError::Deferred`] and the thunk fires (via [`Event::ThunkReady`]) when it can.
+    pub fn begin_irob(
+        &mut self,
+        label: Label,
+        deps: Deps,
+        thunk: Option<ThunkId>,
+        now: Time,
+    ) -> Result<IrobId, SendError> {
+        if let Some(f) = &self.failed {
+            return Err(SendError::Closed(f.clone()));
+        }
+        if self.closing {
+            return Err(SendError::Closed("close() was called".into()));
+        }
+        let id = self.next_irob;
+        if let Deps::List(list) = &deps {
+            if list.len() > self.config.max_deps {
+                return Err(SendError::TooManyDeps(list.len(), self.config.max_deps));
+            }
+            if let Some(&bad) = list.iter().find(|&&d| d >= id) {
+                return Err(SendError::BadDependency { irob: id, dep: bad });
+            }
+        }
+        if !self.can_send(label) {
+            return Err(match thunk {
+                Some(t) => {
+                    self.deferred[label.rank()].push(t);
+                    SendError::Deferred(label)
+                }
+                None => SendError::WouldBlock(label),
+            });
+        }
+        self.next_irob += 1;
+        let deps = match deps {
+            Deps::List(mut l) => {
+                l.sort_unstable();
+                l.dedup();
+                Deps::List(l)
+            }
+            d => d,
+        };
+        self.out.insert(
+            id,
+            OutIrob {
+                label,
+                deps,
+                segments: BTreeMap::new(),
+                len: 0,
+                ended: false,
+                pending: RangeSet::new(),
+                need_first: true,
+                need_end: true,
+                inflight: Vec::new(),
+                pinned: None,
+                started: false,
+                in_doubt: false,
+            },
+        );
+        self.sendable[label.rank()].insert(id);
+        if label.is_foreground() {
+            self.last_foreground = Some(now);
+        }
+        self.maybe_open(now);
+        Ok(id)
+    }
+
+    /// Append bytes to an open IROB. Sending starts before `end_irob`.
+    pub fn irob_send(&mut self, id: IrobId, data: Bytes) -> Result<(), SendError> {
+        if let Some(f) = &self.failed {
+            return Err(SendError::Closed(f.clone()));
+        }
+        let max = self.config.max_irob_size;
+        let irob = self
+            .out
+            .get_mut(&id)
+            .filter(|o| !o.ended)
+            .ok_or(SendError::NotOpen(id))?;
+        if irob.len + data.len() as u64 > max {
+            return Err(SendError::TooLarge(id, max));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let start = irob.len;
+        irob.len += data.len() as u64;
+        irob.pending.insert(start, irob.len);
+        irob.segments.insert(start, data);
+        self.buffered += irob.len - start;
+        if irob.started {
+            self.outstanding += irob.len - start;
+        }
+        self.sendable[irob.label.rank()].insert(id);
+        Ok(())
+    }
+
+    /// End an IROB: no more bytes will be added.
+    pub fn end_irob(&mut self, id: IrobId) -> Result<(), SendError> {
+        let irob = self
+            .out
+            .get_mut(&id)
+            .filter(|o| !o.ended)
+            .ok_or(SendError::NotOpen(id))?;
+        irob.ended = true;
+        self.sendable[irob.label.rank()].insert(id);
+        Ok(())
+    }
+
+    /// `send`: one IROB depending on every earlier IROB ("TCP with labels").
+    pub fn send(
+        &mut self,
+        label: Label,
+        data: Bytes,
+        thunk: Option<ThunkId>,
+        now: Time,
+    ) -> Result<IrobId, SendError> {
+        if data.len() as u64 > self.config.max_irob_size {
+            return Err(SendError::TooLarge(
+                self.next_irob,
+                self.config.max_irob_size,
+            ));
+        }
+        let id = self.begin_irob(label, Deps::AllEarlier, thunk, now)?;
+        self.irob_send(id, data)?;
+        self.end_irob(id)?;
+        Ok(id)
+    }
+
+    /// Cancel a deferred thunk (e.g. a newer periodic update made it obsolete). Returns whether
+    /// it was still pending.
+    pub fn cancel_thunk(&mut self, thunk: ThunkId) -> bool {
+        for l in &mut self.deferred {
+            if let Some(i) = l.iter().position(|&t| t == thunk) {
+                l.remove(i);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn check_thunks(&mut self, now: Time) {
+        if let Some(since) = self.all_down_since {
+            if self.failed.is_none() && now.saturating_since(since) >= self.config.failure_timeout {
+                self.fail(format!(
+                    "no network has been usable for {:?}",
+                    self.config.failure_timeout
+                ));
+            }
+        }
+        for label in Label::ALL {
+            if !self.deferred[label.rank()].is_empty() && self.can_send(label) {
+                for t in std::mem::take(&mut self.deferred[label.rank()]) {
+                    self.events.push_back(Event::ThunkReady(t));
+                }
+            }
+        }
+        // Ask about IROBs in doubt over any established connection.
+        let ask: Vec<IrobId> = self
+            .doubt
+            .iter()
+            .filter(|id| !self.requested.contains_key(id))
+            .copied()
+            .collect();
+        if !ask.is_empty() {
+            if let Some((&cid, _)) = self
+                .conns
+                .iter()
+                .find(|(_, c)| c.state == ConnState::Established)
+            {
+                for chunk in ask.chunks(self.config.wire.max_list) {
+                    self.conns
+                        .get_mut(&cid)
+                        .unwrap()
+                        .control
+                        .push_back(Frame::ResendRequest {
+                            irobs: chunk.to_vec(),
+                        });
+                }
+                for id in ask {
+                    self.requested.insert(id, cid);
+                }
+            }
+        }
+    }
+
+    fn on_ack(&mut self, id: IrobId) {
+        if let Some(irob) = self.out.get(&id) {
+            if !irob.ended {
+                return; // an ack of an unfinished IROB is not meaningful; ignore
+            }
+            let irob = self.out.remove(&id).unwrap();
+            self.buffered -= irob.len;
+            if irob.started {
+                self.outstanding -= irob.len;
+            }
+            self.sendable[irob.label.rank()].remove(&id);
+            self.doubt.remove(&id);
+            self.requested.remove(&id);
+        }
+    }
+
+    fn on_have(&mut self, e: HaveEntry) {
+        if !self.doubt.contains(&e.irob) {
+            return;
+        }
+        if e.complete {
+            self.on_ack(e.irob);
+            return;
+        }
+        let live: BTreeSet<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == ConnState::Established)
+            .map(|(&i, _)| i)
+            .collect();
+        let Some(irob) = self.out.get_mut(&e.irob) else {
+            return;
+        };
+        let mut pending = RangeSet::new();
+        pending.insert(0, irob.len);
+        for (s, t) in &e.ranges {
+            pending.remove(*s, *t);
+        }
+        let mut end_in_flight = false;
+        let mut first_in_flight = false;
+        for f in &irob.inflight {
+            if live.contains(&f.0) {
+                pending.remove(f.1, f.2);
+                first_in_flight |= f.3;
+                end_in_flight |= f.4;
+            }
+        }
+        irob.pending = pending;
+        irob.need_first = !e.first && !first_in_flight;
+        irob.need_end = e.end.is_none() && !end_in_flight;
+        irob.in_doubt = false;
+        let label = irob.label;
+        self.doubt.remove(&e.irob);
+        self.requested.remove(&e.irob);
+        self.sendable[label.rank()].insert(e.irob);
+    }
+
+    /// The preferred connection for a foreground IROB of `label`: lowest RTT for small,
+    /// highest bandwidth for large; unknown estimates rank last, ties go to the lower id.
+    fn best_connection(&self, label: Label) -> Option<ConnId> {
+        let cands = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == ConnState::Established)
+            .filter(|(_, c)| {
+                self.networks
+                    .get(&c.net)
+                    .is_none_or(|n| self.appropriate(label, n))
+            });
+        let est = |c: &Conn| {
+            self.networks
+                .get(&c.net)
+                .map(|n| (n.estimate.rtt(), n.estimate.bandwidth()))
+        };
+        if label.is_small() {
+            cands
+                .min_by_key(|(&id, c)| {
+                    let rtt = est(c).and_then(|e| e.0).unwrap_or(Duration::MAX);
+                    (rtt, id)
+                })
+                .map(|(&id, _)| id)
+        } else {
+            cands
+                .min_by_key(|(&id, c)| {
+                    let bw = est(c).and_then(|e| e.1).map_or(0, |b| b.as_bps());
+                    (std::cmp::Reverse(bw), id)
+                })
+                .map(|(&id, _)| id)
+        }
+    }
+
+    /// Whether connection `conn` is currently carrying foreground data (pinned foreground IROBs
+    /// not yet acknowledged).
+    fn carries_foreground(&self, conn: ConnId) -> bool {
+        Label::ALL[..2].iter().any(|l| {
+            self.sendable[l.rank()]
+                .iter()
+                .any(|id| self.out.get(id).is_some_and(|o| o.pinned == Some(conn)))
+        }) || self
+            .out
+            .values()
+            .any(|o| o.label.is_foreground() && o.inflight.iter().any(|f| f.0 == conn))
+    }
+
+    /// How many bytes of background data may be outstanding in connection `conn` (anticipatory
+    /// scheduling): the network's bandwidth × (its minimum RTT + [`anticipatory_budget`]). The
+    /// driver compares this with the socket's unacknowledged bytes (SIOCOUTQ).
+    pub fn background_cap(&self, conn: ConnId, now: Time) -> u64 {
+        let Some(c) = self.conns.get(&conn) else {
+            return 0;
+        };
+        let budget = anticipatory_budget(self.last_foreground.map(|t| now.saturating_since(t)));
+        let Some(n) = self.networks.get(&c.net) else {
+            return 256 * 1024;
+        };
+        let (Some(rtt), Some(bw)) = (n.estimate.rtt(), n.estimate.bandwidth()) else {
+            return 256 * 1024; // unmeasured: a modest start that lets delivery-rate samples grow
+        };
+        let bytes = bw.bytes_per_sec() * (rtt + budget).as_secs_f64();
+        (bytes as u64).max(16 * 1024)
+    }
+
+    /// The next frame to write on `conn`, if any. `background_room` is how many bytes of
+    /// background data the connection may still take (see [`Session::background_cap`]);
+    /// foreground data and control frames are not limited by it.
+    pub fn poll_transmit(
+        &mut self,
+        conn: ConnId,
+        now: Time,
+        background_room: u64,
+    ) -> Option<Transmit> {
+        let state = self.conns.get(&conn)?.state;
+        let c = self.conns.get_mut(&conn).unwrap();
+        if let Some(f) = c.control.pop_front() {
+            return Some(encode(&f, 0));
+        }
+        if state != ConnState::Established {
+            return None;
+        }
+        if let Some(t) = self.next_chunk(conn, now, background_room) {
+            return Some(t);
+        }
+        if !self.acks.is_empty() {
+            let acks = std::mem::take(&mut self.acks);
+            return Some(encode(&Frame::Ack { acks }, 0));
+        }
+        if let Some(t) = self.maybe_probe(conn, now) {
+            return Some(t);
+        }
+        if now.saturating_since(self.last_estimate_sent) >= Duration::from_secs(1)
+            && self.role == Role::Client
+        {
+            self.last_estimate_sent = now;
+            return Some(encode(
+                &Frame::Estimate {
+                    networks: self.netinfos(),
+                },
+                0,
+            ));
+        }
+        if self.closing && !self.goodbye_sent && self.out.is_empty() {
+            self.goodbye_sent = true;
+            return Some(encode(
+                &Frame::Goodbye {
+                    irobs: self.next_irob,
+                },
+                0,
+            ));
+        }
+        None
+    }
+
+    fn maybe_probe(&mut self, conn: ConnId, now: Time) -> Option<Transmit> {
+        let interval = self.config.probe_interval;
+        let c = self.conns.get_mut(&conn)?;
+        let idle = now.saturating_since(c.last_data) >= interval;
+        let due = match c.last_probe {
+            None => true, // a network that just appeared
+            Some(t) => idle && now.saturating_since(t) >= interval,
+        };
+        if !due || !c.probes.is_empty() {
+            return None;
+        }
+        c.last_probe = Some(now);
+        let mut t = Transmit::default();
+        for size in PROBE_SIZES {
+            let id = self.next_probe_id;
+            self.next_probe_id += 1;
+            c.probes
+                .insert(id, (now, size as u64 + super::wire::HEADER_LEN as u64));
+            let one = encode(&Frame::Probe { id, padding: size }, 0);
+            t.head.extend_from_slice(&one.head);
+            t.head.extend_from_slice(&one.data);
+        }
+        Some(t)
+    }
+
+    fn next_chunk(&mut self, conn: ConnId, now: Time, background_room: u64) -> Option<Transmit> {
+        let has_other_bg_conn = |s: &Session| {
+            s.conns.iter().any(|(&id, c)| {
+                id != conn && c.state == ConnState::Established && !s.carries_foreground(id)
+            })
+        };
+        for label in Label::ALL {
+            let fg = label.is_foreground();
+            if !fg {
+                if background_room == 0 {
+                    return None;
+                }
+                let net = self.conns[&conn].net;
+                if self
+                    .networks
+                    .get(&net)
+                    .is_some_and(|n| !self.appropriate(label, n))
+                {
+                    continue;
+                }
+                if self.carries_foreground(conn) && has_other_bg_conn(self) {
+                    return None; // background goes to networks not carrying foreground data
+                }
+            }
+            let best = if fg {
+                self.best_connection(label)
+            } else {
+                None
+            };
+            let ids: Vec<IrobId> = self.sendable[label.rank()]
+                .iter()
+                .copied()
+                .take(64)
+                .collect();
+            for id in ids {
+                let o = &self.out[&id];
+                if !o.has_work() {
+                    if o.ended || o.pending.is_empty() {
+                        // nothing now; re-added when data arrives
+                        if !(o.need_first || (o.need_end && o.ended)) && o.pending.is_empty() {
+                            self.sendable[label.rank()].remove(&id);
+                        }
+                    }
+                    continue;
+                }
+                if fg {
+                    match o.pinned {
+                        Some(p) if p != conn => continue,
+                        Some(_) => {}
+                        None if best != Some(conn) => continue,
+                        None => {}
+                    }
+                }
+                // Window full: no new IROB starts, except the oldest unacknowledged one, whose
+                // dependencies are all acknowledged (so the receiver can always finish it).
+                if !o.started
+                    && self.outstanding >= self.peer_window
+                    && self.out.keys().next() != Some(&id)
+                {
+                    return None;
+                }
+                let limit = if fg {
+                    self.config.chunk_size as u64
+                } else {
+                    background_room.min(self.config.chunk_size as u64)
+                };
+                return Some(self.take_chunk(conn, id, limit, now));
+            }
+        }
+        None
+    }
+
+    fn take_chunk(&mut self, conn: ConnId, id: IrobId, limit: u64, now: Time) -> Transmit {
+        let acks = std::mem::take(&mut self.acks);
+        let o = self.out.get_mut(&id).unwrap();
+        if !o.started {
+            o.started = true;
+            self.outstanding += o.len;
+        }
+        if o.label.is_foreground() {
+            o.pinned = Some(conn);
+            self.last_foreground = Some(now);
+        }
+        let (start, end) = match o.pending.first() {
+            Some((s, e)) => (s, e.min(s + limit.max(1))),
+            None => (o.len, o.len),
+        };
+        o.pending.remove(start, end);
+        let first = o.need_first;
+        o.need_first = false;
+        let is_end = o.ended && end == o.len && o.pending.is_empty() && o.need_end;
+        if is_end {
+            o.need_end = false;
+        }
+        o.inflight.push((conn, start, end, first, is_end));
+        let data = if end > start {
+            o.slice(start, end)
+        } else {
+            Bytes::new()
+        };
+        let chunk = Chunk {
+            irob: id,
+            label: o.label,
+            offset: start,
+            deps: first.then(|| o.deps.clone()),
+            end: is_end,
+            acks,
+            data,
+        };
+        let label = o.label;
+        if !o.has_work() {
+            self.sendable[label.rank()].remove(&id);
+        }
+        let c = self.conns.get_mut(&conn).unwrap();
+        c.last_data = now;
+        c.sent_frames += 1;
+        let bg = if label.is_foreground() {
+            0
+        } else {
+            end - start
+        };
+        encode(&Frame::Data(chunk), bg)
+    }
+
+    /// Stop sending new IROBs; a `Goodbye` follows once every IROB is acknowledged.
+    pub fn close(&mut self) {
+        self.closing = true;
+        for l in &mut self.deferred {
+            l.clear();
+        }
+    }
+
+    /// Whether everything sent has been acknowledged and the goodbye is out.
+    pub fn is_drained(&self) -> bool {
+        self.closing && self.out.is_empty() && self.goodbye_sent
+    }
+
+    /// Bytes accepted from the application and not yet acknowledged by the peer.
+    pub fn unacknowledged(&self) -> u64 {
+        self.buffered
+    }
+
+    // ----- receiver -------------------------------------------------------------------------
+
+    fn on_chunk(&mut self, ch: Chunk, now: Time) -> Result<(), String> {
+        if self.acked.contains(ch.irob) && !self.incoming.contains_key(&ch.irob) {
+            return Ok(()); // a resend of something already delivered: ignore
+        }
+        if ch.label.is_foreground() {
+            self.last_foreground = Some(now);
+        }
+        if let Some(total) = self.peer_irobs {
+            if ch.irob >= total {
+                return Err(format!(
+                    "IROB {} after the peer's goodbye ({} IROBs)",
+                    ch.irob, total
+                ));
+            }
+        }
+        let end_off = ch.offset + ch.data.len() as u64;
+        if end_off > self.config.max_irob_size {
+            self.fail(format!(
+                "peer sent IROB {} beyond the size limit of {} bytes",
+                ch.irob, self.config.max_irob_size
+            ));
+            return Ok(());
+        }
+        if !self.incoming.contains_key(&ch.irob) {
+            if self.incoming.len() >= self.config.max_pending_irobs {
+                self.fail(format!(
+                    "peer has more than {} unfinished IROBs",
+                    self.config.max_pending_irobs
+                ));
+                return Ok(());
+            }
+            self.incoming.insert(
+                ch.irob,
+                InIrob {
+                    label: ch.label,
+                    deps: None,
+                    segments: BTreeMap::new(),
+                    have: RangeSet::new(),
+                    end: None,
+                    delivered: 0,
+                    complete: false,
+                    acked: false,
+                },
+            );
+            self.by_label[ch.label.rank()].insert(ch.irob);
+        }
+        let irob = self.incoming.get_mut(&ch.irob).unwrap();
+        if irob.label != ch.label {
+            return Err(format!(
+                "IROB {} changed label from {} to {}",
+                ch.irob, irob.label, ch.label
+            ));
+        }
+        if let Some(d) = ch.deps {
+            irob.deps = Some(d);
+        }
+        if ch.end {
+            if let Some(e) = irob.end.filter(|&e| e != end_off) {
+                return Err(format!("IROB {} ends at {} and at {}", ch.irob, e, end_off));
+            }
+            irob.end = Some(end_off);
+        }
+        let held_end = irob.have.iter().last().map_or(0, |(_, e)| e).max(end_off);
+        if irob.end.is_some_and(|e| held_end > e) {
+            return Err(format!("IROB {} has bytes beyond its end", ch.irob));
+        }
+        // Store only the bytes not already held (resends may overlap).
+        let mut missing = RangeSet::new();
+        missing.insert(ch.offset.max(irob.delivered), end_off);
+        for (s, e) in irob.have.iter() {
+            missing.remove(s, e);
+        }
+        let mut added = 0;
+        for (s, e) in missing.iter() {
+            let part = ch
+                .data
+                .slice((s - ch.offset) as usize..(e - ch.offset) as usize);
+            irob.segments.insert(s, part);
+            irob.have.insert(s, e);
+            added += e - s;
+        }
+        self.in_buffered += added;
+        let became_complete = !irob.complete
+            && irob.deps.is_some()
+            && irob.end.is_some_and(|e| irob.have.contains(0, e));
+        if became_complete {
+            irob.complete = true;
+            self.unacked_complete.insert(ch.irob);
+            self.try_ack();
+        }
+        let unacked = self.in_buffered - self.acked_buffered;
+        if unacked > self.receive_limit() {
+            self.fail(format!(
+                "peer exceeded the receive limit: {unacked} unacknowledged bytes buffered (limit {})",
+                self.receive_limit()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Most unacknowledged bytes an honest peer can have buffered here: its window of started
+    /// IROBs plus the remainders of IROBs in progress (each at most `max_irob_size`).
+    fn receive_limit(&self) -> u64 {
+        self.config.window + 8 * self.config.max_irob_size
+    }
+
+    /// Acknowledge every complete IROB whose dependencies are acknowledged. Ids of dependencies
+    /// are lower, so one ascending pass settles chains. Acknowledging only IROBs that are (or
+    /// will be, once the application reads) deliverable keeps the peer's window a bound on
+    /// what it can make us buffer.
+    fn try_ack(&mut self) {
+        let ids: Vec<IrobId> = self.unacked_complete.iter().copied().collect();
+        for id in ids {
+            let i = &self.incoming[&id];
+            let ok = match i.deps.as_ref().unwrap() {
+                Deps::AllEarlier => self.acked.below >= id,
+                Deps::List(l) => l.iter().all(|&d| self.acked.contains(d)),
+            };
+            if ok {
+                let i = self.incoming.get_mut(&id).unwrap();
+                i.acked = true;
+                self.acked_buffered += i.have.len() - i.delivered.min(i.have.len());
+                self.unacked_complete.remove(&id);
+                self.acked.insert(id);
+                self.acks.push(id);
+            }
+        }
+    }
+
+    fn have_entry(&self, id: IrobId) -> HaveEntry {
+        match self.incoming.get(&id) {
+            None if self.acked.contains(id) => HaveEntry {
+                irob: id,
+                complete: true,
+                first: true,
+                end: None,
+                ranges: vec![],
+            },
+            None => HaveEntry {
+                irob: id,
+                complete: false,
+                first: false,
+                end: None,
+                ranges: vec![],
+            },
+            Some(i) => {
+                // Delivered bytes were dropped from `have`'s segments but are still held.
+                let mut have = i.have.clone();
+                have.insert(0, i.delivered);
+                HaveEntry {
+                    irob: id,
+                    complete: i.acked,
+                    first: i.deps.is_some(),
+                    end: i.end,
+                    ranges: have.iter().take(self.config.wire.max_list).collect(),
+                }
+            }
+        }
+    }
+
+    fn deps_delivered(&self, id: IrobId, deps: &Deps) -> bool {
+        match deps {
+            Deps::AllEarlier => self.delivered.below >= id,
+            Deps::List(l) => l.iter().all(|&d| self.delivered.contains(d)),
+        }
+    }
+
+    /// The next delivery for the application, if any IROB is ready.
+    pub fn recv(&mut self) -> Option<Delivery> {
+        let id = match self.current {
+            Some(id) => id,
+            None => {
+                let mut pick = None;
+                'labels: for label in Label::ALL {
+                    for &id in &self.by_label[label.rank()] {
+                        let i = &self.incoming[&id];
+                        let Some(deps) = &i.deps else { continue };
+                        let ready = i.complete || (label.is_foreground() && i.have.prefix() > 0);
+                        if ready && self.deps_delivered(id, deps) {
+                            pick = Some(id);
+                            break 'labels;
+                        }
+                    }
+                }
+                pick?
+            }
+        };
+        let i = self.incoming.get_mut(&id).unwrap();
+        let next = i.segments.first_key_value().map(|(&s, b)| (s, b.clone()));
+        let (offset, data) = match next {
+            Some((s, seg)) if s == i.delivered => {
+                i.segments.remove(&s);
+                (s, seg)
+            }
+            _ if i.end == Some(i.delivered) => (i.delivered, Bytes::new()),
+            _ => {
+                self.current = Some(id);
+                return None; // streaming a foreground IROB whose next bytes have not arrived
+            }
+        };
+        let n = data.len() as u64;
+        i.delivered += n;
+        self.in_buffered -= n;
+        if i.acked {
+            self.acked_buffered -= n;
+        }
+        let end = i.end == Some(i.delivered);
+        let label = i.label;
+        if end {
+            self.incoming.remove(&id);
+            self.by_label[label.rank()].remove(&id);
+            self.delivered.insert(id);
+            self.current = None;
+        } else {
+            self.current = Some(id);
+        }
+        Some(Delivery {
+            irob: id,
+            label,
+            offset,
+            data,
+            end,
+        })
+    }
+
+    /// Whether the peer said goodbye and every IROB it sent has been delivered.
+    pub fn peer_finished(&self) -> bool {
+        self.peer_irobs
+            .is_some_and(|n| self.delivered.below >= n && self.incoming.is_empty())
+    }
+
+    /// Bytes received and held for the application (all IROBs).
+    pub fn receive_buffered(&self) -> u64 {
+        self.in_buffered
+    }
+
+    /// Bytes of acknowledged IROBs the application has not read yet. A driver stops reading
+    /// from its sockets while this exceeds the window (back-pressure that cannot deadlock:
+    /// these bytes are deliverable once the application reads).
+    pub fn receive_backlog(&self) -> u64 {
+        self.acked_buffered
+    }
+
+    // ----- time -----------------------------------------------------------------------------
+
+    /// The next driver event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Session::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut t = None::<Time>;
+        let mut at = |x: Time| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Some(since) = self.all_down_since {
+            if self.failed.is_none() {
+                at(since + self.config.failure_timeout);
+            }
+        }
+        if self.role == Role::Client {
+            for n in self.networks.values() {
+                if n.up && !n.opening && n.retry_at > Time::ZERO {
+                    at(n.retry_at);
+                }
+            }
+        }
+        for c in self.conns.values() {
+            if c.state == ConnState::Established {
+                at(c.last_data.max(c.last_probe.unwrap_or(Time::ZERO))
+                    + self.config.probe_interval);
+            }
+        }
+        t
+    }
+
+    /// Timers: failure timeout, reconnects, thunks.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.maybe_open(now);
+        self.check_thunks(now);
+    }
+}
+
+fn encode(f: &Frame, background: u64) -> Transmit {
+    let mut head = Vec::with_capacity(64);
+    let data = f.encode(&mut head);
+    Transmit {
+        head,
+        data,
+        background,
+    }
+}
+
+fn frame_name(f: &Frame) -> &'static str {
+    match f {
+        Frame::Hello { .. } => "Hello",
+        Frame::HelloAck { .. } => "HelloAck",
+        Frame::Join { .. } => "Join",
+        Frame::JoinChallenge { .. } => "JoinChallenge",
+        Frame::JoinProof { .. } => "JoinProof",
+        Frame::JoinOk => "JoinOk",
+        Frame::Data(_) => "Data",
+        Frame::Ack { .. } => "Ack",
+        Frame::ResendRequest { .. } => "ResendRequest",
+        Frame::Have { .. } => "Have",
+        Frame::Estimate { .. } => "Estimate",
+        Frame::Probe { .. } => "Probe",
+        Frame::ProbeReply { .. } => "ProbeReply",
+        Frame::Goodbye { .. } => "Goodbye",
+        Frame::Error { .. } => "Error",
+    }
+}

@@ -1,0 +1,958 @@
+//! The wire format, version 1 (documented for implementers in `docs/wire-format.md`).
+//!
+//! Intentional Networking is not a new IP protocol: a multi-socket frames its data over ordinary
+//! TCP connections (paper §4.2). Every frame starts with a fixed 32-byte header:
+//!
+//! ```text
+//!  0      1      2      3      4              8                      16                     24             28            32
+//!  +------+------+------+------+--------------+----------------------+----------------------+--------------+-------------+
+//!  | ver  | kind |label |flags | body_len u32 | a: u64 (irob/session)| b: u64 (offset/...)  | c: u32       | d: u32      |
+//!  +------+------+------+------+--------------+----------------------+----------------------+--------------+-------------+
+//! ```
+//!
+//! All integers are big-endian. `body_len` bytes of body follow; their layout depends on `kind`.
+//! For a data chunk, `a` is the IROB id, `b` the byte offset, `c` the number of dependencies and
+//! `d` the number of piggybacked IROB acknowledgements; the body is the dependency ids, then the
+//! acknowledged ids, then the data. The decoder checks every length against [`WireLimits`] before
+//! allocating, so a peer cannot make us reserve memory it has not sent.
+
+use bytes::{Buf, Bytes, BytesMut};
+use thiserror::Error;
+
+use super::label::Label;
+
+/// The protocol version this implementation speaks.
+pub const VERSION: u8 = 1;
+/// Length of the fixed chunk header.
+pub const HEADER_LEN: usize = 32;
+/// Length of the per-multi-socket keys exchanged on the first connection.
+pub const KEY_LEN: usize = 32;
+/// Length of the nonces of a join handshake.
+pub const NONCE_LEN: usize = 16;
+/// Length of an HMAC-SHA256 proof.
+pub const MAC_LEN: usize = 32;
+/// Encoded size of one [`NetInfo`].
+pub const NETINFO_LEN: usize = 24;
+
+/// Data chunk flag: this chunk ends its IROB.
+pub const FLAG_END: u8 = 1;
+/// Data chunk flag: this chunk carries the IROB's dependency list.
+pub const FLAG_FIRST: u8 = 2;
+/// Data chunk flag (with `FLAG_FIRST`): the IROB depends on every IROB with a lower id.
+pub const FLAG_DEPS_ALL: u8 = 4;
+
+/// Frame kinds (header byte 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// First frame of a new multi-socket: key, receive window, networks and estimates.
+    Hello = 1,
+    /// Answer to `Hello`: session id, key, window, networks.
+    HelloAck = 2,
+    /// First frame of a connection joining an existing multi-socket.
+    Join = 3,
+    /// The acceptor's nonce and proof of the key.
+    JoinChallenge = 4,
+    /// The initiator's proof of the key.
+    JoinProof = 5,
+    /// The join is accepted; data may flow.
+    JoinOk = 6,
+    /// A chunk of an IROB.
+    Data = 7,
+    /// IROB acknowledgements.
+    Ack = 8,
+    /// "Which bytes of these IROBs do you have?" after a connection broke.
+    ResendRequest = 9,
+    /// The answer to `ResendRequest`.
+    Have = 10,
+    /// Per-network estimates.
+    Estimate = 11,
+    /// An active measurement probe, echoed at once.
+    Probe = 12,
+    /// The echo of a `Probe`.
+    ProbeReply = 13,
+    /// The sender will begin no more IROBs.
+    Goodbye = 14,
+    /// The sender closes this connection (or the multi-socket) for the reason given.
+    Error = 15,
+}
+
+impl Kind {
+    fn from_wire(b: u8) -> Option<Kind> {
+        use Kind::*;
+        Some(match b {
+            1 => Hello,
+            2 => HelloAck,
+            3 => Join,
+            4 => JoinChallenge,
+            5 => JoinProof,
+            6 => JoinOk,
+            7 => Data,
+            8 => Ack,
+            9 => ResendRequest,
+            10 => Have,
+            11 => Estimate,
+            12 => Probe,
+            13 => ProbeReply,
+            14 => Goodbye,
+            15 => Error,
+            _ => return None,
+        })
+    }
+}
+
+/// One network of a peer, with that peer's current estimates (exchanged on the first connection
+/// and piggybacked later, paper §4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetInfo {
+    /// The peer's identifier for the network (stable for the session).
+    pub net: u32,
+    /// Its IPv4 address.
+    pub addr: [u8; 4],
+    /// Estimated one-way-plus-return latency (round-trip time), microseconds; 0 = unknown.
+    pub rtt_us: u32,
+    /// Bit 0: metered. Bit 1: usable.
+    pub flags: u32,
+    /// Estimated bandwidth, bits per second; 0 = unknown.
+    pub bandwidth_bps: u64,
+}
+
+/// What a receiver holds of one IROB (the answer to a resend request).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HaveEntry {
+    /// The IROB.
+    pub irob: u64,
+    /// Every byte and the end have arrived (or it was delivered long ago).
+    pub complete: bool,
+    /// The dependency list has arrived.
+    pub first: bool,
+    /// The IROB's length, if its end has arrived.
+    pub end: Option<u64>,
+    /// Byte ranges `[start, end)` present.
+    pub ranges: Vec<(u64, u64)>,
+}
+
+/// Dependencies of an IROB as carried by its first chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deps {
+    /// Delivered after every IROB with a lower id (`send`, "TCP with labels").
+    AllEarlier,
+    /// Delivered after these IROBs (all lower than the IROB's own id).
+    List(Vec<u64>),
+}
+
+/// A data chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    /// The IROB.
+    pub irob: u64,
+    /// Its label.
+    pub label: Label,
+    /// Offset of `data` within the IROB.
+    pub offset: u64,
+    /// The dependency list, carried by the first chunk (and by a resent first chunk).
+    pub deps: Option<Deps>,
+    /// This chunk ends the IROB: its length is `offset + data.len()`.
+    pub end: bool,
+    /// Piggybacked acknowledgements of IROBs received from the peer.
+    pub acks: Vec<u64>,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// A decoded frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// See [`Kind::Hello`].
+    Hello {
+        key: [u8; KEY_LEN],
+        window: u64,
+        networks: Vec<NetInfo>,
+    },
+    /// See [`Kind::HelloAck`].
+    HelloAck {
+        session: u64,
+        key: [u8; KEY_LEN],
+        window: u64,
+        networks: Vec<NetInfo>,
+    },
+    /// See [`Kind::Join`].
+    Join {
+        session: u64,
+        nonce: [u8; NONCE_LEN],
+        net: u32,
+    },
+    /// See [`Kind::JoinChallenge`].
+    JoinChallenge {
+        nonce: [u8; NONCE_LEN],
+        mac: [u8; MAC_LEN],
+    },
+    /// See [`Kind::JoinProof`].
+    JoinProof { mac: [u8; MAC_LEN] },
+    /// See [`Kind::JoinOk`].
+    JoinOk,
+    /// See [`Kind::Data`].
+    Data(Chunk),
+    /// See [`Kind::Ack`].
+    Ack { acks: Vec<u64> },
+    /// See [`Kind::ResendRequest`].
+    ResendRequest { irobs: Vec<u64> },
+    /// See [`Kind::Have`].
+    Have { entries: Vec<HaveEntry> },
+    /// See [`Kind::Estimate`].
+    Estimate { networks: Vec<NetInfo> },
+    /// See [`Kind::Probe`]: `padding` zero bytes follow the header.
+    Probe { id: u64, padding: u32 },
+    /// See [`Kind::ProbeReply`].
+    ProbeReply { id: u64, probe_size: u64 },
+    /// See [`Kind::Goodbye`]: the sender began `irobs` IROBs in all.
+    Goodbye { irobs: u64 },
+    /// See [`Kind::Error`].
+    Error { reason: String },
+}
+
+/// Bounds the decoder enforces before it allocates.
+#[derive(Clone, Copy, Debug)]
+pub struct WireLimits {
+    /// Largest body of any frame.
+    pub max_body: usize,
+    /// Most dependencies one IROB may name.
+    pub max_deps: usize,
+    /// Most entries in any list (acks, networks, resend requests).
+    pub max_list: usize,
+}
+
+impl Default for WireLimits {
+    fn default() -> Self {
+        WireLimits {
+            max_body: 1 << 20,
+            max_deps: 1024,
+            max_list: 4096,
+        }
+    }
+}
+
+/// A malformed frame. The connection it came on is closed; the multi-socket lives on.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum WireError {
+    /// Header byte 0 is not a version we speak.
+    #[error("unsupported protocol version {0} (this side speaks {VERSION})")]
+    Version(u8),
+    /// Header byte 1 is not a frame kind.
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    /// A data chunk's header byte 2 is not a label.
+    #[error("invalid label {0} in a data chunk (0..=3 expected)")]
+    Label(u8),
+    /// The body is longer than the limit.
+    #[error("{kind:?} frame body of {len} bytes exceeds the limit of {max}")]
+    TooLong {
+        /// Frame kind.
+        kind: Kind,
+        /// Announced body length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The body does not have the layout its kind requires.
+    #[error("malformed {kind:?} frame: {what}")]
+    Malformed {
+        /// Frame kind.
+        kind: Kind,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+struct Header {
+    kind: u8,
+    label: u8,
+    flags: u8,
+    a: u64,
+    b: u64,
+    c: u32,
+    d: u32,
+}
+
+fn put_header(out: &mut Vec<u8>, h: Header, body_len: usize) {
+    out.push(VERSION);
+    out.push(h.kind);
+    out.push(h.label);
+    out.push(h.flags);
+    out.extend_from_slice(&(body_len as u32).to_be_bytes());
+    out.extend_from_slice(&h.a.to_be_bytes());
+    out.extend_from_slice(&h.b.to_be_bytes());
+    out.extend_from_slice(&h.c.to_be_bytes());
+    out.extend_from_slice(&h.d.to_be_bytes());
+}
+
+fn put_ids(out: &mut Vec<u8>, ids: &[u64]) {
+    for id in ids {
+        out.extend_from_slice(&id.to_be_bytes());
+    }
+}
+
+fn put_nets(out: &mut Vec<u8>, nets: &[NetInfo]) {
+    for n in nets {
+        out.extend_from_slice(&n.net.to_be_bytes());
+        out.extend_from_slice(&n.addr);
+        out.extend_from_slice(&n.rtt_us.to_be_bytes());
+        out.extend_from_slice(&n.flags.to_be_bytes());
+        out.extend_from_slice(&n.bandwidth_bps.to_be_bytes());
+    }
+}
+
+fn hdr(kind: Kind) -> Header {
+    Header {
+        kind: kind as u8,
+        label: 0,
+        flags: 0,
+        a: 0,
+        b: 0,
+        c: 0,
+        d: 0,
+    }
+}
+
+impl Frame {
+    /// Encode: the header and any small body go into `head`; a data chunk's bytes are returned
+    /// separately so that the driver can write them without a copy.
+    pub fn encode(&self, head: &mut Vec<u8>) -> Bytes {
+        let mut body = Vec::new();
+        let mut tail = Bytes::new();
+        let h = match self {
+            Frame::Hello {
+                key,
+                window,
+                networks,
+            } => {
+                body.extend_from_slice(key);
+                put_nets(&mut body, networks);
+                Header {
+                    a: *window,
+                    c: networks.len() as u32,
+                    ..hdr(Kind::Hello)
+                }
+            }
+            Frame::HelloAck {
+                session,
+                key,
+                window,
+                networks,
+            } => {
+                body.extend_from_slice(key);
+                put_nets(&mut body, networks);
+                Header {
+                    a: *session,
+                    b: *window,
+                    c: networks.len() as u32,
+                    ..hdr(Kind::HelloAck)
+                }
+            }
+            Frame::Join {
+                session,
+                nonce,
+                net,
+            } => {
+                body.extend_from_slice(nonce);
+                Header {
+                    a: *session,
+                    c: *net,
+                    ..hdr(Kind::Join)
+                }
+            }
+            Frame::JoinChallenge { nonce, mac } => {
+                body.extend_from_slice(nonce);
+                body.extend_from_slice(mac);
+                hdr(Kind::JoinChallenge)
+            }
+            Frame::JoinProof { mac } => {
+                body.extend_from_slice(mac);
+                hdr(Kind::JoinProof)
+            }
+            Frame::JoinOk => hdr(Kind::JoinOk),
+            Frame::Data(ch) => {
+                let mut flags = 0;
+                let mut ndeps = 0;
+                if ch.end {
+                    flags |= FLAG_END;
+                }
+                match &ch.deps {
+                    None => {}
+                    Some(Deps::AllEarlier) => flags |= FLAG_FIRST | FLAG_DEPS_ALL,
+                    Some(Deps::List(ids)) => {
+                        flags |= FLAG_FIRST;
+                        ndeps = ids.len();
+                        put_ids(&mut body, ids);
+                    }
+                }
+                put_ids(&mut body, &ch.acks);
+                tail = ch.data.clone();
+                Header {
+                    label: ch.label.to_wire(),
+                    flags,
+                    a: ch.irob,
+                    b: ch.offset,
+                    c: ndeps as u32,
+                    d: ch.acks.len() as u32,
+                    ..hdr(Kind::Data)
+                }
+            }
+            Frame::Ack { acks } => {
+                put_ids(&mut body, acks);
+                Header {
+                    d: acks.len() as u32,
+                    ..hdr(Kind::Ack)
+                }
+            }
+            Frame::ResendRequest { irobs } => {
+                put_ids(&mut body, irobs);
+                Header {
+                    c: irobs.len() as u32,
+                    ..hdr(Kind::ResendRequest)
+                }
+            }
+            Frame::Have { entries } => {
+                for e in entries {
+                    body.extend_from_slice(&e.irob.to_be_bytes());
+                    let f = (e.complete as u8)
+                        | ((e.first as u8) << 1)
+                        | ((e.end.is_some() as u8) << 2);
+                    body.extend_from_slice(&[f, 0, 0, 0]);
+                    body.extend_from_slice(&(e.ranges.len() as u32).to_be_bytes());
+                    body.extend_from_slice(&e.end.unwrap_or(0).to_be_bytes());
+                    for (s, t) in &e.ranges {
+                        body.extend_from_slice(&s.to_be_bytes());
+                        body.extend_from_slice(&t.to_be_bytes());
+                    }
+                }
+                Header {
+                    c: entries.len() as u32,
+                    ..hdr(Kind::Have)
+                }
+            }
+            Frame::Estimate { networks } => {
+                put_nets(&mut body, networks);
+                Header {
+                    c: networks.len() as u32,
+                    ..hdr(Kind::Estimate)
+                }
+            }
+            Frame::Probe { id, padding } => {
+                tail = Bytes::from(vec![0u8; *padding as usize]);
+                Header {
+                    a: *id,
+                    ..hdr(Kind::Probe)
+                }
+            }
+            Frame::ProbeReply { id, probe_size } => Header {
+                a: *id,
+                b: *probe_size,
+                ..hdr(Kind::ProbeReply)
+            },
+            Frame::Goodbye { irobs } => Header {
+                a: *irobs,
+                ..hdr(Kind::Goodbye)
+            },
+            Frame::Error { reason } => {
+                body.extend_from_slice(reason.as_bytes());
+                hdr(Kind::Error)
+            }
+        };
+        put_header(head, h, body.len() + tail.len());
+        head.extend_from_slice(&body);
+        tail
+    }
+
+    /// Encode into one buffer (tests and control frames).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut head = Vec::new();
+        let tail = self.encode(&mut head);
+        head.extend_from_slice(&tail);
+        head
+    }
+}
+
+/// Incremental frame decoder for one TCP connection's byte stream.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: BytesMut,
+    limits: WireLimits,
+}
+
+fn malformed(kind: Kind, what: impl Into<String>) -> WireError {
+    WireError::Malformed {
+        kind,
+        what: what.into(),
+    }
+}
+
+fn take_ids(body: &mut Bytes, n: usize) -> Vec<u64> {
+    (0..n).map(|_| body.get_u64()).collect()
+}
+
+fn take_nets(body: &mut Bytes, n: usize) -> Vec<NetInfo> {
+    (0..n)
+        .map(|_| {
+            let net = body.get_u32();
+            let mut addr = [0u8; 4];
+            body.copy_to_slice(&mut addr);
+            NetInfo {
+                net,
+                addr,
+                rtt_us: body.get_u32(),
+                flags: body.get_u32(),
+                bandwidth_bps: body.get_u64(),
+            }
+        })
+        .collect()
+}
+
+fn take_array<const N: usize>(body: &mut Bytes) -> [u8; N] {
+    let mut a = [0u8; N];
+    body.copy_to_slice(&mut a);
+    a
+}
+
+impl Decoder {
+    /// A decoder with the given limits.
+    pub fn new(limits: WireLimits) -> Decoder {
+        Decoder {
+            buf: BytesMut::with_capacity(64 * 1024),
+            limits,
+        }
+    }
+
+    /// Append received bytes.
+    pub fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The buffer to read into directly (avoids a copy in the driver).
+    pub fn buffer_mut(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Bytes received but not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Decode the next complete frame, if one has arrived. After an error the stream is
+    /// unusable (frame boundaries are lost): close the connection.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
+        if self.buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let h = &self.buf[..HEADER_LEN];
+        if h[0] != VERSION {
+            return Err(WireError::Version(h[0]));
+        }
+        let kind = Kind::from_wire(h[1]).ok_or(WireError::Kind(h[1]))?;
+        let body_len = u32::from_be_bytes(h[4..8].try_into().unwrap()) as usize;
+        if body_len > self.limits.max_body {
+            return Err(WireError::TooLong {
+                kind,
+                len: body_len,
+                max: self.limits.max_body,
+            });
+        }
+        if self.buf.len() < HEADER_LEN + body_len {
+            self.buf.reserve(HEADER_LEN + body_len - self.buf.len());
+            return Ok(None);
+        }
+        let mut head = self.buf.split_to(HEADER_LEN);
+        let body = self.buf.split_to(body_len).freeze();
+        head.advance(2);
+        let label = head.get_u8();
+        let flags = head.get_u8();
+        head.advance(4);
+        let (a, b, c, d) = (
+            head.get_u64(),
+            head.get_u64(),
+            head.get_u32() as usize,
+            head.get_u32() as usize,
+        );
+        self.decode_body(kind, label, flags, a, b, c, d, body)
+            .map(Some)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn decode_body(
+        &self,
+        kind: Kind,
+        label: u8,
+        flags: u8,
+        a: u64,
+        b: u64,
+        c: usize,
+        d: usize,
+        mut body: Bytes,
+    ) -> Result<Frame, WireError> {
+        let lim = self.limits;
+        let exact = |body: &Bytes, want: usize| {
+            if body.len() == want {
+                Ok(())
+            } else {
+                Err(malformed(
+                    kind,
+                    format!("body is {} bytes, {} expected", body.len(), want),
+                ))
+            }
+        };
+        let list = |n: usize, max: usize, what: &str| {
+            if n > max {
+                Err(malformed(
+                    kind,
+                    format!("{n} {what} exceed the limit of {max}"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match kind {
+            Kind::Hello | Kind::HelloAck => {
+                list(c, lim.max_list, "networks")?;
+                exact(&body, KEY_LEN + c * NETINFO_LEN)?;
+                let key = take_array::<KEY_LEN>(&mut body);
+                let networks = take_nets(&mut body, c);
+                if kind == Kind::Hello {
+                    Frame::Hello {
+                        key,
+                        window: a,
+                        networks,
+                    }
+                } else {
+                    Frame::HelloAck {
+                        session: a,
+                        key,
+                        window: b,
+                        networks,
+                    }
+                }
+            }
+            Kind::Join => {
+                exact(&body, NONCE_LEN)?;
+                Frame::Join {
+                    session: a,
+                    nonce: take_array(&mut body),
+                    net: c as u32,
+                }
+            }
+            Kind::JoinChallenge => {
+                exact(&body, NONCE_LEN + MAC_LEN)?;
+                Frame::JoinChallenge {
+                    nonce: take_array(&mut body),
+                    mac: take_array(&mut body),
+                }
+            }
+            Kind::JoinProof => {
+                exact(&body, MAC_LEN)?;
+                Frame::JoinProof {
+                    mac: take_array(&mut body),
+                }
+            }
+            Kind::JoinOk => {
+                exact(&body, 0)?;
+                Frame::JoinOk
+            }
+            Kind::Data => {
+                let label = Label::from_wire(label).ok_or(WireError::Label(label))?;
+                if flags & !(FLAG_END | FLAG_FIRST | FLAG_DEPS_ALL) != 0 {
+                    return Err(malformed(kind, format!("unknown flags {flags:#04x}")));
+                }
+                list(c, lim.max_deps, "dependencies")?;
+                list(d, lim.max_list, "acknowledgements")?;
+                if (c + d) * 8 > body.len() {
+                    return Err(malformed(
+                        kind,
+                        format!(
+                            "{c} dependencies and {d} acks do not fit a {}-byte body",
+                            body.len()
+                        ),
+                    ));
+                }
+                let first = flags & FLAG_FIRST != 0;
+                let all = flags & FLAG_DEPS_ALL != 0;
+                if !first && (all || c > 0) {
+                    return Err(malformed(
+                        kind,
+                        "dependencies on a chunk without the FIRST flag",
+                    ));
+                }
+                if all && c > 0 {
+                    return Err(malformed(kind, "both DEPS_ALL and a dependency list"));
+                }
+                let dep_ids = take_ids(&mut body, c);
+                if let Some(bad) = dep_ids.iter().find(|&&x| x >= a) {
+                    return Err(malformed(
+                        kind,
+                        format!("IROB {a} depends on IROB {bad}, which is not lower"),
+                    ));
+                }
+                let acks = take_ids(&mut body, d);
+                if a.checked_add(0).is_none() || b.checked_add(body.len() as u64).is_none() {
+                    return Err(malformed(kind, "offset overflows"));
+                }
+                let deps = if !first {
+                    None
+                } else if all {
+                    Some(Deps::AllEarlier)
+                } else {
+                    Some(Deps::List(dep_ids))
+                };
+                Frame::Data(Chunk {
+                    irob: a,
+                    label,
+                    offset: b,
+                    deps,
+                    end: flags & FLAG_END != 0,
+                    acks,
+                    data: body,
+                })
+            }
+            Kind::Ack => {
+                list(d, lim.max_list, "acknowledgements")?;
+                exact(&body, d * 8)?;
+                Frame::Ack {
+                    acks: take_ids(&mut body, d),
+                }
+            }
+            Kind::ResendRequest => {
+                list(c, lim.max_list, "IROB ids")?;
+                exact(&body, c * 8)?;
+                Frame::ResendRequest {
+                    irobs: take_ids(&mut body, c),
+                }
+            }
+            Kind::Have => {
+                list(c, lim.max_list, "entries")?;
+                let mut entries = Vec::with_capacity(c);
+                for i in 0..c {
+                    if body.len() < 24 {
+                        return Err(malformed(kind, format!("entry {i} truncated")));
+                    }
+                    let irob = body.get_u64();
+                    let f = body.get_u8();
+                    body.advance(3);
+                    let n = body.get_u32() as usize;
+                    let end = body.get_u64();
+                    if n > lim.max_list || body.len() < n * 16 {
+                        return Err(malformed(
+                            kind,
+                            format!("entry {i} announces {n} ranges that are not there"),
+                        ));
+                    }
+                    let ranges: Vec<(u64, u64)> =
+                        (0..n).map(|_| (body.get_u64(), body.get_u64())).collect();
+                    if ranges.iter().any(|(s, t)| s >= t) {
+                        return Err(malformed(
+                            kind,
+                            format!("entry {i} has an empty or inverted range"),
+                        ));
+                    }
+                    entries.push(HaveEntry {
+                        irob,
+                        complete: f & 1 != 0,
+                        first: f & 2 != 0,
+                        end: (f & 4 != 0).then_some(end),
+                        ranges,
+                    });
+                }
+                if !body.is_empty() {
+                    return Err(malformed(kind, format!("{} trailing bytes", body.len())));
+                }
+                Frame::Have { entries }
+            }
+            Kind::Estimate => {
+                list(c, lim.max_list, "networks")?;
+                exact(&body, c * NETINFO_LEN)?;
+                Frame::Estimate {
+                    networks: take_nets(&mut body, c),
+                }
+            }
+            Kind::Probe => Frame::Probe {
+                id: a,
+                padding: body.len() as u32,
+            },
+            Kind::ProbeReply => {
+                exact(&body, 0)?;
+                Frame::ProbeReply {
+                    id: a,
+                    probe_size: b,
+                }
+            }
+            Kind::Goodbye => {
+                exact(&body, 0)?;
+                Frame::Goodbye { irobs: a }
+            }
+            Kind::Error => Frame::Error {
+                reason: String::from_utf8_lossy(&body).into_owned(),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn samples() -> Vec<Frame> {
+        let net = NetInfo {
+            net: 2,
+            addr: [10, 77, 1, 2],
+            rtt_us: 20_000,
+            flags: 3,
+            bandwidth_bps: 600_000,
+        };
+        vec![
+            Frame::Hello {
+                key: [7; 32],
+                window: 1 << 24,
+                networks: vec![net],
+            },
+            Frame::HelloAck {
+                session: 99,
+                key: [8; 32],
+                window: 5,
+                networks: vec![],
+            },
+            Frame::Join {
+                session: 99,
+                nonce: [1; 16],
+                net: 3,
+            },
+            Frame::JoinChallenge {
+                nonce: [2; 16],
+                mac: [3; 32],
+            },
+            Frame::JoinProof { mac: [4; 32] },
+            Frame::JoinOk,
+            Frame::Data(Chunk {
+                irob: 5,
+                label: Label::BackgroundLarge,
+                offset: 0,
+                deps: Some(Deps::List(vec![1, 3])),
+                end: true,
+                acks: vec![4, 9],
+                data: Bytes::from_static(b"hello"),
+            }),
+            Frame::Data(Chunk {
+                irob: 6,
+                label: Label::ForegroundSmall,
+                offset: 10,
+                deps: Some(Deps::AllEarlier),
+                end: false,
+                acks: vec![],
+                data: Bytes::new(),
+            }),
+            Frame::Ack {
+                acks: vec![1, 2, 3],
+            },
+            Frame::ResendRequest { irobs: vec![4] },
+            Frame::Have {
+                entries: vec![HaveEntry {
+                    irob: 4,
+                    complete: false,
+                    first: true,
+                    end: Some(9),
+                    ranges: vec![(0, 3), (5, 9)],
+                }],
+            },
+            Frame::Estimate {
+                networks: vec![net, net],
+            },
+            Frame::Probe {
+                id: 3,
+                padding: 100,
+            },
+            Frame::ProbeReply {
+                id: 3,
+                probe_size: 132,
+            },
+            Frame::Goodbye { irobs: 12 },
+            Frame::Error {
+                reason: "limit".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_kind_round_trips_with_a_32_byte_header() {
+        let mut dec = Decoder::default();
+        for f in samples() {
+            let bytes = f.to_bytes();
+            assert_eq!(bytes[0], VERSION);
+            let body = u32::from_be_bytes(bytes[4..8].try_into().unwrap()) as usize;
+            assert_eq!(bytes.len(), HEADER_LEN + body, "{f:?}");
+            // Byte by byte: frames are only produced once complete.
+            for (i, b) in bytes.iter().enumerate() {
+                assert_eq!(dec.next_frame().unwrap(), None, "early frame at byte {i}");
+                dec.push(&[*b]);
+            }
+            assert_eq!(dec.next_frame().unwrap(), Some(f));
+        }
+    }
+
+    #[test]
+    fn malformed_frames_are_named() {
+        let mut bad = Frame::Ack { acks: vec![1] }.to_bytes();
+        bad[0] = 9;
+        let mut d = Decoder::default();
+        d.push(&bad);
+        assert_eq!(
+            d.next_frame().unwrap_err().to_string(),
+            "unsupported protocol version 9 (this side speaks 1)"
+        );
+
+        let mut huge = Frame::JoinOk.to_bytes();
+        huge[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        let mut d = Decoder::default();
+        d.push(&huge);
+        assert!(matches!(d.next_frame(), Err(WireError::TooLong { .. })));
+
+        let data = Frame::Data(Chunk {
+            irob: 2,
+            label: Label::ForegroundSmall,
+            offset: 0,
+            deps: Some(Deps::List(vec![5])),
+            end: true,
+            acks: vec![],
+            data: Bytes::new(),
+        })
+        .to_bytes();
+        let mut d = Decoder::default();
+        d.push(&data);
+        assert!(d
+            .next_frame()
+            .unwrap_err()
+            .to_string()
+            .contains("depends on IROB 5, which is not lower"));
+
+        let mut lab = data.clone();
+        lab[2] = 7;
+        let mut d = Decoder::default();
+        d.push(&lab);
+        assert_eq!(d.next_frame(), Err(WireError::Label(7)));
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), valid_prefix in any::<bool>()) {
+            let mut d = Decoder::default();
+            if valid_prefix {
+                // A valid version and kind make the decoder go deeper into the body checks.
+                let mut b = bytes.clone();
+                if b.len() >= 2 { b[0] = VERSION; b[1] = (b[1] % 15) + 1; }
+                if b.len() >= 8 { let n = (b.len().saturating_sub(32)) as u32; b[4..8].copy_from_slice(&n.to_be_bytes()); }
+                d.push(&b);
+            } else {
+                d.push(&bytes);
+            }
+            for _ in 0..4 {
+                match d.next_frame() { Ok(Some(_)) => continue, _ => break }
+            }
+        }
+    }
+}
