@@ -11,5 +11,6 @@
 //! - [`capi`]: the C ABI with the paper's `ms_*` names (`include/roam_net.h`).
 
 pub mod proto;
+pub mod runtime;
 
 pub use proto::{Delivery, Deps, IrobId, Label, SendError};

@@ -744,7 +744,22 @@ impl Session {
         self.update_down_since(now);
     }
 
-    /// The driver saw connection `conn` break (or failed to open it).
+    /// The driver could not open a connection over `net` (after an `OpenConnection`).
+    pub fn open_failed(&mut self, net: NetId, now: Time) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.opening = false;
+            n.retry_at = now + self.config.reconnect_backoff;
+        }
+        self.update_down_since(now);
+    }
+
+    /// Both sides have said goodbye and everything we sent is acknowledged: the connections may
+    /// close without the session treating it as a failure.
+    pub fn is_finished(&self) -> bool {
+        self.closing && self.out.is_empty() && self.goodbye_sent && self.peer_irobs.is_some()
+    }
+
+    /// The driver saw connection `conn` break.
     pub fn connection_closed(&mut self, conn: ConnId, now: Time) {
         let Some(c) = self.conns.remove(&conn) else {
             self.update_down_since(now);
@@ -788,7 +803,7 @@ impl Session {
             .conns
             .values()
             .any(|c| c.state == ConnState::Established);
-        if any_up {
+        if any_up || self.is_finished() {
             self.all_down_since = None;
         } else if self.all_down_since.is_none() && self.established {
             self.all_down_since = Some(now);
@@ -796,10 +811,7 @@ impl Session {
     }
 
     fn maybe_open(&mut self, now: Time) {
-        if self.role != Role::Client
-            || self.failed.is_some()
-            || (self.closing && self.out.is_empty())
-        {
+        if self.role != Role::Client || self.failed.is_some() || self.is_finished() {
             return;
         }
         let handshaking = self.secret.is_none();
@@ -1871,6 +1883,27 @@ impl Session {
             offset,
             data,
             end,
+        })
+    }
+
+    /// Whether [`Session::recv`] would return a delivery now.
+    pub fn has_delivery(&self) -> bool {
+        if let Some(id) = self.current {
+            let i = &self.incoming[&id];
+            return i
+                .segments
+                .first_key_value()
+                .is_some_and(|(&s, _)| s == i.delivered)
+                || i.end == Some(i.delivered);
+        }
+        Label::ALL.iter().any(|l| {
+            self.by_label[l.rank()].iter().any(|id| {
+                let i = &self.incoming[id];
+                i.deps.as_ref().is_some_and(|d| {
+                    (i.complete || (l.is_foreground() && i.have.prefix() > 0))
+                        && self.deps_delivered(*id, d)
+                })
+            })
         })
     }
 

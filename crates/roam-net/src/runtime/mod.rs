@@ -1,0 +1,1095 @@
+//! The tokio driver: runs a [`Session`] over real TCP connections, one per (local network, peer
+//! address), each bound to its network's address (and device, when permitted).
+//!
+//! Per connection a reader task decodes frames into the session and a writer task asks the
+//! session for the next frame. The writer applies anticipatory scheduling: background data is
+//! handed to the kernel only while the socket's unacknowledged bytes (SIOCOUTQ) stay below the
+//! session's [`Session::background_cap`] (minus what other processes on this device hold on the
+//! same network, from shared memory); TCP_NOTSENT_LOWAT keeps the kernel's unsent queue short so
+//! that foreground data is not stuck behind it. A timer task samples TCP_INFO (passive
+//! estimates), fires session timers and publishes estimates.
+//!
+//! The sockets are created by the runtime's threads, so they live in the network namespace of
+//! the thread that built the runtime; [`blocking`] keeps one runtime per namespace.
+
+pub mod blocking;
+pub mod scout;
+pub mod shm;
+pub mod sys;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use roam_core::{BitRate, Clock, Time};
+use thiserror::Error;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, Notify, Semaphore};
+
+use crate::proto::session::{Config, ConnId, Delivery, Event, IrobId, NetId, SendError, Session};
+use crate::proto::{Decoder, Deps, Frame, Label};
+
+/// TCP_NOTSENT_LOWAT on every connection: at most this many bytes wait unsent in the kernel.
+pub const NOTSENT_LOWAT: u32 = 128 * 1024;
+/// Largest batch of frames written with one system call.
+const WRITE_BATCH: usize = 256 * 1024;
+
+/// One local network a client multi-socket may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNetwork {
+    /// Interface name (for SO_BINDTODEVICE and display).
+    pub name: String,
+    /// Source address connections over it bind to.
+    pub addr: Ipv4Addr,
+    /// Whether data over it is metered (the deferral policy keeps background off it when
+    /// [`Config::background_on_metered`] is false).
+    pub metered: bool,
+}
+
+/// Which local networks a client uses.
+#[derive(Debug, Clone, Default)]
+pub enum Networks {
+    /// Every up, non-loopback IPv4 interface, followed as they come and go (rtnetlink scout).
+    #[default]
+    Auto,
+    /// Exactly these.
+    Explicit(Vec<LocalNetwork>),
+}
+
+/// Options of a multi-socket.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Protocol tunables and limits.
+    pub config: Config,
+    /// Local networks (client side).
+    pub networks: Networks,
+    /// How long `connect` waits for the first handshake.
+    pub connect_timeout: Duration,
+    /// Most accepted connections still in their handshake (listener side).
+    pub max_pending_handshakes: usize,
+    /// How long an accepted connection may take to send its first frame.
+    pub handshake_timeout: Duration,
+    /// Log connection events (opens, closes with reasons) to standard error.
+    pub log: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            config: Config::default(),
+            networks: Networks::Auto,
+            connect_timeout: Duration::from_secs(10),
+            max_pending_handshakes: 64,
+            handshake_timeout: Duration::from_secs(5),
+            log: std::env::var_os("ROAM_NET_LOG").is_some(),
+        }
+    }
+}
+
+/// Errors of the runtime API.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The protocol refused the call.
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// The send was deferred; the thunk runs when the label can be sent. Cancel with the handle.
+    #[error("deferred: the thunk will run when this label can be sent")]
+    Deferred(ThunkHandle),
+    /// A system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The multi-socket failed (every network down past the timeout, or a peer violation).
+    #[error("multi-socket failed: {0}")]
+    Failed(String),
+    /// The first handshake did not complete in time.
+    #[error("could not connect to {0}: {1}")]
+    Connect(SocketAddr, String),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+/// A callback run when a deferred send can proceed. Its captured values are its argument: they
+/// belong to the thunk from the moment the send is deferred, and are dropped if it is cancelled.
+pub struct Thunk(Box<dyn FnOnce() + Send + 'static>);
+
+impl Thunk {
+    /// Wrap a callback.
+    pub fn new(f: impl FnOnce() + Send + 'static) -> Thunk {
+        Thunk(Box::new(f))
+    }
+}
+
+impl std::fmt::Debug for Thunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Thunk(..)")
+    }
+}
+
+/// A pending thunk; [`ThunkHandle::cancel`] drops it without running it.
+#[derive(Debug, Clone)]
+pub struct ThunkHandle {
+    shared: Weak<Shared>,
+    id: u64,
+}
+
+impl ThunkHandle {
+    /// Cancel the thunk (e.g. a newer periodic update made the deferred one obsolete). Returns
+    /// whether it had not run yet.
+    pub fn cancel(&self) -> bool {
+        let Some(sh) = self.shared.upgrade() else {
+            return false;
+        };
+        let f = sh.thunks.lock().unwrap().remove(&self.id);
+        sh.session().cancel_thunk(self.id);
+        f.is_some()
+    }
+
+    /// The thunk's id (as the C ABI reports it).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+struct ConnEntry {
+    wake: Arc<Notify>,
+    closing: Arc<AtomicBool>,
+    fd: i32,
+    net: NetId,
+}
+
+pub(crate) struct Shared {
+    session: Mutex<Session>,
+    clock: Clock,
+    handle: tokio::runtime::Handle,
+    changed: Notify,
+    conns: Mutex<BTreeMap<ConnId, ConnEntry>>,
+    thunks: Mutex<HashMap<u64, Thunk>>,
+    next_thunk: AtomicU64,
+    peer: Option<SocketAddrV4>,
+    networks: Mutex<BTreeMap<NetId, LocalNetwork>>,
+    options: Options,
+    shm: Option<shm::SharedCounts>,
+}
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+fn seed() -> u64 {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).expect("the OS random source works");
+    u64::from_ne_bytes(b)
+}
+
+fn thunk_runner() -> &'static std::sync::mpsc::Sender<Thunk> {
+    static TX: OnceLock<std::sync::mpsc::Sender<Thunk>> = OnceLock::new();
+    TX.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Thunk>();
+        std::thread::Builder::new()
+            .name("roam-thunks".into())
+            .spawn(move || {
+                for t in rx {
+                    (t.0)();
+                }
+            })
+            .expect("spawn the thunk thread");
+        tx
+    })
+}
+
+impl Shared {
+    fn new(session: Session, peer: Option<SocketAddrV4>, options: Options) -> Arc<Shared> {
+        Arc::new(Shared {
+            session: Mutex::new(session),
+            clock: Clock::start(),
+            handle: tokio::runtime::Handle::current(),
+            changed: Notify::new(),
+            conns: Mutex::new(BTreeMap::new()),
+            thunks: Mutex::new(HashMap::new()),
+            next_thunk: AtomicU64::new(1),
+            peer,
+            networks: Mutex::new(BTreeMap::new()),
+            shm: shm::SharedCounts::open_default().ok(),
+            options,
+        })
+    }
+
+    fn session(&self) -> MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> Time {
+        self.clock.now()
+    }
+
+    fn log(&self, msg: impl AsRef<str>) {
+        if self.options.log {
+            eprintln!("roam-net: {}", msg.as_ref());
+        }
+    }
+
+    /// Act on the session's events, then wake writers and application waiters.
+    fn after(self: &Arc<Self>, s: &mut Session) {
+        while let Some(ev) = s.poll_event() {
+            match ev {
+                Event::OpenConnection { net } => {
+                    let sh = self.clone();
+                    self.handle.spawn(async move { sh.open(net).await });
+                }
+                Event::CloseConnection { conn, reason } => {
+                    self.log(format!("closing connection {conn}: {reason}"));
+                    if let Some(c) = self.conns.lock().unwrap().get(&conn) {
+                        c.closing.store(true, Ordering::SeqCst);
+                        c.wake.notify_one();
+                    }
+                }
+                Event::ThunkReady(id) => {
+                    if let Some(t) = self.thunks.lock().unwrap().remove(&id) {
+                        let _ = thunk_runner().send(t);
+                    }
+                }
+                Event::Established => self.log("established"),
+                Event::Failed(r) => self.log(format!("failed: {r}")),
+            }
+        }
+        for c in self.conns.lock().unwrap().values() {
+            c.wake.notify_one();
+        }
+        self.changed.notify_waiters();
+    }
+
+    async fn open(self: Arc<Self>, net: NetId) {
+        let (Some(peer), Some(local)) =
+            (self.peer, self.networks.lock().unwrap().get(&net).cloned())
+        else {
+            let mut s = self.session();
+            s.open_failed(net, self.now());
+            self.after(&mut s);
+            return;
+        };
+        let result = async {
+            let sock = TcpSocket::new_v4()?;
+            let _ = sys::bind_to_device(sock.as_raw_fd(), &local.name);
+            sock.bind(SocketAddr::V4(SocketAddrV4::new(local.addr, 0)))?;
+            let stream = tokio::time::timeout(
+                self.options.connect_timeout,
+                sock.connect(SocketAddr::V4(peer)),
+            )
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+            Ok::<TcpStream, io::Error>(stream)
+        }
+        .await;
+        match result {
+            Ok(stream) => {
+                let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
+                self.log(format!(
+                    "connection {conn} over {} ({}) to {peer}",
+                    local.name, local.addr
+                ));
+                let (rd, wr, entry) = match prepare(stream, net) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        self.log(format!("socket setup over {} failed: {e}", local.name));
+                        let mut s = self.session();
+                        s.open_failed(net, self.now());
+                        self.after(&mut s);
+                        return;
+                    }
+                };
+                let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
+                self.conns.lock().unwrap().insert(conn, entry);
+                {
+                    let mut s = self.session();
+                    s.add_connection(conn, net, self.now());
+                    self.after(&mut s);
+                }
+                spawn_io(
+                    self.clone(),
+                    conn,
+                    rd,
+                    wr,
+                    Decoder::new(self.options.config.wire),
+                    wake,
+                    closing,
+                    fd,
+                );
+            }
+            Err(e) => {
+                self.log(format!(
+                    "connect over {} ({}) to {peer} failed: {e}",
+                    local.name, local.addr
+                ));
+                let mut s = self.session();
+                s.open_failed(net, self.now());
+                self.after(&mut s);
+            }
+        }
+    }
+
+    /// Background bytes connection `conn` may still take (anticipatory scheduling).
+    fn background_room(&self, s: &Session, conn: ConnId, fd: i32, net: NetId, now: Time) -> u64 {
+        let cap = s.background_cap(conn, now);
+        let mine = sys::outq(fd).unwrap_or(0);
+        let others = self
+            .shm
+            .as_ref()
+            .map_or(0, |m| m.others(net_key(self, net).as_deref()));
+        cap.saturating_sub(mine + others)
+    }
+}
+
+fn net_key(sh: &Shared, net: NetId) -> Option<String> {
+    sh.networks
+        .lock()
+        .unwrap()
+        .get(&net)
+        .map(|n| n.name.clone())
+}
+
+fn prepare(
+    stream: TcpStream,
+    net: NetId,
+) -> io::Result<(OwnedReadHalf, OwnedWriteHalf, ConnEntry)> {
+    stream.set_nodelay(true)?;
+    let fd = stream.as_raw_fd();
+    sys::set_notsent_lowat(fd, NOTSENT_LOWAT)?;
+    let (rd, wr) = stream.into_split();
+    let entry = ConnEntry {
+        wake: Arc::new(Notify::new()),
+        closing: Arc::new(AtomicBool::new(false)),
+        fd,
+        net,
+    };
+    Ok((rd, wr, entry))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn_io(
+    sh: Arc<Shared>,
+    conn: ConnId,
+    rd: OwnedReadHalf,
+    wr: OwnedWriteHalf,
+    dec: Decoder,
+    wake: Arc<Notify>,
+    closing: Arc<AtomicBool>,
+    fd: i32,
+) {
+    let h = sh.handle.clone();
+    h.spawn(reader(sh.clone(), conn, rd, dec, closing.clone()));
+    h.spawn(writer(sh, conn, wr, wake, closing, fd));
+}
+
+async fn reader(
+    sh: Arc<Shared>,
+    conn: ConnId,
+    mut rd: OwnedReadHalf,
+    mut dec: Decoder,
+    closing: Arc<AtomicBool>,
+) {
+    let window = sh.options.config.window;
+    loop {
+        // Frames already buffered (the listener may have read past the first frame).
+        {
+            let mut s = sh.session();
+            let now = sh.now();
+            loop {
+                match dec.next_frame() {
+                    Ok(Some(f)) => s.handle_frame(conn, f, now),
+                    Ok(None) => break,
+                    Err(e) => {
+                        sh.log(format!("connection {conn}: malformed frame: {e}"));
+                        s.malformed(conn, e.to_string(), now);
+                        sh.after(&mut s);
+                        return;
+                    }
+                }
+            }
+            sh.after(&mut s);
+        }
+        if closing.load(Ordering::SeqCst) {
+            return;
+        }
+        // Back-pressure: stop reading while the application has a window's worth unread.
+        loop {
+            let n = sh.changed.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            let go_on = {
+                let s = sh.session();
+                s.receive_backlog() <= window || s.failure().is_some()
+            };
+            if go_on {
+                break;
+            }
+            n.await;
+        }
+        dec.buffer_mut().reserve(64 * 1024);
+        match rd.read_buf(dec.buffer_mut()).await {
+            Ok(0) | Err(_) => {
+                if !closing.load(Ordering::SeqCst) {
+                    sh.log(format!("connection {conn} broke"));
+                }
+                let mut s = sh.session();
+                s.connection_closed(conn, sh.now());
+                sh.after(&mut s);
+                closing.store(true, Ordering::SeqCst);
+                if let Some(c) = sh.conns.lock().unwrap().get(&conn) {
+                    c.wake.notify_one();
+                }
+                return;
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn writer(
+    sh: Arc<Shared>,
+    conn: ConnId,
+    mut wr: OwnedWriteHalf,
+    wake: Arc<Notify>,
+    closing: Arc<AtomicBool>,
+    fd: i32,
+) {
+    let net = sh.conns.lock().unwrap().get(&conn).map_or(0, |c| c.net);
+    loop {
+        let mut parts: Vec<Bytes> = Vec::new();
+        let mut total = 0;
+        let mut bg_blocked = false;
+        let finished;
+        {
+            let mut s = sh.session();
+            let now = sh.now();
+            let mut room = sh.background_room(&s, conn, fd, net, now);
+            while total < WRITE_BATCH {
+                let Some(t) = s.poll_transmit(conn, now, room) else {
+                    bg_blocked = room == 0;
+                    break;
+                };
+                room = room.saturating_sub(t.background);
+                total += t.len();
+                parts.push(Bytes::from(t.head));
+                if !t.data.is_empty() {
+                    parts.push(t.data);
+                }
+            }
+            finished = s.is_finished();
+            if !parts.is_empty() {
+                sh.after(&mut s);
+            }
+        }
+        if !parts.is_empty() {
+            if let Err(e) = write_all(&mut wr, parts).await {
+                sh.log(format!("connection {conn}: write failed: {e}"));
+                closing.store(true, Ordering::SeqCst);
+            }
+            continue;
+        }
+        if closing.load(Ordering::SeqCst) || finished {
+            let _ = wr.shutdown().await;
+            let mut s = sh.session();
+            s.forget_connection(conn, sh.now());
+            sh.conns.lock().unwrap().remove(&conn);
+            sh.after(&mut s);
+            return;
+        }
+        let pause = if bg_blocked {
+            Duration::from_millis(2)
+        } else {
+            Duration::from_millis(200)
+        };
+        tokio::select! {
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+async fn write_all(wr: &mut OwnedWriteHalf, mut parts: Vec<Bytes>) -> io::Result<()> {
+    let mut i = 0;
+    while i < parts.len() {
+        let slices: Vec<io::IoSlice<'_>> = parts[i..]
+            .iter()
+            .take(64)
+            .map(|b| io::IoSlice::new(b))
+            .collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "connection closed",
+            ));
+        }
+        while n > 0 && i < parts.len() {
+            if n >= parts[i].len() {
+                n -= parts[i].len();
+                i += 1;
+            } else {
+                let rest = parts[i].slice(n..);
+                parts[i] = rest;
+                n = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The timer task: session timeouts, TCP_INFO samples, shared-memory publication.
+async fn ticker(weak: Weak<Shared>) {
+    let mut last_info = Time::ZERO;
+    loop {
+        let Some(sh) = weak.upgrade() else { return };
+        let deadline = sh.session().poll_timeout();
+        let now = sh.now();
+        let wait = deadline
+            .map_or(Duration::from_millis(100), |d| d.saturating_since(now))
+            .min(Duration::from_millis(100));
+        drop(sh);
+        tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+        let Some(sh) = weak.upgrade() else { return };
+        let now = sh.now();
+        let conns: Vec<(ConnId, i32, NetId)> = sh
+            .conns
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(&id, c)| (id, c.fd, c.net))
+            .collect();
+        let mut s = sh.session();
+        if now.saturating_since(last_info) >= Duration::from_millis(100) {
+            last_info = now;
+            for (id, fd, net) in &conns {
+                if let Ok(info) = sys::tcp_info(*fd) {
+                    s.tcp_info(*id, info.min_rtt, info.delivery_rate, info.app_limited);
+                }
+                if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
+                    let est = s.estimates().into_iter().find(|e| e.0 == *net);
+                    m.publish(
+                        &name,
+                        sys::outq(*fd).unwrap_or(0),
+                        est.and_then(|e| e.1),
+                        est.and_then(|e| e.2),
+                    );
+                }
+            }
+        }
+        s.handle_timeout(now);
+        sh.after(&mut s);
+        let done = s.failure().is_some() || (s.is_finished() && conns.is_empty());
+        drop(s);
+        if done {
+            return;
+        }
+    }
+}
+
+/// A multi-socket (async API). Cloning shares the multi-socket.
+#[derive(Clone)]
+pub struct MultiSocket {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for MultiSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MultiSocket({:?})", self.shared.session())
+    }
+}
+
+/// One network's current estimates, as [`MultiSocket::estimates`] reports them.
+#[derive(Debug, Clone)]
+pub struct NetworkView {
+    /// Network id.
+    pub net: NetId,
+    /// Interface name (client side) or peer address (server side).
+    pub name: String,
+    /// Round-trip time estimate.
+    pub rtt: Option<Duration>,
+    /// Bandwidth estimate.
+    pub bandwidth: Option<BitRate>,
+}
+
+impl MultiSocket {
+    /// Open a multi-socket to `peer` (an IPv4 address and port where a [`Listener`] runs).
+    /// Returns once the first connection's handshake is done.
+    pub async fn connect(peer: SocketAddr, options: Options) -> Result<MultiSocket, Error> {
+        let SocketAddr::V4(peer4) = peer else {
+            return Err(Error::Connect(peer, "only IPv4 peers are supported".into()));
+        };
+        let session = Session::client(options.config.clone(), seed());
+        let timeout = options.connect_timeout;
+        let nets = match &options.networks {
+            Networks::Explicit(v) => v.clone(),
+            Networks::Auto => scout::scan().map_err(io_err("listing interfaces"))?,
+        };
+        if nets.is_empty() {
+            return Err(Error::Connect(
+                peer,
+                "no usable local network (no up, non-loopback IPv4 interface)".into(),
+            ));
+        }
+        let auto = matches!(options.networks, Networks::Auto);
+        let sh = Shared::new(session, Some(peer4), options);
+        {
+            let mut s = sh.session();
+            let now = sh.now();
+            let mut map = sh.networks.lock().unwrap();
+            for (i, n) in nets.iter().enumerate() {
+                map.insert(i as NetId + 1, n.clone());
+            }
+            drop(map);
+            for (i, n) in nets.iter().enumerate() {
+                s.network_up(i as NetId + 1, n.addr.octets(), n.metered, now);
+            }
+            sh.after(&mut s);
+        }
+        sh.handle.spawn(ticker(Arc::downgrade(&sh)));
+        if auto {
+            scout::follow(Arc::downgrade(&sh));
+        }
+        let ms = MultiSocket { shared: sh };
+        let waited = tokio::time::timeout(
+            timeout,
+            ms.wait(|s| s.is_established() || s.failure().is_some()),
+        )
+        .await;
+        let s = ms.shared.session();
+        if let Some(f) = s.failure() {
+            return Err(Error::Connect(peer, f.to_string()));
+        }
+        if waited.is_err() || !s.is_established() {
+            drop(s);
+            ms.shared.session().close();
+            return Err(Error::Connect(
+                peer,
+                format!("no handshake within {timeout:?} over any network"),
+            ));
+        }
+        drop(s);
+        Ok(ms)
+    }
+
+    async fn wait(&self, mut cond: impl FnMut(&Session) -> bool) {
+        loop {
+            let n = self.shared.changed.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if cond(&self.shared.session()) {
+                return;
+            }
+            n.await;
+        }
+    }
+
+    /// Begin an IROB with a label, dependencies and an optional thunk. Without a thunk, waits
+    /// while the label cannot be sent; with one, returns [`Error::Deferred`] instead and runs
+    /// the thunk when it can.
+    pub async fn begin_irob(
+        &self,
+        label: Label,
+        deps: Deps,
+        thunk: Option<Thunk>,
+    ) -> Result<IrobId, Error> {
+        let tid = thunk.map(|t| {
+            let id = self.shared.next_thunk.fetch_add(1, Ordering::Relaxed);
+            self.shared.thunks.lock().unwrap().insert(id, t);
+            id
+        });
+        loop {
+            let n = self.shared.changed.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            {
+                let mut s = self.shared.session();
+                let r = s.begin_irob(label, deps.clone(), tid, self.shared.now());
+                self.shared.after(&mut s);
+                match r {
+                    Ok(id) => {
+                        if let Some(t) = tid {
+                            self.shared.thunks.lock().unwrap().remove(&t);
+                        }
+                        return Ok(id);
+                    }
+                    Err(SendError::Deferred(_)) => {
+                        let id = tid.expect("deferred only with a thunk");
+                        return Err(Error::Deferred(ThunkHandle {
+                            shared: Arc::downgrade(&self.shared),
+                            id,
+                        }));
+                    }
+                    Err(SendError::WouldBlock(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            n.await;
+        }
+    }
+
+    /// Append bytes to an open IROB (waits while the send buffer is full).
+    pub async fn irob_send(&self, irob: IrobId, data: impl Into<Bytes>) -> Result<(), Error> {
+        let max = self.shared.options.config.max_send_buffer;
+        self.wait(|s| s.unacknowledged() < max || s.failure().is_some())
+            .await;
+        let mut s = self.shared.session();
+        let r = s.irob_send(irob, data.into());
+        self.shared.after(&mut s);
+        Ok(r?)
+    }
+
+    /// End an IROB.
+    pub fn end_irob(&self, irob: IrobId) -> Result<(), Error> {
+        let mut s = self.shared.session();
+        let r = s.end_irob(irob);
+        self.shared.after(&mut s);
+        Ok(r?)
+    }
+
+    /// Send `data` as one IROB that depends on every earlier IROB ("TCP with labels").
+    pub async fn send(
+        &self,
+        label: Label,
+        data: impl Into<Bytes>,
+        thunk: Option<Thunk>,
+    ) -> Result<IrobId, Error> {
+        let id = self.begin_irob(label, Deps::AllEarlier, thunk).await?;
+        self.irob_send(id, data).await?;
+        self.end_irob(id)?;
+        Ok(id)
+    }
+
+    /// The next delivery, if one is ready now. `Ok(None)` also when nothing is ready.
+    pub fn try_recv(&self) -> Result<Option<Delivery>, Error> {
+        let mut s = self.shared.session();
+        let d = s.recv();
+        if d.is_some() {
+            self.shared.after(&mut s);
+            return Ok(d);
+        }
+        if let Some(f) = s.failure() {
+            return Err(Error::Failed(f.to_string()));
+        }
+        Ok(None)
+    }
+
+    /// Receive the next delivery: bytes of exactly one IROB with its id, label and whether it
+    /// ends there. `Ok(None)` once the peer has closed and everything has been delivered.
+    pub async fn recv(&self) -> Result<Option<Delivery>, Error> {
+        loop {
+            let n = self.shared.changed.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            {
+                let mut s = self.shared.session();
+                if let Some(d) = s.recv() {
+                    self.shared.after(&mut s);
+                    return Ok(Some(d));
+                }
+                if s.peer_finished() {
+                    return Ok(None);
+                }
+                if let Some(f) = s.failure() {
+                    return Err(Error::Failed(f.to_string()));
+                }
+            }
+            n.await;
+        }
+    }
+
+    /// Wait until `recv` would return without waiting.
+    pub async fn readable(&self) {
+        loop {
+            let n = self.shared.changed.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            {
+                let s = self.shared.session();
+                if s.has_delivery() || s.peer_finished() || s.failure().is_some() {
+                    return;
+                }
+            }
+            n.await;
+        }
+    }
+
+    /// Whether a send with `label` would be accepted now.
+    pub fn writable(&self, label: Label) -> bool {
+        self.shared.session().can_send(label)
+    }
+
+    /// Close: no new IROBs; waits until everything sent has been acknowledged (or `timeout`).
+    /// Returns whether everything was acknowledged.
+    pub async fn close(&self, timeout: Duration) -> bool {
+        {
+            let mut s = self.shared.session();
+            s.close();
+            self.shared.after(&mut s);
+        }
+        tokio::time::timeout(
+            timeout,
+            self.wait(|s| s.unacknowledged() == 0 || s.failure().is_some()),
+        )
+        .await
+        .is_ok()
+            && self.shared.session().failure().is_none()
+    }
+
+    /// Each network's current estimates.
+    pub fn estimates(&self) -> Vec<NetworkView> {
+        let names = self.shared.networks.lock().unwrap().clone();
+        self.shared
+            .session()
+            .estimates()
+            .into_iter()
+            .map(|(net, rtt, bandwidth)| NetworkView {
+                net,
+                name: names
+                    .get(&net)
+                    .map_or_else(|| format!("peer network {net}"), |n| n.name.clone()),
+                rtt,
+                bandwidth,
+            })
+            .collect()
+    }
+
+    /// Established connections and the network each uses.
+    pub fn connections(&self) -> Vec<(ConnId, NetId)> {
+        self.shared.session().established_connections()
+    }
+
+    /// The multi-socket's session id (what a joining connection names).
+    pub fn session_id(&self) -> u64 {
+        self.shared.session().session_id()
+    }
+
+    /// Bytes accepted and not yet acknowledged by the peer.
+    pub fn unacknowledged(&self) -> u64 {
+        self.shared.session().unacknowledged()
+    }
+
+    fn network_event(&self, name: &str, addr: Option<Ipv4Addr>) {
+        let sh = &self.shared;
+        let mut map = sh.networks.lock().unwrap();
+        let existing = map.iter().find(|(_, n)| n.name == name).map(|(&id, _)| id);
+        let now = sh.now();
+        let mut s = sh.session();
+        match (existing, addr) {
+            (Some(id), Some(a)) => {
+                let n = map.get_mut(&id).unwrap();
+                n.addr = a;
+                let metered = n.metered;
+                drop(map);
+                s.network_up(id, a.octets(), metered, now);
+            }
+            (None, Some(a)) => {
+                let id = map.keys().last().map_or(1, |k| k + 1);
+                map.insert(
+                    id,
+                    LocalNetwork {
+                        name: name.to_string(),
+                        addr: a,
+                        metered: false,
+                    },
+                );
+                drop(map);
+                s.network_up(id, a.octets(), false, now);
+            }
+            (Some(id), None) => {
+                drop(map);
+                s.network_down(id, now);
+            }
+            (None, None) => {}
+        }
+        sh.after(&mut s);
+    }
+}
+
+/// Accepts multi-sockets. A `Hello` starts a new multi-socket; a `Join` is routed to the
+/// multi-socket it names, which authenticates it.
+pub struct Listener {
+    local: SocketAddr,
+    accepted: tokio::sync::Mutex<mpsc::Receiver<MultiSocket>>,
+}
+
+impl Listener {
+    /// Listen on `addr`.
+    pub async fn bind(addr: SocketAddr, options: Options) -> Result<Listener, Error> {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(io_err(format!("listening on {addr}")))?;
+        let local = l.local_addr().map_err(io_err("local address"))?;
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(accept_loop(l, options, tx));
+        Ok(Listener {
+            local,
+            accepted: tokio::sync::Mutex::new(rx),
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The next new multi-socket.
+    pub async fn accept(&self) -> Result<MultiSocket, Error> {
+        self.accepted
+            .lock()
+            .await
+            .recv()
+            .await
+            .ok_or_else(|| Error::Failed("the listener stopped".into()))
+    }
+}
+
+async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSocket>) {
+    let sessions: Arc<Mutex<HashMap<u64, Weak<Shared>>>> = Arc::new(Mutex::new(HashMap::new()));
+    let pending = Arc::new(Semaphore::new(options.max_pending_handshakes));
+    loop {
+        let Ok((stream, from)) = l.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            if options.log {
+                eprintln!(
+                    "roam-net: refusing {from}: {} handshakes pending",
+                    options.max_pending_handshakes
+                );
+            }
+            drop(stream);
+            continue;
+        };
+        let (options, tx, sessions) = (options.clone(), tx.clone(), sessions.clone());
+        tokio::spawn(async move {
+            let r = handshake(stream, from, &options, &tx, &sessions).await;
+            drop(permit);
+            if let Err(e) = r {
+                if options.log {
+                    eprintln!("roam-net: connection from {from} refused: {e}");
+                }
+            }
+        });
+    }
+}
+
+async fn handshake(
+    mut stream: TcpStream,
+    from: SocketAddr,
+    options: &Options,
+    tx: &mpsc::Sender<MultiSocket>,
+    sessions: &Mutex<HashMap<u64, Weak<Shared>>>,
+) -> Result<(), String> {
+    let mut dec = Decoder::new(options.config.wire);
+    let first = tokio::time::timeout(options.handshake_timeout, async {
+        loop {
+            match dec.next_frame() {
+                Ok(Some(f)) => return Ok(f),
+                Ok(None) => {}
+                Err(e) => return Err(format!("malformed first frame: {e}")),
+            }
+            dec.buffer_mut().reserve(4096);
+            match stream.read_buf(dec.buffer_mut()).await {
+                Ok(0) => return Err("closed before its first frame".to_string()),
+                Ok(_) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    })
+    .await
+    .map_err(|_| format!("no first frame within {:?}", options.handshake_timeout))?;
+    let first = match first {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = stream
+                .write_all(&Frame::Error { reason: e.clone() }.to_bytes())
+                .await;
+            return Err(e);
+        }
+    };
+    let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
+    let target = match &first {
+        Frame::Hello { .. } => None,
+        Frame::Join { session, .. } => {
+            let found = sessions
+                .lock()
+                .unwrap()
+                .get(session)
+                .and_then(|w| w.upgrade());
+            match found {
+                Some(sh) => Some(sh),
+                None => {
+                    let reason = format!("join names unknown session {session:#x}");
+                    let _ = stream
+                        .write_all(
+                            &Frame::Error {
+                                reason: reason.clone(),
+                            }
+                            .to_bytes(),
+                        )
+                        .await;
+                    return Err(reason);
+                }
+            }
+        }
+        _ => {
+            let reason = "first frame must be Hello or Join".to_string();
+            let _ = stream
+                .write_all(
+                    &Frame::Error {
+                        reason: reason.clone(),
+                    }
+                    .to_bytes(),
+                )
+                .await;
+            return Err(reason);
+        }
+    };
+    let net_of_join = match &first {
+        Frame::Join { net, .. } => *net,
+        Frame::Hello { networks, .. } => networks.first().map_or(0, |n| n.net),
+        _ => 0,
+    };
+    let (rd, wr, entry) = prepare(stream, net_of_join).map_err(|e| e.to_string())?;
+    let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
+    let (sh, new) = match target {
+        Some(sh) => (sh, false),
+        None => {
+            let mut id = seed();
+            while sessions.lock().unwrap().contains_key(&id) {
+                id = seed();
+            }
+            let session = Session::server(options.config.clone(), seed(), id);
+            let sh = Shared::new(session, None, options.clone());
+            sessions.lock().unwrap().insert(id, Arc::downgrade(&sh));
+            sh.handle.spawn(ticker(Arc::downgrade(&sh)));
+            (sh, true)
+        }
+    };
+    sh.log(format!("connection {conn} accepted from {from}"));
+    sh.conns.lock().unwrap().insert(conn, entry);
+    {
+        let mut s = sh.session();
+        s.accept_connection(conn, first, sh.now());
+        sh.after(&mut s);
+    }
+    spawn_io(sh.clone(), conn, rd, wr, dec, wake, closing, fd);
+    if new {
+        tx.send(MultiSocket { shared: sh })
+            .await
+            .map_err(|_| "listener dropped".to_string())?;
+    }
+    Ok(())
+}

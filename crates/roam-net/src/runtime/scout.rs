@@ -1,0 +1,188 @@
+//! The connection scout: which local networks exist, followed as they come and go.
+//!
+//! [`scan`] lists up, non-loopback IPv4 interfaces (getifaddrs). [`follow`] subscribes a
+//! multi-socket to changes: one thread per network namespace listens on an rtnetlink socket
+//! (RTMGRP_LINK | RTMGRP_IPV4_IFADDR) and, on every notification (and every second), rescans and
+//! reports networks that appeared, changed address or disappeared. The environment variable
+//! `ROAM_NET_METERED` (comma-separated interface names) marks networks as metered.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use super::{LocalNetwork, MultiSocket, Shared};
+
+/// Interfaces named in `ROAM_NET_METERED`.
+fn metered_names() -> Vec<String> {
+    std::env::var("ROAM_NET_METERED")
+        .map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Up, non-loopback interfaces with an IPv4 address, in the calling thread's namespace.
+pub fn scan() -> io::Result<Vec<LocalNetwork>> {
+    let metered = metered_names();
+    let mut out = Vec::new();
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below; we only read it meanwhile.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut p = ifap;
+    while !p.is_null() {
+        // SAFETY: p walks the list getifaddrs returned.
+        let ifa = unsafe { &*p };
+        p = ifa.ifa_next;
+        let flags = ifa.ifa_flags;
+        if ifa.ifa_addr.is_null()
+            || flags & libc::IFF_UP as u32 == 0
+            || flags & libc::IFF_LOOPBACK as u32 != 0
+        {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and its family tells its type.
+        let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
+        if family != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: an AF_INET address is a sockaddr_in.
+        let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+        let addr = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+        // SAFETY: ifa_name is a NUL-terminated string.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        let is_metered = metered.contains(&name);
+        out.push(LocalNetwork {
+            name,
+            addr,
+            metered: is_metered,
+        });
+    }
+    // SAFETY: frees the list returned above.
+    unsafe { libc::freeifaddrs(ifap) };
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+type Subscribers = Arc<Mutex<Vec<Weak<Shared>>>>;
+
+static WATCHERS: OnceLock<Mutex<HashMap<u64, Subscribers>>> = OnceLock::new();
+
+/// Subscribe a multi-socket to interface changes in the calling thread's namespace.
+pub(crate) fn follow(sh: Weak<Shared>) {
+    let ns = super::sys::netns_inode();
+    let mut map = WATCHERS.get_or_init(Default::default).lock().unwrap();
+    if let Some(subs) = map.get(&ns) {
+        subs.lock().unwrap().push(sh);
+        return;
+    }
+    let subs: Subscribers = Arc::new(Mutex::new(vec![sh]));
+    map.insert(ns, subs.clone());
+    // The thread inherits this thread's network namespace.
+    let _ = std::thread::Builder::new()
+        .name("roam-scout".into())
+        .spawn(move || watch(ns, subs));
+}
+
+fn netlink_socket() -> io::Result<i32> {
+    // SAFETY: plain socket calls on an fd we own.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        );
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+        sa.nl_family = libc::AF_NETLINK as u16;
+        sa.nl_groups = (libc::RTMGRP_LINK | libc::RTMGRP_IPV4_IFADDR) as u32;
+        if libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        ) != 0
+        {
+            let e = io::Error::last_os_error();
+            libc::close(fd);
+            return Err(e);
+        }
+        let tv = libc::timeval {
+            tv_sec: 1,
+            tv_usec: 0,
+        };
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as u32,
+        );
+        Ok(fd)
+    }
+}
+
+fn watch(ns: u64, subs: Subscribers) {
+    let fd = netlink_socket().ok();
+    let mut known: Vec<LocalNetwork> = scan().unwrap_or_default();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match fd {
+            // SAFETY: recv into our buffer; the result only wakes us (we rescan rather than parse).
+            Some(fd) => unsafe {
+                libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+            },
+            None => std::thread::sleep(Duration::from_secs(1)),
+        }
+        let now = scan().unwrap_or_default();
+        let live: Vec<Arc<Shared>> = {
+            let mut map = WATCHERS.get_or_init(Default::default).lock().unwrap();
+            let mut s = subs.lock().unwrap();
+            s.retain(|w| w.strong_count() > 0);
+            if s.is_empty() {
+                // Nobody follows this namespace any more: stop (and let it go).
+                map.remove(&ns);
+                if let Some(fd) = fd {
+                    // SAFETY: our own fd.
+                    unsafe { libc::close(fd) };
+                }
+                return;
+            }
+            s.iter().filter_map(|w| w.upgrade()).collect()
+        };
+        for sh in &live {
+            let ms = MultiSocket { shared: sh.clone() };
+            for n in &now {
+                if !known.contains(n) {
+                    sh.log(format!("scout: network {} ({}) is up", n.name, n.addr));
+                    ms.network_event(&n.name, Some(n.addr));
+                }
+            }
+            for n in &known {
+                if !now.iter().any(|m| m.name == n.name) {
+                    sh.log(format!("scout: network {} is gone", n.name));
+                    ms.network_event(&n.name, None);
+                }
+            }
+        }
+        known = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn scan_lists_no_loopback() {
+        let nets = super::scan().unwrap();
+        assert!(nets.iter().all(|n| !n.addr.is_loopback()), "{nets:?}");
+    }
+}

@@ -1,0 +1,262 @@
+//! Coordination of several processes on one device through shared memory (paper §4.2).
+//!
+//! Anticipatory scheduling caps the background data a network holds; with several
+//! Intentional-Networking processes on one device, the cap must hold for their sum. Each process
+//! publishes, per network, the bytes it has outstanding in the kernel (SIOCOUTQ) and its current
+//! estimates into a small shared table; each writer subtracts what the *other* processes hold
+//! from its own allowance. `roam net estimates` reads the same table.
+//!
+//! The table is a file mapped shared: `$ROAM_NET_SHM`, or `/dev/shm/roam-net-<netns inode>`
+//! (one table per network namespace, i.e. per emulated device). It has [`SLOTS`] slots of 64
+//! bytes: `pid u32 | pad u32 | name [u8; 16] | outq u64 | rtt_us u64 | bandwidth_bps u64 |
+//! updated_ms u64 | pad u64`. A slot belongs to (process, network); a process claims a free slot
+//! (pid 0, or a pid that no longer exists) with a compare-and-swap. Entries older than two
+//! seconds are ignored.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use roam_core::BitRate;
+
+/// Slots in the table.
+pub const SLOTS: usize = 256;
+const SLOT: usize = 64;
+const STALE_MS: u64 = 2000;
+
+/// One entry as read by [`SharedCounts::entries`].
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Publishing process.
+    pub pid: u32,
+    /// Network (interface) name.
+    pub network: String,
+    /// Bytes that process holds unacknowledged in the kernel on that network.
+    pub outstanding: u64,
+    /// Its RTT estimate.
+    pub rtt: Option<Duration>,
+    /// Its bandwidth estimate.
+    pub bandwidth: Option<BitRate>,
+    /// Milliseconds since the entry was updated.
+    pub age_ms: u64,
+}
+
+/// The mapped table.
+pub struct SharedCounts {
+    base: *mut u8,
+    pid: u32,
+    mine: Mutex<HashMap<String, usize>>,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics and plain byte copies of
+// names; the pointer stays valid for the life of the value.
+unsafe impl Send for SharedCounts {}
+// SAFETY: as above.
+unsafe impl Sync for SharedCounts {}
+
+impl Drop for SharedCounts {
+    fn drop(&mut self) {
+        for &i in self.mine.lock().unwrap().values() {
+            self.pid_at(i).store(0, Ordering::SeqCst);
+        }
+        // SAFETY: unmaps what `open` mapped.
+        unsafe { libc::munmap(self.base.cast(), SLOTS * SLOT) };
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    pid != 0
+        && (unsafe { libc::kill(pid as i32, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+impl SharedCounts {
+    /// The default table path for this namespace.
+    pub fn default_path() -> PathBuf {
+        std::env::var_os("ROAM_NET_SHM")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(format!("/dev/shm/roam-net-{}", super::sys::netns_inode()))
+            })
+    }
+
+    /// Open (creating if needed) the default table.
+    pub fn open_default() -> io::Result<SharedCounts> {
+        SharedCounts::open(Self::default_path())
+    }
+
+    /// Open (creating if needed) the table at `path`.
+    pub fn open(path: PathBuf) -> io::Result<SharedCounts> {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        if f.metadata()?.len() < (SLOTS * SLOT) as u64 {
+            f.set_len((SLOTS * SLOT) as u64)?;
+        }
+        // SAFETY: maps the file shared; length matches the file.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SLOTS * SLOT,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SharedCounts {
+            base: p.cast(),
+            pid: std::process::id(),
+            mine: Mutex::new(HashMap::new()),
+            path,
+        })
+    }
+
+    /// Where the table lives.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn pid_at(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: in bounds, 4-aligned (page-aligned base, 64-byte slots).
+        unsafe { &*(self.base.add(i * SLOT) as *const AtomicU32) }
+    }
+
+    fn u64_at(&self, i: usize, off: usize) -> &AtomicU64 {
+        // SAFETY: in bounds, 8-aligned.
+        unsafe { &*(self.base.add(i * SLOT + off) as *const AtomicU64) }
+    }
+
+    fn name_at(&self, i: usize) -> String {
+        let mut b = [0u8; 16];
+        // SAFETY: 16 bytes in bounds.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(i * SLOT + 8), b.as_mut_ptr(), 16) };
+        let end = b.iter().position(|&c| c == 0).unwrap_or(16);
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    }
+
+    fn slot_for(&self, network: &str) -> Option<usize> {
+        let mut mine = self.mine.lock().unwrap();
+        if let Some(&i) = mine.get(network) {
+            return Some(i);
+        }
+        for i in 0..SLOTS {
+            let cur = self.pid_at(i).load(Ordering::SeqCst);
+            if (cur == 0 || !alive(cur))
+                && self
+                    .pid_at(i)
+                    .compare_exchange(cur, self.pid, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                self.u64_at(i, 48).store(0, Ordering::SeqCst);
+                let mut b = [0u8; 16];
+                let n = network.len().min(16);
+                b[..n].copy_from_slice(&network.as_bytes()[..n]);
+                // SAFETY: 16 bytes in bounds of our claimed slot.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), self.base.add(i * SLOT + 8), 16)
+                };
+                mine.insert(network.to_string(), i);
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Publish this process's outstanding bytes and estimates for `network`.
+    pub fn publish(
+        &self,
+        network: &str,
+        outstanding: u64,
+        rtt: Option<Duration>,
+        bandwidth: Option<BitRate>,
+    ) {
+        let Some(i) = self.slot_for(network) else {
+            return;
+        };
+        self.u64_at(i, 24).store(outstanding, Ordering::Relaxed);
+        self.u64_at(i, 32)
+            .store(rtt.map_or(0, |d| d.as_micros() as u64), Ordering::Relaxed);
+        self.u64_at(i, 40)
+            .store(bandwidth.map_or(0, |b| b.as_bps()), Ordering::Relaxed);
+        self.u64_at(i, 48).store(now_ms(), Ordering::SeqCst);
+    }
+
+    /// Bytes other live processes hold outstanding on `network`.
+    pub fn others(&self, network: Option<&str>) -> u64 {
+        let Some(network) = network else { return 0 };
+        self.entries()
+            .into_iter()
+            .filter(|e| e.pid != self.pid && e.network == network)
+            .map(|e| e.outstanding)
+            .sum()
+    }
+
+    /// Every fresh entry of a live process.
+    pub fn entries(&self) -> Vec<Entry> {
+        let now = now_ms();
+        (0..SLOTS)
+            .filter_map(|i| {
+                let pid = self.pid_at(i).load(Ordering::SeqCst);
+                let updated = self.u64_at(i, 48).load(Ordering::SeqCst);
+                if pid == 0 || updated == 0 || now.saturating_sub(updated) > STALE_MS || !alive(pid)
+                {
+                    return None;
+                }
+                let rtt = self.u64_at(i, 32).load(Ordering::Relaxed);
+                let bw = self.u64_at(i, 40).load(Ordering::Relaxed);
+                Some(Entry {
+                    pid,
+                    network: self.name_at(i),
+                    outstanding: self.u64_at(i, 24).load(Ordering::Relaxed),
+                    rtt: (rtt > 0).then(|| Duration::from_micros(rtt)),
+                    bandwidth: (bw > 0).then_some(BitRate::bps(bw)),
+                    age_ms: now.saturating_sub(updated),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_handles_see_each_others_counts_but_not_their_own() {
+        let dir = std::env::temp_dir().join(format!("roam-shm-test-{}", std::process::id()));
+        let a = SharedCounts::open(dir.clone()).unwrap();
+        let mut b = SharedCounts::open(dir.clone()).unwrap();
+        b.pid = 1; // pid 1 (init) is always alive: stands in for another process
+        a.publish("wifi", 1000, Some(Duration::from_millis(20)), None);
+        b.publish("wifi", 500, None, Some(BitRate::mbps(3)));
+        b.publish("cell", 700, None, None);
+        assert_eq!(a.others(Some("wifi")), 500);
+        assert_eq!(b.others(Some("wifi")), 1000);
+        assert_eq!(a.others(Some("cell")), 700);
+        assert_eq!(a.entries().len(), 3);
+        drop(b);
+        assert_eq!(a.others(Some("wifi")), 0);
+        drop(a);
+        std::fs::remove_file(dir).unwrap();
+    }
+}

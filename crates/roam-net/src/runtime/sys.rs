@@ -1,0 +1,148 @@
+//! The Linux socket mechanisms the driver uses: TCP_INFO (passive estimates), SIOCOUTQ
+//! (bytes the kernel holds unacknowledged), TCP_NOTSENT_LOWAT (bound on unsent bytes), and
+//! binding a connection to its interface.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use roam_core::BitRate;
+
+/// A passive sample from TCP_INFO.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpInfo {
+    /// Smoothed RTT.
+    pub rtt: Duration,
+    /// Minimum RTT seen on the connection (kernel >= 4.10).
+    pub min_rtt: Option<Duration>,
+    /// Most recent delivery rate.
+    pub delivery_rate: Option<BitRate>,
+    /// The delivery-rate sample was limited by the application, not the network.
+    pub app_limited: bool,
+    /// Bytes written but not yet sent.
+    pub notsent: u32,
+}
+
+/// Read TCP_INFO. Offsets follow `struct tcp_info` in `linux/tcp.h`.
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    let mut buf = [0u8; 232];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for `len` bytes; the kernel writes at most `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let len = len as usize;
+    let u32_at =
+        |o: usize| (o + 4 <= len).then(|| u32::from_ne_bytes(buf[o..o + 4].try_into().unwrap()));
+    let u64_at =
+        |o: usize| (o + 8 <= len).then(|| u64::from_ne_bytes(buf[o..o + 8].try_into().unwrap()));
+    Ok(TcpInfo {
+        rtt: Duration::from_micros(u32_at(68).unwrap_or(0) as u64),
+        min_rtt: u32_at(148)
+            .filter(|&v| v != 0 && v != u32::MAX)
+            .map(|v| Duration::from_micros(v as u64)),
+        delivery_rate: u64_at(160)
+            .filter(|&v| v > 0)
+            .map(|v| BitRate::bps(v.saturating_mul(8))),
+        app_limited: buf[7] & 1 != 0,
+        notsent: u32_at(144).unwrap_or(0),
+    })
+}
+
+/// Bytes in the socket's send queue not yet acknowledged by the peer (SIOCOUTQ): data in
+/// flight plus data not yet sent.
+pub fn outq(fd: RawFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut v) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v.max(0) as u64)
+}
+
+/// Set TCP_NOTSENT_LOWAT: the socket is writable (and accepts writes) only while fewer than
+/// `bytes` are waiting unsent, so data we hand the kernel cannot queue up ahead of foreground
+/// data for long.
+pub fn set_notsent_lowat(fd: RawFd, bytes: u32) -> io::Result<()> {
+    let v = bytes as libc::c_int;
+    // SAFETY: the option takes one int.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Bind a socket to an interface (SO_BINDTODEVICE). Needs CAP_NET_RAW; callers treat failure as
+/// a soft error because source-address binding plus policy routing has the same effect.
+pub fn bind_to_device(fd: RawFd, name: &str) -> io::Result<()> {
+    // SAFETY: name bytes are passed with their length; the kernel copies them.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_BINDTODEVICE,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Inode of the calling thread's network namespace (threads of one runtime must share it).
+pub fn netns_inode() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn tcp_info_and_outq_on_loopback() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        set_notsent_lowat(c.as_raw_fd(), 128 * 1024).unwrap();
+        c.write_all(&[1u8; 10_000]).unwrap();
+        let mut buf = [0u8; 10_000];
+        s.read_exact(&mut buf).unwrap();
+        let info = tcp_info(c.as_raw_fd()).unwrap();
+        assert!(info.min_rtt.is_some(), "{info:?}");
+        assert!(info.rtt < Duration::from_millis(100));
+        // Everything was read and acknowledged (eventually).
+        for _ in 0..100 {
+            if outq(c.as_raw_fd()).unwrap() == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("SIOCOUTQ never drained");
+    }
+}

@@ -1,0 +1,249 @@
+//! The runtime over real TCP on loopback: labels, dependencies, thunks, limits, malformed and
+//! forged connections.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use roam_net::proto::wire::{Decoder, Frame};
+use roam_net::proto::{Deps, Label};
+use roam_net::runtime::blocking::{Listener, MultiSocket};
+use roam_net::runtime::{Error, LocalNetwork, Networks, Options, Thunk};
+
+fn lo_options() -> Options {
+    Options {
+        networks: Networks::Explicit(vec![LocalNetwork {
+            name: "lo".into(),
+            addr: Ipv4Addr::LOCALHOST,
+            metered: false,
+        }]),
+        ..Options::default()
+    }
+}
+
+fn pair(client: Options, server: Options) -> (MultiSocket, MultiSocket, Listener) {
+    let l = Listener::bind("127.0.0.1:0".parse().unwrap(), server).unwrap();
+    let addr = l.local_addr();
+    let t = std::thread::spawn(move || MultiSocket::connect(addr, client).unwrap());
+    let s = l.accept().unwrap();
+    (t.join().unwrap(), s, l)
+}
+
+#[test]
+fn labels_dependencies_and_atomic_irobs_round_trip() {
+    let (c, s, _l) = pair(lo_options(), lo_options());
+    let a = c
+        .begin_irob(Label::BackgroundLarge, Deps::List(vec![]), None)
+        .unwrap();
+    c.irob_send(a, vec![1u8; 300_000]).unwrap();
+    let b = c
+        .begin_irob(Label::ForegroundSmall, Deps::List(vec![a]), None)
+        .unwrap();
+    c.irob_send(b, &b"after a"[..]).unwrap();
+    c.end_irob(b).unwrap();
+    c.irob_send(a, vec![2u8; 1000]).unwrap();
+    c.end_irob(a).unwrap();
+    let d = c
+        .send(Label::ForegroundSmall, &b"tcp with labels"[..], None)
+        .unwrap();
+    assert!(a < b && b < d, "ids increase: {a} {b} {d}");
+    // A dependency on a later id is refused with a clear error.
+    let e = c
+        .begin_irob(Label::ForegroundSmall, Deps::List(vec![d + 5]), None)
+        .unwrap_err();
+    assert!(e.to_string().contains("must name lower ids"), "{e}");
+
+    let (ia, la, da) = s.recv_irob().unwrap().unwrap();
+    assert_eq!((ia, la, da.len()), (a, Label::BackgroundLarge, 301_000));
+    assert!(da[..300_000].iter().all(|&x| x == 1) && da[300_000..].iter().all(|&x| x == 2));
+    let (ib, lb, db) = s.recv_irob().unwrap().unwrap();
+    assert_eq!(
+        (ib, lb, db.as_slice()),
+        (b, Label::ForegroundSmall, &b"after a"[..])
+    );
+    let (id, _, dd) = s.recv_irob().unwrap().unwrap();
+    assert_eq!((id, dd.as_slice()), (d, &b"tcp with labels"[..]));
+
+    // And back, then close: the peer sees the end of the stream.
+    s.send(Label::ForegroundLarge, vec![9u8; 5000], None)
+        .unwrap();
+    let (_, l, x) = c.recv_irob().unwrap().unwrap();
+    assert_eq!((l, x.len()), (Label::ForegroundLarge, 5000));
+    assert!(c.close(Duration::from_secs(5)));
+    assert!(s.close(Duration::from_secs(5)));
+    assert!(s.recv().unwrap().is_none());
+    assert!(c.recv_timeout(Duration::from_secs(5)).unwrap().is_none());
+}
+
+#[test]
+fn thunks_defer_fire_once_and_cancel() {
+    // Background is not allowed on the (metered) only network: a send with a thunk is deferred.
+    let mut opts = lo_options();
+    opts.networks = Networks::Explicit(vec![LocalNetwork {
+        name: "lo".into(),
+        addr: Ipv4Addr::LOCALHOST,
+        metered: true,
+    }]);
+    opts.config.background_on_metered = false;
+    let (c, s, _l) = pair(opts, lo_options());
+    let dropped = Arc::new(AtomicUsize::new(0));
+    struct Arg(Arc<AtomicUsize>);
+    impl Drop for Arg {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let arg = Arg(dropped.clone());
+    let r = c.send(
+        Label::BackgroundLarge,
+        vec![0u8; 10],
+        Some(Thunk::new(move || drop(arg))),
+    );
+    let Err(Error::Deferred(h)) = r else {
+        panic!("expected deferred, got {r:?}")
+    };
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        0,
+        "the thunk owns its argument until it runs or is cancelled"
+    );
+    assert!(h.cancel());
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "cancelling drops the argument"
+    );
+    assert!(!h.cancel());
+    // Foreground still goes.
+    c.send(Label::ForegroundSmall, &b"x"[..], None).unwrap();
+    assert_eq!(s.recv_irob().unwrap().unwrap().2, b"x");
+
+    // Backlog bound: a tiny bound defers the next background send until the backlog drains.
+    let mut opts = lo_options();
+    opts.config.backlog_bound = Duration::from_nanos(1);
+    let (c, s, _l) = pair(opts, lo_options());
+    let fired = Arc::new(AtomicUsize::new(0));
+    let mut deferred = 0;
+    for _ in 0..50 {
+        let f = fired.clone();
+        match c.send(
+            Label::BackgroundLarge,
+            vec![7u8; 200_000],
+            Some(Thunk::new(move || {
+                f.fetch_add(1, Ordering::SeqCst);
+            })),
+        ) {
+            Ok(_) => {}
+            Err(Error::Deferred(_)) => deferred += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        deferred > 0,
+        "a 64 KB backlog floor must defer some of 50 x 200 KB"
+    );
+    let mut got = 0;
+    while got < 50 - deferred {
+        s.recv_irob().unwrap().unwrap();
+        got += 1;
+    }
+    for _ in 0..200 {
+        if fired.load(Ordering::SeqCst) == deferred {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        fired.load(Ordering::SeqCst),
+        deferred,
+        "each deferred thunk fires once when the backlog clears"
+    );
+}
+
+fn read_frame(t: &mut TcpStream) -> Option<Frame> {
+    let mut dec = Decoder::default();
+    let mut buf = [0u8; 4096];
+    t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    loop {
+        if let Ok(Some(f)) = dec.next_frame() {
+            return Some(f);
+        }
+        match t.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => dec.push(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn malformed_and_forged_connections_do_not_disturb_the_session() {
+    let (c, s, l) = pair(lo_options(), lo_options());
+    let addr: SocketAddr = l.local_addr();
+    // Garbage as a first frame: refused with an error frame, connection closed.
+    let mut g = TcpStream::connect(addr).unwrap();
+    g.write_all(&[0xde; 64]).unwrap();
+    match read_frame(&mut g) {
+        Some(Frame::Error { reason }) => assert!(reason.contains("version"), "{reason}"),
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+    // A join with a wrong proof: challenged, then refused.
+    let mut j = TcpStream::connect(addr).unwrap();
+    j.write_all(
+        &Frame::Join {
+            session: s.session_id(),
+            nonce: [3; 16],
+            net: 9,
+        }
+        .to_bytes(),
+    )
+    .unwrap();
+    assert!(matches!(
+        read_frame(&mut j),
+        Some(Frame::JoinChallenge { .. })
+    ));
+    j.write_all(&Frame::JoinProof { mac: [0; 32] }.to_bytes())
+        .unwrap();
+    match read_frame(&mut j) {
+        Some(Frame::Error { reason }) => assert!(reason.contains("join refused"), "{reason}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // A join naming an unknown session.
+    let mut u = TcpStream::connect(addr).unwrap();
+    u.write_all(
+        &Frame::Join {
+            session: s.session_id() ^ 1,
+            nonce: [3; 16],
+            net: 9,
+        }
+        .to_bytes(),
+    )
+    .unwrap();
+    assert!(matches!(read_frame(&mut u), Some(Frame::Error { .. })));
+    // The session is undisturbed.
+    c.send(Label::ForegroundSmall, &b"still here"[..], None)
+        .unwrap();
+    assert_eq!(s.recv_irob().unwrap().unwrap().2, b"still here");
+    assert_eq!(s.connections().len(), 1);
+}
+
+#[test]
+fn pending_handshakes_are_bounded() {
+    let mut opts = lo_options();
+    opts.max_pending_handshakes = 2;
+    opts.handshake_timeout = Duration::from_secs(30);
+    let l = Listener::bind("127.0.0.1:0".parse().unwrap(), opts).unwrap();
+    let addr = l.local_addr();
+    // Two silent connections hold the two handshake slots; a third is closed at once.
+    let _a = TcpStream::connect(addr).unwrap();
+    let _b = TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 8];
+    assert!(
+        matches!(c.read(&mut buf), Ok(0) | Err(_)),
+        "third pending handshake should be dropped"
+    );
+}
