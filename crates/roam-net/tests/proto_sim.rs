@@ -161,9 +161,7 @@ impl Sim {
                         });
                         self.client.add_connection(id, net, self.now);
                     } else {
-                        let id = self.next_id;
-                        self.next_id += 2;
-                        self.client.connection_closed(id, self.now);
+                        self.client.open_failed(net, self.now);
                     }
                 }
                 Event::CloseConnection { conn, reason } => {
@@ -475,20 +473,27 @@ fn run(
         while let Some(d) = sim.client.recv() {
             at_client.check(d)?;
         }
+        // Done when everything is delivered and both senders hold nothing unacknowledged
+        // (a lost acknowledgement must not leave an IROB buffered forever).
         if at_server.done.len() == cplans.len()
             && at_client.done.len() == splans.len()
             && cnext == cplans.len()
             && snext == splans.len()
+            && sim.client.unacknowledged() == 0
+            && sim.server.as_ref().is_none_or(|s| s.unacknowledged() == 0)
         {
             return Ok(sim.cuts);
         }
     }
     Err(format!(
-        "not all delivered after 60 s: server has {}/{}, client has {}/{} ({} cuts)",
+        "not all delivered and acknowledged after 60 s: server has {}/{}, client has {}/{}, \
+         unacknowledged {} / {} bytes ({} cuts)",
         at_server.done.len(),
         cplans.len(),
         at_client.done.len(),
         splans.len(),
+        sim.client.unacknowledged(),
+        sim.server.as_ref().map_or(0, |s| s.unacknowledged()),
         sim.cuts
     ))
 }
@@ -504,10 +509,14 @@ fn delivers_everything_through_repeated_cuts() {
     assert!(cuts >= 3, "the run should have cut connections, cut {cuts}");
 }
 
+// Cuts come every 150-600 ms of virtual time (a connection is cut, and one time in five a whole
+// network goes away for a while). Much faster cuts than a join handshake takes (two to three
+// round trips of up to 140 ms here) starve the session of connections altogether: that is a
+// livelock of the environment, not a protocol property, so it is not generated.
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
     #[test]
-    fn exactly_once_in_order_intact_under_random_cuts(seed in any::<u64>(), n in 1usize..50, m in 0usize..20, cut in proptest::option::of(40u64..400)) {
+    fn exactly_once_in_order_intact_under_random_cuts(seed in any::<u64>(), n in 1usize..50, m in 0usize..20, cut in proptest::option::of(150u64..600)) {
         if let Err(e) = run(seed, n, m, cut) {
             return Err(TestCaseError::fail(e));
         }

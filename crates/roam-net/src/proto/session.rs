@@ -773,10 +773,13 @@ impl Session {
             }
         }
         // Every IROB with bytes in flight on the dead connection is in doubt: ask the peer.
+        // So is every IROB sent completely but not acknowledged: its acknowledgement may have
+        // been on the dead connection (acknowledgements are not repeated otherwise).
         for (&id, irob) in self.out.iter_mut() {
             let before = irob.inflight.len();
             irob.inflight.retain(|f| f.0 != conn);
-            if irob.inflight.len() != before {
+            let ack_may_be_lost = irob.started && irob.ended && !irob.has_work();
+            if irob.inflight.len() != before || ack_may_be_lost {
                 irob.in_doubt = true;
                 self.doubt.insert(id);
             }

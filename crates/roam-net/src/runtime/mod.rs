@@ -76,6 +76,11 @@ pub struct Options {
     pub max_pending_handshakes: usize,
     /// How long an accepted connection may take to send its first frame.
     pub handshake_timeout: Duration,
+    /// A connection whose sent data stays unacknowledged this long is declared broken
+    /// (TCP_USER_TIMEOUT; idle connections are checked by keepalives at the same pace). An
+    /// emulated or real outage does not reset a TCP connection, it stalls it: this is how long
+    /// a stall lasts before failover. It must exceed the worst queueing delay of the links.
+    pub user_timeout: Duration,
     /// Log connection events (opens, closes with reasons) to standard error.
     pub log: bool,
 }
@@ -88,6 +93,7 @@ impl Default for Options {
             connect_timeout: Duration::from_secs(10),
             max_pending_handshakes: 64,
             handshake_timeout: Duration::from_secs(5),
+            user_timeout: Duration::from_secs(4),
             log: std::env::var_os("ROAM_NET_LOG").is_some(),
         }
     }
@@ -300,7 +306,7 @@ impl Shared {
                     "connection {conn} over {} ({}) to {peer}",
                     local.name, local.addr
                 ));
-                let (rd, wr, entry) = match prepare(stream, net) {
+                let (rd, wr, entry) = match prepare(stream, net, self.options.user_timeout) {
                     Ok(x) => x,
                     Err(e) => {
                         self.log(format!("socket setup over {} failed: {e}", local.name));
@@ -363,8 +369,17 @@ fn net_key(sh: &Shared, net: NetId) -> Option<String> {
 fn prepare(
     stream: TcpStream,
     net: NetId,
+    user_timeout: Duration,
 ) -> io::Result<(OwnedReadHalf, OwnedWriteHalf, ConnEntry)> {
     stream.set_nodelay(true)?;
+    let sock = socket2::SockRef::from(&stream);
+    sock.set_tcp_user_timeout(Some(user_timeout))?;
+    let probe = (user_timeout / 4).max(Duration::from_secs(1));
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(probe)
+        .with_interval(probe)
+        .with_retries(3);
+    sock.set_tcp_keepalive(&keepalive)?;
     let fd = stream.as_raw_fd();
     sys::set_notsent_lowat(fd, NOTSENT_LOWAT)?;
     let (rd, wr) = stream.into_split();
@@ -1062,7 +1077,8 @@ async fn handshake(
         Frame::Hello { networks, .. } => networks.first().map_or(0, |n| n.net),
         _ => 0,
     };
-    let (rd, wr, entry) = prepare(stream, net_of_join).map_err(|e| e.to_string())?;
+    let (rd, wr, entry) =
+        prepare(stream, net_of_join, options.user_timeout).map_err(|e| e.to_string())?;
     let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
     let (sh, new) = match target {
         Some(sh) => (sh, false),

@@ -1,0 +1,270 @@
+//! Multi-sockets through `roam emu`: two emulated links, the client finding them with its scout.
+//! Skips with a one-line reason where namespaces and TUN devices are unavailable (CI runs as
+//! root, so they run there).
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use roam_emu::spec::parse_link;
+use roam_emu::{Command, EmuConfig, Emulator, LinkCommand, SERVER_ADDR};
+use roam_net::proto::{Deps, Label};
+use roam_net::runtime::blocking::{Listener, MultiSocket};
+use roam_net::runtime::Options;
+
+fn emu(links: &[&str]) -> Option<Emulator> {
+    if let Err(reason) = roam_emu::sys::check_privileges() {
+        eprintln!("skipped: {reason}");
+        return None;
+    }
+    let links = links.iter().map(|l| parse_link(l, 1).unwrap()).collect();
+    Some(
+        Emulator::start(EmuConfig {
+            links,
+            ..Default::default()
+        })
+        .unwrap(),
+    )
+}
+
+fn content(id: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64 ^ (id * 2654435761)) as u8)
+        .collect()
+}
+
+fn size_of(i: u64) -> usize {
+    if i % 5 == 0 {
+        300
+    } else {
+        20_000 + (i as usize * 7919) % 150_000
+    }
+}
+
+#[test]
+fn repeated_cuts_lose_and_duplicate_nothing() {
+    let Some(emu) = emu(&[
+        "wifi=rate=20mbit,delay=10ms,queue=200pkt",
+        "cell=rate=8mbit,delay=40ms,queue=200pkt",
+    ]) else {
+        return;
+    };
+    const N: u64 = 200;
+    let opts = Options {
+        user_timeout: Duration::from_millis(1500),
+        ..Options::default()
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let sopts = opts.clone();
+    let server = emu.spawn_in_server(move || -> Result<Vec<(u64, Label, Vec<u8>)>, String> {
+        let l = Listener::bind(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7100)), sopts)
+            .map_err(|e| e.to_string())?;
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().map_err(|e| e.to_string())?;
+        let mut got = Vec::new();
+        while let Some(x) = ms.recv_irob().map_err(|e| e.to_string())? {
+            got.push(x);
+        }
+        Ok(got)
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let client = emu.spawn_in_client(move || -> Result<(), String> {
+        let ms = MultiSocket::connect(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7100)), opts)
+            .map_err(|e| e.to_string())?;
+        for i in 0..N {
+            let label = if i % 5 == 0 {
+                Label::ForegroundSmall
+            } else {
+                Label::BackgroundLarge
+            };
+            let deps = if i % 7 == 0 {
+                Deps::AllEarlier
+            } else {
+                Deps::List(vec![])
+            };
+            let id = ms
+                .begin_irob(label, deps, None)
+                .map_err(|e| e.to_string())?;
+            assert_eq!(id, i);
+            ms.irob_send(id, content(id, size_of(id)))
+                .map_err(|e| e.to_string())?;
+            ms.end_irob(id).map_err(|e| e.to_string())?;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !ms.close(Duration::from_secs(60)) {
+            return Err(format!(
+                "{} bytes never acknowledged",
+                ms.as_async().unacknowledged()
+            ));
+        }
+        Ok(())
+    });
+    // Cut each link in turn, long enough for the user timeout to declare its connection dead.
+    let start = Instant::now();
+    let mut cuts = 0;
+    while !client.is_finished() && start.elapsed() < Duration::from_secs(90) {
+        for link in ["wifi", "cell"] {
+            std::thread::sleep(Duration::from_millis(700));
+            emu.command(&Command {
+                link: link.into(),
+                action: LinkCommand::Down,
+            })
+            .unwrap();
+            std::thread::sleep(Duration::from_millis(2500));
+            emu.command(&Command {
+                link: link.into(),
+                action: LinkCommand::Up,
+            })
+            .unwrap();
+            cuts += 1;
+        }
+    }
+    client.join().unwrap().unwrap().unwrap();
+    let got = server.join().unwrap().unwrap().unwrap();
+    assert!(cuts >= 2, "only {cuts} cuts happened during the transfer");
+    let mut seen = std::collections::BTreeSet::new();
+    for (id, label, data) in &got {
+        assert!(seen.insert(*id), "IROB {id} delivered twice");
+        let want = if id % 5 == 0 {
+            Label::ForegroundSmall
+        } else {
+            Label::BackgroundLarge
+        };
+        assert_eq!(*label, want, "IROB {id} label");
+        assert!(
+            *data == content(*id, size_of(*id)),
+            "IROB {id} corrupted ({} bytes)",
+            data.len()
+        );
+    }
+    assert_eq!(
+        seen.len() as u64,
+        N,
+        "IROBs missing: {:?}",
+        (0..N).filter(|i| !seen.contains(i)).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn foreground_requests_and_background_bulk_share_two_links() {
+    // wifi: short round trip; cell: long. Background fills both; foreground takes wifi.
+    let Some(emu) = emu(&[
+        "wifi=rate=4mbit,delay=10ms,queue=100pkt",
+        "cell=rate=4mbit,delay=200ms,queue=100pkt",
+    ]) else {
+        return;
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = emu.spawn_in_server(move || -> Result<(), String> {
+        let l = Listener::bind(
+            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7101)),
+            Options::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().map_err(|e| e.to_string())?;
+        // Bulk: background large IROBs, independent of each other, kept ahead of the links.
+        let bulk = ms.clone();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let t = std::thread::spawn(move || {
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                if bulk
+                    .send(Label::BackgroundLarge, vec![0u8; 64 * 1024], None)
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        // Requests: answer each foreground request at once with a foreground reply.
+        while let Some((_, label, req)) = ms.recv_irob().map_err(|e| e.to_string())? {
+            assert_eq!(label, Label::ForegroundSmall);
+            if req == b"bye" {
+                break;
+            }
+            let id = ms
+                .begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)
+                .map_err(|e| e.to_string())?;
+            ms.irob_send(id, req).map_err(|e| e.to_string())?;
+            ms.end_irob(id).map_err(|e| e.to_string())?;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        t.join().unwrap();
+        Ok(())
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let client = emu.spawn_in_client(move || -> Result<(Vec<Duration>, u64), String> {
+        let ms = MultiSocket::connect(
+            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7101)),
+            Options::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut lat = Vec::new();
+        let mut bulk = 0u64;
+        std::thread::sleep(Duration::from_secs(2)); // let the bulk transfer fill both links
+        for i in 0..12u32 {
+            let t0 = Instant::now();
+            let id = ms
+                .begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)
+                .map_err(|e| e.to_string())?;
+            ms.irob_send(id, i.to_be_bytes().to_vec())
+                .map_err(|e| e.to_string())?;
+            ms.end_irob(id).map_err(|e| e.to_string())?;
+            loop {
+                let (_, label, data) = ms
+                    .recv_irob()
+                    .map_err(|e| e.to_string())?
+                    .ok_or("server closed")?;
+                if label == Label::ForegroundSmall {
+                    assert_eq!(data, i.to_be_bytes());
+                    lat.push(t0.elapsed());
+                    break;
+                }
+                bulk += data.len() as u64;
+            }
+            let until = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < until {
+                if let Some(d) = ms
+                    .recv_timeout(Duration::from_millis(50))
+                    .map_err(|e| e.to_string())?
+                {
+                    bulk += d.data.len() as u64;
+                }
+            }
+        }
+        ms.send(Label::ForegroundSmall, &b"bye"[..], None)
+            .map_err(|e| e.to_string())?;
+        Ok((lat, bulk))
+    });
+    let (mut lat, bulk) = client.join().unwrap().unwrap().unwrap();
+    server.join().unwrap().unwrap().unwrap();
+    lat.sort();
+    let median = lat[lat.len() / 2];
+    let wifi = emu
+        .link("wifi")
+        .unwrap()
+        .down
+        .delivered_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let cell = emu
+        .link("cell")
+        .unwrap()
+        .down
+        .delivered_bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "foreground median {median:?}, background {bulk} bytes, wifi {wifi} B, cell {cell} B"
+    );
+    assert!(bulk > 1_000_000, "background moved only {bulk} bytes");
+    assert!(
+        wifi > 500_000 && cell > 500_000,
+        "background should use both links: wifi {wifi}, cell {cell}"
+    );
+    // The cell round trip alone is 400 ms: a median below it means foreground took wifi and was
+    // not queued behind the bulk transfer.
+    assert!(
+        median < Duration::from_millis(400),
+        "foreground median {median:?}"
+    );
+}
