@@ -34,7 +34,7 @@ fn content(id: u64, len: usize) -> Vec<u8> {
 }
 
 fn size_of(i: u64) -> usize {
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         300
     } else {
         20_000 + (i as usize * 7919) % 150_000
@@ -72,12 +72,12 @@ fn repeated_cuts_lose_and_duplicate_nothing() {
         let ms = MultiSocket::connect(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7100)), opts)
             .map_err(|e| e.to_string())?;
         for i in 0..N {
-            let label = if i % 5 == 0 {
+            let label = if i.is_multiple_of(5) {
                 Label::ForegroundSmall
             } else {
                 Label::BackgroundLarge
             };
-            let deps = if i % 7 == 0 {
+            let deps = if i.is_multiple_of(7) {
                 Deps::AllEarlier
             } else {
                 Deps::List(vec![])
@@ -125,7 +125,7 @@ fn repeated_cuts_lose_and_duplicate_nothing() {
     let mut seen = std::collections::BTreeSet::new();
     for (id, label, data) in &got {
         assert!(seen.insert(*id), "IROB {id} delivered twice");
-        let want = if id % 5 == 0 {
+        let want = if id.is_multiple_of(5) {
             Label::ForegroundSmall
         } else {
             Label::BackgroundLarge
