@@ -1,6 +1,7 @@
 //! The `roam` command: one binary, one subcommand per tool.
 
 mod bench;
+mod bench_net;
 mod drive;
 mod emu_plot;
 
@@ -33,6 +34,9 @@ enum Cmd {
     /// Link traces: statistics, plots, derived baselines.
     #[command(subcommand)]
     Trace(TraceCmd),
+    /// Intentional Networking tools.
+    #[command(subcommand)]
+    Net(NetCmd),
     /// Benchmarks, printing JSON on stdout.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -214,6 +218,61 @@ enum TraceCmd {
 enum BenchCmd {
     /// Emulator fidelity and speed.
     Emu(bench::BenchEmuArgs),
+    /// Intentional Networking: loopback cost against TCP, and the crowded hotspot against
+    /// Linux MPTCP and TCP over idealized aggregation.
+    Net(bench_net::BenchNetArgs),
+}
+
+#[derive(Subcommand)]
+enum NetCmd {
+    /// Each network's current estimates (RTT, bandwidth) and outstanding background bytes, as
+    /// published by the multi-socket processes of this network namespace.
+    Estimates {
+        /// The shared table (default: $ROAM_NET_SHM or /dev/shm/roam-net-<netns inode>).
+        #[arg(long)]
+        shm: Option<PathBuf>,
+        /// Print again every second until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
+}
+
+fn net_estimates(shm: Option<PathBuf>, watch: bool) -> Result<()> {
+    use roam_net::runtime::shm::SharedCounts;
+    let path = shm.unwrap_or_else(SharedCounts::default_path);
+    if !path.exists() {
+        bail!(
+            "{}: no estimates published (no multi-socket has run in this network namespace)",
+            path.display()
+        );
+    }
+    let table =
+        SharedCounts::open(path.clone()).with_context(|| format!("opening {}", path.display()))?;
+    loop {
+        let entries = table.entries();
+        println!("| pid | network | RTT (ms) | bandwidth (kbit/s) | background outstanding (bytes) | age (ms) |");
+        println!("|---:|---|---:|---:|---:|---:|");
+        for e in &entries {
+            let rtt = e
+                .rtt
+                .map_or("-".to_string(), |d| format!("{:.1}", d.as_secs_f64() * 1e3));
+            let bw = e
+                .bandwidth
+                .map_or("-".to_string(), |b| format!("{:.0}", b.as_kbps_f64()));
+            println!(
+                "| {} | {} | {} | {} | {} | {} |",
+                e.pid, e.network, rtt, bw, e.outstanding, e.age_ms
+            );
+        }
+        if entries.is_empty() {
+            println!("(no live multi-socket process has published in the last 2 s)");
+        }
+        if !watch {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        println!();
+    }
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -343,6 +402,8 @@ fn real_main(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Bench(BenchCmd::Emu(a)) => bench::emu(&a).map(|_| 0),
+        Cmd::Bench(BenchCmd::Net(a)) => bench_net::net(&a).map(|_| 0),
+        Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
     }
 }

@@ -81,6 +81,9 @@ pub struct Options {
     /// emulated or real outage does not reset a TCP connection, it stalls it: this is how long
     /// a stall lasts before failover. It must exceed the worst queueing delay of the links.
     pub user_timeout: Duration,
+    /// TCP congestion control for every connection (e.g. `cubic`); `None` keeps the system
+    /// default.
+    pub congestion_control: Option<String>,
     /// Log connection events (opens, closes with reasons) to standard error.
     pub log: bool,
 }
@@ -94,6 +97,7 @@ impl Default for Options {
             max_pending_handshakes: 64,
             handshake_timeout: Duration::from_secs(5),
             user_timeout: Duration::from_secs(4),
+            congestion_control: None,
             log: std::env::var_os("ROAM_NET_LOG").is_some(),
         }
     }
@@ -306,7 +310,7 @@ impl Shared {
                     "connection {conn} over {} ({}) to {peer}",
                     local.name, local.addr
                 ));
-                let (rd, wr, entry) = match prepare(stream, net, self.options.user_timeout) {
+                let (rd, wr, entry) = match prepare(stream, net, &self.options) {
                     Ok(x) => x,
                     Err(e) => {
                         self.log(format!("socket setup over {} failed: {e}", local.name));
@@ -369,10 +373,14 @@ fn net_key(sh: &Shared, net: NetId) -> Option<String> {
 fn prepare(
     stream: TcpStream,
     net: NetId,
-    user_timeout: Duration,
+    options: &Options,
 ) -> io::Result<(OwnedReadHalf, OwnedWriteHalf, ConnEntry)> {
     stream.set_nodelay(true)?;
     let sock = socket2::SockRef::from(&stream);
+    if let Some(cc) = &options.congestion_control {
+        sock.set_tcp_congestion(cc.as_bytes())?;
+    }
+    let user_timeout = options.user_timeout;
     sock.set_tcp_user_timeout(Some(user_timeout))?;
     let probe = (user_timeout / 4).max(Duration::from_secs(1));
     let keepalive = socket2::TcpKeepalive::new()
@@ -1077,8 +1085,7 @@ async fn handshake(
         Frame::Hello { networks, .. } => networks.first().map_or(0, |n| n.net),
         _ => 0,
     };
-    let (rd, wr, entry) =
-        prepare(stream, net_of_join, options.user_timeout).map_err(|e| e.to_string())?;
+    let (rd, wr, entry) = prepare(stream, net_of_join, options).map_err(|e| e.to_string())?;
     let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
     let (sh, new) = match target {
         Some(sh) => (sh, false),

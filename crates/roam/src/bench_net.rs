@@ -1,0 +1,587 @@
+//! `roam bench net`: Intentional Networking's cost and benefit, as JSON on stdout (progress on
+//! stderr).
+//!
+//! - `loopback_throughput_ratio_vs_tcp`: one multi-socket (background-large IROBs of 1 MiB,
+//!   each depending on all earlier ones) against one plain TCP connection, both over loopback;
+//! - `small_message_rate_ratio_vs_tcp`: 64-byte foreground-small messages per second against
+//!   64-byte writes on a TCP_NODELAY connection;
+//! - `hotspot`: the crowded-hotspot scenario (wifi 0.6 Mbit/s 20 ms RTT, cell 2.0 Mbit/s 400 ms RTT,
+//!   100-packet queues) for `roam` (multi-socket over both links), `mptcp` (Linux MPTCP, default
+//!   scheduler, subflows on both links) and `tcp_aggregation` (plain TCP over the one link that
+//!   has the summed bandwidth and the lower latency each second). A background bulk download
+//!   runs for the whole loaded phase while a 1 KB foreground request / 1 KB response is issued
+//!   every 2 s. Reported: median foreground latency without and with the download, and the
+//!   download's goodput as a fraction of the two links' summed capacity. The baselines carry
+//!   foreground requests on their own connection (the most favourable choice for them).
+//!
+//! Every TCP sender uses CUBIC, Linux's default (this machine's default is BBR; see
+//! docs/emulator.md).
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use roam_emu::spec::parse_queue;
+use roam_emu::traffic::{
+    bulk_download, bulk_server_with, connect_from, listen, set_congestion_control,
+};
+use roam_emu::{EmuConfig, Emulator, LinkConfig, SERVER_ADDR};
+use roam_net::proto::{Deps, Label};
+use roam_net::runtime::blocking::{Listener, MultiSocket};
+use roam_net::runtime::{LocalNetwork, Networks, Options};
+use roam_trace::baseline::{derive_baseline, Baseline};
+use roam_trace::scenario::Scenario;
+use roam_trace::LinkKind;
+use serde_json::json;
+
+const CC: &str = "cubic";
+const REQ: usize = 1024;
+
+/// Options of `roam bench net`.
+#[derive(Args, Debug)]
+pub struct BenchNetArgs {
+    /// Seconds of the loaded phase (a foreground request every 2 s meanwhile).
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// Foreground requests in the unloaded phase (one per second).
+    #[arg(long, default_value_t = 10)]
+    unloaded_requests: u32,
+    /// Seconds per loopback measurement.
+    #[arg(long, default_value_t = 3)]
+    loopback_seconds: u64,
+    /// Only these systems on the hotspot (comma-separated: roam, mptcp, tcp_aggregation).
+    #[arg(long, default_value = "roam,mptcp,tcp_aggregation")]
+    systems: String,
+}
+
+fn roam_options(networks: Networks) -> Options {
+    Options {
+        networks,
+        congestion_control: Some(CC.into()),
+        ..Options::default()
+    }
+}
+
+fn lo() -> Networks {
+    Networks::Explicit(vec![LocalNetwork {
+        name: "lo".into(),
+        addr: Ipv4Addr::LOCALHOST,
+        metered: false,
+    }])
+}
+
+// ----- loopback ---------------------------------------------------------------------------------
+
+fn tcp_pair() -> Result<(TcpStream, TcpStream)> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let c = TcpStream::connect(l.local_addr()?)?;
+    let (s, _) = l.accept()?;
+    c.set_nodelay(true)?;
+    set_congestion_control(&c, CC).ok();
+    Ok((c, s))
+}
+
+/// Bytes per second a receiver saw: total over the span from first to last byte.
+fn tcp_throughput(secs: u64) -> Result<f64> {
+    let (mut c, mut s) = tcp_pair()?;
+    let rx = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut total = 0u64;
+        let mut first = None;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    first.get_or_insert_with(Instant::now);
+                    total += n as u64;
+                }
+            }
+        }
+        (total, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
+    });
+    let buf = vec![0x5au8; 1 << 20];
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        c.write_all(&buf)?;
+    }
+    drop(c);
+    let (total, span) = rx.join().map_err(|_| anyhow!("receiver panicked"))?;
+    Ok(total as f64 / span)
+}
+
+fn roam_pair() -> Result<(MultiSocket, MultiSocket, Listener)> {
+    let l = Listener::bind("127.0.0.1:0".parse().unwrap(), roam_options(lo()))?;
+    let addr = l.local_addr();
+    let t = std::thread::spawn(move || MultiSocket::connect(addr, roam_options(lo())));
+    let s = l.accept()?;
+    let c = t.join().map_err(|_| anyhow!("connect panicked"))??;
+    Ok((c, s, l))
+}
+
+fn roam_throughput(secs: u64) -> Result<f64> {
+    let (c, s, _l) = roam_pair()?;
+    let rx = std::thread::spawn(move || {
+        let mut total = 0u64;
+        let mut first = None;
+        while let Ok(Some(d)) = s.recv() {
+            first.get_or_insert_with(Instant::now);
+            total += d.data.len() as u64;
+        }
+        (total, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
+    });
+    let buf = Bytes::from(vec![0x5au8; 1 << 20]);
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        c.send(Label::BackgroundLarge, buf.clone(), None)?;
+    }
+    c.close(Duration::from_secs(30));
+    let (total, span) = rx.join().map_err(|_| anyhow!("receiver panicked"))?;
+    Ok(total as f64 / span)
+}
+
+fn tcp_message_rate(secs: u64) -> Result<f64> {
+    let (mut c, mut s) = tcp_pair()?;
+    let rx = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0u64;
+        let mut first = None;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    first.get_or_insert_with(Instant::now);
+                    total += n as u64;
+                }
+            }
+        }
+        (total / 64, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
+    });
+    let msg = [7u8; 64];
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        for _ in 0..100 {
+            c.write_all(&msg)?;
+        }
+    }
+    drop(c);
+    let (n, span) = rx.join().map_err(|_| anyhow!("receiver panicked"))?;
+    Ok(n as f64 / span)
+}
+
+fn roam_message_rate(secs: u64) -> Result<f64> {
+    let (c, s, _l) = roam_pair()?;
+    let rx = std::thread::spawn(move || {
+        let mut n = 0u64;
+        let mut first = None;
+        while let Ok(Some(d)) = s.recv() {
+            first.get_or_insert_with(Instant::now);
+            if d.end {
+                n += 1;
+            }
+        }
+        (n, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
+    });
+    let msg = Bytes::from_static(&[7u8; 64]);
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        for _ in 0..100 {
+            c.send(Label::ForegroundSmall, msg.clone(), None)?;
+        }
+    }
+    c.close(Duration::from_secs(30));
+    let (n, span) = rx.join().map_err(|_| anyhow!("receiver panicked"))?;
+    Ok(n as f64 / span)
+}
+
+// ----- hotspot ----------------------------------------------------------------------------------
+
+/// What one system measured on the hotspot.
+struct Hotspot {
+    unloaded: Vec<Duration>,
+    loaded: Vec<Duration>,
+    bg_bytes: u64,
+    window: Duration,
+}
+
+fn median_ms(v: &[Duration]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = v.to_vec();
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1e3
+}
+
+fn hotspot_links(scenario: &Scenario, baseline: Option<Baseline>) -> Result<Vec<LinkConfig>> {
+    let queue = parse_queue("100pkt").map_err(|e| anyhow!("{e}"))?;
+    Ok(match baseline {
+        Some(b) => {
+            let t = derive_baseline(scenario, b, Duration::from_secs(3600))?;
+            vec![LinkConfig {
+                name: "link".into(),
+                kind: LinkKind::Other,
+                trace: t.to_link(),
+                queue,
+                seed: 1,
+            }]
+        }
+        None => scenario
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| LinkConfig {
+                name: l.name.clone(),
+                kind: l.kind,
+                trace: l.trace.clone(),
+                queue,
+                seed: 1 + i as u64,
+            })
+            .collect(),
+    })
+}
+
+/// A 1 KB request / 1 KB response server over TCP or MPTCP, in the server namespace.
+fn request_server(
+    emu: &Emulator,
+    port: u16,
+    mptcp: bool,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    let (tx, rx) = mpsc::channel();
+    let h = emu.spawn_in_server(move || {
+        let l = match listen(port, mptcp) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        let _ = tx.send(Ok(()));
+        l.set_nonblocking(true).ok();
+        while !stop.load(Ordering::Relaxed) {
+            match l.accept() {
+                Ok((mut c, _)) => {
+                    c.set_nonblocking(false).ok();
+                    set_congestion_control(&c, CC).ok();
+                    c.set_nodelay(true).ok();
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; REQ];
+                        c.set_read_timeout(Some(Duration::from_millis(200))).ok();
+                        while !stop.load(Ordering::Relaxed) {
+                            match c.read_exact(&mut buf) {
+                                Ok(()) => {
+                                    if c.write_all(&buf).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                            }
+                        }
+                    });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    let _ = rx.recv_timeout(Duration::from_secs(5));
+    h
+}
+
+/// Baseline systems: plain TCP (or MPTCP) bulk download plus a separate request connection.
+fn hotspot_baseline(scenario: &Scenario, mptcp: bool, args: &BenchNetArgs) -> Result<Hotspot> {
+    let links = hotspot_links(scenario, (!mptcp).then_some(Baseline::Aggregation))?;
+    let emu = Emulator::start(EmuConfig {
+        links,
+        ..Default::default()
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let bulk = bulk_server_with(&emu, 5200, mptcp, Some(CC))?;
+    let reqs = request_server(&emu, 5201, mptcp, stop.clone());
+    let local = emu.links()[0].client_addr;
+    let clock = emu.clock();
+    let (seconds, unloaded_n) = (args.seconds, args.unloaded_requests);
+    let client = emu.spawn_in_client(move || -> Result<Hotspot> {
+        let mut c = connect_from(local, 5201, mptcp, Duration::from_secs(10))?;
+        set_congestion_control(&c, CC).ok();
+        let ask = |c: &mut TcpStream| -> Result<Duration> {
+            let t0 = Instant::now();
+            c.write_all(&[1u8; REQ])?;
+            let mut buf = [0u8; REQ];
+            c.read_exact(&mut buf)?;
+            Ok(t0.elapsed())
+        };
+        let mut unloaded = Vec::new();
+        for _ in 0..unloaded_n {
+            unloaded.push(ask(&mut c)?);
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let warm = Duration::from_secs(5);
+        let start = clock.now();
+        let until = start + warm + Duration::from_secs(seconds);
+        let dl = std::thread::spawn(move || {
+            bulk_download(clock, local, 5200, mptcp, until, Duration::from_secs(30))
+        });
+        std::thread::sleep(warm);
+        let mut loaded = Vec::new();
+        let t_end = Instant::now() + Duration::from_secs(seconds);
+        while Instant::now() + Duration::from_secs(2) <= t_end {
+            let t = Instant::now();
+            loaded.push(ask(&mut c)?);
+            eprint!(
+                "\r  {} requests loaded, last {:.0} ms   ",
+                loaded.len(),
+                loaded.last().unwrap().as_secs_f64() * 1e3
+            );
+            std::thread::sleep(Duration::from_secs(2).saturating_sub(t.elapsed()));
+        }
+        eprintln!();
+        let r = dl.join().map_err(|_| anyhow!("download panicked"))?;
+        let bg = r.bytes_between(start + warm, until);
+        Ok(Hotspot {
+            unloaded,
+            loaded,
+            bg_bytes: bg,
+            window: Duration::from_secs(seconds),
+        })
+    });
+    let r = client.join().map_err(|_| anyhow!("client panicked"))?;
+    stop.store(true, Ordering::Relaxed);
+    bulk.stop();
+    let _ = reqs.join();
+    r?
+}
+
+/// roam: one multi-socket carries the bulk download (background large) and the requests
+/// (foreground small) over both links.
+fn hotspot_roam(scenario: &Scenario, args: &BenchNetArgs) -> Result<Hotspot> {
+    let links = hotspot_links(scenario, None)?;
+    let emu = Emulator::start(EmuConfig {
+        links,
+        ..Default::default()
+    })?;
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = emu.spawn_in_server(move || -> Result<()> {
+        let l = Listener::bind(
+            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 5300)),
+            roam_options(Networks::Auto),
+        )?;
+        ready_tx.send(()).ok();
+        let ms = l.accept()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut bulk = None;
+        while let Some((_, _, req)) = ms.recv_irob()? {
+            match req.first() {
+                Some(b'B') if bulk.is_none() => {
+                    let (ms2, stop2) = (ms.clone(), stop.clone());
+                    bulk = Some(std::thread::spawn(move || {
+                        let chunk = Bytes::from(vec![0x5au8; 64 * 1024]);
+                        while !stop2.load(Ordering::Relaxed) {
+                            let Ok(id) =
+                                ms2.begin_irob(Label::BackgroundLarge, Deps::List(vec![]), None)
+                            else {
+                                break;
+                            };
+                            if ms2.irob_send(id, chunk.clone()).is_err()
+                                || ms2.end_irob(id).is_err()
+                            {
+                                break;
+                            }
+                        }
+                    }));
+                }
+                Some(b'Q') => break,
+                _ => {
+                    let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
+                    ms.irob_send(id, req)?;
+                    ms.end_irob(id)?;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        if let Some(b) = bulk {
+            let _ = b.join();
+        }
+        Ok(())
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .context("the roam server did not start")?;
+    let (seconds, unloaded_n) = (args.seconds, args.unloaded_requests);
+    let client = emu.spawn_in_client(move || -> Result<Hotspot> {
+        let ms = MultiSocket::connect(
+            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 5300)),
+            roam_options(Networks::Auto),
+        )?;
+        // One receiving thread: counts background bytes per instant, hands replies over.
+        let (reply_tx, reply_rx) = mpsc::channel::<Instant>();
+        let bg = Arc::new(AtomicU64::new(0));
+        let counting = Arc::new(AtomicBool::new(false));
+        let (rms, bg2, counting2) = (ms.clone(), bg.clone(), counting.clone());
+        let rx = std::thread::spawn(move || {
+            let mut reply = 0usize;
+            while let Ok(Some(d)) = rms.recv() {
+                if d.label == Label::ForegroundSmall {
+                    reply += d.data.len();
+                    if d.end {
+                        let _ = reply_tx.send(Instant::now());
+                        reply = 0;
+                    }
+                } else if counting2.load(Ordering::Relaxed) {
+                    bg2.fetch_add(d.data.len() as u64, Ordering::Relaxed);
+                }
+            }
+            let _ = reply;
+        });
+        let ask = |tag: u8| -> Result<Duration> {
+            let t0 = Instant::now();
+            let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
+            let mut req = vec![1u8; REQ];
+            req[0] = tag;
+            ms.irob_send(id, req)?;
+            ms.end_irob(id)?;
+            let at = reply_rx
+                .recv_timeout(Duration::from_secs(60))
+                .context("no reply within 60 s")?;
+            Ok(at - t0)
+        };
+        std::thread::sleep(Duration::from_secs(2)); // probes and first estimates
+        let mut unloaded = Vec::new();
+        for _ in 0..unloaded_n {
+            unloaded.push(ask(b'R')?);
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        // Start the bulk download (a small foreground message that gets no reply).
+        let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
+        ms.irob_send(id, &b"B"[..])?;
+        ms.end_irob(id)?;
+        std::thread::sleep(Duration::from_secs(5));
+        counting.store(true, Ordering::Relaxed);
+        let t_start = Instant::now();
+        let t_end = t_start + Duration::from_secs(seconds);
+        let mut loaded = Vec::new();
+        while Instant::now() + Duration::from_secs(2) <= t_end {
+            let t = Instant::now();
+            loaded.push(ask(b'R')?);
+            eprint!(
+                "\r  {} requests loaded, last {:.0} ms   ",
+                loaded.len(),
+                loaded.last().unwrap().as_secs_f64() * 1e3
+            );
+            std::thread::sleep(Duration::from_secs(2).saturating_sub(t.elapsed()));
+        }
+        std::thread::sleep(t_end.saturating_duration_since(Instant::now()));
+        counting.store(false, Ordering::Relaxed);
+        let window = t_start.elapsed();
+        eprintln!();
+        let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
+        ms.irob_send(id, &b"Q"[..])?;
+        ms.end_irob(id)?;
+        ms.close(Duration::from_secs(10));
+        drop(rx);
+        Ok(Hotspot {
+            unloaded,
+            loaded,
+            bg_bytes: bg.load(Ordering::Relaxed),
+            window,
+        })
+    });
+    let r = client.join().map_err(|_| anyhow!("client panicked"))??;
+    let s = server.join().map_err(|_| anyhow!("server panicked"))?;
+    if let Err(e) = s.map_err(anyhow::Error::from).and_then(|x| x) {
+        eprintln!("warning: roam server: {e}");
+    }
+    r
+}
+
+/// Summed downlink capacity of the scenario's links over `[0, d)`, bytes.
+fn capacity_bytes(scenario: &Scenario, d: Duration) -> f64 {
+    let secs = d.as_secs().max(1);
+    scenario
+        .links
+        .iter()
+        .map(|l| {
+            l.trace
+                .per_second(Duration::from_secs(secs))
+                .iter()
+                .map(|s| s.down_kbps * 1000.0 / 8.0 * s.available)
+                .sum::<f64>()
+        })
+        .sum::<f64>()
+        * d.as_secs_f64()
+        / secs as f64
+}
+
+/// Run the benchmark and print JSON.
+pub fn net(a: &BenchNetArgs) -> Result<()> {
+    let systems: Vec<&str> = a.systems.split(',').map(str::trim).collect();
+    for s in &systems {
+        if !["roam", "mptcp", "tcp_aggregation"].contains(s) {
+            bail!("--systems: unknown system `{s}` (roam, mptcp, tcp_aggregation)");
+        }
+    }
+    eprintln!("loopback throughput ({} s each)...", a.loopback_seconds);
+    let tcp_bps = tcp_throughput(a.loopback_seconds)?;
+    let roam_bps = roam_throughput(a.loopback_seconds)?;
+    eprintln!(
+        "  tcp {:.2} Gbit/s, roam {:.2} Gbit/s",
+        tcp_bps * 8e-9,
+        roam_bps * 8e-9
+    );
+    eprintln!("small messages ({} s each)...", a.loopback_seconds);
+    let tcp_rate = tcp_message_rate(a.loopback_seconds)?;
+    let roam_rate = roam_message_rate(a.loopback_seconds)?;
+    eprintln!("  tcp {:.0}/s, roam {:.0}/s", tcp_rate, roam_rate);
+
+    let scenario = Scenario::by_name("hotspot", 1)?;
+    let mut hotspot = serde_json::Map::new();
+    for sys in systems {
+        eprintln!(
+            "hotspot, {sys}: {} unloaded requests, then {} s with a background download...",
+            a.unloaded_requests, a.seconds
+        );
+        let r = match sys {
+            "roam" => hotspot_roam(&scenario, a),
+            "mptcp" => hotspot_baseline(&scenario, true, a),
+            _ => hotspot_baseline(&scenario, false, a),
+        };
+        match r {
+            Ok(h) => {
+                let cap = capacity_bytes(&scenario, h.window);
+                let v = json!({
+                    "fg_ms_unloaded": median_ms(&h.unloaded),
+                    "fg_ms_loaded": median_ms(&h.loaded),
+                    "bg_goodput_fraction": h.bg_bytes as f64 / cap,
+                    "fg_requests_loaded": h.loaded.len(),
+                    "bg_bytes": h.bg_bytes,
+                    "window_s": h.window.as_secs_f64(),
+                });
+                eprintln!("  {v}");
+                hotspot.insert(sys.to_string(), v);
+            }
+            Err(e) => {
+                eprintln!("  {sys} failed: {e:#}");
+                hotspot.insert(sys.to_string(), json!({ "error": format!("{e:#}") }));
+            }
+        }
+    }
+    let out = json!({
+        "loopback_throughput_ratio_vs_tcp": roam_bps / tcp_bps,
+        "small_message_rate_ratio_vs_tcp": roam_rate / tcp_rate,
+        "loopback": { "tcp_gbit": tcp_bps * 8e-9, "roam_gbit": roam_bps * 8e-9, "tcp_msgs_per_s": tcp_rate, "roam_msgs_per_s": roam_rate },
+        "hotspot": hotspot,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
