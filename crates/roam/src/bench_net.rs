@@ -401,7 +401,12 @@ fn hotspot_roam(scenario: &Scenario, args: &BenchNetArgs) -> Result<Hotspot> {
                         }
                     }));
                 }
-                Some(b'Q') => break,
+                Some(b'Q') => {
+                    if std::env::var_os("ROAM_BENCH_DEBUG").is_some() {
+                        eprintln!("server estimates: {:?}", ms.estimates());
+                    }
+                    break;
+                }
                 _ => {
                     let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
                     ms.irob_send(id, req)?;

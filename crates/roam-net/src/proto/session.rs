@@ -1442,7 +1442,7 @@ impl Session {
             return 256 * 1024; // unmeasured: a modest start that lets delivery-rate samples grow
         };
         let bytes = bw.bytes_per_sec() * (rtt + budget).as_secs_f64();
-        (bytes as u64).max(16 * 1024)
+        (bytes as u64).max(4 * 1024)
     }
 
     /// The next frame to write on `conn`, if any. `background_room` is how many bytes of

@@ -574,6 +574,7 @@ async fn write_all(wr: &mut OwnedWriteHalf, mut parts: Vec<Bytes>) -> io::Result
 /// The timer task: session timeouts, TCP_INFO samples, shared-memory publication.
 async fn ticker(weak: Weak<Shared>) {
     let mut last_info = Time::ZERO;
+    let mut acked: HashMap<ConnId, (Time, u64)> = HashMap::new();
     loop {
         let Some(sh) = weak.upgrade() else { return };
         let deadline = sh.session().poll_timeout();
@@ -595,9 +596,31 @@ async fn ticker(weak: Weak<Shared>) {
         let mut s = sh.session();
         if now.saturating_since(last_info) >= Duration::from_millis(100) {
             last_info = now;
+            acked.retain(|id, _| conns.iter().any(|c| c.0 == *id));
             for (id, fd, net) in &conns {
                 if let Ok(info) = sys::tcp_info(*fd) {
-                    s.tcp_info(*id, info.min_rtt, info.delivery_rate, info.app_limited);
+                    // Throughput over at least 250 ms from the acknowledged-bytes counter. When
+                    // a queue has built (smoothed RTT well above the minimum) the path was busy
+                    // and the throughput is its bandwidth; otherwise it is a lower bound, which
+                    // the session uses only to raise its estimate. (The kernel's delivery-rate
+                    // samples are per round trip and noisy upwards; a filter that accepts
+                    // larger application-limited samples would ratchet on that noise.)
+                    let prev = acked.entry(*id).or_insert((now, info.bytes_acked));
+                    let dt = now.saturating_since(prev.0);
+                    let mut rate = None;
+                    let mut busy = false;
+                    if dt >= Duration::from_millis(250) {
+                        let bytes = info.bytes_acked.saturating_sub(prev.1);
+                        *prev = (now, info.bytes_acked);
+                        if bytes > 0 {
+                            rate =
+                                Some(BitRate::bps((bytes as f64 * 8.0 / dt.as_secs_f64()) as u64));
+                            busy = info
+                                .min_rtt
+                                .is_some_and(|m| info.rtt > m + m / 4 + Duration::from_millis(2));
+                        }
+                    }
+                    s.tcp_info(*id, info.min_rtt, rate, !busy);
                 }
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
                     let est = s.estimates().into_iter().find(|e| e.0 == *net);

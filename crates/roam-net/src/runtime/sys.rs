@@ -21,6 +21,8 @@ pub struct TcpInfo {
     pub app_limited: bool,
     /// Bytes written but not yet sent.
     pub notsent: u32,
+    /// Bytes the peer has acknowledged over the connection's life.
+    pub bytes_acked: u64,
 }
 
 /// Read TCP_INFO. Offsets follow `struct tcp_info` in `linux/tcp.h`.
@@ -55,6 +57,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
             .map(|v| BitRate::bps(v.saturating_mul(8))),
         app_limited: buf[7] & 1 != 0,
         notsent: u32_at(144).unwrap_or(0),
+        bytes_acked: u64_at(120).unwrap_or(0),
     })
 }
 
