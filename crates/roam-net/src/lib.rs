@@ -10,6 +10,7 @@
 //! - [`runtime`]: the tokio driver and the blocking API over real TCP connections.
 //! - [`capi`]: the C ABI with the paper's `ms_*` names (`include/roam_net.h`).
 
+pub mod capi;
 pub mod proto;
 pub mod runtime;
 

@@ -54,7 +54,8 @@ pub struct BenchNetArgs {
     /// Seconds per loopback measurement.
     #[arg(long, default_value_t = 3)]
     loopback_seconds: u64,
-    /// Only these systems on the hotspot (comma-separated: roam, mptcp, tcp_aggregation).
+    /// Only these systems on the hotspot (comma-separated: roam, mptcp, tcp_aggregation; `none`
+    /// for the loopback measurements only).
     #[arg(long, default_value = "roam,mptcp,tcp_aggregation")]
     systems: String,
 }
@@ -530,7 +531,12 @@ fn capacity_bytes(scenario: &Scenario, d: Duration) -> f64 {
 
 /// Run the benchmark and print JSON.
 pub fn net(a: &BenchNetArgs) -> Result<()> {
-    let systems: Vec<&str> = a.systems.split(',').map(str::trim).collect();
+    let systems: Vec<&str> = a
+        .systems
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && *s != "none")
+        .collect();
     for s in &systems {
         if !["roam", "mptcp", "tcp_aggregation"].contains(s) {
             bail!("--systems: unknown system `{s}` (roam, mptcp, tcp_aggregation)");

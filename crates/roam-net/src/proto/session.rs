@@ -89,7 +89,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            chunk_size: 64 * 1024,
+            chunk_size: 256 * 1024,
             window: 16 << 20,
             max_irob_size: 64 << 20,
             max_deps: 1024,

@@ -460,7 +460,7 @@ async fn reader(
             }
             n.await;
         }
-        dec.buffer_mut().reserve(64 * 1024);
+        dec.buffer_mut().reserve(1 << 20);
         match rd.read_buf(dec.buffer_mut()).await {
             Ok(0) | Err(_) => {
                 if !closing.load(Ordering::SeqCst) {
@@ -679,6 +679,12 @@ impl MultiSocket {
         let timeout = options.connect_timeout;
         let nets = match &options.networks {
             Networks::Explicit(v) => v.clone(),
+            // A peer on this host is reached over loopback only.
+            Networks::Auto if peer4.ip().is_loopback() => vec![LocalNetwork {
+                name: "lo".into(),
+                addr: Ipv4Addr::LOCALHOST,
+                metered: false,
+            }],
             Networks::Auto => scout::scan().map_err(io_err("listing interfaces"))?,
         };
         if nets.is_empty() {
@@ -687,7 +693,7 @@ impl MultiSocket {
                 "no usable local network (no up, non-loopback IPv4 interface)".into(),
             ));
         }
-        let auto = matches!(options.networks, Networks::Auto);
+        let auto = matches!(options.networks, Networks::Auto) && !peer4.ip().is_loopback();
         let sh = Shared::new(session, Some(peer4), options);
         {
             let mut s = sh.session();
@@ -868,6 +874,18 @@ impl MultiSocket {
             }
             n.await;
         }
+    }
+
+    /// Whether `recv` would return without waiting.
+    pub fn readable_now(&self) -> bool {
+        let s = self.shared.session();
+        s.has_delivery() || s.peer_finished() || s.failure().is_some()
+    }
+
+    /// Wait until `recv` would wait (what was ready has been consumed).
+    pub async fn consumed(&self) {
+        self.wait(|s| !(s.has_delivery() || s.peer_finished() || s.failure().is_some()))
+            .await
     }
 
     /// Whether a send with `label` would be accepted now.

@@ -1,0 +1,574 @@
+//! The C ABI (`include/roam_net.h`): the paper's `ms_*` calls over the blocking API.
+//!
+//! Handles are small integers into a table. An IROB handle carries its multi-socket in the high
+//! 32 bits and the IROB id in the low 32 bits, so `ms_irob_send(irob, ...)` needs no socket
+//! argument, as in the paper. Errors set `errno` and a thread-local message
+//! (`ms_last_error`). Every entry point catches panics: a bug must not unwind into C.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::proto::{Delivery, Deps, Label};
+use crate::runtime::blocking::{Listener, MultiSocket};
+use crate::runtime::{Error, Options, Thunk, ThunkHandle};
+
+/// `ms_socket_t`.
+pub type MsSocket = i64;
+/// `irob_id_t`.
+pub type IrobHandle = i64;
+/// `ms_thunk_t`.
+pub type MsThunk = Option<unsafe extern "C" fn(*mut c_void)>;
+
+const MS_DEFERRED: i64 = -2;
+const MS_DONTWAIT: c_int = 0x40;
+
+struct Sock {
+    ms: MultiSocket,
+    pending: Option<Delivery>,
+    thunks: Vec<(usize, usize, ThunkHandle)>,
+    efd: Option<Arc<EventFd>>,
+}
+
+enum Entry {
+    Fresh,
+    Listening(Arc<Listener>),
+    Connected(Arc<Mutex<Sock>>),
+}
+
+struct EventFd(c_int);
+
+impl Drop for EventFd {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn table() -> &'static Mutex<HashMap<i64, Entry>> {
+    static T: OnceLock<Mutex<HashMap<i64, Entry>>> = OnceLock::new();
+    T.get_or_init(Default::default)
+}
+
+static NEXT: AtomicI64 = AtomicI64::new(1);
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn fail<T: From<i8>>(errno: c_int, msg: impl Into<String>) -> T {
+    let msg = msg.into().replace('\0', " ");
+    LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(msg).unwrap_or_default());
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = errno };
+    T::from(-1)
+}
+
+fn from_error<T: From<i8>>(e: Error) -> T {
+    let errno = match &e {
+        Error::Send(crate::SendError::WouldBlock(_)) => libc::EAGAIN,
+        Error::Send(crate::SendError::BadDependency { .. })
+        | Error::Send(crate::SendError::TooManyDeps(..)) => libc::EINVAL,
+        Error::Send(crate::SendError::TooLarge(..)) => libc::EMSGSIZE,
+        Error::Send(crate::SendError::NotOpen(_)) => libc::EBADF,
+        Error::Connect(..) => libc::ECONNREFUSED,
+        Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        _ => libc::EPIPE,
+    };
+    fail(errno, e.to_string())
+}
+
+fn guard<T: From<i8>>(f: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| fail(libc::EIO, "internal error (panic) in roam-net"))
+}
+
+fn sock(s: MsSocket) -> Result<Arc<Mutex<Sock>>, String> {
+    match table().lock().unwrap().get(&s) {
+        Some(Entry::Connected(x)) => Ok(x.clone()),
+        Some(_) => Err(format!("handle {s} is not a connected multi-socket")),
+        None => Err(format!("no multi-socket {s}")),
+    }
+}
+
+fn addr(host: *const c_char, port: u16) -> Result<SocketAddr, String> {
+    if host.is_null() {
+        return Err("host is NULL".into());
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let h = unsafe { CStr::from_ptr(host) }
+        .to_str()
+        .map_err(|_| "host is not UTF-8".to_string())?;
+    let ip: IpAddr = h
+        .parse()
+        .map_err(|_| format!("`{h}` is not an IP address"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+fn label(l: c_int) -> Result<Label, String> {
+    u8::try_from(l)
+        .ok()
+        .and_then(Label::from_wire)
+        .ok_or_else(|| format!("label {l} is not one of MS_LABEL_*"))
+}
+
+struct SendPtr(*mut c_void);
+// SAFETY: ownership of the argument passes to the thunk, as the C API documents.
+unsafe impl Send for SendPtr {}
+
+fn make_thunk(thunk: MsThunk, arg: *mut c_void) -> Option<Thunk> {
+    let f = thunk?;
+    let arg = SendPtr(arg);
+    Some(Thunk::new(move || {
+        let a = arg;
+        // SAFETY: the application gave a valid function for this argument.
+        unsafe { f(a.0) }
+    }))
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_socket() -> MsSocket {
+    guard(|| {
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        table().lock().unwrap().insert(id, Entry::Fresh);
+        id
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_connect(s: MsSocket, host: *const c_char, port: u16) -> c_int {
+    guard(|| {
+        if !matches!(table().lock().unwrap().get(&s), Some(Entry::Fresh)) {
+            return fail(
+                libc::EBADF,
+                format!("handle {s} is not a fresh ms_socket()"),
+            );
+        }
+        let a = match addr(host, port) {
+            Ok(a) => a,
+            Err(e) => return fail(libc::EINVAL, e),
+        };
+        match MultiSocket::connect(a, Options::default()) {
+            Ok(ms) => {
+                let x = Sock {
+                    ms,
+                    pending: None,
+                    thunks: vec![],
+                    efd: None,
+                };
+                table()
+                    .lock()
+                    .unwrap()
+                    .insert(s, Entry::Connected(Arc::new(Mutex::new(x))));
+                0
+            }
+            Err(e) => from_error(e),
+        }
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_listen(s: MsSocket, host: *const c_char, port: u16) -> c_int {
+    guard(|| {
+        if !matches!(table().lock().unwrap().get(&s), Some(Entry::Fresh)) {
+            return fail(
+                libc::EBADF,
+                format!("handle {s} is not a fresh ms_socket()"),
+            );
+        }
+        let a = match addr(host, port) {
+            Ok(a) => a,
+            Err(e) => return fail(libc::EINVAL, e),
+        };
+        match Listener::bind(a, Options::default()) {
+            Ok(l) => {
+                table()
+                    .lock()
+                    .unwrap()
+                    .insert(s, Entry::Listening(Arc::new(l)));
+                0
+            }
+            Err(e) => from_error(e),
+        }
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_local_port(l: MsSocket) -> c_int {
+    guard(|| match table().lock().unwrap().get(&l) {
+        Some(Entry::Listening(x)) => x.local_addr().port() as c_int,
+        _ => fail(libc::EBADF, format!("handle {l} is not a listener")),
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_accept(l: MsSocket) -> MsSocket {
+    guard(|| {
+        let listener = match table().lock().unwrap().get(&l) {
+            Some(Entry::Listening(x)) => x.clone(),
+            _ => return fail(libc::EBADF, format!("handle {l} is not a listener")),
+        };
+        match listener.accept() {
+            Ok(ms) => {
+                let id = NEXT.fetch_add(1, Ordering::Relaxed);
+                let x = Sock {
+                    ms,
+                    pending: None,
+                    thunks: vec![],
+                    efd: None,
+                };
+                table()
+                    .lock()
+                    .unwrap()
+                    .insert(id, Entry::Connected(Arc::new(Mutex::new(x))));
+                id
+            }
+            Err(e) => from_error(e),
+        }
+    })
+}
+
+fn split(irob: IrobHandle) -> (MsSocket, u64) {
+    (irob >> 32, (irob & 0xffff_ffff) as u64)
+}
+
+/// See `roam_net.h`.
+///
+/// # Safety
+/// `deps` points to `numdeps` IROB handles (or is NULL when `numdeps` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn ms_begin_irob(
+    s: MsSocket,
+    label: c_int,
+    numdeps: c_int,
+    deps: *const IrobHandle,
+    thunk: MsThunk,
+    arg: *mut c_void,
+) -> IrobHandle {
+    guard(|| {
+        let x = match sock(s) {
+            Ok(x) => x,
+            Err(e) => return fail(libc::EBADF, e),
+        };
+        let l = match self::label(label) {
+            Ok(l) => l,
+            Err(e) => return fail(libc::EINVAL, e),
+        };
+        if numdeps < 0 || (numdeps > 0 && deps.is_null()) {
+            return fail(libc::EINVAL, "numdeps is negative, or deps is NULL");
+        }
+        // SAFETY: the caller passes numdeps handles.
+        let handles = if numdeps == 0 {
+            &[][..]
+        } else {
+            unsafe { std::slice::from_raw_parts(deps, numdeps as usize) }
+        };
+        let mut ids = Vec::with_capacity(handles.len());
+        for &h in handles {
+            let (hs, id) = split(h);
+            if hs != s {
+                return fail(
+                    libc::EINVAL,
+                    format!("dependency {h} belongs to another multi-socket"),
+                );
+            }
+            ids.push(id);
+        }
+        let ms = x.lock().unwrap().ms.clone();
+        match ms.begin_irob(l, Deps::List(ids), make_thunk(thunk, arg)) {
+            Ok(id) if id <= 0xffff_ffff => (s << 32) | id as i64,
+            Ok(_) => fail(libc::EOVERFLOW, "more than 2^32 IROBs on one multi-socket"),
+            Err(Error::Deferred(h)) => {
+                x.lock()
+                    .unwrap()
+                    .thunks
+                    .push((thunk.map_or(0, |f| f as usize), arg as usize, h));
+                MS_DEFERRED
+            }
+            Err(e) => from_error(e),
+        }
+    })
+}
+
+/// See `roam_net.h`.
+///
+/// # Safety
+/// `buf` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ms_irob_send(
+    irob: IrobHandle,
+    buf: *const c_void,
+    len: usize,
+    _flags: c_int,
+) -> isize {
+    guard(|| {
+        let (s, id) = split(irob);
+        let x = match sock(s) {
+            Ok(x) => x,
+            Err(e) => return fail(libc::EBADF, e),
+        };
+        if buf.is_null() && len > 0 {
+            return fail(libc::EINVAL, "buf is NULL");
+        }
+        // SAFETY: the caller passes len readable bytes.
+        let data = if len == 0 {
+            Vec::new()
+        } else {
+            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec()
+        };
+        let ms = x.lock().unwrap().ms.clone();
+        match ms.irob_send(id, data) {
+            Ok(()) => len as isize,
+            Err(e) => from_error(e),
+        }
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_end_irob(irob: IrobHandle) -> c_int {
+    guard(|| {
+        let (s, id) = split(irob);
+        let x = match sock(s) {
+            Ok(x) => x,
+            Err(e) => return fail(libc::EBADF, e),
+        };
+        let ms = x.lock().unwrap().ms.clone();
+        match ms.end_irob(id) {
+            Ok(()) => 0,
+            Err(e) => from_error(e),
+        }
+    })
+}
+
+/// See `roam_net.h`.
+///
+/// # Safety
+/// `buf` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ms_send(
+    s: MsSocket,
+    buf: *const c_void,
+    len: usize,
+    _flags: c_int,
+    label: c_int,
+    thunk: MsThunk,
+    arg: *mut c_void,
+) -> isize {
+    guard(|| {
+        let x = match sock(s) {
+            Ok(x) => x,
+            Err(e) => return fail(libc::EBADF, e),
+        };
+        let l = match self::label(label) {
+            Ok(l) => l,
+            Err(e) => return fail(libc::EINVAL, e),
+        };
+        if buf.is_null() && len > 0 {
+            return fail(libc::EINVAL, "buf is NULL");
+        }
+        // SAFETY: the caller passes len readable bytes.
+        let data = if len == 0 {
+            Vec::new()
+        } else {
+            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec()
+        };
+        let ms = x.lock().unwrap().ms.clone();
+        match ms.send(l, data, make_thunk(thunk, arg)) {
+            Ok(_) => len as isize,
+            Err(Error::Deferred(h)) => {
+                x.lock()
+                    .unwrap()
+                    .thunks
+                    .push((thunk.map_or(0, |f| f as usize), arg as usize, h));
+                MS_DEFERRED as isize
+            }
+            Err(e) => from_error(e),
+        }
+    })
+}
+
+/// See `roam_net.h`.
+///
+/// # Safety
+/// `buf` points to `len` writable bytes; the out pointers are NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn ms_recv(
+    s: MsSocket,
+    buf: *mut c_void,
+    len: usize,
+    flags: c_int,
+    label: *mut c_int,
+    irob: *mut IrobHandle,
+    irob_end: *mut c_int,
+) -> isize {
+    guard(|| {
+        let x = match sock(s) {
+            Ok(x) => x,
+            Err(e) => return fail(libc::EBADF, e),
+        };
+        if buf.is_null() && len > 0 {
+            return fail(libc::EINVAL, "buf is NULL");
+        }
+        let (ms, pending) = {
+            let mut g = x.lock().unwrap();
+            (g.ms.clone(), g.pending.take())
+        };
+        let d = match pending {
+            Some(d) => d,
+            None => {
+                let r = if flags & MS_DONTWAIT != 0 {
+                    ms.try_recv()
+                } else {
+                    ms.recv()
+                };
+                match r {
+                    Ok(Some(d)) => d,
+                    Ok(None) if flags & MS_DONTWAIT != 0 && !ms.peer_closed() => {
+                        return fail(libc::EAGAIN, "nothing to receive now");
+                    }
+                    Ok(None) => return 0,
+                    Err(e) => return from_error(e),
+                }
+            }
+        };
+        let n = d.data.len().min(len);
+        // SAFETY: buf has len writable bytes; n <= len.
+        unsafe { std::ptr::copy_nonoverlapping(d.data.as_ptr(), buf as *mut u8, n) };
+        let rest = Delivery {
+            offset: d.offset + n as u64,
+            data: d.data.slice(n..),
+            ..d.clone()
+        };
+        let end = d.end && rest.data.is_empty();
+        // SAFETY: out pointers are NULL or valid, as documented.
+        unsafe {
+            if !label.is_null() {
+                *label = d.label.to_wire() as c_int;
+            }
+            if !irob.is_null() {
+                *irob = (s << 32) | d.irob as i64;
+            }
+            if !irob_end.is_null() {
+                *irob_end = end as c_int;
+            }
+        }
+        let mut g = x.lock().unwrap();
+        if !rest.data.is_empty() {
+            g.pending = Some(rest);
+        }
+        if let Some(e) = &g.efd {
+            let mut v = 0u64;
+            // SAFETY: draining our nonblocking eventfd.
+            unsafe { libc::read(e.0, (&mut v as *mut u64).cast(), 8) };
+            if g.pending.is_some() || ms.as_async().readable_now() {
+                signal(e.0);
+            }
+        }
+        n as isize
+    })
+}
+
+fn signal(fd: c_int) {
+    let one = 1u64;
+    // SAFETY: writing 8 bytes to our eventfd.
+    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_cancel_thunk(s: MsSocket, thunk: MsThunk, arg: *mut c_void) -> c_int {
+    guard(|| {
+        let x = match sock(s) {
+            Ok(x) => x,
+            Err(e) => return fail(libc::EBADF, e),
+        };
+        let key = (thunk.map_or(0, |f| f as usize), arg as usize);
+        let mut g = x.lock().unwrap();
+        let mut n = 0;
+        g.thunks.retain(|(f, a, h)| {
+            if (*f, *a) == key {
+                if h.cancel() {
+                    n += 1;
+                }
+                false
+            } else {
+                true
+            }
+        });
+        n
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_poll_fd(s: MsSocket) -> c_int {
+    guard(|| {
+        let x = match sock(s) {
+            Ok(x) => x,
+            Err(e) => return fail(libc::EBADF, e),
+        };
+        let mut g = x.lock().unwrap();
+        if let Some(e) = &g.efd {
+            return e.0;
+        }
+        // SAFETY: creating an eventfd.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return fail(libc::EMFILE, "eventfd failed");
+        }
+        let efd = Arc::new(EventFd(fd));
+        g.efd = Some(efd.clone());
+        let ms = g.ms.as_async().clone();
+        let weak = Arc::downgrade(&efd);
+        crate::runtime::blocking::runtime().spawn(async move {
+            loop {
+                ms.readable().await;
+                let Some(e) = weak.upgrade() else { return };
+                signal(e.0);
+                drop(e);
+                // Re-arm once the application has consumed what was ready.
+                ms.consumed().await;
+            }
+        });
+        fd
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_close(s: MsSocket, timeout_ms: c_int) -> c_int {
+    guard(|| {
+        let entry = table().lock().unwrap().remove(&s);
+        match entry {
+            Some(Entry::Connected(x)) => {
+                let ms = x.lock().unwrap().ms.clone();
+                if ms.close(Duration::from_millis(timeout_ms.max(0) as u64)) {
+                    0
+                } else {
+                    fail(
+                        libc::ETIMEDOUT,
+                        "not everything sent was acknowledged before the timeout",
+                    )
+                }
+            }
+            Some(_) => 0,
+            None => fail(libc::EBADF, format!("no multi-socket {s}")),
+        }
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}

@@ -1,0 +1,87 @@
+/*
+ * roam_net.h: the C ABI of roam's Intentional Networking multi-sockets.
+ *
+ * The names follow Table 2 of Higgins et al., "Intentional Networking: Opportunistic
+ * Exploitation of Mobile Network Diversity" (MobiCom 2010). Porting an application means
+ * replacing socket/connect/listen/accept/send/recv with the ms_* calls below and labelling what
+ * is sent. Link with libroam_net (static: -l:libroam_net.a -lpthread -ldl -lm -lrt).
+ *
+ * Errors: functions return -1 (MS_ERROR) and set errno; ms_last_error() gives the reason as text.
+ * A send whose label no appropriate network can carry returns MS_DEFERRED when a thunk was
+ * given: the thunk then runs once, on a library thread, when that label can be sent again, and
+ * owns `arg` from then on. Without a thunk such a send blocks.
+ */
+#ifndef ROAM_NET_H
+#define ROAM_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A multi-socket (or listener) handle; negative on error. */
+typedef int64_t ms_socket_t;
+/* An IROB handle: names the multi-socket and the IROB. */
+typedef int64_t irob_id_t;
+/* A thunk: called with its argument when a deferred label can be sent. */
+typedef void (*ms_thunk_t)(void *arg);
+
+/* Labels: interactivity x size. */
+#define MS_LABEL_FG_SMALL 0
+#define MS_LABEL_FG_LARGE 1
+#define MS_LABEL_BG_SMALL 2
+#define MS_LABEL_BG_LARGE 3
+
+/* Results. */
+#define MS_ERROR (-1)
+#define MS_DEFERRED (-2)
+
+/* Flags of ms_recv. */
+#define MS_DONTWAIT 0x40 /* = MSG_DONTWAIT: return -1 with errno EAGAIN instead of waiting */
+
+/* A new, unconnected multi-socket handle. */
+ms_socket_t ms_socket(void);
+/* Connect to a listener at host:port over every local network (interfaces are found by the
+ * scout and followed as they come and go). 0 or -1. */
+int ms_connect(ms_socket_t s, const char *host, uint16_t port);
+/* Make `s` a listener on host:port (port 0: any; see ms_local_port). 0 or -1. */
+int ms_listen(ms_socket_t s, const char *host, uint16_t port);
+/* The port a listener is bound to. */
+int ms_local_port(ms_socket_t listener);
+/* Wait for the next multi-socket. */
+ms_socket_t ms_accept(ms_socket_t listener);
+
+/* Begin an IROB. deps: IROBs of the same multi-socket that must be delivered first (lower ids
+ * only). Returns the IROB, MS_DEFERRED (thunk given, label deferred) or MS_ERROR. */
+irob_id_t ms_begin_irob(ms_socket_t s, int label, int numdeps, const irob_id_t *deps,
+                        ms_thunk_t thunk, void *arg);
+/* Append bytes to an open IROB. Returns len or -1. */
+ssize_t ms_irob_send(irob_id_t irob, const void *buf, size_t len, int flags);
+/* End an IROB. 0 or -1. */
+int ms_end_irob(irob_id_t irob);
+/* One IROB depending on every earlier one ("TCP with labels"). Returns len, MS_DEFERRED or -1. */
+ssize_t ms_send(ms_socket_t s, const void *buf, size_t len, int flags, int label,
+                ms_thunk_t thunk, void *arg);
+/* Receive bytes of at most one IROB. Sets *label, *irob and *irob_end (1 when these are the
+ * IROB's last bytes) when non-NULL. Returns the byte count, 0 at end of stream, or -1. */
+ssize_t ms_recv(ms_socket_t s, void *buf, size_t len, int flags, int *label, irob_id_t *irob,
+                int *irob_end);
+/* Cancel pending thunks registered with this (thunk, arg); returns how many were cancelled
+ * (their argument is then the caller's again). */
+int ms_cancel_thunk(ms_socket_t s, ms_thunk_t thunk, void *arg);
+/* A file descriptor that is readable while ms_recv would not block: use it with select/poll. */
+int ms_poll_fd(ms_socket_t s);
+/* Close: no new IROBs; waits up to timeout_ms for everything sent to be acknowledged, then
+ * releases the handle. 0 when everything was acknowledged, -1 otherwise. */
+int ms_close(ms_socket_t s, int timeout_ms);
+/* The calling thread's last error, as text (valid until its next ms_* call). */
+const char *ms_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ROAM_NET_H */
