@@ -87,24 +87,25 @@ fn tcp_pair() -> Result<(TcpStream, TcpStream)> {
     Ok((c, s))
 }
 
+/// Read until end of stream: (bytes, seconds from the first byte to the end).
+fn drain(s: &mut TcpStream) -> (u64, f64) {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    let mut first = None;
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        first.get_or_insert_with(Instant::now);
+        total += n as u64;
+    }
+    (total, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
+}
+
 /// Bytes per second a receiver saw: total over the span from first to last byte.
 fn tcp_throughput(secs: u64) -> Result<f64> {
     let (mut c, mut s) = tcp_pair()?;
-    let rx = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut total = 0u64;
-        let mut first = None;
-        loop {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    first.get_or_insert_with(Instant::now);
-                    total += n as u64;
-                }
-            }
-        }
-        (total, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
-    });
+    let rx = std::thread::spawn(move || drain(&mut s));
     let buf = vec![0x5au8; 1 << 20];
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
@@ -148,19 +149,8 @@ fn roam_throughput(secs: u64) -> Result<f64> {
 fn tcp_message_rate(secs: u64) -> Result<f64> {
     let (mut c, mut s) = tcp_pair()?;
     let rx = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut total = 0u64;
-        let mut first = None;
-        loop {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    first.get_or_insert_with(Instant::now);
-                    total += n as u64;
-                }
-            }
-        }
-        (total / 64, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
+        let (bytes, span) = drain(&mut s);
+        (bytes / 64, span)
     });
     let msg = [7u8; 64];
     let end = Instant::now() + Duration::from_secs(secs);

@@ -130,6 +130,31 @@ fn make_thunk(thunk: MsThunk, arg: *mut c_void) -> Option<Thunk> {
     }))
 }
 
+/// The address for `ms_connect`/`ms_listen` on handle `s`, which must be fresh; or the C
+/// return value of the error.
+fn fresh_target(s: MsSocket, host: *const c_char, port: u16) -> Result<SocketAddr, c_int> {
+    if !matches!(table().lock().unwrap().get(&s), Some(Entry::Fresh)) {
+        return Err(fail(
+            libc::EBADF,
+            format!("handle {s} is not a fresh ms_socket()"),
+        ));
+    }
+    addr(host, port).map_err(|e| fail(libc::EINVAL, e))
+}
+
+fn insert_connected(id: MsSocket, ms: MultiSocket) {
+    let x = Sock {
+        ms,
+        pending: None,
+        thunks: vec![],
+        efd: None,
+    };
+    table()
+        .lock()
+        .unwrap()
+        .insert(id, Entry::Connected(Arc::new(Mutex::new(x))));
+}
+
 /// See `roam_net.h`.
 #[no_mangle]
 pub extern "C" fn ms_socket() -> MsSocket {
@@ -144,28 +169,13 @@ pub extern "C" fn ms_socket() -> MsSocket {
 #[no_mangle]
 pub extern "C" fn ms_connect(s: MsSocket, host: *const c_char, port: u16) -> c_int {
     guard(|| {
-        if !matches!(table().lock().unwrap().get(&s), Some(Entry::Fresh)) {
-            return fail(
-                libc::EBADF,
-                format!("handle {s} is not a fresh ms_socket()"),
-            );
-        }
-        let a = match addr(host, port) {
+        let a = match fresh_target(s, host, port) {
             Ok(a) => a,
-            Err(e) => return fail(libc::EINVAL, e),
+            Err(r) => return r,
         };
         match MultiSocket::connect(a, Options::default()) {
             Ok(ms) => {
-                let x = Sock {
-                    ms,
-                    pending: None,
-                    thunks: vec![],
-                    efd: None,
-                };
-                table()
-                    .lock()
-                    .unwrap()
-                    .insert(s, Entry::Connected(Arc::new(Mutex::new(x))));
+                insert_connected(s, ms);
                 0
             }
             Err(e) => from_error(e),
@@ -177,15 +187,9 @@ pub extern "C" fn ms_connect(s: MsSocket, host: *const c_char, port: u16) -> c_i
 #[no_mangle]
 pub extern "C" fn ms_listen(s: MsSocket, host: *const c_char, port: u16) -> c_int {
     guard(|| {
-        if !matches!(table().lock().unwrap().get(&s), Some(Entry::Fresh)) {
-            return fail(
-                libc::EBADF,
-                format!("handle {s} is not a fresh ms_socket()"),
-            );
-        }
-        let a = match addr(host, port) {
+        let a = match fresh_target(s, host, port) {
             Ok(a) => a,
-            Err(e) => return fail(libc::EINVAL, e),
+            Err(r) => return r,
         };
         match Listener::bind(a, Options::default()) {
             Ok(l) => {
@@ -220,16 +224,7 @@ pub extern "C" fn ms_accept(l: MsSocket) -> MsSocket {
         match listener.accept() {
             Ok(ms) => {
                 let id = NEXT.fetch_add(1, Ordering::Relaxed);
-                let x = Sock {
-                    ms,
-                    pending: None,
-                    thunks: vec![],
-                    efd: None,
-                };
-                table()
-                    .lock()
-                    .unwrap()
-                    .insert(id, Entry::Connected(Arc::new(Mutex::new(x))));
+                insert_connected(id, ms);
                 id
             }
             Err(e) => from_error(e),

@@ -233,8 +233,22 @@ struct Conn {
     last_data: Time,
     last_probe: Option<Time>,
     probes: BTreeMap<u64, (Time, u64)>,
-    /// Frames of data sent (to spread the first probes).
-    sent_frames: u64,
+}
+
+impl Conn {
+    fn new(net: NetId, state: ConnState, now: Time) -> Conn {
+        Conn {
+            net,
+            state,
+            control: VecDeque::new(),
+            opened: now,
+            my_nonce: [0; NONCE_LEN],
+            peer_nonce: [0; NONCE_LEN],
+            last_data: now,
+            last_probe: None,
+            probes: BTreeMap::new(),
+        }
+    }
 }
 
 /// A network as this session knows it.
@@ -618,18 +632,7 @@ impl Session {
             });
             return;
         }
-        let mut c = Conn {
-            net,
-            state: ConnState::HelloSent,
-            control: VecDeque::new(),
-            opened: now,
-            my_nonce: [0; NONCE_LEN],
-            peer_nonce: [0; NONCE_LEN],
-            last_data: now,
-            last_probe: None,
-            probes: BTreeMap::new(),
-            sent_frames: 0,
-        };
+        let mut c = Conn::new(net, ConnState::HelloSent, now);
         let hello_pending = self.conns.values().any(|c| c.state == ConnState::HelloSent);
         if self.secret.is_none() && self.role == Role::Client && !hello_pending {
             let mut networks = self.netinfos();
@@ -681,18 +684,7 @@ impl Session {
             });
             return;
         }
-        let mut c = Conn {
-            net: 0,
-            state: ConnState::Established,
-            control: VecDeque::new(),
-            opened: now,
-            my_nonce: [0; NONCE_LEN],
-            peer_nonce: [0; NONCE_LEN],
-            last_data: now,
-            last_probe: None,
-            probes: BTreeMap::new(),
-            sent_frames: 0,
-        };
+        let mut c = Conn::new(0, ConnState::Established, now);
         match first {
             Frame::Hello {
                 key,
@@ -939,21 +931,9 @@ impl Session {
         self.connection_closed(conn, now);
         if let Some(control) = keep_control {
             // Keep the connection only to flush the error frame.
-            self.conns.insert(
-                conn,
-                Conn {
-                    net: u32::MAX,
-                    state: ConnState::Closing,
-                    control,
-                    opened: now,
-                    my_nonce: [0; NONCE_LEN],
-                    peer_nonce: [0; NONCE_LEN],
-                    last_data: now,
-                    last_probe: None,
-                    probes: BTreeMap::new(),
-                    sent_frames: 0,
-                },
-            );
+            let mut c = Conn::new(u32::MAX, ConnState::Closing, now);
+            c.control = control;
+            self.conns.insert(conn, c);
         }
     }
 
@@ -1635,7 +1615,6 @@ impl Session {
         }
         let c = self.conns.get_mut(&conn).unwrap();
         c.last_data = now;
-        c.sent_frames += 1;
         let bg = if label.is_foreground() {
             0
         } else {

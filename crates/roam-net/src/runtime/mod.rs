@@ -1049,6 +1049,19 @@ async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSoc
     }
 }
 
+/// Send an `Error` frame with `reason` and give the reason back as the handshake's error.
+async fn refuse(stream: &mut TcpStream, reason: String) -> Result<(), String> {
+    let _ = stream
+        .write_all(
+            &Frame::Error {
+                reason: reason.clone(),
+            }
+            .to_bytes(),
+        )
+        .await;
+    Err(reason)
+}
+
 async fn handshake(
     mut stream: TcpStream,
     from: SocketAddr,
@@ -1076,12 +1089,7 @@ async fn handshake(
     .map_err(|_| format!("no first frame within {:?}", options.handshake_timeout))?;
     let first = match first {
         Ok(f) => f,
-        Err(e) => {
-            let _ = stream
-                .write_all(&Frame::Error { reason: e.clone() }.to_bytes())
-                .await;
-            return Err(e);
-        }
+        Err(e) => return refuse(&mut stream, e).await,
     };
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let target = match &first {
@@ -1095,31 +1103,15 @@ async fn handshake(
             match found {
                 Some(sh) => Some(sh),
                 None => {
-                    let reason = format!("join names unknown session {session:#x}");
-                    let _ = stream
-                        .write_all(
-                            &Frame::Error {
-                                reason: reason.clone(),
-                            }
-                            .to_bytes(),
-                        )
-                        .await;
-                    return Err(reason);
+                    return refuse(
+                        &mut stream,
+                        format!("join names unknown session {session:#x}"),
+                    )
+                    .await;
                 }
             }
         }
-        _ => {
-            let reason = "first frame must be Hello or Join".to_string();
-            let _ = stream
-                .write_all(
-                    &Frame::Error {
-                        reason: reason.clone(),
-                    }
-                    .to_bytes(),
-                )
-                .await;
-            return Err(reason);
-        }
+        _ => return refuse(&mut stream, "first frame must be Hello or Join".into()).await,
     };
     let net_of_join = match &first {
         Frame::Join { net, .. } => *net,
