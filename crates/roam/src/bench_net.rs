@@ -426,19 +426,15 @@ fn hotspot_roam(scenario: &Scenario, args: &BenchNetArgs) -> Result<Hotspot> {
         let counting = Arc::new(AtomicBool::new(false));
         let (rms, bg2, counting2) = (ms.clone(), bg.clone(), counting.clone());
         let rx = std::thread::spawn(move || {
-            let mut reply = 0usize;
             while let Ok(Some(d)) = rms.recv() {
                 if d.label == Label::ForegroundSmall {
-                    reply += d.data.len();
                     if d.end {
                         let _ = reply_tx.send(Instant::now());
-                        reply = 0;
                     }
                 } else if counting2.load(Ordering::Relaxed) {
                     bg2.fetch_add(d.data.len() as u64, Ordering::Relaxed);
                 }
             }
-            let _ = reply;
         });
         let ask = |tag: u8| -> Result<Duration> {
             let t0 = Instant::now();

@@ -232,6 +232,21 @@ pub extern "C" fn ms_accept(l: MsSocket) -> MsSocket {
     })
 }
 
+/// Copy the caller's `len` bytes at `buf` (NULL only with `len` 0), or the C error return.
+///
+/// # Safety
+/// `buf` points to `len` readable bytes.
+unsafe fn input(buf: *const c_void, len: usize) -> Result<Vec<u8>, isize> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    if buf.is_null() {
+        return Err(fail(libc::EINVAL, "buf is NULL"));
+    }
+    // SAFETY: as the caller promises.
+    Ok(unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec())
+}
+
 fn split(irob: IrobHandle) -> (MsSocket, u64) {
     (irob >> 32, (irob & 0xffff_ffff) as u64)
 }
@@ -311,14 +326,10 @@ pub unsafe extern "C" fn ms_irob_send(
             Ok(x) => x,
             Err(e) => return fail(libc::EBADF, e),
         };
-        if buf.is_null() && len > 0 {
-            return fail(libc::EINVAL, "buf is NULL");
-        }
         // SAFETY: the caller passes len readable bytes.
-        let data = if len == 0 {
-            Vec::new()
-        } else {
-            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec()
+        let data = match unsafe { input(buf, len) } {
+            Ok(d) => d,
+            Err(r) => return r,
         };
         let ms = x.lock().unwrap().ms.clone();
         match ms.irob_send(id, data) {
@@ -368,14 +379,10 @@ pub unsafe extern "C" fn ms_send(
             Ok(l) => l,
             Err(e) => return fail(libc::EINVAL, e),
         };
-        if buf.is_null() && len > 0 {
-            return fail(libc::EINVAL, "buf is NULL");
-        }
         // SAFETY: the caller passes len readable bytes.
-        let data = if len == 0 {
-            Vec::new()
-        } else {
-            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec()
+        let data = match unsafe { input(buf, len) } {
+            Ok(d) => d,
+            Err(r) => return r,
         };
         let ms = x.lock().unwrap().ms.clone();
         match ms.send(l, data, make_thunk(thunk, arg)) {

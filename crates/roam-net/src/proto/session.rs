@@ -276,7 +276,6 @@ struct OutIrob {
     inflight: Vec<(ConnId, u64, u64, bool, bool)>,
     pinned: Option<ConnId>,
     started: bool,
-    in_doubt: bool,
 }
 
 impl OutIrob {
@@ -470,8 +469,8 @@ impl Session {
         Session::new(Role::Client, config, seed)
     }
 
-    /// A server multi-socket for a `Hello` that arrived on `conn` over the client's network
-    /// `net` (the first [`NetInfo`] of the hello names it).
+    /// A server multi-socket with the given session id; hand it the connection that carried the
+    /// client's `Hello` with [`Session::accept_connection`].
     pub fn server(config: Config, seed: u64, session_id: u64) -> Session {
         let mut s = Session::new(Role::Server, config, seed);
         s.session_id = session_id;
@@ -576,13 +575,14 @@ impl Session {
         }
     }
 
-    /// Passive sample from TCP_INFO of a connection: minimum RTT and delivery rate.
+    /// Passive sample from TCP_INFO of a connection: minimum RTT, and throughput over the last
+    /// interval with whether the path was busy (a queue had built) meanwhile.
     pub fn tcp_info(
         &mut self,
         conn: ConnId,
         min_rtt: Option<Duration>,
-        delivery_rate: Option<BitRate>,
-        app_limited: bool,
+        throughput: Option<BitRate>,
+        path_busy: bool,
     ) {
         let Some(c) = self.conns.get(&conn) else {
             return;
@@ -593,11 +593,11 @@ impl Session {
         if let Some(r) = min_rtt {
             n.estimate.rtt_sample(r);
         }
-        if let Some(rate) = delivery_rate {
-            // An application-limited sample is a lower bound: use it only when it raises the
-            // estimate (as BBR does).
+        if let Some(rate) = throughput {
+            // Throughput of a path that was not busy is a lower bound of its bandwidth: use it
+            // only when it raises the estimate.
             let current = n.estimate.bandwidth().map_or(0, |b| b.as_bps());
-            if !app_limited || rate.as_bps() > current {
+            if path_busy || rate.as_bps() > current {
                 n.estimate.bandwidth_sample(rate);
             }
         }
@@ -772,7 +772,6 @@ impl Session {
             irob.inflight.retain(|f| f.0 != conn);
             let ack_may_be_lost = irob.started && irob.ended && !irob.has_work();
             if irob.inflight.len() != before || ack_may_be_lost {
-                irob.in_doubt = true;
                 self.doubt.insert(id);
             }
             if irob.pinned == Some(conn) {
@@ -1174,7 +1173,6 @@ impl Session {
                 inflight: Vec::new(),
                 pinned: None,
                 started: false,
-                in_doubt: false,
             },
         );
         self.sendable[label.rank()].insert(id);
@@ -1353,7 +1351,6 @@ impl Session {
         irob.pending = pending;
         irob.need_first = !e.first && !first_in_flight;
         irob.need_end = e.end.is_none() && !end_in_flight;
-        irob.in_doubt = false;
         let label = irob.label;
         self.doubt.remove(&e.irob);
         self.requested.remove(&e.irob);
@@ -1924,8 +1921,10 @@ impl Session {
             }
         }
         if self.role == Role::Client {
-            for n in self.networks.values() {
-                if n.up && !n.opening && n.retry_at > Time::ZERO {
+            // Reconnects: networks that are up but have no connection reopen at `retry_at`.
+            let connected: BTreeSet<NetId> = self.conns.values().map(|c| c.net).collect();
+            for (id, n) in &self.networks {
+                if n.up && !n.opening && !connected.contains(id) {
                     at(n.retry_at);
                 }
             }

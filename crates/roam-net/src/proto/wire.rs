@@ -558,7 +558,6 @@ impl Decoder {
             });
         }
         if self.buf.len() < HEADER_LEN + body_len {
-            self.buf.reserve(HEADER_LEN + body_len - self.buf.len());
             return Ok(None);
         }
         let mut head = self.buf.split_to(HEADER_LEN);
@@ -691,7 +690,7 @@ impl Decoder {
                     ));
                 }
                 let acks = take_ids(&mut body, d);
-                if a.checked_add(0).is_none() || b.checked_add(body.len() as u64).is_none() {
+                if b.checked_add(body.len() as u64).is_none() {
                     return Err(malformed(kind, "offset overflows"));
                 }
                 let deps = if !first {

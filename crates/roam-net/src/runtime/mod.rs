@@ -351,13 +351,17 @@ impl Shared {
     }
 
     /// Background bytes connection `conn` may still take (anticipatory scheduling).
-    fn background_room(&self, s: &Session, conn: ConnId, fd: i32, net: NetId, now: Time) -> u64 {
+    fn background_room(
+        &self,
+        s: &Session,
+        conn: ConnId,
+        fd: i32,
+        network: Option<&str>,
+        now: Time,
+    ) -> u64 {
         let cap = s.background_cap(conn, now);
         let mine = sys::outq(fd).unwrap_or(0);
-        let others = self
-            .shm
-            .as_ref()
-            .map_or(0, |m| m.others(net_key(self, net).as_deref()));
+        let others = self.shm.as_ref().map_or(0, |m| m.others(network));
         cap.saturating_sub(mine + others)
     }
 }
@@ -489,6 +493,8 @@ async fn writer(
     fd: i32,
 ) {
     let net = sh.conns.lock().unwrap().get(&conn).map_or(0, |c| c.net);
+    // The shared-memory key of the connection's network, looked up once (hot path below).
+    let network = net_key(&sh, net);
     loop {
         let mut parts: Vec<Bytes> = Vec::new();
         let mut total = 0;
@@ -497,7 +503,7 @@ async fn writer(
         {
             let mut s = sh.session();
             let now = sh.now();
-            let mut room = sh.background_room(&s, conn, fd, net, now);
+            let mut room = sh.background_room(&s, conn, fd, network.as_deref(), now);
             while total < WRITE_BATCH {
                 let Some(t) = s.poll_transmit(conn, now, room) else {
                     bg_blocked = room == 0;
@@ -620,7 +626,7 @@ async fn ticker(weak: Weak<Shared>) {
                                 .is_some_and(|m| info.rtt > m + m / 4 + Duration::from_millis(2));
                         }
                     }
-                    s.tcp_info(*id, info.min_rtt, rate, !busy);
+                    s.tcp_info(*id, info.min_rtt, rate, busy);
                 }
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
                     let est = s.estimates().into_iter().find(|e| e.0 == *net);

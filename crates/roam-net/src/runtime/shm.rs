@@ -204,11 +204,22 @@ impl SharedCounts {
     /// Bytes other live processes hold outstanding on `network`.
     pub fn others(&self, network: Option<&str>) -> u64 {
         let Some(network) = network else { return 0 };
-        self.entries()
-            .into_iter()
-            .filter(|e| e.pid != self.pid && e.network == network)
-            .map(|e| e.outstanding)
+        // Called for every write batch: skip our own and free slots before any system call.
+        let now = now_ms();
+        (0..SLOTS)
+            .filter(|&i| {
+                self.fresh_pid(i, now)
+                    .is_some_and(|pid| pid != self.pid && self.name_at(i) == network && alive(pid))
+            })
+            .map(|i| self.u64_at(i, 24).load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// The owner of slot `i` if the slot is claimed and was updated within [`STALE_MS`].
+    fn fresh_pid(&self, i: usize, now: u64) -> Option<u32> {
+        let pid = self.pid_at(i).load(Ordering::SeqCst);
+        let updated = self.u64_at(i, 48).load(Ordering::SeqCst);
+        (pid != 0 && updated != 0 && now.saturating_sub(updated) <= STALE_MS).then_some(pid)
     }
 
     /// Every fresh entry of a live process.
@@ -216,12 +227,8 @@ impl SharedCounts {
         let now = now_ms();
         (0..SLOTS)
             .filter_map(|i| {
-                let pid = self.pid_at(i).load(Ordering::SeqCst);
+                let pid = self.fresh_pid(i, now).filter(|&p| alive(p))?;
                 let updated = self.u64_at(i, 48).load(Ordering::SeqCst);
-                if pid == 0 || updated == 0 || now.saturating_sub(updated) > STALE_MS || !alive(pid)
-                {
-                    return None;
-                }
                 let rtt = self.u64_at(i, 32).load(Ordering::Relaxed);
                 let bw = self.u64_at(i, 40).load(Ordering::Relaxed);
                 Some(Entry {

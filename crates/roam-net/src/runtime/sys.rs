@@ -6,8 +6,6 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use roam_core::BitRate;
-
 /// A passive sample from TCP_INFO.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TcpInfo {
@@ -15,12 +13,6 @@ pub struct TcpInfo {
     pub rtt: Duration,
     /// Minimum RTT seen on the connection (kernel >= 4.10).
     pub min_rtt: Option<Duration>,
-    /// Most recent delivery rate.
-    pub delivery_rate: Option<BitRate>,
-    /// The delivery-rate sample was limited by the application, not the network.
-    pub app_limited: bool,
-    /// Bytes written but not yet sent.
-    pub notsent: u32,
     /// Bytes the peer has acknowledged over the connection's life.
     pub bytes_acked: u64,
 }
@@ -52,11 +44,6 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         min_rtt: u32_at(148)
             .filter(|&v| v != 0 && v != u32::MAX)
             .map(|v| Duration::from_micros(v as u64)),
-        delivery_rate: u64_at(160)
-            .filter(|&v| v > 0)
-            .map(|v| BitRate::bps(v.saturating_mul(8))),
-        app_limited: buf[7] & 1 != 0,
-        notsent: u32_at(144).unwrap_or(0),
         bytes_acked: u64_at(120).unwrap_or(0),
     })
 }
