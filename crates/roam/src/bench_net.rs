@@ -2,7 +2,8 @@
 //! stderr).
 //!
 //! - `loopback_throughput_ratio_vs_tcp`: one multi-socket (background-large IROBs of 1 MiB,
-//!   each depending on all earlier ones) against one plain TCP connection, both over loopback;
+//!   each depending on all earlier ones) against one plain TCP connection, both over loopback
+//!   (`loopback.roam_tls_gbit` adds the multi-socket with TLS on its connection);
 //! - `small_message_rate_ratio_vs_tcp`: 64-byte foreground-small messages per second against
 //!   64-byte writes on a TCP_NODELAY connection;
 //! - `hotspot`: the crowded-hotspot scenario (wifi 0.6 Mbit/s 20 ms RTT, cell 2.0 Mbit/s 400 ms RTT,
@@ -33,7 +34,7 @@ use roam_emu::traffic::{
 use roam_emu::{EmuConfig, Emulator, LinkConfig, SERVER_ADDR};
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
-use roam_net::runtime::{LocalNetwork, Networks, Options};
+use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
 use roam_trace::baseline::{derive_baseline, Baseline};
 use roam_trace::scenario::Scenario;
 use roam_trace::LinkKind;
@@ -116,17 +117,26 @@ fn tcp_throughput(secs: u64) -> Result<f64> {
     Ok(total as f64 / span)
 }
 
-fn roam_pair() -> Result<(MultiSocket, MultiSocket, Listener)> {
-    let l = Listener::bind("127.0.0.1:0".parse().unwrap(), roam_options(lo()))?;
+/// A connected pair over loopback; with `tls`, every connection is TLS under a fresh
+/// self-signed certificate.
+fn roam_pair(tls: bool) -> Result<(MultiSocket, MultiSocket, Listener)> {
+    let (mut server, mut client) = (roam_options(lo()), roam_options(lo()));
+    if tls {
+        let c = rcgen::generate_simple_self_signed(vec!["roam.bench".to_string()])?;
+        let (cert, key) = (c.cert.pem(), c.signing_key.serialize_pem());
+        server.tls = Some(Tls::server(cert.as_bytes(), key.as_bytes())?);
+        client.tls = Some(Tls::client(cert.as_bytes(), "roam.bench")?);
+    }
+    let l = Listener::bind("127.0.0.1:0".parse().unwrap(), server)?;
     let addr = l.local_addr();
-    let t = std::thread::spawn(move || MultiSocket::connect(addr, roam_options(lo())));
+    let t = std::thread::spawn(move || MultiSocket::connect(addr, client));
     let s = l.accept()?;
     let c = t.join().map_err(|_| anyhow!("connect panicked"))??;
     Ok((c, s, l))
 }
 
-fn roam_throughput(secs: u64) -> Result<f64> {
-    let (c, s, _l) = roam_pair()?;
+fn roam_throughput(secs: u64, tls: bool) -> Result<f64> {
+    let (c, s, _l) = roam_pair(tls)?;
     let rx = std::thread::spawn(move || {
         let mut total = 0u64;
         let mut first = None;
@@ -165,7 +175,7 @@ fn tcp_message_rate(secs: u64) -> Result<f64> {
 }
 
 fn roam_message_rate(secs: u64) -> Result<f64> {
-    let (c, s, _l) = roam_pair()?;
+    let (c, s, _l) = roam_pair(false)?;
     let rx = std::thread::spawn(move || {
         let mut n = 0u64;
         let mut first = None;
@@ -530,11 +540,13 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
     }
     eprintln!("loopback throughput ({} s each)...", a.loopback_seconds);
     let tcp_bps = tcp_throughput(a.loopback_seconds)?;
-    let roam_bps = roam_throughput(a.loopback_seconds)?;
+    let roam_bps = roam_throughput(a.loopback_seconds, false)?;
+    let roam_tls_bps = roam_throughput(a.loopback_seconds, true)?;
     eprintln!(
-        "  tcp {:.2} Gbit/s, roam {:.2} Gbit/s",
+        "  tcp {:.2} Gbit/s, roam {:.2} Gbit/s, roam over TLS {:.2} Gbit/s",
         tcp_bps * 8e-9,
-        roam_bps * 8e-9
+        roam_bps * 8e-9,
+        roam_tls_bps * 8e-9
     );
     eprintln!("small messages ({} s each)...", a.loopback_seconds);
     let tcp_rate = tcp_message_rate(a.loopback_seconds)?;
@@ -576,7 +588,7 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
     let out = json!({
         "loopback_throughput_ratio_vs_tcp": roam_bps / tcp_bps,
         "small_message_rate_ratio_vs_tcp": roam_rate / tcp_rate,
-        "loopback": { "tcp_gbit": tcp_bps * 8e-9, "roam_gbit": roam_bps * 8e-9, "tcp_msgs_per_s": tcp_rate, "roam_msgs_per_s": roam_rate },
+        "loopback": { "tcp_gbit": tcp_bps * 8e-9, "roam_gbit": roam_bps * 8e-9, "roam_tls_gbit": roam_tls_bps * 8e-9, "tcp_msgs_per_s": tcp_rate, "roam_msgs_per_s": roam_rate },
         "hotspot": hotspot,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

@@ -16,6 +16,7 @@ pub mod blocking;
 pub mod scout;
 pub mod shm;
 pub mod sys;
+pub mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -29,12 +30,13 @@ use bytes::Bytes;
 use roam_core::{BitRate, Clock, Time};
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::proto::session::{Config, ConnId, Delivery, Event, IrobId, NetId, SendError, Session};
 use crate::proto::{Decoder, Deps, Frame, Label};
+pub use tls::Tls;
+use tls::{Accepted, ConnRead, ConnWrite};
 
 /// TCP_NOTSENT_LOWAT on every connection: at most this many bytes wait unsent in the kernel.
 pub const NOTSENT_LOWAT: u32 = 128 * 1024;
@@ -84,6 +86,9 @@ pub struct Options {
     /// TCP congestion control for every connection (e.g. `cubic`); `None` keeps the system
     /// default.
     pub congestion_control: Option<String>,
+    /// TLS on every connection (`None`: plain TCP). A client needs [`Tls::Client`], a
+    /// listener [`Tls::Server`]; both sides must agree.
+    pub tls: Option<Tls>,
     /// Log connection events (opens, closes with reasons) to standard error.
     pub log: bool,
 }
@@ -98,6 +103,7 @@ impl Default for Options {
             handshake_timeout: Duration::from_secs(5),
             user_timeout: Duration::from_secs(4),
             congestion_control: None,
+            tls: None,
             log: std::env::var_os("ROAM_NET_LOG").is_some(),
         }
     }
@@ -194,6 +200,8 @@ pub(crate) struct Shared {
     networks: Mutex<BTreeMap<NetId, LocalNetwork>>,
     options: Options,
     shm: Option<shm::SharedCounts>,
+    /// Why the latest connection attempt failed (reported when `connect` gives up).
+    last_open_error: Mutex<Option<String>>,
 }
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -234,6 +242,7 @@ impl Shared {
             networks: Mutex::new(BTreeMap::new()),
             shm: shm::SharedCounts::open_default().ok(),
             options,
+            last_open_error: Mutex::new(None),
         })
     }
 
@@ -300,26 +309,23 @@ impl Shared {
             )
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-            Ok::<TcpStream, io::Error>(stream)
+            let entry = prepare(&stream, net, &self.options)?;
+            let (rd, wr) = tokio::time::timeout(
+                self.options.connect_timeout,
+                tls::client(stream, self.options.tls.as_ref()),
+            )
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+            Ok::<_, io::Error>((rd, wr, entry))
         }
         .await;
         match result {
-            Ok(stream) => {
+            Ok((rd, wr, entry)) => {
                 let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
                 self.log(format!(
                     "connection {conn} over {} ({}) to {peer}",
                     local.name, local.addr
                 ));
-                let (rd, wr, entry) = match prepare(stream, net, &self.options) {
-                    Ok(x) => x,
-                    Err(e) => {
-                        self.log(format!("socket setup over {} failed: {e}", local.name));
-                        let mut s = self.session();
-                        s.open_failed(net, self.now());
-                        self.after(&mut s);
-                        return;
-                    }
-                };
                 let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
                 self.conns.lock().unwrap().insert(conn, entry);
                 {
@@ -339,10 +345,9 @@ impl Shared {
                 );
             }
             Err(e) => {
-                self.log(format!(
-                    "connect over {} ({}) to {peer} failed: {e}",
-                    local.name, local.addr
-                ));
+                let msg = format!("connect over {} ({}) failed: {e}", local.name, local.addr);
+                self.log(format!("{msg} (peer {peer})"));
+                *self.last_open_error.lock().unwrap() = Some(msg);
                 let mut s = self.session();
                 s.open_failed(net, self.now());
                 self.after(&mut s);
@@ -374,13 +379,10 @@ fn net_key(sh: &Shared, net: NetId) -> Option<String> {
         .map(|n| n.name.clone())
 }
 
-fn prepare(
-    stream: TcpStream,
-    net: NetId,
-    options: &Options,
-) -> io::Result<(OwnedReadHalf, OwnedWriteHalf, ConnEntry)> {
+/// Socket options of a new connection; its bookkeeping entry.
+fn prepare(stream: &TcpStream, net: NetId, options: &Options) -> io::Result<ConnEntry> {
     stream.set_nodelay(true)?;
-    let sock = socket2::SockRef::from(&stream);
+    let sock = socket2::SockRef::from(stream);
     if let Some(cc) = &options.congestion_control {
         sock.set_tcp_congestion(cc.as_bytes())?;
     }
@@ -394,22 +396,20 @@ fn prepare(
     sock.set_tcp_keepalive(&keepalive)?;
     let fd = stream.as_raw_fd();
     sys::set_notsent_lowat(fd, NOTSENT_LOWAT)?;
-    let (rd, wr) = stream.into_split();
-    let entry = ConnEntry {
+    Ok(ConnEntry {
         wake: Arc::new(Notify::new()),
         closing: Arc::new(AtomicBool::new(false)),
         fd,
         net,
-    };
-    Ok((rd, wr, entry))
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
 fn spawn_io(
     sh: Arc<Shared>,
     conn: ConnId,
-    rd: OwnedReadHalf,
-    wr: OwnedWriteHalf,
+    rd: ConnRead,
+    wr: ConnWrite,
     dec: Decoder,
     wake: Arc<Notify>,
     closing: Arc<AtomicBool>,
@@ -423,7 +423,7 @@ fn spawn_io(
 async fn reader(
     sh: Arc<Shared>,
     conn: ConnId,
-    mut rd: OwnedReadHalf,
+    mut rd: ConnRead,
     mut dec: Decoder,
     closing: Arc<AtomicBool>,
 ) {
@@ -487,7 +487,7 @@ async fn reader(
 async fn writer(
     sh: Arc<Shared>,
     conn: ConnId,
-    mut wr: OwnedWriteHalf,
+    mut wr: ConnWrite,
     wake: Arc<Notify>,
     closing: Arc<AtomicBool>,
     fd: i32,
@@ -548,7 +548,7 @@ async fn writer(
     }
 }
 
-async fn write_all(wr: &mut OwnedWriteHalf, mut parts: Vec<Bytes>) -> io::Result<()> {
+async fn write_all(wr: &mut ConnWrite, mut parts: Vec<Bytes>) -> io::Result<()> {
     let mut i = 0;
     while i < parts.len() {
         let slices: Vec<io::IoSlice<'_>> = parts[i..]
@@ -731,9 +731,11 @@ impl MultiSocket {
         if waited.is_err() || !s.is_established() {
             drop(s);
             ms.shared.session().close();
+            let last = ms.shared.last_open_error.lock().unwrap().take();
+            let why = last.map_or(String::new(), |e| format!("; last attempt: {e}"));
             return Err(Error::Connect(
                 peer,
-                format!("no handshake within {timeout:?} over any network"),
+                format!("no handshake within {timeout:?} over any network{why}"),
             ));
         }
         drop(s);
@@ -1056,27 +1058,33 @@ async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSoc
 }
 
 /// Send an `Error` frame with `reason` and give the reason back as the handshake's error.
-async fn refuse(stream: &mut TcpStream, reason: String) -> Result<(), String> {
-    let _ = stream
-        .write_all(
-            &Frame::Error {
-                reason: reason.clone(),
-            }
-            .to_bytes(),
-        )
-        .await;
+async fn refuse(stream: &mut Accepted, reason: String) -> Result<(), String> {
+    let frame = Frame::Error {
+        reason: reason.clone(),
+    }
+    .to_bytes();
+    if stream.write_all(&frame).await.is_ok() {
+        let _ = stream.flush().await;
+    }
     Err(reason)
 }
 
 async fn handshake(
-    mut stream: TcpStream,
+    stream: TcpStream,
     from: SocketAddr,
     options: &Options,
     tx: &mpsc::Sender<MultiSocket>,
     sessions: &Mutex<HashMap<u64, Weak<Shared>>>,
 ) -> Result<(), String> {
     let mut dec = Decoder::new(options.config.wire);
-    let first = tokio::time::timeout(options.handshake_timeout, async {
+    // The TLS handshake and the first frame share the handshake timeout.
+    let deadline = tokio::time::Instant::now() + options.handshake_timeout;
+    let mut stream =
+        tokio::time::timeout_at(deadline, Accepted::accept(stream, options.tls.as_ref()))
+            .await
+            .map_err(|_| format!("no TLS handshake within {:?}", options.handshake_timeout))?
+            .map_err(|e| format!("TLS handshake: {e}"))?;
+    let first = tokio::time::timeout_at(deadline, async {
         loop {
             match dec.next_frame() {
                 Ok(Some(f)) => return Ok(f),
@@ -1124,7 +1132,8 @@ async fn handshake(
         Frame::Hello { networks, .. } => networks.first().map_or(0, |n| n.net),
         _ => 0,
     };
-    let (rd, wr, entry) = prepare(stream, net_of_join, options).map_err(|e| e.to_string())?;
+    let entry = prepare(stream.tcp(), net_of_join, options).map_err(|e| e.to_string())?;
+    let (rd, wr) = stream.split();
     let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
     let (sh, new) = match target {
         Some(sh) => (sh, false),
