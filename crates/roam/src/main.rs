@@ -4,6 +4,7 @@ mod bench;
 mod bench_net;
 mod drive;
 mod emu_plot;
+mod lab_cmd;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -43,6 +44,16 @@ enum Cmd {
     /// Emulate a drive (the `vehicular` scenario): traffic over each link, a per-link table and
     /// a plot.
     Drive(drive::DriveArgs),
+    /// The lab: the papers' applications against their baselines and MPTCP, with reports.
+    #[command(subcommand)]
+    Lab(LabCmd),
+}
+
+#[derive(Subcommand)]
+enum LabCmd {
+    /// Reproduce the Intentional Networking evaluation (three applications, four baselines,
+    /// four scenarios) into results/in-paper/.
+    InPaper(lab_cmd::InPaperArgs),
 }
 
 #[derive(Subcommand)]
@@ -275,7 +286,7 @@ fn net_estimates(shm: Option<PathBuf>, watch: bool) -> Result<()> {
     }
 }
 
-fn parse_dur(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_dur(s: &str) -> Result<Duration, String> {
     roam_core::parse_duration(s).map_err(|e| e.to_string())
 }
 
@@ -284,7 +295,7 @@ fn main() {
     // Without root, try a user namespace before any thread exists (unshare requires that).
     if matches!(
         cli.cmd,
-        Cmd::Emu(EmuCmd::Run(_)) | Cmd::Bench(_) | Cmd::Drive(_)
+        Cmd::Emu(EmuCmd::Run(_)) | Cmd::Bench(_) | Cmd::Drive(_) | Cmd::Lab(_)
     ) && !roam_emu::sys::is_root()
     {
         if let Err(e) = roam_emu::sys::enter_user_namespace() {
@@ -405,5 +416,6 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Bench(BenchCmd::Net(a)) => bench_net::net(&a).map(|_| 0),
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
+        Cmd::Lab(LabCmd::InPaper(a)) => lab_cmd::in_paper(&a).map(|_| 0),
     }
 }

@@ -1628,6 +1628,12 @@ impl Session {
         }
     }
 
+    /// Give up now: the peer gets an `Error` frame with `reason`, every connection closes and
+    /// every pending call sees the failure (an application-level reset; unsent data is lost).
+    pub fn abort(&mut self, reason: &str) {
+        self.fail(format!("aborted: {reason}"));
+    }
+
     /// Whether everything sent has been acknowledged and the goodbye is out.
     pub fn is_drained(&self) -> bool {
         self.closing && self.out.is_empty() && self.goodbye_sent

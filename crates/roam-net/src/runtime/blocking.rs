@@ -135,6 +135,11 @@ impl MultiSocket {
         self.rt.block_on(self.inner.close(timeout))
     }
 
+    /// Reset now (see [`super::MultiSocket::abort`]).
+    pub fn abort(&self, reason: &str) {
+        self.inner.abort(reason);
+    }
+
     /// See [`super::MultiSocket::estimates`].
     pub fn estimates(&self) -> Vec<NetworkView> {
         self.inner.estimates()

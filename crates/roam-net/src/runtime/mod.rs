@@ -918,6 +918,14 @@ impl MultiSocket {
             && self.shared.session().failure().is_none()
     }
 
+    /// Reset the multi-socket now: unsent data is dropped, the peer is told `reason`, and
+    /// every pending call (here and at the peer) returns [`Error::Failed`].
+    pub fn abort(&self, reason: &str) {
+        let mut s = self.shared.session();
+        s.abort(reason);
+        self.shared.after(&mut s);
+    }
+
     /// Each network's current estimates.
     pub fn estimates(&self) -> Vec<NetworkView> {
         let names = self.shared.networks.lock().unwrap().clone();

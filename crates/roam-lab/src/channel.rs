@@ -1,0 +1,306 @@
+//! Labelled messages between a lab application's client and server, over roam or over one
+//! ordinary connection.
+//!
+//! The applications are written once against [`Conn`]. Over roam each message is one IROB
+//! carrying its label and dependencies, so the multi-socket schedules it as the paper says.
+//! Over plain TCP or MPTCP (the "unmodified application"), messages are framed on one
+//! connection in the order they were sent: labels travel (so a server can answer with the
+//! request's label) but change nothing, as for an application that never heard of them.
+//!
+//! A plain connection's sends go through a FIFO drained by a writer thread, so that an
+//! application can see how long it has been unable to send ([`Conn::stalled_for`]), the
+//! paper's "select on a full socket buffer" (its sensing baseline drops data after 1 s).
+
+use std::collections::VecDeque;
+use std::io::{self, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use roam_emu::traffic::{connect_from, listen, set_congestion_control};
+use roam_emu::SERVER_ADDR;
+use roam_net::runtime::blocking::{Listener as RoamListener, MultiSocket};
+use roam_net::runtime::{Error as RoamError, Networks, Options, Thunk, ThunkHandle};
+use roam_net::{Deps, IrobId, Label};
+
+use crate::system::System;
+
+/// Largest message a plain connection accepts from its peer.
+pub const MAX_MSG: usize = 64 << 20;
+/// Congestion control of every lab connection (Linux's default; this machine defaults to BBR).
+pub const CC: &str = "cubic";
+
+/// One received message.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    /// The label it was sent with.
+    pub label: Label,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+/// The outcome of a send.
+#[derive(Debug)]
+pub enum Sent {
+    /// Accepted; the id (roam's IROB id, or the plain connection's sequence number) can be
+    /// named as a dependency by later sends.
+    Id(IrobId),
+    /// roam deferred it: the thunk runs when the label can be sent (cancellable).
+    Deferred(ThunkHandle),
+}
+
+struct Queue {
+    items: VecDeque<(Instant, Vec<u8>)>,
+    /// Enqueue time of the message being written, while a write is in progress.
+    writing: Option<Instant>,
+    closed: bool,
+    error: Option<String>,
+}
+
+/// One ordinary connection with framed, labelled messages.
+pub struct Plain {
+    read: Mutex<BufReader<TcpStream>>,
+    stream: TcpStream,
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    next: Mutex<IrobId>,
+}
+
+/// A lab connection.
+pub enum Conn {
+    /// Intentional Networking.
+    Roam(MultiSocket),
+    /// One TCP or MPTCP connection.
+    Plain(Plain),
+}
+
+fn roam_options() -> Options {
+    Options {
+        networks: Networks::Auto,
+        congestion_control: Some(CC.into()),
+        ..Options::default()
+    }
+}
+
+impl Plain {
+    fn new(stream: TcpStream) -> Result<Plain> {
+        stream.set_nodelay(true)?;
+        set_congestion_control(&stream, CC).ok();
+        let queue = Arc::new((
+            Mutex::new(Queue {
+                items: VecDeque::new(),
+                writing: None,
+                closed: false,
+                error: None,
+            }),
+            Condvar::new(),
+        ));
+        let (q, mut w) = (queue.clone(), stream.try_clone()?);
+        let writer = std::thread::spawn(move || loop {
+            let (lock, cv) = &*q;
+            let mut g = lock.lock().unwrap();
+            while g.items.is_empty() && !g.closed {
+                g = cv.wait(g).unwrap();
+            }
+            let Some((at, data)) = g.items.pop_front() else {
+                return;
+            };
+            g.writing = Some(at);
+            drop(g);
+            let r = w.write_all(&data);
+            let mut g = lock.lock().unwrap();
+            g.writing = None;
+            if let Err(e) = r {
+                g.error = Some(e.to_string());
+                g.items.clear();
+                return;
+            }
+            cv.notify_all();
+        });
+        Ok(Plain {
+            read: Mutex::new(BufReader::with_capacity(256 * 1024, stream.try_clone()?)),
+            stream,
+            queue,
+            writer: Mutex::new(Some(writer)),
+            next: Mutex::new(1),
+        })
+    }
+}
+
+impl Conn {
+    /// Connect from the client namespace to the lab server on `port`.
+    pub fn connect(system: System, local: Ipv4Addr, port: u16) -> Result<Conn> {
+        if system.is_roam() {
+            let peer = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
+            return Ok(Conn::Roam(MultiSocket::connect(peer, roam_options())?));
+        }
+        let s = connect_from(local, port, system.is_mptcp(), Duration::from_secs(20))
+            .with_context(|| format!("connecting to {SERVER_ADDR}:{port} from {local}"))?;
+        Ok(Conn::Plain(Plain::new(s)?))
+    }
+
+    /// Send `data` labelled `label`, after the messages named in `deps` (roam); `thunk` makes
+    /// roam defer instead of waiting when the label cannot be sent now. Plain connections
+    /// queue everything in order.
+    pub fn send(
+        &self,
+        label: Label,
+        deps: &[IrobId],
+        data: Vec<u8>,
+        thunk: Option<Thunk>,
+    ) -> Result<Sent> {
+        match self {
+            Conn::Roam(ms) => {
+                let id = match ms.begin_irob(label, Deps::List(deps.to_vec()), thunk) {
+                    Ok(id) => id,
+                    Err(RoamError::Deferred(h)) => return Ok(Sent::Deferred(h)),
+                    Err(e) => return Err(e.into()),
+                };
+                ms.irob_send(id, data)?;
+                ms.end_irob(id)?;
+                Ok(Sent::Id(id))
+            }
+            Conn::Plain(p) => {
+                let mut frame = Vec::with_capacity(5 + data.len());
+                frame.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                frame.push(label.to_wire());
+                frame.extend_from_slice(&data);
+                let (lock, cv) = &*p.queue;
+                let mut g = lock.lock().unwrap();
+                if let Some(e) = &g.error {
+                    bail!("connection failed: {e}");
+                }
+                g.items.push_back((Instant::now(), frame));
+                cv.notify_all();
+                let mut n = p.next.lock().unwrap();
+                let id = *n;
+                *n += 1;
+                Ok(Sent::Id(id))
+            }
+        }
+    }
+
+    /// How long the oldest unsent message has waited (plain connections; zero when the queue
+    /// is empty, and always zero over roam, whose deferral is by thunks).
+    pub fn stalled_for(&self) -> Duration {
+        match self {
+            Conn::Roam(_) => Duration::ZERO,
+            Conn::Plain(p) => {
+                let g = p.queue.0.lock().unwrap();
+                g.writing
+                    .or_else(|| g.items.front().map(|x| x.0))
+                    .map_or(Duration::ZERO, |t| t.elapsed())
+            }
+        }
+    }
+
+    /// The next message, `None` at the end of the stream.
+    pub fn recv(&self) -> Result<Option<Msg>> {
+        match self {
+            Conn::Roam(ms) => Ok(ms.recv_irob()?.map(|(_, label, data)| Msg { label, data })),
+            Conn::Plain(p) => {
+                let mut r = p.read.lock().unwrap();
+                let mut head = [0u8; 5];
+                match r.read_exact(&mut head) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                }
+                let len = u32::from_le_bytes(head[..4].try_into().unwrap()) as usize;
+                if len > MAX_MSG {
+                    bail!("peer sent a {len}-byte message (limit {MAX_MSG})");
+                }
+                let label = Label::from_wire(head[4])
+                    .ok_or_else(|| anyhow!("peer sent unknown label byte {}", head[4]))?;
+                let mut data = vec![0u8; len];
+                r.read_exact(&mut data)
+                    .context("connection ended inside a message")?;
+                Ok(Some(Msg { label, data }))
+            }
+        }
+    }
+
+    /// Send what is queued, then close; waits at most `timeout`.
+    pub fn close(&self, timeout: Duration) {
+        match self {
+            Conn::Roam(ms) => {
+                ms.close(timeout);
+            }
+            Conn::Plain(p) => {
+                {
+                    let (lock, cv) = &*p.queue;
+                    let mut g = lock.lock().unwrap();
+                    g.closed = true;
+                    cv.notify_all();
+                    let end = Instant::now() + timeout;
+                    while (!g.items.is_empty() || g.writing.is_some()) && g.error.is_none() {
+                        let left = end.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        g = cv.wait_timeout(g, left).unwrap().0;
+                    }
+                }
+                let _ = p.stream.shutdown(std::net::Shutdown::Write);
+                if let Some(w) = p.writer.lock().unwrap().take() {
+                    // The writer exits once the queue is empty (or the socket failed).
+                    if w.is_finished() {
+                        let _ = w.join();
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// Stop at once: a blocked [`Conn::recv`] returns (used when a trial's time is up).
+    pub fn abort(&self) {
+        match self {
+            Conn::Roam(ms) => ms.abort("the trial is over"),
+            Conn::Plain(p) => {
+                let _ = p.stream.shutdown(std::net::Shutdown::Both);
+                let (lock, cv) = &*p.queue;
+                let mut g = lock.lock().unwrap();
+                g.closed = true;
+                g.items.clear();
+                cv.notify_all();
+            }
+        }
+    }
+}
+
+/// The server side of a lab application.
+pub enum Server {
+    /// roam listener.
+    Roam(RoamListener),
+    /// TCP or MPTCP listener.
+    Plain(TcpListener),
+}
+
+impl Server {
+    /// Listen on the server namespace's address; call from inside it.
+    pub fn bind(system: System, port: u16) -> Result<Server> {
+        if system.is_roam() {
+            let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
+            return Ok(Server::Roam(RoamListener::bind(addr, roam_options())?));
+        }
+        Ok(Server::Plain(
+            listen(port, system.is_mptcp())
+                .with_context(|| format!("listening on {SERVER_ADDR}:{port}"))?,
+        ))
+    }
+
+    /// The next client.
+    pub fn accept(&self) -> Result<Conn> {
+        match self {
+            Server::Roam(l) => Ok(Conn::Roam(l.accept()?)),
+            Server::Plain(l) => {
+                let (s, _) = l.accept()?;
+                Ok(Conn::Plain(Plain::new(s)?))
+            }
+        }
+    }
+}

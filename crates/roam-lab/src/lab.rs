@@ -1,0 +1,407 @@
+//! `roam lab in-paper`: the matrix of applications x scenarios x systems x trials, run on the
+//! emulator, written to `results/in-paper/` (CSV of every trial, markdown report beside the
+//! paper's numbers, SVG charts).
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use roam_trace::scenario::Scenario;
+use roam_trace::stats::scenario_stats;
+
+use crate::report::{self, fmt_num, summarize, Bar, Row, Summary};
+use crate::system::System;
+use crate::trial::{self, Metric, Trial};
+use crate::{paper, sensing};
+
+/// One of the paper's applications.
+pub struct App {
+    /// Name on the command line and in reports.
+    pub name: &'static str,
+    /// Run one trial.
+    pub run: fn(&Trial) -> Result<Vec<Metric>>,
+    /// Workload length of a full run.
+    pub full: Duration,
+    /// Workload length of a `--quick` run.
+    pub quick: Duration,
+    /// The interactive metric (lower is better) and how reports name it.
+    pub interactive: (&'static str, &'static str),
+    /// The background metric, how reports name it, and whether higher is better.
+    pub background: (&'static str, &'static str, bool),
+}
+
+/// Every application, in report order.
+pub fn apps() -> Vec<App> {
+    vec![App {
+        name: "sensing",
+        run: sensing::run,
+        full: Duration::from_secs(15 * 60),
+        quick: Duration::from_secs(60),
+        interactive: ("urgent_ms", "urgent latency, one way (ms)"),
+        background: ("bulk_kBps", "bulk throughput (KB/s)", true),
+    }]
+}
+
+/// The scenarios of the paper's evaluation, in report order.
+pub const SCENARIOS: [&str; 4] = ["hotspot", "intermittent", "vehicular", "vehicular-umts"];
+
+/// What to run.
+pub struct Plan {
+    /// Applications (names).
+    pub apps: Vec<String>,
+    /// Scenarios.
+    pub scenarios: Vec<String>,
+    /// Systems.
+    pub systems: Vec<System>,
+    /// Trials per cell.
+    pub trials: u32,
+    /// Reduced workloads.
+    pub quick: bool,
+    /// Workload length for every application (overrides their defaults).
+    pub duration: Option<Duration>,
+    /// Trials run at once (each in its own emulator).
+    pub jobs: usize,
+    /// Output directory.
+    pub out: PathBuf,
+}
+
+struct Job {
+    app: usize,
+    scenario: String,
+    system: System,
+    trial: u32,
+    duration: Duration,
+}
+
+/// Run the plan; write the CSV, the report and the charts; return the report's text and
+/// every trial's rows.
+pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
+    let all = apps();
+    let mut app_ix = Vec::new();
+    for a in &plan.apps {
+        match all.iter().position(|x| x.name == a) {
+            Some(i) => app_ix.push(i),
+            None => bail!(
+                "unknown application `{a}` (expected one of: {})",
+                all.iter().map(|x| x.name).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+    for s in &plan.scenarios {
+        Scenario::by_name(s, 1).with_context(|| format!("scenario `{s}`"))?;
+    }
+    if plan.trials == 0 || plan.jobs == 0 {
+        bail!("--trials and --jobs must be at least 1");
+    }
+    std::fs::create_dir_all(&plan.out)
+        .with_context(|| format!("creating {}", plan.out.display()))?;
+    let mut jobs = VecDeque::new();
+    for trial in 1..=plan.trials {
+        for s in &plan.scenarios {
+            for &a in &app_ix {
+                let d = plan.duration.unwrap_or(if plan.quick {
+                    all[a].quick
+                } else {
+                    all[a].full
+                });
+                for &system in &plan.systems {
+                    jobs.push_back(Job {
+                        app: a,
+                        scenario: s.clone(),
+                        system,
+                        trial,
+                        duration: d,
+                    });
+                }
+            }
+        }
+    }
+    let total: u64 = jobs.iter().map(|j| j.duration.as_secs()).sum();
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} workload-s, ETA {eta} {msg}",
+        )
+        .unwrap()
+        .progress_chars("=> "),
+    );
+    let n_jobs = jobs.len();
+    let queue = Arc::new(Mutex::new(jobs));
+    let rows: Arc<Mutex<Vec<Row>>> = Arc::default();
+    let failures: Arc<Mutex<Vec<String>>> = Arc::default();
+    let running: Arc<Mutex<Vec<String>>> = Arc::default();
+    std::thread::scope(|scope| {
+        for _ in 0..plan.jobs.min(n_jobs) {
+            let (queue, rows, failures, running, bar, all) =
+                (&queue, &rows, &failures, &running, &bar, &all);
+            scope.spawn(move || loop {
+                let Some(j) = queue.lock().unwrap().pop_front() else {
+                    return;
+                };
+                let app = &all[j.app];
+                let name = format!(
+                    "{}/{}/{}#{}",
+                    app.name,
+                    j.scenario,
+                    j.system.name(),
+                    j.trial
+                );
+                running.lock().unwrap().push(name.clone());
+                bar.set_message(running.lock().unwrap().join(" "));
+                let seed = j.trial as u64;
+                let done = Arc::new(Mutex::new(0u64));
+                let (b2, d2) = (bar.clone(), done.clone());
+                let progress: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |s| {
+                    let mut d = d2.lock().unwrap();
+                    if s > *d {
+                        b2.inc(s - *d);
+                        *d = s;
+                    }
+                });
+                let result = Scenario::by_name(&j.scenario, seed)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|sc| trial::run(app.run, &sc, j.system, j.duration, seed, progress));
+                let d = *done.lock().unwrap();
+                bar.inc(j.duration.as_secs().saturating_sub(d));
+                let base = |metric: &str, value: f64, unit: &str| Row {
+                    app: app.name.into(),
+                    scenario: j.scenario.clone(),
+                    system: j.system.name().into(),
+                    trial: j.trial,
+                    seed,
+                    metric: metric.into(),
+                    value,
+                    unit: unit.into(),
+                };
+                match result {
+                    Ok(ms) => {
+                        let mut r = rows.lock().unwrap();
+                        for m in ms {
+                            r.push(base(&m.name, m.value, &m.unit));
+                        }
+                    }
+                    Err(e) => {
+                        bar.println(format!("{name} failed: {e:#}"));
+                        failures.lock().unwrap().push(format!("{name}: {e:#}"));
+                        rows.lock().unwrap().push(base("error", f64::NAN, ""));
+                    }
+                }
+                running.lock().unwrap().retain(|x| *x != name);
+                bar.set_message(running.lock().unwrap().join(" "));
+            });
+        }
+    });
+    bar.finish_with_message("done");
+    let rows = rows.lock().unwrap().clone();
+    let failures = failures.lock().unwrap().clone();
+    std::fs::write(plan.out.join("trials.csv"), report::csv(&rows))?;
+    let md = markdown(plan, &all, &app_ix, &rows, &failures);
+    std::fs::write(plan.out.join("report.md"), &md)?;
+    for &a in &app_ix {
+        let app = &all[a];
+        for (metric, label, file) in [
+            (app.interactive.0, app.interactive.1, "interactive"),
+            (app.background.0, app.background.1, "background"),
+        ] {
+            let mut bars = Vec::new();
+            for s in &plan.scenarios {
+                for sys in &plan.systems {
+                    let v = cell(&rows, app.name, s, sys.name(), metric);
+                    bars.push(Bar {
+                        group: s.clone(),
+                        series: sys.name().into(),
+                        value: v.median,
+                        ci: v.ci,
+                    });
+                }
+            }
+            let svg = report::bar_chart(
+                &format!("{}: {label}, median, 95% CI of the mean", app.name),
+                label,
+                &bars,
+            );
+            std::fs::write(plan.out.join(format!("{}-{file}.svg", app.name)), svg)?;
+        }
+    }
+    Ok((md, rows))
+}
+
+/// Summary of one metric of one cell.
+pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Summary {
+    let v: Vec<f64> = rows
+        .iter()
+        .filter(|r| {
+            r.app == app && r.scenario == scenario && r.system == system && r.metric == metric
+        })
+        .map(|r| r.value)
+        .collect();
+    summarize(&v)
+}
+
+/// "roam 3.1x faster" for a lower-is-better metric.
+fn speedup(other: f64, roam: f64) -> String {
+    if !(other.is_finite() && roam.is_finite()) || roam <= 0.0 {
+        return "-".into();
+    }
+    let r = other / roam;
+    if r >= 1.0 {
+        format!("{}x faster", fmt_num(r))
+    } else {
+        format!("{}x slower", fmt_num(1.0 / r))
+    }
+}
+
+/// Relative difference of roam's value, "+5%" meaning roam is 5% better.
+fn better_by(other: f64, roam: f64, higher_better: bool) -> String {
+    if !(other.is_finite() && roam.is_finite()) || other == 0.0 {
+        return "-".into();
+    }
+    let d = if higher_better {
+        roam / other - 1.0
+    } else {
+        other / roam - 1.0
+    };
+    format!("{:+.0}%", d * 100.0)
+}
+
+fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# roam lab: the Intentional Networking evaluation, reproduced\n"
+    );
+    let _ = writeln!(
+        s,
+        "{} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
+         everywhere. Cells: median over trials, and in brackets the 95% confidence interval of \
+         the mean (Student's t). Every trial is in `trials.csv`. Ratios compare medians. The \
+         paper's column quotes the paper (its numbers are ratios against its baselines).\n",
+        plan.trials,
+        if plan.quick {
+            ", **quick** (short workloads: not comparable with the paper's full runs)"
+        } else {
+            ""
+        },
+        crate::system::QUEUE.trim_end_matches("pkt"),
+    );
+    let _ = writeln!(
+        s,
+        "## Scenarios\n\nThe paper's vehicular traces:\n\n{}",
+        paper::TRACE_TABLE
+    );
+    let longest = app_ix
+        .iter()
+        .map(|&a| {
+            plan.duration.unwrap_or(if plan.quick {
+                all[a].quick
+            } else {
+                all[a].full
+            })
+        })
+        .max()
+        .unwrap_or(Duration::from_secs(60));
+    for sc in &plan.scenarios {
+        if let Ok(scn) = Scenario::by_name(sc, 1) {
+            let _ = writeln!(
+                s,
+                "Ours (seed 1): {}",
+                scenario_stats(&scn, longest).to_markdown()
+            );
+        }
+    }
+    for &a in app_ix {
+        let app = &all[a];
+        let _ = writeln!(s, "## {}\n", app.name);
+        let _ = writeln!(
+            s,
+            "![{0} interactive]({0}-interactive.svg) ![{0} background]({0}-background.svg)\n",
+            app.name
+        );
+        for sc in &plan.scenarios {
+            let _ = writeln!(s, "### {} on `{sc}`\n", app.name);
+            let _ = writeln!(
+                s,
+                "| system | {} | {} | roam vs this: interactive | background | paper |\n|---|---:|---:|---|---|---|",
+                app.interactive.1, app.background.1
+            );
+            let roam_i = cell(rows, app.name, sc, "roam", app.interactive.0);
+            let roam_b = cell(rows, app.name, sc, "roam", app.background.0);
+            for sys in &plan.systems {
+                let i = cell(rows, app.name, sc, sys.name(), app.interactive.0);
+                let b = cell(rows, app.name, sc, sys.name(), app.background.0);
+                let (ri, rb) = if *sys == System::Roam {
+                    ("".to_string(), "".to_string())
+                } else {
+                    (
+                        speedup(i.median, roam_i.median),
+                        better_by(b.median, roam_b.median, app.background.2),
+                    )
+                };
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {ri} | {rb} | {} |",
+                    sys.name(),
+                    i.cell(),
+                    b.cell(),
+                    paper::claim(app.name, sc, sys.name()).unwrap_or("")
+                );
+            }
+            s.push('\n');
+        }
+    }
+    if !fails.is_empty() {
+        let _ = writeln!(s, "## Failed trials\n");
+        for f in fails {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
+    s
+}
+
+/// The table a newcomer should see first: interactive latency and background throughput of
+/// roam, MPTCP and the best one-link baseline, for each application on `scenario`.
+pub fn headline(rows: &[Row], scenario: &str) -> String {
+    let all = apps();
+    let mut s = String::new();
+    for app in all.iter().filter(|a| rows.iter().any(|r| r.app == a.name)) {
+        let _ = writeln!(
+            s,
+            "{} on `{scenario}`:\n\n| system | {} | {} |\n|---|---:|---:|",
+            app.name, app.interactive.1, app.background.1
+        );
+        let best = [
+            System::Aggregation,
+            System::BestLatency,
+            System::BestBandwidth,
+        ]
+        .into_iter()
+        .map(|b| {
+            (
+                b,
+                cell(rows, app.name, scenario, b.name(), app.interactive.0),
+            )
+        })
+        .filter(|(_, c)| c.median.is_finite())
+        .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+        .map(|(b, _)| b);
+        for sys in [Some(System::Roam), Some(System::Mptcp), best]
+            .into_iter()
+            .flatten()
+        {
+            let i = cell(rows, app.name, scenario, sys.name(), app.interactive.0);
+            let b = cell(rows, app.name, scenario, sys.name(), app.background.0);
+            let name = if Some(sys) == best {
+                format!("{} (best baseline)", sys.name())
+            } else {
+                sys.name().to_string()
+            };
+            let _ = writeln!(s, "| {name} | {} | {} |", i.cell(), b.cell());
+        }
+        s.push('\n');
+    }
+    s
+}

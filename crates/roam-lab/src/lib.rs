@@ -1,0 +1,17 @@
+//! The lab: the papers' applications, run unmodified and with roam over the emulator's links,
+//! against the papers' baselines and today's alternatives, with reports that put our numbers
+//! beside the papers'.
+//!
+//! - [`system`]: roam, Linux MPTCP and the three one-link baselines (§5 of the Intentional
+//!   Networking paper);
+//! - [`channel`]: labelled messages over a multi-socket or one ordinary connection;
+//! - [`sensing`]: the applications;
+//! - [`trial`], [`lab`], [`report`], [`paper`]: running the matrix and writing it up.
+
+pub mod channel;
+pub mod lab;
+pub mod paper;
+pub mod report;
+pub mod sensing;
+pub mod system;
+pub mod trial;

@@ -1,0 +1,310 @@
+//! Trial rows, statistics (median, 95% confidence interval of the mean over trials), the CSV,
+//! and SVG bar charts.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// One measured value of one trial: a row of `trials.csv`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Application.
+    pub app: String,
+    /// Scenario.
+    pub scenario: String,
+    /// System.
+    pub system: String,
+    /// Trial number (from 1).
+    pub trial: u32,
+    /// Seed of the scenario and workload.
+    pub seed: u64,
+    /// Metric name.
+    pub metric: String,
+    /// Value (NaN when the trial failed).
+    pub value: f64,
+    /// Unit.
+    pub unit: String,
+}
+
+/// CSV text of the rows (header included).
+pub fn csv(rows: &[Row]) -> String {
+    let mut s = String::from("app,scenario,system,trial,seed,metric,value,unit\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{}",
+            r.app, r.scenario, r.system, r.trial, r.seed, r.metric, r.value, r.unit
+        );
+    }
+    s
+}
+
+/// Median of the finite values (NaN when there are none).
+pub fn median(v: &[f64]) -> f64 {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Two-sided 97.5% quantile of Student's t with `df` degrees of freedom.
+fn t975(df: usize) -> f64 {
+    const T: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    match df {
+        0 => f64::NAN,
+        1..=10 => T[df - 1],
+        11..=20 => 2.1,
+        21..=40 => 2.03,
+        _ => 1.96,
+    }
+}
+
+/// Summary of one cell over its trials.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Summary {
+    /// Trials with a finite value.
+    pub n: usize,
+    /// Median.
+    pub median: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Half-width of the 95% confidence interval of the mean (NaN with one trial).
+    pub ci: f64,
+}
+
+/// Median, mean and 95% CI of the finite values.
+pub fn summarize(v: &[f64]) -> Summary {
+    let f: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    let n = f.len();
+    if n == 0 {
+        return Summary {
+            n,
+            median: f64::NAN,
+            mean: f64::NAN,
+            ci: f64::NAN,
+        };
+    }
+    let mean = f.iter().sum::<f64>() / n as f64;
+    let ci = if n > 1 {
+        let var = f.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        t975(n - 1) * (var / n as f64).sqrt()
+    } else {
+        f64::NAN
+    };
+    Summary {
+        n,
+        median: median(&f),
+        mean,
+        ci,
+    }
+}
+
+/// A number with about three significant digits.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let a = x.abs();
+    if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+impl Summary {
+    /// "median [lo, hi]" (the interval is the 95% CI of the mean), or "median" alone.
+    pub fn cell(&self) -> String {
+        if self.n == 0 {
+            return "failed".into();
+        }
+        if self.ci.is_finite() {
+            format!(
+                "{} [{}, {}]",
+                fmt_num(self.median),
+                fmt_num(self.mean - self.ci),
+                fmt_num(self.mean + self.ci)
+            )
+        } else {
+            fmt_num(self.median)
+        }
+    }
+}
+
+/// One bar of a chart.
+pub struct Bar {
+    /// Group on the x axis (e.g. a scenario).
+    pub group: String,
+    /// Series (e.g. a system); one color each.
+    pub series: String,
+    /// Height.
+    pub value: f64,
+    /// Half-width of the whisker (NaN: none).
+    pub ci: f64,
+}
+
+const COLORS: [&str; 6] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A grouped bar chart with 95% CI whiskers, as self-contained SVG.
+pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
+    let mut groups: Vec<&str> = Vec::new();
+    let mut series: Vec<&str> = Vec::new();
+    for b in bars {
+        if !groups.contains(&b.group.as_str()) {
+            groups.push(&b.group);
+        }
+        if !series.contains(&b.series.as_str()) {
+            series.push(&b.series);
+        }
+    }
+    let ymax = bars
+        .iter()
+        .map(|b| b.value + if b.ci.is_finite() { b.ci } else { 0.0 })
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let (w, h, left, top, bottom, right) = (760.0, 360.0, 70.0, 40.0, 50.0, 150.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let gw = pw / groups.len().max(1) as f64;
+    let bw = gw * 0.8 / series.len().max(1) as f64;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="22" font-size="15" text-anchor="middle">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
+    for k in 0..=4 {
+        let v = ymax * k as f64 / 4.0;
+        let y = top + ph - ph * k as f64 / 4.0;
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+            left + pw,
+            left - 6.0,
+            y + 4.0,
+            fmt_num(v)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text transform="translate(16,{}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        top + ph / 2.0,
+        esc(y_label)
+    );
+    for (gi, g) in groups.iter().enumerate() {
+        let gx = left + gi as f64 * gw + gw * 0.1;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            left + gi as f64 * gw + gw / 2.0,
+            top + ph + 18.0,
+            esc(g)
+        );
+        for (si, se) in series.iter().enumerate() {
+            let Some(b) = bars.iter().find(|b| b.group == *g && b.series == *se) else {
+                continue;
+            };
+            if !b.value.is_finite() {
+                continue;
+            }
+            let bh = ph * b.value / ymax;
+            let x = gx + si as f64 * bw;
+            let _ = write!(
+                s,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"/>"#,
+                top + ph - bh,
+                bw * 0.9,
+                COLORS[si % COLORS.len()]
+            );
+            if b.ci.is_finite() {
+                let cx = x + bw * 0.45;
+                let y1 = top + ph - ph * (b.value + b.ci) / ymax;
+                let y2 = top + ph - ph * (b.value - b.ci).max(0.0) / ymax;
+                let _ = write!(
+                    s,
+                    r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#
+                );
+            }
+        }
+    }
+    for (si, se) in series.iter().enumerate() {
+        let y = top + 10.0 + si as f64 * 18.0;
+        let _ = write!(
+            s,
+            r#"<rect x="{}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{}</text>"#,
+            w - right + 15.0,
+            y - 10.0,
+            COLORS[si % COLORS.len()],
+            w - right + 32.0,
+            y,
+            esc(se)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[f64::NAN]).is_nan());
+        let s = summarize(&[10.0, 12.0, 11.0, 9.0, 13.0]);
+        assert_eq!(s.n, 5);
+        assert!((s.mean - 11.0).abs() < 1e-12);
+        // sd = 1.5811, se = 0.7071, t(4) = 2.776
+        assert!((s.ci - 2.776 * (2.5f64 / 5.0).sqrt()).abs() < 1e-3, "{}", s.ci);
+        assert_eq!(s.cell(), "11.0 [9.04, 13.0]");
+        assert_eq!(summarize(&[5.0]).cell(), "5.00");
+        assert_eq!(summarize(&[f64::NAN]).cell(), "failed");
+    }
+
+    #[test]
+    fn chart_has_a_bar_per_value() {
+        let bars = vec![
+            Bar {
+                group: "hotspot".into(),
+                series: "roam".into(),
+                value: 1.0,
+                ci: 0.1,
+            },
+            Bar {
+                group: "hotspot".into(),
+                series: "mptcp".into(),
+                value: 2.0,
+                ci: f64::NAN,
+            },
+        ];
+        let svg = bar_chart("t", "ms", &bars);
+        assert_eq!(svg.matches("<rect x=").count(), 2 + 2); // bars + legend swatches
+        assert!(svg.ends_with("</svg>\n"));
+    }
+}

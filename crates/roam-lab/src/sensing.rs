@@ -1,0 +1,335 @@
+//! Vehicular sensing (the paper's §4.3 application, after a Ford specification): a vehicle
+//! uploads ~25 KB/s of raw sensor samples and a 4 KB summary of each second, and, rarely,
+//! urgent messages (traction loss, hard braking): 3 episodes of 5 messages within 7 s.
+//!
+//! - With roam: summaries are {background, small}, raw samples {background, large} and depend
+//!   on their summary, urgent messages {foreground, small}. Background sends carry a thunk; if
+//!   a thunk has not fired by the next raw sample, the old raw sample is dropped and the
+//!   pending summary is re-averaged to cover one more second (at most 10 s).
+//! - Without roam (the unmodified application): one connection; after more than 1 s of not
+//!   being able to send, raw samples are dropped and summaries aggregated the same way.
+//!
+//! Measured: the urgent messages' one-way latency (client and server are threads of one
+//! process, so they share a clock) and the bulk throughput (summary and raw bytes delivered
+//! during the run, per second; 29 KB/s when nothing is dropped).
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use roam_net::runtime::{Thunk, ThunkHandle};
+use roam_net::{IrobId, Label};
+
+use crate::channel::{Conn, Sent, Server};
+use crate::trial::{Metric, Trial};
+
+/// Raw sample bytes per second.
+pub const RAW_PER_S: usize = 25_000;
+/// Summary bytes per second of data.
+pub const SUMMARY: usize = 4096;
+/// Urgent message size.
+pub const URGENT: usize = 512;
+/// Most seconds one summary may cover.
+pub const MAX_COVER: u32 = 10;
+const PORT: u16 = 6100;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Urgent = 0,
+    Summary = 1,
+    Raw = 2,
+}
+
+/// Header of every message: kind, sequence, send time (ns since the trial's epoch), seconds
+/// covered.
+fn message(kind: Kind, seq: u32, sent_ns: u64, cover: u32, size: usize) -> Vec<u8> {
+    let mut m = vec![0u8; size.max(17)];
+    m[0] = kind as u8;
+    m[1..5].copy_from_slice(&seq.to_le_bytes());
+    m[5..13].copy_from_slice(&sent_ns.to_le_bytes());
+    m[13..17].copy_from_slice(&cover.to_le_bytes());
+    m
+}
+
+/// When the urgent messages are sent (seconds from the start): 3 episodes (at about 1/4, 1/2
+/// and 3/4 of the run), each 5 messages within 7 s.
+pub fn urgent_schedule(duration: Duration, seed: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5e45);
+    let d = duration.as_secs_f64();
+    let mut out = Vec::new();
+    for k in 1..=3 {
+        let start = d * k as f64 / 4.0 + rng.gen_range(-0.05..0.05) * d;
+        let mut offs: Vec<f64> = (0..5).map(|_| rng.gen_range(0.0..7.0)).collect();
+        offs.sort_by(f64::total_cmp);
+        out.extend(offs.into_iter().map(|o| (start + o).clamp(0.0, d - 1.0)));
+    }
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+#[derive(Debug)]
+struct Arrival {
+    kind: u8,
+    bytes: usize,
+    sent_ns: u64,
+    at_ns: u64,
+}
+
+/// Bulk data not yet handed to the connection.
+struct Pending {
+    /// Seconds the pending summary covers (0: the summary went out, only raw is pending).
+    cover: u32,
+    /// The summary's id when it went out (the raw sample depends on it).
+    summary: Option<IrobId>,
+    /// Raw sample second.
+    raw_seq: u32,
+    handle: Option<ThunkHandle>,
+}
+
+struct Client<'a> {
+    conn: &'a Conn,
+    epoch: Instant,
+    ready: mpsc::Sender<()>,
+    raw_dropped: u64,
+}
+
+impl Client<'_> {
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn thunk(&self) -> Option<Thunk> {
+        if !self.conn_is_roam() {
+            return None;
+        }
+        let tx = self.ready.clone();
+        Some(Thunk::new(move || {
+            let _ = tx.send(());
+        }))
+    }
+
+    fn conn_is_roam(&self) -> bool {
+        matches!(self.conn, Conn::Roam(_))
+    }
+
+    /// Try to send `p`; what remains pending comes back.
+    fn push(&mut self, mut p: Pending) -> Result<Option<Pending>> {
+        if p.cover > 0 {
+            let m = message(Kind::Summary, p.raw_seq, self.now_ns(), p.cover, SUMMARY);
+            match self
+                .conn
+                .send(Label::BackgroundSmall, &[], m, self.thunk())?
+            {
+                Sent::Id(id) => {
+                    p.cover = 0;
+                    p.summary = Some(id);
+                }
+                Sent::Deferred(h) => {
+                    p.handle = Some(h);
+                    return Ok(Some(p));
+                }
+            }
+        }
+        let deps: Vec<IrobId> = p.summary.into_iter().collect();
+        let m = message(Kind::Raw, p.raw_seq, self.now_ns(), 1, RAW_PER_S);
+        match self
+            .conn
+            .send(Label::BackgroundLarge, &deps, m, self.thunk())?
+        {
+            Sent::Id(_) => Ok(None),
+            Sent::Deferred(h) => {
+                p.handle = Some(h);
+                Ok(Some(p))
+            }
+        }
+    }
+}
+
+/// Run one trial (the trial's emulator is up).
+pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    let duration = t.duration;
+    let urgent_at = urgent_schedule(duration, t.seed);
+    let epoch = Instant::now();
+    let arrivals: Arc<Mutex<Vec<Arrival>>> = Arc::default();
+    let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let system = t.system;
+    let (arr, sc) = (arrivals.clone(), server_conn.clone());
+    let server = t.emu.spawn_in_server(move || -> Result<()> {
+        let l = Server::bind(system, PORT)?;
+        ready_tx.send(()).ok();
+        let c = Arc::new(l.accept()?);
+        *sc.lock().unwrap() = Some(c.clone());
+        while let Some(m) = c.recv()? {
+            let at_ns = epoch.elapsed().as_nanos() as u64;
+            if m.data.len() < 17 {
+                continue;
+            }
+            arr.lock().unwrap().push(Arrival {
+                kind: m.data[0],
+                bytes: m.data.len(),
+                sent_ns: u64::from_le_bytes(m.data[5..13].try_into().unwrap()),
+                at_ns,
+            });
+        }
+        Ok(())
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| anyhow!("the sensing server did not start"))?;
+    let local = t.emu.links()[0].client_addr;
+    let progress = t.progress.clone();
+    let client = t
+        .emu
+        .spawn_in_client(move || -> Result<(u64, u64, u32, Conn)> {
+            let conn = Conn::connect(system, local, PORT)?;
+            let (ready, ready_rx) = mpsc::channel();
+            let mut cl = Client {
+                conn: &conn,
+                epoch,
+                ready,
+                raw_dropped: 0,
+            };
+            let start = Instant::now();
+            let mut pending: Option<Pending> = None;
+            let mut plain_cover = 0u32; // plain app: seconds aggregated while unable to send
+            let mut urgent = urgent_at.into_iter().peekable();
+            let mut urgent_seq = 0;
+            let secs = duration.as_secs() as u32;
+            let mut raw_generated = 0u64;
+            for sec in 0..secs {
+                let tick = start + Duration::from_secs(sec as u64);
+                // Wait for the tick, sending urgent messages and retrying deferred data meanwhile.
+                loop {
+                    let next_u = urgent
+                        .peek()
+                        .map(|&u| start + Duration::from_secs_f64(u))
+                        .filter(|&u| u <= tick);
+                    let wake = next_u.unwrap_or(tick);
+                    let left = wake.saturating_duration_since(Instant::now());
+                    if ready_rx.recv_timeout(left).is_ok() {
+                        if let Some(p) = pending.take() {
+                            pending = cl.push(p)?;
+                        }
+                        continue;
+                    }
+                    if next_u.is_some() {
+                        urgent.next();
+                        let m = message(Kind::Urgent, urgent_seq, cl.now_ns(), 0, URGENT);
+                        urgent_seq += 1;
+                        conn.send(Label::ForegroundSmall, &[], m, None)?;
+                        continue;
+                    }
+                    break;
+                }
+                progress(sec as u64 + 1);
+                raw_generated += RAW_PER_S as u64;
+                if cl.conn_is_roam() {
+                    let cover = match pending.take() {
+                        // The thunk did not fire before this sample: drop the old raw sample,
+                        // re-average the summary over one more second.
+                        Some(p) => {
+                            if let Some(h) = &p.handle {
+                                h.cancel();
+                            }
+                            cl.raw_dropped += RAW_PER_S as u64;
+                            (p.cover + 1).min(MAX_COVER)
+                        }
+                        None => 1,
+                    };
+                    pending = cl.push(Pending {
+                        cover,
+                        summary: None,
+                        raw_seq: sec,
+                        handle: None,
+                    })?;
+                } else if conn.stalled_for() > Duration::from_secs(1) {
+                    cl.raw_dropped += RAW_PER_S as u64;
+                    plain_cover = (plain_cover + 1).min(MAX_COVER);
+                } else {
+                    let p = Pending {
+                        cover: plain_cover + 1,
+                        summary: None,
+                        raw_seq: sec,
+                        handle: None,
+                    };
+                    plain_cover = 0;
+                    cl.push(p)?;
+                }
+            }
+            let dropped = cl.raw_dropped;
+            // Pending data is abandoned; the connection stays open for urgent messages in flight.
+            if let Some(h) = pending.and_then(|p| p.handle) {
+                h.cancel();
+            }
+            Ok((raw_generated, dropped, urgent_seq, conn))
+        });
+    let (raw_generated, raw_dropped, urgent_sent, conn) = client
+        .join()
+        .map_err(|_| anyhow!("the sensing client panicked"))???;
+    // Give in-flight urgent messages up to 30 s to arrive.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let n = arrivals
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.kind == Kind::Urgent as u8)
+            .count();
+        if n as u32 >= urgent_sent {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    conn.abort();
+    if let Some(c) = server_conn.lock().unwrap().take() {
+        c.abort();
+    }
+    let _ = server.join();
+    let a = arrivals.lock().unwrap();
+    let end_ns = duration.as_nanos() as u64;
+    let mut urgent: Vec<f64> = a
+        .iter()
+        .filter(|x| x.kind == Kind::Urgent as u8)
+        .map(|x| (x.at_ns.saturating_sub(x.sent_ns)) as f64 / 1e6)
+        .collect();
+    let bulk: usize = a
+        .iter()
+        .filter(|x| x.kind != Kind::Urgent as u8 && x.at_ns <= end_ns)
+        .map(|x| x.bytes)
+        .sum();
+    let raw: usize = a
+        .iter()
+        .filter(|x| x.kind == Kind::Raw as u8 && x.at_ns <= end_ns)
+        .map(|x| x.bytes)
+        .sum();
+    urgent.sort_by(f64::total_cmp);
+    let lost = urgent_sent as usize - urgent.len().min(urgent_sent as usize);
+    Ok(vec![
+        Metric::new("urgent_ms", crate::report::median(&urgent), "ms"),
+        Metric::new(
+            "urgent_mean_ms",
+            urgent.iter().sum::<f64>() / urgent.len().max(1) as f64,
+            "ms",
+        ),
+        Metric::new("urgent_lost", lost as f64, "msgs"),
+        Metric::new(
+            "bulk_kBps",
+            bulk as f64 / 1e3 / duration.as_secs_f64(),
+            "KB/s",
+        ),
+        Metric::new(
+            "raw_delivered_fraction",
+            raw as f64 / raw_generated.max(1) as f64,
+            "",
+        ),
+        Metric::new(
+            "raw_dropped_fraction",
+            raw_dropped as f64 / raw_generated.max(1) as f64,
+            "",
+        ),
+    ])
+}

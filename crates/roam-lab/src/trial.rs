@@ -1,0 +1,76 @@
+//! One trial: an application on one system over one scenario, in a fresh emulator.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use roam_emu::{EmuConfig, Emulator};
+use roam_trace::scenario::Scenario;
+use serde::Serialize;
+
+use crate::system::{self, System};
+
+/// A measured quantity of one trial.
+#[derive(Clone, Debug, Serialize)]
+pub struct Metric {
+    /// Name (a column of the report).
+    pub name: String,
+    /// Value.
+    pub value: f64,
+    /// Unit (empty for ratios).
+    pub unit: String,
+}
+
+impl Metric {
+    /// A metric.
+    pub fn new(name: &str, value: f64, unit: &str) -> Metric {
+        Metric {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+        }
+    }
+}
+
+/// What an application's `run` gets.
+pub struct Trial {
+    /// The emulator, already up with the system's links.
+    pub emu: Emulator,
+    /// The system under test.
+    pub system: System,
+    /// The scenario the links follow.
+    pub scenario: Scenario,
+    /// How long the workload runs (applications may stop earlier when they finish).
+    pub duration: Duration,
+    /// Seed of the workload's random parts (also the scenario's).
+    pub seed: u64,
+    /// Progress: seconds of the workload done so far.
+    pub progress: Arc<dyn Fn(u64) + Send + Sync>,
+}
+
+/// Start the emulator for `system` on `scenario` and run `app` in it.
+pub fn run(
+    app: fn(&Trial) -> Result<Vec<Metric>>,
+    scenario: &Scenario,
+    system: System,
+    duration: Duration,
+    seed: u64,
+    progress: Arc<dyn Fn(u64) + Send + Sync>,
+) -> Result<Vec<Metric>> {
+    let links = system::links(scenario, system, duration)?;
+    let emu = Emulator::start(EmuConfig {
+        links,
+        ..Default::default()
+    })?;
+    let mut t = Trial {
+        emu,
+        system,
+        scenario: scenario.clone(),
+        duration,
+        seed,
+        progress,
+    };
+    let r = app(&t);
+    let _ = t.emu.shutdown();
+    r
+}

@@ -1,0 +1,82 @@
+//! `roam lab in-paper`: reproduce the Intentional Networking evaluation (see `roam_lab`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use roam_lab::lab::{self, Plan, SCENARIOS};
+use roam_lab::system::System;
+
+/// Arguments of `roam lab in-paper`.
+#[derive(Args, Debug)]
+pub struct InPaperArgs {
+    /// Reduced matrix for CI and a first look: short workloads, one trial, the `vehicular`
+    /// scenario only, every system at once (unless given explicitly).
+    #[arg(long)]
+    quick: bool,
+    /// Applications, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    apps: Option<Vec<String>>,
+    /// Scenarios, comma-separated (hotspot, intermittent, vehicular, vehicular-umts).
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Option<Vec<String>>,
+    /// Systems, comma-separated (roam, mptcp, aggregation, best-latency, best-bandwidth).
+    #[arg(long, value_delimiter = ',')]
+    systems: Option<Vec<String>>,
+    /// Trials per cell (default 5; 1 with --quick).
+    #[arg(long)]
+    trials: Option<u32>,
+    /// Workload length for every application, e.g. `90s` (default: the paper's; short with
+    /// --quick).
+    #[arg(long, value_parser = crate::parse_dur)]
+    duration: Option<Duration>,
+    /// Trials run at once, each in its own emulator (default 1; with --quick, one per
+    /// system). More than one shares the CPU between emulators.
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Output directory.
+    #[arg(long, default_value = "results/in-paper")]
+    out: PathBuf,
+}
+
+/// Run it; print the report's headline table.
+pub fn in_paper(a: &InPaperArgs) -> Result<()> {
+    let systems = match &a.systems {
+        Some(v) => v
+            .iter()
+            .map(|s| System::parse(s.trim()))
+            .collect::<Result<Vec<_>>>()?,
+        None => System::ALL.to_vec(),
+    };
+    let scenarios = a.scenarios.clone().unwrap_or_else(|| {
+        if a.quick {
+            vec!["vehicular".into()]
+        } else {
+            SCENARIOS.iter().map(|s| s.to_string()).collect()
+        }
+    });
+    let apps = a
+        .apps
+        .clone()
+        .unwrap_or_else(|| lab::apps().iter().map(|x| x.name.to_string()).collect());
+    let plan = Plan {
+        apps,
+        scenarios: scenarios.clone(),
+        jobs: a.jobs.unwrap_or(if a.quick { systems.len() } else { 1 }),
+        systems,
+        trials: a.trials.unwrap_or(if a.quick { 1 } else { 5 }),
+        quick: a.quick,
+        duration: a.duration,
+        out: a.out.clone(),
+    };
+    let (_, rows) = lab::in_paper(&plan)?;
+    for s in &scenarios {
+        println!("{}", lab::headline(&rows, s));
+    }
+    println!(
+        "Full report: {}/report.md (every trial: trials.csv; charts: *.svg)",
+        a.out.display()
+    );
+    Ok(())
+}
