@@ -5,10 +5,11 @@
 //! - [`system`]: roam, Linux MPTCP and the three one-link baselines (§5 of the Intentional
 //!   Networking paper);
 //! - [`channel`]: labelled messages over a multi-socket or one ordinary connection;
-//! - [`sensing`]: the applications;
+//! - [`sensing`], [`fs`]: the applications;
 //! - [`trial`], [`lab`], [`report`], [`paper`]: running the matrix and writing it up.
 
 pub mod channel;
+pub mod fs;
 pub mod lab;
 pub mod paper;
 pub mod report;

@@ -281,7 +281,11 @@ mod tests {
         assert_eq!(s.n, 5);
         assert!((s.mean - 11.0).abs() < 1e-12);
         // sd = 1.5811, se = 0.7071, t(4) = 2.776
-        assert!((s.ci - 2.776 * (2.5f64 / 5.0).sqrt()).abs() < 1e-3, "{}", s.ci);
+        assert!(
+            (s.ci - 2.776 * (2.5f64 / 5.0).sqrt()).abs() < 1e-3,
+            "{}",
+            s.ci
+        );
         assert_eq!(s.cell(), "11.0 [9.04, 13.0]");
         assert_eq!(summarize(&[5.0]).cell(), "5.00");
         assert_eq!(summarize(&[f64::NAN]).cell(), "failed");

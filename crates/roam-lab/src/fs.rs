@@ -1,0 +1,422 @@
+//! File-system RPC standing in for BlueFS (the paper's §4.1 application): a block file service
+//! whose client replays a recorded cold-cache build (configure + make of lighttpd 1.4.69; the
+//! trace is `fixtures/lighttpd-build.trace`, recorded with strace, see docs/lab.md).
+//!
+//! The client caches 4 KB blocks. A read of a block it does not hold is a *demand fetch*
+//! ({foreground, small}; the build waits for it). The first read of a file also *prefetches*
+//! the rest of that file ({background, large}). Writes go to the cache and are *written back*
+//! asynchronously ({background, large}), each write-back depending on the previous one, so the
+//! server applies modifications in order. Replies carry the request's label. Between
+//! operations the replay keeps the recorded gaps (the build's own computation).
+//!
+//! Measured: interactive time (how long the replayed build takes) and write-back time (from
+//! the start until the server has acknowledged the last write).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use roam_net::runtime::Thunk;
+use roam_net::Label;
+
+use crate::channel::{Conn, Sent, Server};
+use crate::trial::{Metric, Trial};
+
+/// Block size of the file service.
+pub const BLOCK: u64 = 4096;
+/// Most bytes one prefetch reply carries (larger files take several).
+const PREFETCH_MAX: u64 = 256 * 1024;
+/// How long the trial waits for write-back after the replay, at least.
+const WRITEBACK_WAIT: Duration = Duration::from_secs(120);
+const PORT: u16 = 6200;
+
+/// The recorded build.
+pub const FIXTURE: &str = include_str!("../fixtures/lighttpd-build.trace");
+
+/// One operation of the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Op {
+    /// Time since the start of the build, ms.
+    pub t_ms: u64,
+    /// Write (else read).
+    pub write: bool,
+    /// File id.
+    pub file: u32,
+    /// Byte offset.
+    pub off: u64,
+    /// Length, bytes.
+    pub len: u64,
+}
+
+/// A parsed trace.
+#[derive(Clone, Debug, Default)]
+pub struct FsTrace {
+    /// File sizes by id.
+    pub sizes: HashMap<u32, u64>,
+    /// Operations in time order.
+    pub ops: Vec<Op>,
+}
+
+impl FsTrace {
+    /// Parse the v1 text format (see `scripts/fs-trace-from-strace.py`).
+    pub fn parse(text: &str) -> Result<FsTrace> {
+        let mut t = FsTrace::default();
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let num = |k: usize| -> Result<u64> {
+                f.get(k)
+                    .ok_or_else(|| anyhow!("line {n}: missing field {k}"))?
+                    .parse()
+                    .with_context(|| format!("line {n}: field {k} is not a number"))
+            };
+            match f[0] {
+                "F" => {
+                    t.sizes.insert(num(1)? as u32, num(2)?);
+                }
+                "O" => {
+                    let write = match f.get(2) {
+                        Some(&"R") => false,
+                        Some(&"W") => true,
+                        other => bail!("line {n}: operation {other:?} is neither R nor W"),
+                    };
+                    let op = Op {
+                        t_ms: num(1)?,
+                        write,
+                        file: num(3)? as u32,
+                        off: num(4)?,
+                        len: num(5)?,
+                    };
+                    if !t.sizes.contains_key(&op.file) {
+                        bail!("line {n}: file {} was not declared", op.file);
+                    }
+                    if t.ops.last().is_some_and(|p: &Op| p.t_ms > op.t_ms) {
+                        bail!("line {n}: time goes backwards");
+                    }
+                    t.ops.push(op);
+                }
+                other => bail!("line {n}: unknown record `{other}`"),
+            }
+        }
+        Ok(t)
+    }
+
+    /// The operations of the first `d` of the build.
+    pub fn prefix(&self, d: Duration) -> &[Op] {
+        let end = d.as_millis() as u64;
+        let n = self.ops.partition_point(|o| o.t_ms < end);
+        &self.ops[..n]
+    }
+
+    /// Length of the recorded build.
+    pub fn length(&self) -> Duration {
+        Duration::from_millis(self.ops.last().map_or(0, |o| o.t_ms))
+    }
+}
+
+fn blocks(off: u64, len: u64) -> std::ops::Range<u64> {
+    off / BLOCK..(off + len).div_ceil(BLOCK)
+}
+
+// Requests: D file block | P file first count | W file off bytes...
+// Replies:  d file block bytes | p file first count bytes | w seq
+fn header(tag: u8, file: u32, a: u64, b: u64) -> Vec<u8> {
+    let mut m = Vec::with_capacity(21);
+    m.push(tag);
+    m.extend_from_slice(&file.to_le_bytes());
+    m.extend_from_slice(&a.to_le_bytes());
+    m.extend_from_slice(&b.to_le_bytes());
+    m
+}
+
+fn parse_header(m: &[u8]) -> Result<(u8, u32, u64, u64)> {
+    if m.len() < 21 {
+        bail!("short message ({} bytes)", m.len());
+    }
+    Ok((
+        m[0],
+        u32::from_le_bytes(m[1..5].try_into().unwrap()),
+        u64::from_le_bytes(m[5..13].try_into().unwrap()),
+        u64::from_le_bytes(m[13..21].try_into().unwrap()),
+    ))
+}
+
+/// Answer requests. Background replies go through their own thread, so a background send
+/// that has to wait (roam's backlog bound) never holds up a demand fetch behind it.
+fn serve(conn: Arc<Conn>) -> Result<()> {
+    let (bg_tx, bg_rx) = mpsc::channel::<(Label, Vec<u8>)>();
+    let bconn = conn.clone();
+    let bg = std::thread::spawn(move || -> Result<()> {
+        for (label, r) in bg_rx {
+            bconn.send(label, &[], r, None)?;
+        }
+        Ok(())
+    });
+    while let Some(m) = conn.recv()? {
+        let (tag, file, a, b) = parse_header(&m.data)?;
+        let reply = match tag {
+            b'D' => {
+                let mut r = header(b'd', file, a, 1);
+                r.resize(21 + BLOCK as usize, file as u8);
+                r
+            }
+            b'P' => {
+                let n = b.min(PREFETCH_MAX / BLOCK);
+                let mut r = header(b'p', file, a, n);
+                r.resize(21 + (n * BLOCK) as usize, file as u8);
+                r
+            }
+            b'W' => header(b'w', file, b, 0),
+            _ => bail!("unknown request {tag}"),
+        };
+        if m.label.is_foreground() {
+            conn.send(m.label, &[], reply, None)?;
+        } else if bg_tx.send((m.label, reply)).is_err() {
+            break;
+        }
+    }
+    drop(bg_tx);
+    bg.join()
+        .map_err(|_| anyhow!("background replies panicked"))?
+}
+
+#[derive(Default)]
+struct Cache {
+    have: HashSet<(u32, u64)>,
+    acked: u64,
+    /// Demand fetches in flight: when each was sent.
+    asked: HashMap<(u32, u64), Instant>,
+    /// Round-trip times of answered demand fetches, ms.
+    demand_ms: Vec<f64>,
+}
+
+/// Run one trial.
+pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    let trace = Arc::new(FsTrace::parse(FIXTURE)?);
+    let ops: Vec<Op> = trace.prefix(t.duration).to_vec();
+    let system = t.system;
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
+    let sc = server_conn.clone();
+    let server = t.emu.spawn_in_server(move || -> Result<()> {
+        let l = Server::bind(system, PORT)?;
+        ready_tx.send(()).ok();
+        let c = Arc::new(l.accept()?);
+        *sc.lock().unwrap() = Some(c.clone());
+        serve(c)
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| anyhow!("the file server did not start"))?;
+    let local = t.emu.links()[0].client_addr;
+    let progress = t.progress.clone();
+    let sizes = trace.sizes.clone();
+    type Out = (f64, f64, u64, Vec<f64>, Arc<Conn>);
+    let client = t.emu.spawn_in_client(move || -> Result<Out> {
+        let conn = Arc::new(Conn::connect(system, local, PORT)?);
+        let cache = Arc::new((Mutex::new(Cache::default()), Condvar::new()));
+        let last_ack_ns = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        // Replies: fill the cache, count write-back acknowledgements.
+        let (rc, rcache, rlast) = (conn.clone(), cache.clone(), last_ack_ns.clone());
+        let receiver = std::thread::spawn(move || -> Result<()> {
+            while let Some(m) = rc.recv()? {
+                let (tag, file, a, b) = parse_header(&m.data)?;
+                let (lock, cv) = &*rcache;
+                let mut c = lock.lock().unwrap();
+                if tag == b'd' {
+                    if let Some(t0) = c.asked.remove(&(file, a)) {
+                        c.demand_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+                    }
+                }
+                match tag {
+                    b'd' | b'p' => {
+                        for k in a..a + b {
+                            c.have.insert((file, k));
+                        }
+                    }
+                    b'w' => {
+                        c.acked += 1;
+                        rlast.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    }
+                    _ => bail!("unknown reply {tag}"),
+                }
+                cv.notify_all();
+            }
+            Ok(())
+        });
+        // Write-back: its own thread, so a full connection does not stall the build.
+        let (wb_tx, wb_rx) = mpsc::channel::<Op>();
+        let wconn = conn.clone();
+        let writer = std::thread::spawn(move || -> Result<u64> {
+            let mut prev = None;
+            let mut n = 0;
+            for op in wb_rx {
+                let mut m = header(b'W', op.file, op.off, n);
+                m.resize(21 + op.len as usize, 0x77);
+                let deps: Vec<u64> = prev.into_iter().collect();
+                if let Sent::Id(id) = wconn.send(Label::BackgroundLarge, &deps, m, None)? {
+                    prev = Some(id);
+                }
+                n += 1;
+            }
+            Ok(n)
+        });
+        let mut touched: HashSet<u32> = HashSet::new();
+        let mut demanded: HashSet<(u32, u64)> = HashSet::new();
+        let mut prev_t = 0u64;
+        for op in &ops {
+            // The build's own computation between operations.
+            std::thread::sleep(Duration::from_millis(op.t_ms - prev_t));
+            prev_t = op.t_ms;
+            progress(op.t_ms / 1000);
+            if op.write {
+                let (lock, _) = &*cache;
+                let mut c = lock.lock().unwrap();
+                for k in blocks(op.off, op.len) {
+                    c.have.insert((op.file, k));
+                }
+                drop(c);
+                wb_tx
+                    .send(*op)
+                    .map_err(|_| anyhow!("write-back thread ended"))?;
+                continue;
+            }
+            let want: Vec<u64> = blocks(op.off, op.len).collect();
+            {
+                let (lock, _) = &*cache;
+                let c = lock.lock().unwrap();
+                let missing: Vec<u64> = want
+                    .iter()
+                    .copied()
+                    .filter(|k| !c.have.contains(&(op.file, *k)))
+                    .collect();
+                drop(c);
+                // A block the build needs now is fetched on demand even if a prefetch of it
+                // is under way (it may be queued behind much more).
+                for &k in &missing {
+                    if demanded.insert((op.file, k)) {
+                        cache
+                            .0
+                            .lock()
+                            .unwrap()
+                            .asked
+                            .insert((op.file, k), Instant::now());
+                        conn.send(
+                            Label::ForegroundSmall,
+                            &[],
+                            header(b'D', op.file, k, 1),
+                            None,
+                        )?;
+                    }
+                }
+            }
+            if touched.insert(op.file) {
+                // First read of the file: prefetch the rest of it in the background.
+                let size = sizes.get(&op.file).copied().unwrap_or(0);
+                let last = blocks(op.off, op.len).end;
+                let total = size.div_ceil(BLOCK);
+                let mut k = last;
+                while k < total {
+                    let n = (total - k).min(PREFETCH_MAX / BLOCK);
+                    // Prefetching is optional: when roam defers it, skip it.
+                    let sent = conn.send(
+                        Label::BackgroundLarge,
+                        &[],
+                        header(b'P', op.file, k, n),
+                        Some(Thunk::new(|| {})),
+                    )?;
+                    if let Sent::Deferred(h) = sent {
+                        h.cancel();
+                        break;
+                    }
+                    k += n;
+                }
+            }
+            let (lock, cv) = &*cache;
+            let mut c = lock.lock().unwrap();
+            while !want.iter().all(|k| c.have.contains(&(op.file, *k))) {
+                let (g, to) = cv.wait_timeout(c, Duration::from_secs(120)).unwrap();
+                c = g;
+                if to.timed_out() {
+                    bail!("a demand fetch got no reply within 120 s");
+                }
+            }
+        }
+        let interactive = start.elapsed().as_secs_f64();
+        drop(wb_tx);
+        let writes = writer
+            .join()
+            .map_err(|_| anyhow!("write-back thread panicked"))??;
+        let (lock, cv) = &*cache;
+        let mut c = lock.lock().unwrap();
+        let deadline = Instant::now() + WRITEBACK_WAIT.max(Duration::from_secs_f64(interactive));
+        while c.acked < writes && Instant::now() < deadline {
+            c = cv.wait_timeout(c, Duration::from_millis(500)).unwrap().0;
+        }
+        let complete = c.acked >= writes;
+        let demand_ms = std::mem::take(&mut c.demand_ms);
+        drop(c);
+        // Not finished within the wait: no value (the report shows the trial's absence).
+        let wb = match (writes, complete) {
+            (0, _) => 0.0,
+            (_, true) => last_ack_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            (_, false) => f64::NAN,
+        };
+        drop(receiver);
+        Ok((interactive, wb, writes, demand_ms, conn))
+    });
+    let (interactive, writeback, writes, demand_ms, conn) = client
+        .join()
+        .map_err(|_| anyhow!("the file-system client panicked"))???;
+    conn.abort();
+    if let Some(c) = server_conn.lock().unwrap().take() {
+        c.abort();
+    }
+    let _ = server.join();
+    Ok(vec![
+        Metric::new("interactive_s", interactive, "s"),
+        Metric::new("writeback_s", writeback, "s"),
+        Metric::new("writebacks", writes as f64, "msgs"),
+        Metric::new("demand_fetches", demand_ms.len() as f64, "msgs"),
+        Metric::new("demand_ms", crate::report::median(&demand_ms), "ms"),
+        Metric::new(
+            "demand_mean_ms",
+            demand_ms.iter().sum::<f64>() / demand_ms.len().max(1) as f64,
+            "ms",
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixture_parses_and_errors_name_the_line() {
+        let t = FsTrace::parse(FIXTURE).unwrap();
+        assert!(t.ops.len() > 100 && t.ops.iter().any(|o| o.write));
+        assert!(t.length() > Duration::from_secs(10));
+        let e = FsTrace::parse("F 1 10 a\nO 5 X 1 0 4\n").unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+        let e = FsTrace::parse("O 5 R 9 0 4\n").unwrap_err();
+        assert!(e.to_string().contains("not declared"), "{e}");
+        let e = FsTrace::parse("F 1 10 a\nO 5 R 1 0 4\nO 4 R 1 0 4\n").unwrap_err();
+        assert!(e.to_string().contains("backwards"), "{e}");
+        let t = FsTrace::parse("F 1 10 a\nO 5 R 1 0 4\nO 900 R 1 0 4\n").unwrap();
+        assert_eq!(t.prefix(Duration::from_millis(100)).len(), 1);
+    }
+
+    #[test]
+    fn blocks_cover_the_range() {
+        assert_eq!(blocks(0, 1), 0..1);
+        assert_eq!(blocks(4095, 2), 0..2);
+        assert_eq!(blocks(8192, 4096), 2..3);
+    }
+}
