@@ -19,7 +19,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use roam_net::runtime::Thunk;
 use roam_net::Label;
 
 use crate::channel::{Conn, Sent, Server};
@@ -30,7 +29,7 @@ pub const BLOCK: u64 = 4096;
 /// Most bytes one prefetch reply carries (larger files take several).
 const PREFETCH_MAX: u64 = 256 * 1024;
 /// How long the trial waits for write-back after the replay, at least.
-const WRITEBACK_WAIT: Duration = Duration::from_secs(120);
+const WRITEBACK_WAIT: Duration = Duration::from_secs(60);
 const PORT: u16 = 6200;
 
 /// The recorded build.
@@ -268,6 +267,15 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             }
             Ok(n)
         });
+        // Prefetch requests: their own thread too (a background send may wait for room).
+        let (pf_tx, pf_rx) = mpsc::channel::<Vec<u8>>();
+        let pconn = conn.clone();
+        let prefetcher = std::thread::spawn(move || -> Result<()> {
+            for m in pf_rx {
+                pconn.send(Label::BackgroundLarge, &[], m, None)?;
+            }
+            Ok(())
+        });
         let mut touched: HashSet<u32> = HashSet::new();
         let mut demanded: HashSet<(u32, u64)> = HashSet::new();
         let mut prev_t = 0u64;
@@ -325,17 +333,9 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                 let mut k = last;
                 while k < total {
                     let n = (total - k).min(PREFETCH_MAX / BLOCK);
-                    // Prefetching is optional: when roam defers it, skip it.
-                    let sent = conn.send(
-                        Label::BackgroundLarge,
-                        &[],
-                        header(b'P', op.file, k, n),
-                        Some(Thunk::new(|| {})),
-                    )?;
-                    if let Sent::Deferred(h) = sent {
-                        h.cancel();
-                        break;
-                    }
+                    pf_tx
+                        .send(header(b'P', op.file, k, n))
+                        .map_err(|_| anyhow!("prefetch thread ended"))?;
                     k += n;
                 }
             }
@@ -350,7 +350,8 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             }
         }
         let interactive = start.elapsed().as_secs_f64();
-        drop(wb_tx);
+        drop((wb_tx, pf_tx));
+        drop(prefetcher);
         let writes = writer
             .join()
             .map_err(|_| anyhow!("write-back thread panicked"))??;

@@ -42,7 +42,7 @@ pub fn apps() -> Vec<App> {
             name: "fs",
             run: fs::run,
             full: build + Duration::from_secs(1),
-            quick: Duration::from_secs(20),
+            quick: Duration::from_secs(6),
             interactive: ("interactive_s", "interactive time, replayed build (s)"),
             background: ("writeback_s", "write-back done (s)", false),
         },

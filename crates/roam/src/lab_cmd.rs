@@ -78,5 +78,9 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
         "Full report: {}/report.md (every trial: trials.csv; charts: *.svg)",
         a.out.display()
     );
+    let failed = rows.iter().filter(|r| r.metric == "error").count();
+    if failed > 0 {
+        anyhow::bail!("{failed} trial(s) failed (listed at the end of the report)");
+    }
     Ok(())
 }
