@@ -45,13 +45,7 @@ pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    roam_trace::stats::median(&mut v)
 }
 
 /// Two-sided 97.5% quantile of Student's t with `df` degrees of freedom.

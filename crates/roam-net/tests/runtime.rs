@@ -249,12 +249,10 @@ fn pending_handshakes_are_bounded() {
 }
 
 #[test]
-fn abort_wakes_blocked_receivers_on_both_sides() {
-    let (c, s, _l) = pair(lo_options(), lo_options());
+fn abort_wakes_a_blocked_receiver() {
+    let (_c, s, _l) = pair(lo_options(), lo_options());
     let s2 = s.clone();
     let blocked = std::thread::spawn(move || s2.recv_irob());
-    let c2 = c.clone();
-    let peer_blocked = std::thread::spawn(move || c2.recv_irob());
     std::thread::sleep(Duration::from_millis(100));
     s.abort("test over");
     let r = blocked.join().unwrap();
@@ -262,7 +260,4 @@ fn abort_wakes_blocked_receivers_on_both_sides() {
         matches!(r, Err(Error::Failed(ref m)) if m.contains("test over")),
         "{r:?}"
     );
-    // The peer learns of it through the Error frame.
-    let r = peer_blocked.join().unwrap();
-    assert!(r.is_err(), "{r:?}");
 }

@@ -27,17 +27,15 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
 use clap::Args;
-use roam_emu::spec::parse_queue;
 use roam_emu::traffic::{
     bulk_download, bulk_server_with, connect_from, listen, set_congestion_control,
 };
 use roam_emu::{EmuConfig, Emulator, LinkConfig, SERVER_ADDR};
+use roam_lab::system::System;
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
-use roam_trace::baseline::{derive_baseline, Baseline};
 use roam_trace::scenario::Scenario;
-use roam_trace::LinkKind;
 use serde_json::json;
 
 const CC: &str = "cubic";
@@ -218,32 +216,10 @@ fn median_ms(v: &[Duration]) -> f64 {
     v[v.len() / 2].as_secs_f64() * 1e3
 }
 
-fn hotspot_links(scenario: &Scenario, baseline: Option<Baseline>) -> Result<Vec<LinkConfig>> {
-    let queue = parse_queue("100pkt").map_err(|e| anyhow!("{e}"))?;
-    Ok(match baseline {
-        Some(b) => {
-            let t = derive_baseline(scenario, b, Duration::from_secs(3600))?;
-            vec![LinkConfig {
-                name: "link".into(),
-                kind: LinkKind::Other,
-                trace: t.to_link(),
-                queue,
-                seed: 1,
-            }]
-        }
-        None => scenario
-            .links
-            .iter()
-            .enumerate()
-            .map(|(i, l)| LinkConfig {
-                name: l.name.clone(),
-                kind: l.kind,
-                trace: l.trace.clone(),
-                queue,
-                seed: 1 + i as u64,
-            })
-            .collect(),
-    })
+/// The hotspot's links for `system` (roam-lab's definition: 100-packet queues; the baselines
+/// on one derived link).
+fn hotspot_links(scenario: &Scenario, system: System) -> Result<Vec<LinkConfig>> {
+    roam_lab::system::links(scenario, system, Duration::from_secs(3300))
 }
 
 /// A 1 KB request / 1 KB response server over TCP or MPTCP, in the server namespace.
@@ -302,7 +278,14 @@ fn request_server(
 
 /// Baseline systems: plain TCP (or MPTCP) bulk download plus a separate request connection.
 fn hotspot_baseline(scenario: &Scenario, mptcp: bool, args: &BenchNetArgs) -> Result<Hotspot> {
-    let links = hotspot_links(scenario, (!mptcp).then_some(Baseline::Aggregation))?;
+    let links = hotspot_links(
+        scenario,
+        if mptcp {
+            System::Mptcp
+        } else {
+            System::Aggregation
+        },
+    )?;
     let emu = Emulator::start(EmuConfig {
         links,
         ..Default::default()
@@ -367,7 +350,7 @@ fn hotspot_baseline(scenario: &Scenario, mptcp: bool, args: &BenchNetArgs) -> Re
 /// roam: one multi-socket carries the bulk download (background large) and the requests
 /// (foreground small) over both links.
 fn hotspot_roam(scenario: &Scenario, args: &BenchNetArgs) -> Result<Hotspot> {
-    let links = hotspot_links(scenario, None)?;
+    let links = hotspot_links(scenario, System::Roam)?;
     let emu = Emulator::start(EmuConfig {
         links,
         ..Default::default()

@@ -1628,8 +1628,9 @@ impl Session {
         }
     }
 
-    /// Give up now: the peer gets an `Error` frame with `reason`, every connection closes and
-    /// every pending call sees the failure (an application-level reset; unsent data is lost).
+    /// Give up now: an `Error` frame with `reason` is queued for the peer, every connection
+    /// closes and every pending call sees the failure (an application-level reset; unsent data
+    /// is lost).
     pub fn abort(&mut self, reason: &str) {
         self.fail(format!("aborted: {reason}"));
     }

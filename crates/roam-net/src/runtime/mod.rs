@@ -918,8 +918,9 @@ impl MultiSocket {
             && self.shared.session().failure().is_none()
     }
 
-    /// Reset the multi-socket now: unsent data is dropped, the peer is told `reason`, and
-    /// every pending call (here and at the peer) returns [`Error::Failed`].
+    /// Reset the multi-socket now: unsent data is dropped, every pending call here returns
+    /// [`Error::Failed`], and an `Error` frame with `reason` is queued for the peer (which may
+    /// instead see the connections close and fail after its failure timeout).
     pub fn abort(&self, reason: &str) {
         let mut s = self.shared.session();
         s.abort(reason);
