@@ -15,7 +15,6 @@ use std::collections::VecDeque;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -64,7 +63,6 @@ pub struct Plain {
     read: Mutex<BufReader<TcpStream>>,
     stream: TcpStream,
     queue: Arc<(Mutex<Queue>, Condvar)>,
-    writer: Mutex<Option<JoinHandle<()>>>,
     next: Mutex<IrobId>,
 }
 
@@ -98,7 +96,8 @@ impl Plain {
             Condvar::new(),
         ));
         let (q, mut w) = (queue.clone(), stream.try_clone()?);
-        let writer = std::thread::spawn(move || loop {
+        // The writer thread ends when the queue is closed and empty, or the socket fails.
+        std::thread::spawn(move || loop {
             let (lock, cv) = &*q;
             let mut g = lock.lock().unwrap();
             while g.items.is_empty() && !g.closed {
@@ -123,7 +122,6 @@ impl Plain {
             read: Mutex::new(BufReader::with_capacity(256 * 1024, stream.try_clone()?)),
             stream,
             queue,
-            writer: Mutex::new(Some(writer)),
             next: Mutex::new(1),
         })
     }
@@ -218,38 +216,6 @@ impl Conn {
                 r.read_exact(&mut data)
                     .context("connection ended inside a message")?;
                 Ok(Some(Msg { label, data }))
-            }
-        }
-    }
-
-    /// Send what is queued, then close; waits at most `timeout`.
-    pub fn close(&self, timeout: Duration) {
-        match self {
-            Conn::Roam(ms) => {
-                ms.close(timeout);
-            }
-            Conn::Plain(p) => {
-                {
-                    let (lock, cv) = &*p.queue;
-                    let mut g = lock.lock().unwrap();
-                    g.closed = true;
-                    cv.notify_all();
-                    let end = Instant::now() + timeout;
-                    while (!g.items.is_empty() || g.writing.is_some()) && g.error.is_none() {
-                        let left = end.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            break;
-                        }
-                        g = cv.wait_timeout(g, left).unwrap().0;
-                    }
-                }
-                let _ = p.stream.shutdown(std::net::Shutdown::Write);
-                if let Some(w) = p.writer.lock().unwrap().take() {
-                    // The writer exits once the queue is empty (or the socket failed).
-                    if w.is_finished() {
-                        let _ = w.join();
-                    }
-                }
             }
         }
     }
