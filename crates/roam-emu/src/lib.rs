@@ -12,6 +12,7 @@ pub mod queue;
 pub mod run;
 pub mod spec;
 pub mod sys;
+pub mod testing;
 pub mod traffic;
 
 pub use control::{Command, LinkCommand, ScheduledCommand};

@@ -476,17 +476,22 @@ mod tests {
         assert_eq!(out[1].1[0], 1);
     }
 
-    #[test]
-    fn opportunities_pack_bytes_and_waste_idle_ones() {
-        let p = Arc::new(PdoTrace::from_millis(vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "t").unwrap());
-        let mut q = LinkQueue::new(
+    /// An unlimited, delay-free, always-up queue delivering at these opportunities (ms).
+    fn opportunity_queue(ms: Vec<u64>) -> LinkQueue {
+        let p = Arc::new(PdoTrace::from_millis(ms, "t").unwrap());
+        LinkQueue::new(
             Capacity::Opportunities(p),
             Piecewise::constant(Duration::ZERO),
             Piecewise::constant(true),
             0.0,
             QueueLimit::Unlimited,
             1,
-        );
+        )
+    }
+
+    #[test]
+    fn opportunities_pack_bytes_and_waste_idle_ones() {
+        let mut q = opportunity_queue(vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         // Arrives at 2.5 ms: opportunities at 1 and 2 ms are wasted.
         q.receive(Time::from_nanos(2_500_000), vec![0; 1000]);
         q.receive(Time::from_nanos(2_500_000), vec![1; 1000]);
@@ -501,15 +506,7 @@ mod tests {
 
     #[test]
     fn opportunity_at_arrival_time_is_not_used() {
-        let p = Arc::new(PdoTrace::from_millis(vec![5, 10], "t").unwrap());
-        let mut q = LinkQueue::new(
-            Capacity::Opportunities(p),
-            Piecewise::constant(Duration::ZERO),
-            Piecewise::constant(true),
-            0.0,
-            QueueLimit::Unlimited,
-            1,
-        );
+        let mut q = opportunity_queue(vec![5, 10]);
         q.receive(ms(5), vec![0; 10]);
         let out = drain(&mut q, ms(20));
         assert_eq!(out[0].0, ms(10));

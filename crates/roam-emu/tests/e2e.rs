@@ -1,25 +1,22 @@
 //! The emulator with real kernel TCP and MPTCP running through it. Skips with a one-line reason
 //! where namespaces and TUN devices are unavailable (CI runs as root, so they run there).
 
-use roam_emu::spec::parse_link;
 use roam_emu::traffic::{bulk_download, bulk_server, echo_server, rtt_probe};
-use roam_emu::{Command, EmuConfig, Emulator, LinkCommand};
+use roam_emu::{Command, Emulator, LinkCommand};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn emu(links: &[&str]) -> Option<Emulator> {
-    if let Err(reason) = roam_emu::sys::check_privileges() {
-        eprintln!("skipped: {reason}");
-        return None;
-    }
-    let links = links.iter().map(|l| parse_link(l, 1).unwrap()).collect();
-    Some(
-        Emulator::start(EmuConfig {
-            links,
-            ..Default::default()
-        })
-        .unwrap(),
-    )
+    roam_emu::testing::emulator_or_skip(links)
+}
+
+/// Bytes link `name` delivered towards the client so far.
+fn down_bytes(emu: &Emulator, name: &str) -> u64 {
+    emu.link(name)
+        .unwrap()
+        .down
+        .delivered_bytes
+        .load(Ordering::Relaxed)
 }
 
 #[test]
@@ -49,18 +46,8 @@ fn mptcp_uses_both_links_as_subflows() {
         "MPTCP download moved {} bytes",
         r.total()
     );
-    let wifi = emu
-        .link("wifi")
-        .unwrap()
-        .down
-        .delivered_bytes
-        .load(Ordering::Relaxed);
-    let cell = emu
-        .link("cell")
-        .unwrap()
-        .down
-        .delivered_bytes
-        .load(Ordering::Relaxed);
+    let wifi = down_bytes(&emu, "wifi");
+    let cell = down_bytes(&emu, "cell");
     // The initial subflow uses wifi; the path manager adds a subflow from cell's address.
     assert!(wifi > 500_000, "wifi carried {wifi} bytes");
     assert!(cell > 500_000, "cell carried {cell} bytes");
@@ -84,18 +71,8 @@ fn plain_tcp_stays_on_the_link_it_is_bound_to() {
         .unwrap();
     srv.stop();
     assert!(r.total() > 100_000);
-    let wifi = emu
-        .link("wifi")
-        .unwrap()
-        .down
-        .delivered_bytes
-        .load(Ordering::Relaxed);
-    let cell = emu
-        .link("cell")
-        .unwrap()
-        .down
-        .delivered_bytes
-        .load(Ordering::Relaxed);
+    let wifi = down_bytes(&emu, "wifi");
+    let cell = down_bytes(&emu, "cell");
     assert!(cell >= r.total(), "cell {cell} vs app {}", r.total());
     assert!(
         wifi < 10_000,

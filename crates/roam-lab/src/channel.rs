@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,7 +64,7 @@ pub struct Plain {
     read: Mutex<BufReader<TcpStream>>,
     stream: TcpStream,
     queue: Arc<(Mutex<Queue>, Condvar)>,
-    next: Mutex<IrobId>,
+    next: AtomicU64,
 }
 
 /// A lab connection.
@@ -122,7 +123,7 @@ impl Plain {
             read: Mutex::new(BufReader::with_capacity(256 * 1024, stream.try_clone()?)),
             stream,
             queue,
-            next: Mutex::new(1),
+            next: AtomicU64::new(1),
         })
     }
 }
@@ -172,10 +173,7 @@ impl Conn {
                 }
                 g.items.push_back((Instant::now(), frame));
                 cv.notify_all();
-                let mut n = p.next.lock().unwrap();
-                let id = *n;
-                *n += 1;
-                Ok(Sent::Id(id))
+                Ok(Sent::Id(p.next.fetch_add(1, Ordering::Relaxed)))
             }
         }
     }

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -34,6 +34,15 @@ const PORT: u16 = 6200;
 
 /// The recorded build.
 pub const FIXTURE: &str = include_str!("../fixtures/lighttpd-build.trace");
+
+/// The recorded build, parsed once per process.
+pub fn build_trace() -> Result<&'static FsTrace> {
+    static TRACE: OnceLock<Result<FsTrace, String>> = OnceLock::new();
+    TRACE
+        .get_or_init(|| FsTrace::parse(FIXTURE).map_err(|e| format!("{e:#}")))
+        .as_ref()
+        .map_err(|e| anyhow!("fixtures/lighttpd-build.trace: {e}"))
+}
 
 /// One operation of the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,8 +206,8 @@ struct Cache {
 
 /// Run one trial.
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
-    let trace = Arc::new(FsTrace::parse(FIXTURE)?);
-    let ops: Vec<Op> = trace.prefix(t.duration).to_vec();
+    let trace = build_trace()?;
+    let ops = trace.prefix(t.duration);
     let system = t.system;
     let (ready_tx, ready_rx) = mpsc::channel();
     let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
@@ -215,7 +224,6 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         .map_err(|_| anyhow!("the file server did not start"))?;
     let local = t.emu.links()[0].client_addr;
     let progress = t.progress.clone();
-    let sizes = trace.sizes.clone();
     type Out = (f64, f64, u64, Vec<f64>, Arc<Conn>);
     let client = t.emu.spawn_in_client(move || -> Result<Out> {
         let conn = Arc::new(Conn::connect(system, local, PORT)?);
@@ -279,7 +287,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         let mut touched: HashSet<u32> = HashSet::new();
         let mut demanded: HashSet<(u32, u64)> = HashSet::new();
         let mut prev_t = 0u64;
-        for op in &ops {
+        for op in ops {
             // The build's own computation between operations.
             std::thread::sleep(Duration::from_millis(op.t_ms - prev_t));
             prev_t = op.t_ms;
@@ -297,37 +305,33 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                 continue;
             }
             let want: Vec<u64> = blocks(op.off, op.len).collect();
-            {
-                let (lock, _) = &*cache;
-                let c = lock.lock().unwrap();
-                let missing: Vec<u64> = want
+            // A block the build needs now is fetched on demand even if a prefetch of it is
+            // under way (it may be queued behind much more).
+            let ask: Vec<u64> = {
+                let mut c = cache.0.lock().unwrap();
+                let now = Instant::now();
+                let ask: Vec<u64> = want
                     .iter()
                     .copied()
                     .filter(|k| !c.have.contains(&(op.file, *k)))
+                    .filter(|k| demanded.insert((op.file, *k)))
                     .collect();
-                drop(c);
-                // A block the build needs now is fetched on demand even if a prefetch of it
-                // is under way (it may be queued behind much more).
-                for &k in &missing {
-                    if demanded.insert((op.file, k)) {
-                        cache
-                            .0
-                            .lock()
-                            .unwrap()
-                            .asked
-                            .insert((op.file, k), Instant::now());
-                        conn.send(
-                            Label::ForegroundSmall,
-                            &[],
-                            header(b'D', op.file, k, 1),
-                            None,
-                        )?;
-                    }
+                for &k in &ask {
+                    c.asked.insert((op.file, k), now);
                 }
+                ask
+            };
+            for k in ask {
+                conn.send(
+                    Label::ForegroundSmall,
+                    &[],
+                    header(b'D', op.file, k, 1),
+                    None,
+                )?;
             }
             if touched.insert(op.file) {
                 // First read of the file: prefetch the rest of it in the background.
-                let size = sizes.get(&op.file).copied().unwrap_or(0);
+                let size = trace.sizes.get(&op.file).copied().unwrap_or(0);
                 let last = blocks(op.off, op.len).end;
                 let total = size.div_ceil(BLOCK);
                 let mut k = last;
@@ -387,11 +391,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         Metric::new("writebacks", writes as f64, "msgs"),
         Metric::new("demand_fetches", demand_ms.len() as f64, "msgs"),
         Metric::new("demand_ms", crate::report::median(&demand_ms), "ms"),
-        Metric::new(
-            "demand_mean_ms",
-            demand_ms.iter().sum::<f64>() / demand_ms.len().max(1) as f64,
-            "ms",
-        ),
+        Metric::new("demand_mean_ms", crate::report::mean(&demand_ms), "ms"),
     ])
 }
 

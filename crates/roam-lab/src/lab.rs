@@ -36,7 +36,7 @@ pub struct App {
 
 /// Every application, in report order.
 pub fn apps() -> Vec<App> {
-    let build = fs::FsTrace::parse(fs::FIXTURE).map_or(Duration::from_secs(600), |t| t.length());
+    let build = fs::build_trace().map_or(Duration::from_secs(600), |t| t.length());
     vec![
         App {
             name: "fs",
@@ -80,6 +80,14 @@ pub struct Plan {
     pub out: PathBuf,
 }
 
+impl Plan {
+    /// How long `app`'s workload runs under this plan.
+    fn workload(&self, app: &App) -> Duration {
+        self.duration
+            .unwrap_or(if self.quick { app.quick } else { app.full })
+    }
+}
+
 struct Job {
     app: usize,
     scenario: String,
@@ -114,11 +122,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     for trial in 1..=plan.trials {
         for s in &plan.scenarios {
             for &a in &app_ix {
-                let d = plan.duration.unwrap_or(if plan.quick {
-                    all[a].quick
-                } else {
-                    all[a].full
-                });
+                let d = plan.workload(&all[a]);
                 for &system in &plan.systems {
                     jobs.push_back(Job {
                         app: a,
@@ -161,8 +165,12 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                     j.system.name(),
                     j.trial
                 );
-                running.lock().unwrap().push(name.clone());
-                bar.set_message(running.lock().unwrap().join(" "));
+                let show_running = |r: &Vec<String>| bar.set_message(r.join(" "));
+                {
+                    let mut r = running.lock().unwrap();
+                    r.push(name.clone());
+                    show_running(&r);
+                }
                 let seed = j.trial as u64;
                 let done = Arc::new(Mutex::new(0u64));
                 let (b2, d2) = (bar.clone(), done.clone());
@@ -209,8 +217,9 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                         bar.length().unwrap_or(0)
                     );
                 }
-                running.lock().unwrap().retain(|x| *x != name);
-                bar.set_message(running.lock().unwrap().join(" "));
+                let mut r = running.lock().unwrap();
+                r.retain(|x| *x != name);
+                show_running(&r);
             });
         }
     });
@@ -314,13 +323,7 @@ fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[S
     );
     let longest = app_ix
         .iter()
-        .map(|&a| {
-            plan.duration.unwrap_or(if plan.quick {
-                all[a].quick
-            } else {
-                all[a].full
-            })
-        })
+        .map(|&a| plan.workload(&all[a]))
         .max()
         .unwrap_or(Duration::from_secs(60));
     for sc in &plan.scenarios {

@@ -48,6 +48,11 @@ pub fn median(v: &[f64]) -> f64 {
     roam_trace::stats::median(&mut v)
 }
 
+/// Arithmetic mean (0 when empty, like a count of nothing).
+pub fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
 /// Two-sided 97.5% quantile of Student's t with `df` degrees of freedom.
 fn t975(df: usize) -> f64 {
     const T: [f64; 10] = [

@@ -310,11 +310,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let lost = urgent_sent as usize - urgent.len().min(urgent_sent as usize);
     Ok(vec![
         Metric::new("urgent_ms", crate::report::median(&urgent), "ms"),
-        Metric::new(
-            "urgent_mean_ms",
-            urgent.iter().sum::<f64>() / urgent.len().max(1) as f64,
-            "ms",
-        ),
+        Metric::new("urgent_mean_ms", crate::report::mean(&urgent), "ms"),
         Metric::new("urgent_lost", lost as f64, "msgs"),
         Metric::new(
             "bulk_kBps",

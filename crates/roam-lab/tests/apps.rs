@@ -11,13 +11,7 @@ use roam_lab::{fs, sensing};
 use roam_trace::scenario::Scenario;
 
 fn privileged() -> bool {
-    match roam_emu::sys::check_privileges() {
-        Ok(()) => true,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            false
-        }
-    }
+    roam_emu::testing::privileged_or_skip()
 }
 
 fn get(ms: &[Metric], name: &str) -> f64 {

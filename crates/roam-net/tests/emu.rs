@@ -6,25 +6,13 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use roam_emu::spec::parse_link;
-use roam_emu::{Command, EmuConfig, Emulator, LinkCommand, SERVER_ADDR};
+use roam_emu::{Command, Emulator, LinkCommand, SERVER_ADDR};
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::Options;
 
 fn emu(links: &[&str]) -> Option<Emulator> {
-    if let Err(reason) = roam_emu::sys::check_privileges() {
-        eprintln!("skipped: {reason}");
-        return None;
-    }
-    let links = links.iter().map(|l| parse_link(l, 1).unwrap()).collect();
-    Some(
-        Emulator::start(EmuConfig {
-            links,
-            ..Default::default()
-        })
-        .unwrap(),
-    )
+    roam_emu::testing::emulator_or_skip(links)
 }
 
 fn content(id: u64, len: usize) -> Vec<u8> {

@@ -23,14 +23,17 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// `roam trace stats --link LINK`, run to completion.
+fn trace_stats(link: String) -> std::process::Output {
+    roam()
+        .args(["trace", "stats", "--link"])
+        .arg(link)
+        .output()
+        .unwrap()
+}
+
 fn emu_available() -> bool {
-    match roam_emu::sys::check_privileges() {
-        Ok(()) => true,
-        Err(reason) => {
-            eprintln!("skipped: {reason}");
-            false
-        }
-    }
+    roam_emu::testing::privileged_or_skip()
 }
 
 #[test]
@@ -38,11 +41,7 @@ fn malformed_trace_names_file_line_and_expectation() {
     let d = tmpdir("badtrace");
     let f = d.join("bad.down");
     std::fs::write(&f, "1\n2\n2.5\n").unwrap();
-    let o = roam()
-        .args(["trace", "stats", "--link"])
-        .arg(format!("cell=down={},up=1mbit", f.display()))
-        .output()
-        .unwrap();
+    let o = trace_stats(format!("cell=down={},up=1mbit", f.display()));
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -62,15 +61,11 @@ fn malformed_cdf_and_schedule_and_csv() {
     let off = d.join("off.cdf");
     std::fs::write(&on, "1 0.1\n2 0.5\n3 1.7\n").unwrap();
     std::fs::write(&off, "1 0.5\n2 1\n").unwrap();
-    let o = roam()
-        .args(["trace", "stats", "--link"])
-        .arg(format!(
-            "wifi=rate=1mbit,onoff={}:{}",
-            on.display(),
-            off.display()
-        ))
-        .output()
-        .unwrap();
+    let o = trace_stats(format!(
+        "wifi=rate=1mbit,onoff={}:{}",
+        on.display(),
+        off.display()
+    ));
     let (_, err) = text(&o);
     assert!(
         err.contains(&format!(
@@ -82,11 +77,7 @@ fn malformed_cdf_and_schedule_and_csv() {
 
     let sched = d.join("sched");
     std::fs::write(&sched, "1 off\n2 sideways\n").unwrap();
-    let o = roam()
-        .args(["trace", "stats", "--link"])
-        .arg(format!("wifi=rate=1mbit,onoff={}", sched.display()))
-        .output()
-        .unwrap();
+    let o = trace_stats(format!("wifi=rate=1mbit,onoff={}", sched.display()));
     assert!(text(&o).1.contains(&format!(
         "{}:2: expected `on` or `off`, found `sideways`",
         sched.display()
@@ -98,11 +89,7 @@ fn malformed_cdf_and_schedule_and_csv() {
         "t_ms,down_kbps,up_kbps,rtt_ms,available\n0,100,100,20,1\n1000,100,x,20,1\n",
     )
     .unwrap();
-    let o = roam()
-        .args(["trace", "stats", "--link"])
-        .arg(format!("l=trace={}", csv.display()))
-        .output()
-        .unwrap();
+    let o = trace_stats(format!("l=trace={}", csv.display()));
     assert!(text(&o).1.contains(&format!(
         "{}:3: expected a non-negative number for up_kbps, found `x`",
         csv.display()

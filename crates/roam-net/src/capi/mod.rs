@@ -95,6 +95,13 @@ fn sock(s: MsSocket) -> Result<Arc<Mutex<Sock>>, String> {
     }
 }
 
+/// The connected socket and the label a sending call names, or the C error to return.
+fn sock_and_label<T: From<i8>>(s: MsSocket, label: c_int) -> Result<(Arc<Mutex<Sock>>, Label), T> {
+    let x = sock(s).map_err(|e| fail(libc::EBADF, e))?;
+    let l = self::label(label).map_err(|e| fail(libc::EINVAL, e))?;
+    Ok((x, l))
+}
+
 fn addr(host: *const c_char, port: u16) -> Result<SocketAddr, String> {
     if host.is_null() {
         return Err("host is NULL".into());
@@ -265,13 +272,9 @@ pub unsafe extern "C" fn ms_begin_irob(
     arg: *mut c_void,
 ) -> IrobHandle {
     guard(|| {
-        let x = match sock(s) {
-            Ok(x) => x,
-            Err(e) => return fail(libc::EBADF, e),
-        };
-        let l = match self::label(label) {
-            Ok(l) => l,
-            Err(e) => return fail(libc::EINVAL, e),
+        let (x, l) = match sock_and_label(s, label) {
+            Ok(v) => v,
+            Err(r) => return r,
         };
         if numdeps < 0 || (numdeps > 0 && deps.is_null()) {
             return fail(libc::EINVAL, "numdeps is negative, or deps is NULL");
@@ -371,13 +374,9 @@ pub unsafe extern "C" fn ms_send(
     arg: *mut c_void,
 ) -> isize {
     guard(|| {
-        let x = match sock(s) {
-            Ok(x) => x,
-            Err(e) => return fail(libc::EBADF, e),
-        };
-        let l = match self::label(label) {
-            Ok(l) => l,
-            Err(e) => return fail(libc::EINVAL, e),
+        let (x, l) = match sock_and_label(s, label) {
+            Ok(v) => v,
+            Err(r) => return r,
         };
         // SAFETY: the caller passes len readable bytes.
         let data = match unsafe { input(buf, len) } {
