@@ -16,7 +16,7 @@ use roam_trace::stats::scenario_stats;
 use crate::report::{self, fmt_num, summarize, Bar, Row, Summary};
 use crate::system::System;
 use crate::trial::{self, Metric, Trial};
-use crate::{fs, paper, sensing};
+use crate::{fs, mail, paper, sensing};
 
 /// One of the paper's applications.
 pub struct App {
@@ -45,6 +45,15 @@ pub fn apps() -> Vec<App> {
             quick: Duration::from_secs(6),
             interactive: ("interactive_s", "interactive time, replayed build (s)"),
             background: ("writeback_s", "write-back done (s)", false),
+        },
+        App {
+            name: "mail",
+            run: mail::run,
+            // Time limits: the workload ends when every message is fetched.
+            full: Duration::from_secs(600),
+            quick: Duration::from_secs(180),
+            interactive: ("ondemand_ms", "on-demand fetch delay, mean of 5 (ms)"),
+            background: ("background_s", "all messages fetched (s)", false),
         },
         App {
             name: "sensing",
@@ -112,6 +121,12 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     }
     for s in &plan.scenarios {
         Scenario::by_name(s, 1).with_context(|| format!("scenario `{s}`"))?;
+    }
+    if plan.apps.iter().any(|a| a == "mail") && crate::dovecot::binary().is_none() {
+        bail!(
+            "the mail application needs Dovecot (apt-get install -y dovecot-imapd), \
+             or leave it out with --apps"
+        );
     }
     if plan.trials == 0 || plan.jobs == 0 {
         bail!("--trials and --jobs must be at least 1");

@@ -5,12 +5,16 @@
 //! - [`system`]: roam, Linux MPTCP and the three one-link baselines (§5 of the Intentional
 //!   Networking paper);
 //! - [`channel`]: labelled messages over a multi-socket or one ordinary connection;
-//! - [`sensing`], [`fs`]: the applications;
+//! - [`sensing`], [`fs`], [`mail`]: the applications ([`dovecot`] and [`imap`] serve the
+//!   mail application);
 //! - [`trial`], [`lab`], [`report`], [`paper`]: running the matrix and writing it up.
 
 pub mod channel;
+pub mod dovecot;
 pub mod fs;
+pub mod imap;
 pub mod lab;
+pub mod mail;
 pub mod paper;
 pub mod report;
 pub mod sensing;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use roam_lab::system::System;
 use roam_lab::trial::{self, Metric};
-use roam_lab::{fs, sensing};
+use roam_lab::{dovecot, fs, mail, sensing};
 use roam_trace::scenario::Scenario;
 
 fn privileged() -> bool {
@@ -59,5 +59,37 @@ fn file_system_replays_the_build_and_writes_everything_back() {
         );
         assert!(w.is_finite() && w > 0.0, "{system:?}: write-back {w}");
         assert!(get(&ms, "demand_fetches") > 0.0, "{system:?}");
+    }
+}
+
+#[test]
+fn mail_fetches_every_message_from_a_real_dovecot() {
+    if !privileged() {
+        return;
+    }
+    if dovecot::binary().is_none() {
+        eprintln!("skipped: Dovecot is not installed (apt-get install -y dovecot-imapd)");
+        return;
+    }
+    let sc = Scenario::by_name("hotspot", 1).unwrap();
+    for system in [System::Roam, System::Mptcp, System::Aggregation] {
+        let ms = trial::run(
+            mail::run,
+            &sc,
+            system,
+            Duration::from_secs(120),
+            1,
+            Arc::new(|_| {}),
+        )
+        .unwrap_or_else(|e| panic!("{system:?}: {e:#}"));
+        let bg = get(&ms, "background_s");
+        // About 3 MB over 2.6 Mbit/s of links: tens of seconds, never instant.
+        assert!(bg.is_finite() && bg > 2.0, "{system:?}: background {bg} s");
+        let od = get(&ms, "ondemand_ms");
+        assert!(
+            od.is_finite() && od >= 0.0 && od < bg * 1e3,
+            "{system:?}: {od} ms"
+        );
+        assert!(get(&ms, "headers_s") > 0.0, "{system:?}");
     }
 }

@@ -1,0 +1,652 @@
+//! Mail with prefetching (the paper's §6.2 application: Thunderbird behind a prefetching IMAP
+//! proxy), against a real, unmodified IMAP server ([`crate::dovecot`]).
+//!
+//! The client-side **proxy** speaks IMAP upstream. After a disconnection the scripted **user**
+//! lists the mailbox (the headers of all 100 messages, a foreground fetch); the proxy then
+//! prefetches every body in mailbox order (background: one `UID FETCH n (BODY.PEEK[])` per
+//! message, all pipelined at once). After reading the list for [`READ_HEADERS`] the user opens
+//! 5 messages (chosen from the trial's seed, the same for every system), one after another;
+//! a message not yet in the proxy's cache is fetched on demand (foreground) even if its
+//! prefetch is under way. Requests are labelled small; responses carry the request's
+//! foreground/background label and are small or large by size ([`SMALL_MAX`]).
+//!
+//! - With roam, the proxy's upstream is a multi-socket to a server-side **roam endpoint**
+//!   that speaks plain IMAP to Dovecot over loopback, relaying whole commands and whole
+//!   responses (one IROB each) and matching them by IMAP tag; Dovecot is unmodified.
+//! - Without roam (the unmodified proxy) the upstream is one TCP or MPTCP connection carrying
+//!   plain IMAP to a byte-copying front end in the server namespace, which relays to Dovecot
+//!   over loopback. The front end exists because Dovecot cannot open MPTCP sockets, and so
+//!   that the sender of every system's responses uses the lab's congestion control (cubic):
+//!   Dovecot's own sockets take the namespace default, BBR on this machine, and a non-initial
+//!   namespace may not set a default outside `tcp_allowed_congestion_control`.
+//!
+//! The user side is called in-process instead of over a loopback IMAP connection from a GUI
+//! client (that hop would add microseconds to what the links add in hundreds of ms).
+//!
+//! Measured: the on-demand delay (mean over the 5 opens; an open served from the cache counts
+//! its near-zero wait), the time to list the headers, and the background time (from the header
+//! request until every body is in the cache).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufReader, Write};
+use std::net::{Ipv4Addr, Shutdown, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use roam_emu::traffic::{connect_from, listen, set_congestion_control};
+use roam_emu::SERVER_ADDR;
+use roam_net::Label;
+
+use crate::channel::{Conn, Server, CC};
+use crate::dovecot::{self, Dovecot, IMAP_PORT};
+use crate::imap::{self, Response};
+use crate::system::System;
+use crate::trial::{Metric, Trial};
+
+/// Responses up to this size are labelled small, larger ones large.
+pub const SMALL_MAX: usize = 4096;
+/// Messages the user opens.
+pub const OPENS: usize = 5;
+/// How long the user reads the header list before opening the first message.
+pub const READ_HEADERS: Duration = Duration::from_secs(1);
+/// The roam endpoint's port.
+const ENDPOINT_PORT: u16 = 6300;
+/// The plain (TCP or MPTCP) front end's port.
+const FRONT_PORT: u16 = 1143;
+
+/// The proxy's connection to the server side.
+enum Upstream {
+    /// A multi-socket to the roam endpoint: one IROB per command and per response.
+    Roam(Conn),
+    /// One TCP or MPTCP connection carrying plain IMAP.
+    Plain {
+        w: Mutex<TcpStream>,
+        r: Mutex<BufReader<TcpStream>>,
+    },
+}
+
+impl Upstream {
+    fn connect(system: System, local: Ipv4Addr) -> Result<Upstream> {
+        if system.is_roam() {
+            return Ok(Upstream::Roam(Conn::connect(system, local, ENDPOINT_PORT)?));
+        }
+        let s = connect_from(
+            local,
+            FRONT_PORT,
+            system.is_mptcp(),
+            Duration::from_secs(20),
+        )
+        .with_context(|| format!("connecting to {SERVER_ADDR}:{FRONT_PORT} from {local}"))?;
+        s.set_nodelay(true)?;
+        set_congestion_control(&s, CC).ok();
+        Ok(Upstream::Plain {
+            r: Mutex::new(BufReader::with_capacity(256 * 1024, s.try_clone()?)),
+            w: Mutex::new(s),
+        })
+    }
+
+    fn greeting(&self) -> Result<()> {
+        match self {
+            Upstream::Roam(c) => {
+                let m = c
+                    .recv()?
+                    .ok_or_else(|| anyhow!("the roam endpoint closed without a greeting"))?;
+                imap::read_greeting(&mut &m.data[..])?;
+            }
+            Upstream::Plain { r, .. } => {
+                imap::read_greeting(&mut *r.lock().unwrap())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&self, label: Label, cmd: &str) -> Result<()> {
+        match self {
+            Upstream::Roam(c) => {
+                c.send(label, &[], cmd.as_bytes().to_vec(), None)?;
+            }
+            Upstream::Plain { w, .. } => w.lock().unwrap().write_all(cmd.as_bytes())?,
+        }
+        Ok(())
+    }
+
+    fn recv(&self) -> Result<Option<Response>> {
+        match self {
+            Upstream::Roam(c) => match c.recv()? {
+                None => Ok(None),
+                Some(m) => Ok(Some(Response {
+                    tag: imap::response_tag(&m.data)?,
+                    bytes: m.data,
+                })),
+            },
+            Upstream::Plain { r, .. } => imap::read_response(&mut *r.lock().unwrap()),
+        }
+    }
+
+    fn abort(&self) {
+        match self {
+            Upstream::Roam(c) => c.abort(),
+            Upstream::Plain { w, .. } => {
+                let _ = w.lock().unwrap().shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// What a tag was sent for.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Headers,
+    Body(u32),
+}
+
+#[derive(Default)]
+struct Cache {
+    pending: HashMap<String, Pending>,
+    /// (UID, size) of messages listed so far by the header fetch under way.
+    listed: Vec<(u32, u64)>,
+    /// (UID, size) of every message, once the listing is complete.
+    headers: Option<Vec<(u32, u64)>>,
+    sizes: HashMap<u32, u64>,
+    bodies: HashSet<u32>,
+    all_at: Option<Instant>,
+    error: Option<String>,
+}
+
+/// The client-side caching proxy.
+struct Proxy {
+    up: Upstream,
+    cache: Mutex<Cache>,
+    cv: Condvar,
+    next_tag: AtomicU64,
+}
+
+impl Proxy {
+    /// Send a command for `what`; returns its tag.
+    fn request(&self, label: Label, what: Pending, args: &str) -> Result<()> {
+        let tag = format!("p{}", self.next_tag.fetch_add(1, Ordering::Relaxed));
+        self.cache.lock().unwrap().pending.insert(tag.clone(), what);
+        self.up.send(label, &format!("{tag} {args}\r\n"))
+    }
+
+    fn fetch_body(&self, label: Label, uid: u32) -> Result<()> {
+        self.request(
+            label,
+            Pending::Body(uid),
+            &format!("UID FETCH {uid} (BODY.PEEK[])"),
+        )
+    }
+
+    /// Handle responses until the stream ends. Untagged FETCH data is matched to messages by
+    /// UID (Dovecot may interleave the responses of pipelined commands), tagged completions to
+    /// commands by tag.
+    fn read_loop(&self) -> Result<()> {
+        while let Some(resp) = self.up.recv()? {
+            let mut c = self.cache.lock().unwrap();
+            for line in imap::logical_lines(&resp.bytes)? {
+                if let Some(f) = parse_fetch(&line)? {
+                    if let Some(size) = f.size {
+                        c.listed.push((f.uid, size));
+                    }
+                    if let Some(got) = f.body {
+                        let want = c.sizes.get(&f.uid).copied();
+                        if want != Some(got) {
+                            bail!("UID {}: body of {got} bytes, listed as {want:?}", f.uid);
+                        }
+                        c.bodies.insert(f.uid);
+                        if c.all_at.is_none() && c.bodies.len() == c.sizes.len() {
+                            c.all_at = Some(Instant::now());
+                        }
+                    }
+                    continue;
+                }
+                if line.starts_with(b"* ") || line.starts_with(b"+") {
+                    continue;
+                }
+                let tag = imap::response_tag(&line)?;
+                let what = c
+                    .pending
+                    .remove(&tag)
+                    .ok_or_else(|| anyhow!("a completion for unknown tag `{tag}`"))?;
+                let done = Response { tag, bytes: line };
+                if !done.ok() {
+                    bail!("IMAP {what:?} failed: {}", done.status_line());
+                }
+                match what {
+                    Pending::Headers => {
+                        let list = std::mem::take(&mut c.listed);
+                        c.sizes = list.iter().copied().collect();
+                        c.headers = Some(list);
+                    }
+                    // A command's data precedes its completion.
+                    Pending::Body(uid) if !c.bodies.contains(&uid) => {
+                        bail!("the fetch of UID {uid} completed without its body")
+                    }
+                    Pending::Body(_) => {}
+                }
+            }
+            self.cv.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Wait until `done` holds or `deadline` passes (false then).
+    fn wait(&self, deadline: Instant, done: impl Fn(&Cache) -> bool) -> Result<bool> {
+        let mut c = self.cache.lock().unwrap();
+        loop {
+            if let Some(e) = &c.error {
+                bail!("the proxy's reader failed: {e}");
+            }
+            if done(&c) {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            c = self
+                .cv
+                .wait_timeout(c, (deadline - now).min(Duration::from_millis(500)))
+                .unwrap()
+                .0;
+        }
+    }
+}
+
+/// What one untagged FETCH response line says about a message.
+#[derive(Debug, PartialEq, Eq)]
+struct Fetch {
+    uid: u32,
+    /// RFC822.SIZE, if asked for.
+    size: Option<u64>,
+    /// Length of the whole body (`BODY[] {n}`), if it is here.
+    body: Option<u64>,
+}
+
+/// Parse `* n FETCH (UID u [RFC822.SIZE s] [BODY[...] {k}] ...)`; `None` for other lines.
+/// Only the text before the line's first literal is looked at (a literal is message data).
+fn parse_fetch(line: &[u8]) -> Result<Option<Fetch>> {
+    let head_end = line.iter().position(|&b| b == b'{').unwrap_or(line.len());
+    let head = String::from_utf8_lossy(&line[..head_end]);
+    if !head.starts_with("* ") || !head.contains(" FETCH (") {
+        return Ok(None);
+    }
+    let num = |key: &str| -> Option<u64> {
+        let i = head.find(key)? + key.len();
+        head[i..].split([' ', ')']).next()?.parse().ok()
+    };
+    let uid = num("UID ")
+        .and_then(|u| u32::try_from(u).ok())
+        .ok_or_else(|| anyhow!("a FETCH response without a UID: `{}`", head.trim()))?;
+    let body = if head.ends_with("BODY[] ") {
+        let digits = line[head_end + 1..]
+            .split(|&b| b == b'}')
+            .next()
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(|| anyhow!("UID {uid}: bad body literal"))?;
+        Some(digits)
+    } else {
+        None
+    };
+    Ok(Some(Fetch {
+        uid,
+        size: num("RFC822.SIZE "),
+        body,
+    }))
+}
+
+/// Send one command and wait for its response (before the reader thread starts).
+fn command(up: &Upstream, tag: &str, args: &str) -> Result<()> {
+    up.send(Label::ForegroundSmall, &format!("{tag} {args}\r\n"))?;
+    let r = up
+        .recv()?
+        .ok_or_else(|| anyhow!("the server closed the connection during `{args}`"))?;
+    if r.tag != tag || !r.ok() {
+        bail!("IMAP `{args}` failed: {}", r.status_line());
+    }
+    Ok(())
+}
+
+/// Commands waiting at the roam endpoint, foreground first.
+#[derive(Default)]
+struct Waiting {
+    fg: VecDeque<(String, Vec<u8>)>,
+    bg: VecDeque<(String, Vec<u8>)>,
+    closed: bool,
+}
+
+/// The roam endpoint: serve one multi-socket, relaying each command IROB to Dovecot over
+/// loopback and each complete response back as one IROB with the command's foreground or
+/// background label, small or large by size.
+///
+/// Dovecot runs pipelined commands concurrently and may interleave their untagged responses,
+/// so the endpoint gives it one command at a time (about a millisecond each on loopback),
+/// foreground commands first: a user's fetch never waits behind queued prefetches, here or on
+/// the links. Background responses are sent from their own thread, so one waiting for room
+/// never delays a foreground response.
+pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
+    let dove = TcpStream::connect((Ipv4Addr::LOCALHOST, IMAP_PORT))
+        .context("the roam endpoint connecting to Dovecot")?;
+    dove.set_nodelay(true)?;
+    let mut r = BufReader::with_capacity(256 * 1024, dove.try_clone()?);
+    let greeting = imap::read_greeting(&mut r)?;
+    conn.send(Label::ForegroundSmall, &[], greeting.bytes, None)?;
+    let waiting = Arc::new((Mutex::new(Waiting::default()), Condvar::new()));
+    let (bg_tx, bg_rx) = mpsc::channel::<(Label, Vec<u8>)>();
+    let bconn = conn.clone();
+    let bg = std::thread::spawn(move || -> Result<()> {
+        for (label, r) in bg_rx {
+            bconn.send(label, &[], r, None)?;
+        }
+        Ok(())
+    });
+    let (dconn, dwait, mut w) = (conn.clone(), waiting.clone(), dove.try_clone()?);
+    let driver = std::thread::spawn(move || -> Result<()> {
+        loop {
+            let (fg, tag, cmd) = {
+                let (lock, cv) = &*dwait;
+                let mut q = lock.lock().unwrap();
+                loop {
+                    if let Some((t, c)) = q.fg.pop_front() {
+                        break (true, t, c);
+                    }
+                    if let Some((t, c)) = q.bg.pop_front() {
+                        break (false, t, c);
+                    }
+                    if q.closed {
+                        return Ok(());
+                    }
+                    q = cv.wait(q).unwrap();
+                }
+            };
+            w.write_all(&cmd)?;
+            let resp = imap::read_response(&mut r)?
+                .ok_or_else(|| anyhow!("Dovecot closed the connection during `{tag}`"))?;
+            if resp.tag != tag {
+                bail!("Dovecot answered `{}` where `{tag}` was due", resp.tag);
+            }
+            let small = resp.bytes.len() <= SMALL_MAX;
+            let label = match (fg, small) {
+                (true, true) => Label::ForegroundSmall,
+                (true, false) => Label::ForegroundLarge,
+                (false, true) => Label::BackgroundSmall,
+                (false, false) => Label::BackgroundLarge,
+            };
+            if fg {
+                dconn.send(label, &[], resp.bytes, None)?;
+            } else if bg_tx.send((label, resp.bytes)).is_err() {
+                return Ok(());
+            }
+        }
+    });
+    let relayed = (|| -> Result<()> {
+        while let Some(m) = conn.recv()? {
+            let tag = imap::command_tag(&m.data)?;
+            let (lock, cv) = &*waiting;
+            let mut q = lock.lock().unwrap();
+            if m.label.is_foreground() {
+                q.fg.push_back((tag, m.data));
+            } else {
+                q.bg.push_back((tag, m.data));
+            }
+            cv.notify_all();
+        }
+        Ok(())
+    })();
+    {
+        let (lock, cv) = &*waiting;
+        let mut q = lock.lock().unwrap();
+        q.closed = true;
+        q.fg.clear();
+        q.bg.clear();
+        cv.notify_all();
+    }
+    let _ = dove.shutdown(Shutdown::Both);
+    let driven = driver
+        .join()
+        .map_err(|_| anyhow!("the endpoint's Dovecot driver panicked"))?;
+    let _ = bg.join();
+    relayed.and(driven)
+}
+
+/// The plain front end: accept one connection (TCP or MPTCP, as the listener is) and copy
+/// bytes both ways between it and Dovecot on loopback.
+fn plain_front(l: std::net::TcpListener) -> Result<()> {
+    let (c, _) = l.accept()?;
+    c.set_nodelay(true)?;
+    set_congestion_control(&c, CC).ok();
+    let d = TcpStream::connect((Ipv4Addr::LOCALHOST, IMAP_PORT))?;
+    d.set_nodelay(true)?;
+    let copy = |mut a: TcpStream, mut b: TcpStream| {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut a, &mut b);
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+        })
+    };
+    let up = copy(c.try_clone()?, d.try_clone()?);
+    let down = copy(d, c);
+    let _ = up.join();
+    let _ = down.join();
+    Ok(())
+}
+
+/// What the scripted user measured.
+struct Outcome {
+    headers_s: f64,
+    open_ms: Vec<f64>,
+    from_network: usize,
+    background_s: f64,
+}
+
+/// Run one trial.
+pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    let system = t.system;
+    let seed = t.seed;
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
+    let sc = server_conn.clone();
+    let server = t.emu.spawn_in_server(move || -> Result<()> {
+        let started = (|| {
+            let dove = Dovecot::start(seed)?;
+            let front = match system {
+                System::Roam => Front::Roam(Server::bind(system, ENDPOINT_PORT)?),
+                _ => Front::Plain(listen(FRONT_PORT, system.is_mptcp())?),
+            };
+            Ok((dove, front))
+        })();
+        let (dove, front) = match started {
+            Ok(x) => x,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                ready_tx.send(Err(e)).ok();
+                bail!("{msg}");
+            }
+        };
+        ready_tx.send(Ok(())).ok();
+        let served = match front {
+            Front::Roam(l) => {
+                let c = Arc::new(l.accept()?);
+                *sc.lock().unwrap() = Some(c.clone());
+                endpoint(c)
+            }
+            Front::Plain(l) => plain_front(l),
+        };
+        let _ = stop_rx.recv();
+        served.map_err(|e| anyhow!("{e:#}{}", dove.log_tail()))
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| anyhow!("the mail server side did not start"))??;
+    let local = t.emu.links()[0].client_addr;
+    let progress = t.progress.clone();
+    let cap = t.duration;
+    let proxy_slot: Arc<Mutex<Option<Arc<Proxy>>>> = Arc::default();
+    let ps = proxy_slot.clone();
+    let client = t.emu.spawn_in_client(move || -> Result<Outcome> {
+        let up = Upstream::connect(system, local)?;
+        up.greeting()?;
+        command(
+            &up,
+            "l1",
+            &format!("LOGIN {} {}", dovecot::USER.0, dovecot::USER.1),
+        )?;
+        command(&up, "l2", "SELECT INBOX")?;
+        let proxy = Arc::new(Proxy {
+            up,
+            cache: Mutex::default(),
+            cv: Condvar::new(),
+            next_tag: AtomicU64::new(1),
+        });
+        *ps.lock().unwrap() = Some(proxy.clone());
+        let start = Instant::now();
+        let deadline = start + cap;
+        let rp = proxy.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = rp.read_loop() {
+                rp.cache.lock().unwrap().error = Some(format!("{e:#}"));
+            } else {
+                rp.cache.lock().unwrap().error = Some("the server closed the connection".into());
+            }
+            rp.cv.notify_all();
+        });
+        // The user lists the mailbox.
+        proxy.request(
+            Label::ForegroundSmall,
+            Pending::Headers,
+            "UID FETCH 1:* (UID RFC822.SIZE BODY.PEEK[HEADER])",
+        )?;
+        if !proxy.wait(deadline, |c| c.headers.is_some())? {
+            bail!("the header listing did not arrive within {cap:?}");
+        }
+        let headers_s = start.elapsed().as_secs_f64();
+        let list = proxy
+            .cache
+            .lock()
+            .unwrap()
+            .headers
+            .clone()
+            .unwrap_or_default();
+        if list.len() != dovecot::MESSAGES {
+            bail!(
+                "listed {} messages, expected {}",
+                list.len(),
+                dovecot::MESSAGES
+            );
+        }
+        // The proxy prefetches every body (its own thread: a background send may wait).
+        let pp = proxy.clone();
+        let uids: Vec<u32> = list.iter().map(|x| x.0).collect();
+        std::thread::spawn(move || {
+            for uid in uids {
+                if pp.fetch_body(Label::BackgroundSmall, uid).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::sleep(READ_HEADERS);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0e4a11);
+        let picks = sample(&mut rng, list.len(), OPENS).into_vec();
+        let mut open_ms = Vec::new();
+        let mut from_network = 0;
+        for i in picks {
+            let uid = list[i].0;
+            let t0 = Instant::now();
+            if !proxy.cache.lock().unwrap().bodies.contains(&uid) {
+                from_network += 1;
+                proxy.fetch_body(Label::ForegroundSmall, uid)?;
+            }
+            if !proxy.wait(deadline, |c| c.bodies.contains(&uid))? {
+                bail!("message UID {uid} did not open within {cap:?}");
+            }
+            open_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+            progress(start.elapsed().as_secs());
+        }
+        // Background: every body in the cache.
+        while !proxy.wait(
+            (Instant::now() + Duration::from_secs(1)).min(deadline),
+            |c| c.all_at.is_some(),
+        )? && Instant::now() < deadline
+        {
+            progress(start.elapsed().as_secs());
+        }
+        let all_at = proxy.cache.lock().unwrap().all_at;
+        Ok(Outcome {
+            headers_s,
+            open_ms,
+            from_network,
+            background_s: all_at.map_or(f64::NAN, |a| (a - start).as_secs_f64()),
+        })
+    });
+    let out = client
+        .join()
+        .map_err(|_| anyhow!("the mail client panicked"));
+    if let Some(p) = proxy_slot.lock().unwrap().take() {
+        p.up.abort();
+    }
+    if let Some(c) = server_conn.lock().unwrap().take() {
+        c.abort();
+    }
+    stop_tx.send(()).ok();
+    let served = server.join();
+    let out = out??;
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            // The server side's error (with Dovecot's log) explains a client failure best.
+            if let Ok(Ok(Err(se))) = served {
+                bail!("{e:#}; server side: {se:#}");
+            }
+            return Err(e);
+        }
+    };
+    Ok(vec![
+        Metric::new("ondemand_ms", crate::report::mean(&out.open_ms), "ms"),
+        Metric::new("headers_s", out.headers_s, "s"),
+        Metric::new("background_s", out.background_s, "s"),
+        Metric::new("opens_from_network", out.from_network as f64, "msgs"),
+    ])
+}
+
+enum Front {
+    Roam(Server),
+    Plain(std::net::TcpListener),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fetch_lines_are_parsed_without_reading_message_data() {
+        let wire = b"* 1 FETCH (UID 4 RFC822.SIZE 120 BODY[HEADER] {25}\r\nSubject: * 9 FETCH (UID\r\n)\r\n* 2 FETCH (UID 9 BODY[] {5}\r\nhello)\r\n* 3 EXISTS\r\np1 OK Fetch completed.\r\n";
+        let lines = imap::logical_lines(wire).unwrap();
+        let parsed: Vec<_> = lines.iter().map(|l| parse_fetch(l).unwrap()).collect();
+        assert_eq!(
+            parsed,
+            vec![
+                Some(Fetch {
+                    uid: 4,
+                    size: Some(120),
+                    body: None
+                }),
+                Some(Fetch {
+                    uid: 9,
+                    size: None,
+                    body: Some(5)
+                }),
+                None,
+                None
+            ]
+        );
+        assert!(parse_fetch(b"* 1 FETCH (RFC822.SIZE 3)\r\n").is_err());
+        assert!(parse_fetch(b"* 1 FETCH (UID 2 BODY[] {x}\r\n").is_err());
+    }
+}
