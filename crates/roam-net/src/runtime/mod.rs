@@ -300,12 +300,9 @@ impl Shared {
             return;
         };
         let result = async {
-            let sock = TcpSocket::new_v4()?;
-            let _ = sys::bind_to_device(sock.as_raw_fd(), &local.name);
-            sock.bind(SocketAddr::V4(SocketAddrV4::new(local.addr, 0)))?;
             let stream = tokio::time::timeout(
                 self.options.connect_timeout,
-                sock.connect(SocketAddr::V4(peer)),
+                connect_on(local.addr, &local.name, peer),
             )
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
@@ -377,6 +374,49 @@ fn net_key(sh: &Shared, net: NetId) -> Option<String> {
         .unwrap()
         .get(&net)
         .map(|n| n.name.clone())
+}
+
+/// A fresh connection attempt over a network starts this often while earlier ones wait.
+pub const SYN_RESTART: Duration = Duration::from_millis(500);
+/// Most connection attempts in flight over one network (10 s of restarts).
+const MAX_ATTEMPTS: usize = 20;
+
+/// Connect to `peer` from `addr` over interface `dev`. TCP retransmits an unanswered SYN after
+/// 1 s, then (Linux >= 6.7, `tcp_syn_linear_timeouts`) each second four times, then with
+/// exponential back-off; so an attempt started during an outage notices the network's
+/// return up to a second late, and several seconds late once it is a few seconds old. Instead
+/// a fresh attempt (a fresh SYN) starts every [`SYN_RESTART`] and the first to connect wins:
+/// a network coming back is found within about half a second plus one round trip (the
+/// vehicular drives' WiFi sessions last a few seconds).
+async fn connect_on(addr: Ipv4Addr, dev: &str, peer: SocketAddrV4) -> io::Result<TcpStream> {
+    let attempt = |dev: String| async move {
+        let sock = TcpSocket::new_v4()?;
+        let _ = sys::bind_to_device(sock.as_raw_fd(), &dev);
+        sock.bind(SocketAddr::V4(SocketAddrV4::new(addr, 0)))?;
+        sock.connect(SocketAddr::V4(peer)).await
+    };
+    let mut attempts = tokio::task::JoinSet::new();
+    attempts.spawn(attempt(dev.to_string()));
+    let mut last_err = None;
+    loop {
+        tokio::select! {
+            done = attempts.join_next() => match done {
+                Some(Ok(Ok(stream))) => return Ok(stream),
+                Some(Ok(Err(e))) => {
+                    last_err = Some(e);
+                    if attempts.is_empty() {
+                        // Refused or unreachable at once: report it rather than spin.
+                        return Err(last_err.take().unwrap());
+                    }
+                }
+                Some(Err(e)) => return Err(io::Error::other(e)),
+                None => return Err(last_err.unwrap_or_else(|| io::Error::other("no attempt"))),
+            },
+            _ = tokio::time::sleep(SYN_RESTART), if attempts.len() < MAX_ATTEMPTS => {
+                attempts.spawn(attempt(dev.to_string()));
+            }
+        }
+    }
 }
 
 /// Socket options of a new connection; its bookkeeping entry.
@@ -1172,4 +1212,55 @@ async fn handshake(
             .map_err(|_| "listener dropped".to_string())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_emu::{Command, LinkCommand, SERVER_ADDR};
+    use std::time::Instant;
+
+    /// A network in an outage is joined promptly when it returns: a fresh SYN leaves every
+    /// half second, where TCP alone backs off exponentially after a few retransmissions.
+    #[test]
+    fn connection_attempts_restart_during_an_outage() {
+        let Some(emu) = roam_emu::testing::emulator_or_skip(&["wifi=rate=20mbit,delay=10ms"])
+        else {
+            return;
+        };
+        let server = emu.spawn_in_server(|| std::net::TcpListener::bind((SERVER_ADDR, 7400)));
+        let listener = server.join().unwrap().unwrap().unwrap();
+        let link = |action| {
+            emu.command(&Command {
+                link: "wifi".into(),
+                action,
+            })
+            .unwrap()
+        };
+        link(LinkCommand::Down);
+        let addr = emu.links()[0].client_addr;
+        let client = emu.spawn_in_client(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let t0 = Instant::now();
+            let r = rt.block_on(connect_on(
+                addr,
+                "wifi",
+                SocketAddrV4::new(SERVER_ADDR, 7400),
+            ));
+            r.map(|_| t0.elapsed())
+        });
+        // Back at 6.1 s: one attempt retransmits its SYN on whole seconds here (7 s next); restarts
+        // add the half seconds (6.5 s).
+        std::thread::sleep(Duration::from_millis(6100));
+        link(LinkCommand::Up);
+        let took = client.join().unwrap().unwrap().unwrap();
+        drop(listener);
+        assert!(
+            took < Duration::from_millis(6800),
+            "connected {took:?} after the first attempt (the link returned at 6.1 s)"
+        );
+    }
 }
