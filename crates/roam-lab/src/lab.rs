@@ -425,9 +425,14 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
         .filter(|(_, c)| c.median.is_finite())
         .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
         .map(|(b, _)| b);
+        let ran = |sys: &System| {
+            rows.iter()
+                .any(|r| r.app == app.name && r.scenario == scenario && r.system == sys.name())
+        };
         for sys in [Some(System::Roam), Some(System::Mptcp), best]
             .into_iter()
             .flatten()
+            .filter(ran)
         {
             let i = cell(rows, app.name, scenario, sys.name(), app.interactive.0);
             let b = cell(rows, app.name, scenario, sys.name(), app.background.0);
