@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use roam_net::Label;
 
-use crate::channel::{Conn, Sent, Server};
+use crate::channel::{background_sender, Conn, Sent, Server};
 use crate::trial::{Metric, Trial};
 
 /// Block size of the file service.
@@ -158,14 +158,7 @@ fn parse_header(m: &[u8]) -> Result<(u8, u32, u64, u64)> {
 /// Answer requests. Background replies go through their own thread, so a background send
 /// that has to wait (roam's backlog bound) never holds up a demand fetch behind it.
 fn serve(conn: Arc<Conn>) -> Result<()> {
-    let (bg_tx, bg_rx) = mpsc::channel::<(Label, Vec<u8>)>();
-    let bconn = conn.clone();
-    let bg = std::thread::spawn(move || -> Result<()> {
-        for (label, r) in bg_rx {
-            bconn.send(label, &[], r, None)?;
-        }
-        Ok(())
-    });
+    let (bg_tx, bg) = background_sender(conn.clone());
     while let Some(m) = conn.recv()? {
         let (tag, file, a, b) = parse_header(&m.data)?;
         let reply = match tag {

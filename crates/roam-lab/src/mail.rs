@@ -42,7 +42,7 @@ use roam_emu::traffic::{connect_from, listen, set_congestion_control};
 use roam_emu::SERVER_ADDR;
 use roam_net::Label;
 
-use crate::channel::{Conn, Server, CC};
+use crate::channel::{background_sender, Conn, Server, CC};
 use crate::dovecot::{self, Dovecot, IMAP_PORT};
 use crate::imap::{self, Response};
 use crate::system::System;
@@ -338,14 +338,7 @@ pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
     let greeting = imap::read_greeting(&mut r)?;
     conn.send(Label::ForegroundSmall, &[], greeting.bytes, None)?;
     let waiting = Arc::new((Mutex::new(Waiting::default()), Condvar::new()));
-    let (bg_tx, bg_rx) = mpsc::channel::<(Label, Vec<u8>)>();
-    let bconn = conn.clone();
-    let bg = std::thread::spawn(move || -> Result<()> {
-        for (label, r) in bg_rx {
-            bconn.send(label, &[], r, None)?;
-        }
-        Ok(())
-    });
+    let (bg_tx, bg) = background_sender(conn.clone());
     let (dconn, dwait, mut w) = (conn.clone(), waiting.clone(), dove.try_clone()?);
     let driver = std::thread::spawn(move || -> Result<()> {
         loop {
