@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufReader, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -408,10 +408,27 @@ pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
     relayed.and(driven)
 }
 
-/// The plain front end: accept one connection (TCP or MPTCP, as the listener is) and copy
-/// bytes both ways between it and Dovecot on loopback.
-fn plain_front(l: std::net::TcpListener) -> Result<()> {
-    let (c, _) = l.accept()?;
+/// The next connection on `l`, or `None` once `stop` is set.
+fn accept_until(l: &std::net::TcpListener, stop: &AtomicBool) -> Result<Option<TcpStream>> {
+    l.set_nonblocking(true)?;
+    while !stop.load(Ordering::Relaxed) {
+        match l.accept() {
+            Ok((c, _)) => {
+                c.set_nonblocking(false)?;
+                return Ok(Some(c));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
+}
+
+/// The plain front end: copy bytes both ways between a client's connection (TCP or MPTCP, as
+/// its listener was) and Dovecot on loopback.
+fn plain_front(c: TcpStream) -> Result<()> {
     c.set_nodelay(true)?;
     set_congestion_control(&c, CC).ok();
     let d = TcpStream::connect((Ipv4Addr::LOCALHOST, IMAP_PORT))?;
@@ -446,6 +463,8 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
     let sc = server_conn.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sstop = stop.clone();
     let server = t.emu.spawn_in_server(move || -> Result<()> {
         let started = (|| {
             let dove = Dovecot::start(seed)?;
@@ -465,12 +484,22 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         };
         ready_tx.send(Ok(())).ok();
         let served = match front {
-            Front::Roam(l) => {
-                let c = Arc::new(l.accept()?);
-                *sc.lock().unwrap() = Some(c.clone());
-                endpoint(c)
-            }
-            Front::Plain(l) => plain_front(l),
+            // Accepting gives up once the client side is over (it may have failed to connect).
+            Front::Roam(Server::Roam(l)) => loop {
+                if sstop.load(Ordering::Relaxed) {
+                    break Ok(());
+                }
+                if let Some(ms) = l.accept_timeout(Duration::from_millis(200))? {
+                    let c = Arc::new(Conn::Roam(ms));
+                    *sc.lock().unwrap() = Some(c.clone());
+                    break endpoint(c);
+                }
+            },
+            Front::Roam(Server::Plain(_)) => bail!("the roam endpoint needs a roam listener"),
+            Front::Plain(l) => match accept_until(&l, &sstop)? {
+                Some(c) => plain_front(c),
+                None => Ok(()),
+            },
         };
         let _ = stop_rx.recv();
         served.map_err(|e| anyhow!("{e:#}{}", dove.log_tail()))
@@ -581,6 +610,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let out = client
         .join()
         .map_err(|_| anyhow!("the mail client panicked"));
+    stop.store(true, Ordering::Relaxed);
     if let Some(p) = proxy_slot.lock().unwrap().take() {
         p.up.abort();
     }
