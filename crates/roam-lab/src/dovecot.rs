@@ -6,7 +6,7 @@
 //! log-uniformly (the paper gives only the range) from the trial's seed, so every system of a
 //! trial sees the same mailbox.
 
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -248,26 +248,6 @@ impl Drop for Dovecot {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// A session on the server's plain IMAP port, logged in with the mailbox selected (used by
-/// tests to check the server and mailbox independently of the proxy).
-pub fn login(stream: TcpStream) -> Result<(BufReader<TcpStream>, TcpStream)> {
-    let mut w = stream.try_clone()?;
-    let mut r = BufReader::new(stream);
-    imap::read_greeting(&mut r)?;
-    for cmd in [
-        format!("l1 LOGIN {} {}\r\n", USER.0, USER.1),
-        "l2 SELECT INBOX\r\n".to_string(),
-    ] {
-        w.write_all(cmd.as_bytes())?;
-        let resp = imap::read_response(&mut r)?
-            .ok_or_else(|| anyhow!("the IMAP server closed the connection"))?;
-        if !resp.ok() {
-            bail!("IMAP `{}` failed: {}", cmd.trim_end(), resp.status_line());
-        }
-    }
-    Ok((r, w))
 }
 
 #[cfg(test)]

@@ -152,7 +152,6 @@ struct Cache {
     listed: Vec<(u32, u64)>,
     /// (UID, size) of every message, once the listing is complete.
     headers: Option<Vec<(u32, u64)>>,
-    sizes: HashMap<u32, u64>,
     bodies: HashSet<u32>,
     all_at: Option<Instant>,
     error: Option<String>,
@@ -167,7 +166,7 @@ struct Proxy {
 }
 
 impl Proxy {
-    /// Send a command for `what`; returns its tag.
+    /// Send a command for `what` under a fresh tag.
     fn request(&self, label: Label, what: Pending, args: &str) -> Result<()> {
         let tag = format!("p{}", self.next_tag.fetch_add(1, Ordering::Relaxed));
         self.cache.lock().unwrap().pending.insert(tag.clone(), what);
@@ -194,12 +193,18 @@ impl Proxy {
                         c.listed.push((f.uid, size));
                     }
                     if let Some(got) = f.body {
-                        let want = c.sizes.get(&f.uid).copied();
+                        let want = c
+                            .headers
+                            .iter()
+                            .flatten()
+                            .find(|m| m.0 == f.uid)
+                            .map(|m| m.1);
                         if want != Some(got) {
                             bail!("UID {}: body of {got} bytes, listed as {want:?}", f.uid);
                         }
                         c.bodies.insert(f.uid);
-                        if c.all_at.is_none() && c.bodies.len() == c.sizes.len() {
+                        let listed = c.headers.as_ref().map_or(0, Vec::len);
+                        if c.all_at.is_none() && c.bodies.len() == listed {
                             c.all_at = Some(Instant::now());
                         }
                     }
@@ -220,7 +225,6 @@ impl Proxy {
                 match what {
                     Pending::Headers => {
                         let list = std::mem::take(&mut c.listed);
-                        c.sizes = list.iter().copied().collect();
                         c.headers = Some(list);
                     }
                     // A command's data precedes its completion.
@@ -619,8 +623,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     }
     stop_tx.send(()).ok();
     let served = server.join();
-    let out = out??;
-    let out = match out {
+    let out = match out?? {
         Ok(o) => o,
         Err(e) => {
             // The server side's error (with Dovecot's log) explains a client failure best.
