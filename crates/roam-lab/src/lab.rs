@@ -87,6 +87,9 @@ pub struct Plan {
     pub jobs: usize,
     /// Output directory.
     pub out: PathBuf,
+    /// Keep each trial's emulator logs (per-link CSV bins and a summary) in
+    /// `<dir>/<app>-<scenario>-<system>-<trial>/`.
+    pub emu_logs: Option<PathBuf>,
 }
 
 impl Plan {
@@ -198,7 +201,18 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                 });
                 let result = Scenario::by_name(&j.scenario, seed)
                     .map_err(anyhow::Error::from)
-                    .and_then(|sc| trial::run(app.run, &sc, j.system, j.duration, seed, progress));
+                    .and_then(|sc| {
+                        let logs = plan.emu_logs.as_ref().map(|d| {
+                            d.join(format!(
+                                "{}-{}-{}-{}",
+                                app.name,
+                                j.scenario,
+                                j.system.name(),
+                                j.trial
+                            ))
+                        });
+                        trial::run(app.run, &sc, j.system, j.duration, seed, progress, logs)
+                    });
                 let d = *done.lock().unwrap();
                 bar.inc(j.duration.as_secs().saturating_sub(d));
                 let base = |metric: &str, value: f64, unit: &str| Row {
@@ -219,7 +233,12 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                         }
                     }
                     Err(e) => {
-                        bar.println(format!("{name} failed: {e:#}"));
+                        // `println` draws nothing without a terminal; CI logs need the reason.
+                        if bar.is_hidden() {
+                            eprintln!("{name} failed: {e:#}");
+                        } else {
+                            bar.println(format!("{name} failed: {e:#}"));
+                        }
                         failures.lock().unwrap().push(format!("{name}: {e:#}"));
                         rows.lock().unwrap().push(base("error", f64::NAN, ""));
                     }
@@ -322,7 +341,11 @@ fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[S
         "{} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
          everywhere. Cells: median over trials, and in brackets the 95% confidence interval of \
          the mean (Student's t). Every trial is in `trials.csv`. Ratios compare medians. The \
-         paper's column quotes the paper (its numbers are ratios against its baselines).\n",
+         paper's column quotes the paper (its numbers are ratios against its baselines). \
+         `unfinished`: the workload did not finish within the trial's time limit (mail: every \
+         body within the workload length; file system: a demand read unanswered for 120 s, or \
+         write-back not done within 60 s or as long again as the replay); such a trial counts towards \
+         the median as slower than every finished one, not towards the mean and interval.\n",
         plan.trials,
         if plan.quick {
             ", **quick** (short workloads: not comparable with the paper's full runs)"

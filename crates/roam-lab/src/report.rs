@@ -20,7 +20,8 @@ pub struct Row {
     pub seed: u64,
     /// Metric name.
     pub metric: String,
-    /// Value (NaN when the trial failed).
+    /// Value: NaN when the trial failed, [`UNFINISHED`] when the workload did not finish
+    /// within the trial's time limit (a lower-is-better time that is known only to exceed it).
     pub value: f64,
     /// Unit.
     pub unit: String,
@@ -39,9 +40,14 @@ pub fn csv(rows: &[Row]) -> String {
     s
 }
 
-/// Median of the finite values (NaN when there are none).
+/// A time metric whose workload did not finish within the trial's time limit: +infinity, so
+/// that it sorts above every finished value (the median stays right while fewer than half of
+/// the trials are unfinished) and is never mistaken for a measured number.
+pub const UNFINISHED: f64 = f64::INFINITY;
+
+/// Median of the values that are not NaN (unfinished ones sort last); NaN when there are none.
 pub fn median(v: &[f64]) -> f64 {
-    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
     if v.is_empty() {
         return f64::NAN;
     }
@@ -70,24 +76,29 @@ fn t975(df: usize) -> f64 {
 /// Summary of one cell over its trials.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Summary {
-    /// Trials with a finite value.
+    /// Trials with a value (finished or [`UNFINISHED`]; failed trials are not counted).
     pub n: usize,
+    /// Of those, trials that did not finish within the time limit.
+    pub unfinished: usize,
     /// Median.
     pub median: f64,
     /// Mean.
     pub mean: f64,
-    /// Half-width of the 95% confidence interval of the mean (NaN with one trial).
+    /// Half-width of the 95% confidence interval of the mean (NaN with one trial, or when a
+    /// trial is unfinished).
     pub ci: f64,
 }
 
-/// Median, mean and 95% CI of the finite values.
+/// Median over the trials with a value; mean and 95% CI over them when all finished.
 pub fn summarize(v: &[f64]) -> Summary {
-    let f: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    let f: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
     let n = f.len();
-    if n == 0 {
+    let unfinished = f.iter().filter(|x| x.is_infinite()).count();
+    if n == 0 || unfinished > 0 {
         return Summary {
             n,
-            median: f64::NAN,
+            unfinished,
+            median: median(&f),
             mean: f64::NAN,
             ci: f64::NAN,
         };
@@ -101,6 +112,7 @@ pub fn summarize(v: &[f64]) -> Summary {
     };
     Summary {
         n,
+        unfinished,
         median: median(&f),
         mean,
         ci,
@@ -125,10 +137,23 @@ pub fn fmt_num(x: f64) -> String {
 }
 
 impl Summary {
-    /// "median [lo, hi]" (the interval is the 95% CI of the mean), or "median" alone.
+    /// "median [lo, hi]" (the interval is the 95% CI of the mean), or "median" alone;
+    /// "unfinished" when the median trial did not finish, and "(k unfinished)" after a median
+    /// that some trials did not reach.
     pub fn cell(&self) -> String {
         if self.n == 0 {
             return "failed".into();
+        }
+        if self.median.is_infinite() {
+            return format!("unfinished ({} of {})", self.unfinished, self.n);
+        }
+        if self.unfinished > 0 {
+            return format!(
+                "{} ({} of {} unfinished)",
+                fmt_num(self.median),
+                self.unfinished,
+                self.n
+            );
         }
         if self.ci.is_finite() {
             format!(
@@ -227,11 +252,22 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
             let Some(b) = bars.iter().find(|b| b.group == *g && b.series == *se) else {
                 continue;
             };
+            let x = gx + si as f64 * bw;
+            if b.value.is_infinite() {
+                // Over the time limit: no bar can be tall enough; say so where it would stand.
+                let _ = write!(
+                    s,
+                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" fill="{}">unfinished</text>"#,
+                    x + bw * 0.6,
+                    top + ph - 4.0,
+                    COLORS[si % COLORS.len()]
+                );
+                continue;
+            }
             if !b.value.is_finite() {
                 continue;
             }
             let bh = ph * b.value / ymax;
-            let x = gx + si as f64 * bw;
             let _ = write!(
                 s,
                 r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"/>"#,
@@ -288,6 +324,15 @@ mod tests {
         assert_eq!(s.cell(), "11.0 [9.04, 13.0]");
         assert_eq!(summarize(&[5.0]).cell(), "5.00");
         assert_eq!(summarize(&[f64::NAN]).cell(), "failed");
+        // Unfinished trials count towards the median but not the mean.
+        let u = summarize(&[3.0, UNFINISHED, 1.0, f64::NAN]);
+        assert_eq!((u.n, u.unfinished, u.median), (3, 1, 3.0));
+        assert!(u.ci.is_nan());
+        assert_eq!(u.cell(), "3.00 (1 of 3 unfinished)");
+        assert_eq!(
+            summarize(&[UNFINISHED, UNFINISHED, 1.0]).cell(),
+            "unfinished (2 of 3)"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! One trial: an application on one system over one scenario, in a fresh emulator.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,10 +57,12 @@ pub fn run(
     duration: Duration,
     seed: u64,
     progress: Arc<dyn Fn(u64) + Send + Sync>,
+    log_dir: Option<PathBuf>,
 ) -> Result<Vec<Metric>> {
     let links = system::links(scenario, system, duration)?;
     let emu = Emulator::start(EmuConfig {
         links,
+        log_dir,
         ..Default::default()
     })?;
     let mut t = Trial {

@@ -38,6 +38,10 @@ pub struct InPaperArgs {
     /// Output directory.
     #[arg(long, default_value = "results/in-paper")]
     out: PathBuf,
+    /// Keep every trial's emulator logs (per-link traffic in 100 ms bins, CSV, and a
+    /// summary.json) under this directory, one subdirectory per trial.
+    #[arg(long)]
+    emu_logs: Option<PathBuf>,
 }
 
 /// Run it; print the report's headline table.
@@ -69,6 +73,7 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
         quick: a.quick,
         duration: a.duration,
         out: a.out.clone(),
+        emu_logs: a.emu_logs.clone(),
     };
     let (_, rows) = lab::in_paper(&plan)?;
     for s in &scenarios {
