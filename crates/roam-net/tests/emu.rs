@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use roam_emu::{Command, Emulator, LinkCommand, SERVER_ADDR};
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
-use roam_net::runtime::Options;
+use roam_net::runtime::{LocalNetwork, Networks, Options};
 
 fn emu(links: &[&str]) -> Option<Emulator> {
     roam_emu::testing::emulator_or_skip(links)
@@ -108,6 +108,15 @@ fn repeated_cuts_lose_and_duplicate_nothing() {
         }
     }
     client.join().unwrap().unwrap().unwrap();
+    // The client's goodbye ends the server's stream; a lost goodbye must fail, not hang.
+    let t = Instant::now();
+    while !server.is_finished() && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        server.is_finished(),
+        "the server never saw the end of the stream (the client's goodbye was lost)"
+    );
     let got = server.join().unwrap().unwrap().unwrap();
     assert!(cuts >= 2, "only {cuts} cuts happened during the transfer");
     let mut seen = std::collections::BTreeSet::new();
@@ -254,5 +263,68 @@ fn foreground_requests_and_background_bulk_share_two_links() {
     assert!(
         median < Duration::from_millis(400),
         "foreground median {median:?}"
+    );
+}
+
+#[test]
+fn a_network_in_an_outage_does_not_hold_up_the_handshake() {
+    let Some(emu) = emu(&["wifi=rate=20mbit,delay=10ms", "cell=rate=8mbit,delay=100ms"]) else {
+        return;
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = emu.spawn_in_server(move || -> Result<Vec<u8>, String> {
+        let l = Listener::bind(
+            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7200)),
+            Options::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().map_err(|e| e.to_string())?;
+        let got = ms.recv_irob().map_err(|e| e.to_string())?;
+        Ok(got.map(|x| x.2).unwrap_or_default())
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // The first network the client knows of is in an outage from the start.
+    emu.command(&Command {
+        link: "wifi".into(),
+        action: LinkCommand::Down,
+    })
+    .unwrap();
+    let nets: Vec<LocalNetwork> = emu
+        .links()
+        .iter()
+        .map(|l| LocalNetwork {
+            name: l.name.clone(),
+            addr: l.client_addr,
+            metered: false,
+        })
+        .collect();
+    assert_eq!(nets[0].name, "wifi");
+    let client = emu.spawn_in_client(move || -> Result<Duration, String> {
+        let t0 = Instant::now();
+        let ms = MultiSocket::connect(
+            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7200)),
+            Options {
+                networks: Networks::Explicit(nets),
+                ..Options::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let took = t0.elapsed();
+        ms.send(Label::ForegroundSmall, &b"over the other network"[..], None)
+            .map_err(|e| e.to_string())?;
+        if !ms.close(Duration::from_secs(10)) {
+            return Err("not acknowledged".into());
+        }
+        Ok(took)
+    });
+    let took = client.join().unwrap().unwrap().unwrap();
+    let got = server.join().unwrap().unwrap().unwrap();
+    assert_eq!(got, b"over the other network");
+    // The cell handshake takes two 200 ms round trips; waiting for the dead network first
+    // would take the whole connect timeout (10 s).
+    assert!(
+        took < Duration::from_secs(2),
+        "connected after {took:?} with the first network down"
     );
 }

@@ -212,6 +212,9 @@ pub enum Role {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnState {
+    /// Initiator: connected while the first handshake runs on another connection; sends its
+    /// `Join` once that handshake has given the secret (or its `Hello`, if that one breaks).
+    Waiting,
     HelloSent,
     JoinSent,
     /// Acceptor: challenge sent, waiting for the proof.
@@ -375,6 +378,9 @@ pub struct Session {
     failed: Option<String>,
     closing: bool,
     goodbye_sent: bool,
+    /// The connection our `Goodbye` went out on: if it breaks, the goodbye may be lost with it
+    /// and is sent again (a repeated goodbye is harmless).
+    goodbye_on: Option<ConnId>,
     peer_window: u64,
     conns: BTreeMap<ConnId, Conn>,
     networks: BTreeMap<NetId, Network>,
@@ -435,6 +441,7 @@ impl Session {
             failed: None,
             closing: false,
             goodbye_sent: false,
+            goodbye_on: None,
             peer_window: window,
             conns: BTreeMap::new(),
             networks: BTreeMap::new(),
@@ -632,46 +639,68 @@ impl Session {
             });
             return;
         }
-        let mut c = Conn::new(net, ConnState::HelloSent, now);
-        let hello_pending = self.conns.values().any(|c| c.state == ConnState::HelloSent);
-        if self.secret.is_none() && self.role == Role::Client && !hello_pending {
-            let mut networks = self.netinfos();
-            // The hello's first network names the connection's own network.
-            if let Some(i) = networks.iter().position(|n| n.net == net) {
-                networks.swap(0, i);
-            } else {
-                networks.insert(
-                    0,
-                    NetInfo {
-                        net,
-                        addr: [0; 4],
-                        rtt_us: 0,
-                        flags: NET_USABLE,
-                        bandwidth_bps: 0,
-                    },
-                );
-            }
-            c.control.push_back(Frame::Hello {
-                key: self.my_key,
-                window: self.config.window,
-                networks,
-            });
-        } else if self.secret.is_some() {
-            self.rng.fill_bytes(&mut c.my_nonce);
-            c.state = ConnState::JoinSent;
-            c.control.push_back(Frame::Join {
-                session: self.session_id,
-                nonce: c.my_nonce,
-                net,
-            });
-        } else {
+        if self.secret.is_none() && self.role != Role::Client {
             self.events.push_back(Event::CloseConnection {
                 conn,
-                reason: "first handshake still in progress".into(),
+                reason: "no session to join yet".into(),
             });
             return;
         }
-        self.conns.insert(conn, c);
+        self.conns
+            .insert(conn, Conn::new(net, ConnState::Waiting, now));
+        let hello_pending = self.conns.values().any(|c| c.state == ConnState::HelloSent);
+        if self.secret.is_some() {
+            self.send_join(conn, now);
+        } else if !hello_pending {
+            self.send_hello(conn);
+        }
+        // Otherwise it waits for the hello under way on another connection.
+    }
+
+    /// Start the first handshake on `conn`.
+    fn send_hello(&mut self, conn: ConnId) {
+        let mut networks = self.netinfos();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let net = c.net;
+        // The hello's first network names the connection's own network.
+        if let Some(i) = networks.iter().position(|n| n.net == net) {
+            networks.swap(0, i);
+        } else {
+            networks.insert(
+                0,
+                NetInfo {
+                    net,
+                    addr: [0; 4],
+                    rtt_us: 0,
+                    flags: NET_USABLE,
+                    bandwidth_bps: 0,
+                },
+            );
+        }
+        c.state = ConnState::HelloSent;
+        c.control.push_back(Frame::Hello {
+            key: self.my_key,
+            window: self.config.window,
+            networks,
+        });
+    }
+
+    /// Join `conn` to the session (the secret is known).
+    fn send_join(&mut self, conn: ConnId, now: Time) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        self.rng.fill_bytes(&mut c.my_nonce);
+        c.state = ConnState::JoinSent;
+        // The join's round trips are what the first RTT sample measures.
+        c.opened = now;
+        c.control.push_back(Frame::Join {
+            session: self.session_id,
+            nonce: c.my_nonce,
+            net: c.net,
+        });
     }
 
     /// An accepted connection whose first frame (`Hello` or `Join`) is `first`, arriving over
@@ -788,6 +817,21 @@ impl Session {
         for id in lost {
             self.requested.remove(&id);
         }
+        if self.goodbye_on == Some(conn) && !self.is_finished() {
+            self.goodbye_on = None;
+            self.goodbye_sent = false;
+        }
+        // The first handshake broke: a connection waiting for it takes over.
+        if self.secret.is_none() && !self.conns.values().any(|c| c.state == ConnState::HelloSent) {
+            if let Some(&w) = self
+                .conns
+                .iter()
+                .find(|(_, c)| c.state == ConnState::Waiting)
+                .map(|(id, _)| id)
+            {
+                self.send_hello(w);
+            }
+        }
         self.update_down_since(now);
         self.maybe_open(now);
     }
@@ -808,11 +852,10 @@ impl Session {
         if self.role != Role::Client || self.failed.is_some() || self.is_finished() {
             return;
         }
-        let handshaking = self.secret.is_none();
+        // Every usable network is tried at once, also during the first handshake: the first
+        // connection to come up carries the hello, the others wait for it and then join. So a
+        // network in an outage (or merely slow) never holds the session up.
         let have_conn: BTreeSet<NetId> = self.conns.values().map(|c| c.net).collect();
-        if handshaking && (!have_conn.is_empty() || self.networks.values().any(|n| n.opening)) {
-            return; // one hello at a time
-        }
         let want: Vec<NetId> = self
             .networks
             .iter()
@@ -825,9 +868,6 @@ impl Session {
             }
             self.networks.get_mut(&net).unwrap().opening = true;
             self.events.push_back(Event::OpenConnection { net });
-            if handshaking {
-                break;
-            }
         }
     }
 
@@ -854,6 +894,15 @@ impl Session {
                 self.establish(conn, now);
                 self.established = true;
                 self.events.push_back(Event::Established);
+                let waiting: Vec<ConnId> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.state == ConnState::Waiting)
+                    .map(|(&id, _)| id)
+                    .collect();
+                for w in waiting {
+                    self.send_join(w, now);
+                }
                 self.maybe_open(now);
                 Ok(())
             }
@@ -1407,19 +1456,31 @@ impl Session {
     /// How many bytes of background data may be outstanding in connection `conn` (anticipatory
     /// scheduling): the network's bandwidth × (its minimum RTT + [`anticipatory_budget`]). The
     /// driver compares this with the socket's unacknowledged bytes (SIOCOUTQ).
-    pub fn background_cap(&self, conn: ConnId, now: Time) -> u64 {
+    ///
+    /// `probing_cwnd` is the kernel's congestion window in bytes while the connection is still
+    /// probing for the path's capacity: in slow start, and with no queue built on the path yet
+    /// (smoothed RTT near the minimum); `None` otherwise. The bandwidth estimate is built from
+    /// transfers this very cap limits, so on a network that just appeared the estimate would
+    /// trail the path by seconds (the vehicular drives' WiFi sessions last a few). While the
+    /// kernel probes, its window is allowed in full: background data ramps as fast as TCP's
+    /// own slow start and no faster, and the estimate learns the path from transfers that fill
+    /// it. Once a queue builds (or a loss ends slow start) the estimate rules again, so a slow,
+    /// deep-buffered link is not filled with background data ahead of the next foreground one.
+    pub fn background_cap(&self, conn: ConnId, now: Time, probing_cwnd: Option<u64>) -> u64 {
         let Some(c) = self.conns.get(&conn) else {
             return 0;
         };
+        let ramp = probing_cwnd.unwrap_or(0);
         let budget = anticipatory_budget(self.last_foreground.map(|t| now.saturating_since(t)));
         let Some(n) = self.networks.get(&c.net) else {
-            return 256 * 1024;
+            return ramp.max(256 * 1024);
         };
         let (Some(rtt), Some(bw)) = (n.estimate.rtt(), n.estimate.bandwidth()) else {
-            return 256 * 1024; // unmeasured: a modest start that lets delivery-rate samples grow
+            // Unmeasured: a modest start that lets delivery-rate samples grow.
+            return ramp.max(256 * 1024);
         };
         let bytes = bw.bytes_per_sec() * (rtt + budget).as_secs_f64();
-        (bytes as u64).max(4 * 1024)
+        (bytes as u64).max(4 * 1024).max(ramp)
     }
 
     /// The next frame to write on `conn`, if any. `background_room` is how many bytes of
@@ -1462,6 +1523,7 @@ impl Session {
         }
         if self.closing && !self.goodbye_sent && self.out.is_empty() {
             self.goodbye_sent = true;
+            self.goodbye_on = Some(conn);
             return Some(encode(
                 &Frame::Goodbye {
                     irobs: self.next_irob,

@@ -256,7 +256,7 @@ impl Shared {
 
     fn log(&self, msg: impl AsRef<str>) {
         if self.options.log {
-            eprintln!("roam-net: {}", msg.as_ref());
+            log_line(msg.as_ref());
         }
     }
 
@@ -361,11 +361,25 @@ impl Shared {
         network: Option<&str>,
         now: Time,
     ) -> u64 {
-        let cap = s.background_cap(conn, now);
+        let probing = sys::tcp_info(fd).ok().and_then(|i| i.probing_cwnd());
+        let cap = s.background_cap(conn, now, probing);
         let mine = sys::outq(fd).unwrap_or(0);
         let others = self.shm.as_ref().map_or(0, |m| m.others(network));
         cap.saturating_sub(mine + others)
     }
+}
+
+/// A line of the `ROAM_NET_LOG` log on stderr, stamped with the wall clock (seconds within the
+/// minute, to the millisecond) so that the lines of both peers and of several multi-sockets
+/// interleave in time order.
+fn log_line(msg: &str) {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    eprintln!(
+        "roam-net {:06.3}: {msg}",
+        (t.as_millis() % 60_000) as f64 / 1e3
+    );
 }
 
 fn net_key(sh: &Shared, net: NetId) -> Option<String> {
@@ -661,9 +675,7 @@ async fn ticker(weak: Weak<Shared>) {
                         if bytes > 0 {
                             rate =
                                 Some(BitRate::bps((bytes as f64 * 8.0 / dt.as_secs_f64()) as u64));
-                            busy = info
-                                .min_rtt
-                                .is_some_and(|m| info.rtt > m + m / 4 + Duration::from_millis(2));
+                            busy = info.queueing();
                         }
                     }
                     s.tcp_info(*id, info.min_rtt, rate, busy);
@@ -1099,7 +1111,7 @@ async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSoc
             drop(permit);
             if let Err(e) = r {
                 if options.log {
-                    eprintln!("roam-net: connection from {from} refused: {e}");
+                    log_line(&format!("connection from {from} refused: {e}"));
                 }
             }
         });

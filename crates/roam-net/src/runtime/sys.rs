@@ -15,6 +15,26 @@ pub struct TcpInfo {
     pub min_rtt: Option<Duration>,
     /// Bytes the peer has acknowledged over the connection's life.
     pub bytes_acked: u64,
+    /// Congestion window, in bytes (`tcpi_snd_cwnd` × `tcpi_snd_mss`).
+    pub cwnd_bytes: u64,
+    /// Still in slow start: the congestion window is below the slow-start threshold (which is
+    /// "infinite" until the first loss).
+    pub slow_start: bool,
+}
+
+impl TcpInfo {
+    /// A queue has built on the path: the smoothed RTT is well above the minimum (by a quarter
+    /// plus 2 ms of timer noise), so the connection is sending as fast as the path goes.
+    pub fn queueing(&self) -> bool {
+        self.min_rtt
+            .is_some_and(|m| self.rtt > m + m / 4 + Duration::from_millis(2))
+    }
+
+    /// The congestion window while the kernel is still probing for the path's capacity: in
+    /// slow start and with no queue built yet (see `Session::background_cap`).
+    pub fn probing_cwnd(&self) -> Option<u64> {
+        (self.slow_start && !self.queueing()).then_some(self.cwnd_bytes)
+    }
 }
 
 /// Read TCP_INFO. Offsets follow `struct tcp_info` in `linux/tcp.h`.
@@ -45,6 +65,8 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
             .filter(|&v| v != 0 && v != u32::MAX)
             .map(|v| Duration::from_micros(v as u64)),
         bytes_acked: u64_at(120).unwrap_or(0),
+        cwnd_bytes: u32_at(80).unwrap_or(0) as u64 * u32_at(16).unwrap_or(0) as u64,
+        slow_start: u32_at(80).unwrap_or(0) < u32_at(76).unwrap_or(0),
     })
 }
 
