@@ -1440,17 +1440,20 @@ impl Session {
         }
     }
 
-    /// Whether connection `conn` is currently carrying foreground data (pinned foreground IROBs
-    /// not yet acknowledged).
+    /// Whether connection `conn` is currently sending foreground data: a foreground IROB pinned
+    /// to it still has bytes to hand to the kernel. (Once they are in the kernel, what may
+    /// queue ahead of the next foreground IROB is bounded by the anticipatory cap instead.
+    /// Counting foreground bytes until their acknowledgement kept background off a network for
+    /// as long as an application exchanged small foreground messages over it: the lab's file
+    /// system, demand-fetching over WiFi every few milliseconds, prefetched over 3G only.)
     fn carries_foreground(&self, conn: ConnId) -> bool {
         Label::ALL[..2].iter().any(|l| {
-            self.sendable[l.rank()]
-                .iter()
-                .any(|id| self.out.get(id).is_some_and(|o| o.pinned == Some(conn)))
-        }) || self
-            .out
-            .values()
-            .any(|o| o.label.is_foreground() && o.inflight.iter().any(|f| f.0 == conn))
+            self.sendable[l.rank()].iter().any(|id| {
+                self.out
+                    .get(id)
+                    .is_some_and(|o| o.pinned == Some(conn) && o.has_work())
+            })
+        })
     }
 
     /// How many bytes of background data may be outstanding in connection `conn` (anticipatory
