@@ -652,13 +652,13 @@ impl Session {
         if self.secret.is_some() {
             self.send_join(conn, now);
         } else if !hello_pending {
-            self.send_hello(conn);
+            self.send_hello(conn, now);
         }
         // Otherwise it waits for the hello under way on another connection.
     }
 
     /// Start the first handshake on `conn`.
-    fn send_hello(&mut self, conn: ConnId) {
+    fn send_hello(&mut self, conn: ConnId, now: Time) {
         let mut networks = self.netinfos();
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
@@ -680,6 +680,8 @@ impl Session {
             );
         }
         c.state = ConnState::HelloSent;
+        // The hello's round trip is what the first RTT sample measures (not a wait before it).
+        c.opened = now;
         c.control.push_back(Frame::Hello {
             key: self.my_key,
             window: self.config.window,
@@ -829,7 +831,7 @@ impl Session {
                 .find(|(_, c)| c.state == ConnState::Waiting)
                 .map(|(id, _)| id)
             {
-                self.send_hello(w);
+                self.send_hello(w, now);
             }
         }
         self.update_down_since(now);
