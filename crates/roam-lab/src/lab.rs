@@ -233,12 +233,8 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                         }
                     }
                     Err(e) => {
-                        // `println` draws nothing without a terminal; CI logs need the reason.
-                        if bar.is_hidden() {
-                            eprintln!("{name} failed: {e:#}");
-                        } else {
-                            bar.println(format!("{name} failed: {e:#}"));
-                        }
+                        // Not `bar.println`: it draws nothing without a terminal (CI logs).
+                        bar.suspend(|| eprintln!("{name} failed: {e:#}"));
                         failures.lock().unwrap().push(format!("{name}: {e:#}"));
                         rows.lock().unwrap().push(base("error", f64::NAN, ""));
                     }
