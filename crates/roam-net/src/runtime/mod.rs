@@ -34,7 +34,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::proto::session::{Config, ConnId, Delivery, Event, IrobId, NetId, SendError, Session};
-use crate::proto::{Decoder, Deps, Frame, Label};
+use crate::proto::{Decoder, Deps, Frame, Label, PathLoad};
 pub use tls::Tls;
 use tls::{Accepted, ConnRead, ConnWrite};
 
@@ -355,7 +355,7 @@ impl Shared {
     /// Background bytes connection `conn` may still take (anticipatory scheduling).
     fn background_room(
         &self,
-        s: &Session,
+        s: &mut Session,
         conn: ConnId,
         fd: i32,
         network: Option<&str>,
@@ -364,6 +364,7 @@ impl Shared {
         let probing = sys::tcp_info(fd).ok().and_then(|i| i.probing_cwnd());
         let cap = s.background_cap(conn, now, probing);
         let mine = sys::outq(fd).unwrap_or(0);
+        s.kernel_queue(conn, mine);
         let others = self.shm.as_ref().map_or(0, |m| m.others(network));
         cap.saturating_sub(mine + others)
     }
@@ -557,7 +558,7 @@ async fn writer(
         {
             let mut s = sh.session();
             let now = sh.now();
-            let mut room = sh.background_room(&s, conn, fd, network.as_deref(), now);
+            let mut room = sh.background_room(&mut s, conn, fd, network.as_deref(), now);
             while total < WRITE_BATCH {
                 let Some(t) = s.poll_transmit(conn, now, room) else {
                     bg_blocked = room == 0;
@@ -634,7 +635,9 @@ async fn write_all(wr: &mut ConnWrite, mut parts: Vec<Bytes>) -> io::Result<()> 
 /// The timer task: session timeouts, TCP_INFO samples, shared-memory publication.
 async fn ticker(weak: Weak<Shared>) {
     let mut last_info = Time::ZERO;
-    let mut acked: HashMap<ConnId, (Time, u64)> = HashMap::new();
+    // Per connection: when the current throughput interval began, the acknowledged-bytes
+    // counter then, and the path's load then.
+    let mut acked: HashMap<ConnId, (Time, u64, PathLoad)> = HashMap::new();
     loop {
         let Some(sh) = weak.upgrade() else { return };
         let deadline = sh.session().poll_timeout();
@@ -659,26 +662,31 @@ async fn ticker(weak: Weak<Shared>) {
             acked.retain(|id, _| conns.iter().any(|c| c.0 == *id));
             for (id, fd, net) in &conns {
                 if let Ok(info) = sys::tcp_info(*fd) {
-                    // Throughput over at least 250 ms from the acknowledged-bytes counter. When
-                    // a queue has built (smoothed RTT well above the minimum) the path was busy
-                    // and the throughput is its bandwidth; otherwise it is a lower bound, which
-                    // the session uses only to raise its estimate. (The kernel's delivery-rate
-                    // samples are per round trip and noisy upwards; a filter that accepts
-                    // larger application-limited samples would ratchet on that noise.)
-                    let prev = acked.entry(*id).or_insert((now, info.bytes_acked));
+                    // Throughput over at least 250 ms from the acknowledged-bytes counter, with
+                    // the path's load over the interval: the lesser of its loads at the two
+                    // ends (`TcpInfo::load`). Saturated, the throughput is the bandwidth;
+                    // otherwise a lower bound (see `PathLoad`). Taking a raised smoothed RTT
+                    // alone for saturation once turned a trickle of small requests into a
+                    // 2 kbit/s WiFi estimate. (The kernel's delivery-rate samples are per
+                    // round trip and noisy upwards; a filter that accepts larger
+                    // application-limited samples would ratchet on that noise.)
+                    let load_now = info.load(sys::outq(*fd).unwrap_or(0));
+                    let prev = acked
+                        .entry(*id)
+                        .or_insert((now, info.bytes_acked, load_now));
                     let dt = now.saturating_since(prev.0);
                     let mut rate = None;
-                    let mut busy = false;
+                    let mut load = PathLoad::Light;
                     if dt >= Duration::from_millis(250) {
                         let bytes = info.bytes_acked.saturating_sub(prev.1);
-                        *prev = (now, info.bytes_acked);
+                        load = prev.2.min(load_now);
+                        *prev = (now, info.bytes_acked, load_now);
                         if bytes > 0 {
                             rate =
                                 Some(BitRate::bps((bytes as f64 * 8.0 / dt.as_secs_f64()) as u64));
-                            busy = info.queueing();
                         }
                     }
-                    s.tcp_info(*id, info.min_rtt, rate, busy);
+                    s.tcp_info(*id, info.min_rtt, rate, load);
                 }
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
                     let est = s.estimates().into_iter().find(|e| e.0 == *net);

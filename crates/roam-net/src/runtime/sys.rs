@@ -6,6 +6,12 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use crate::proto::PathLoad;
+
+/// Bytes a socket must hold for its sender to count as backlogged (four full-size segments):
+/// more than a trickle of small messages leaves behind.
+pub const BACKLOG_OUTQ: u64 = 4 * 1448;
+
 /// A passive sample from TCP_INFO.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TcpInfo {
@@ -28,6 +34,19 @@ impl TcpInfo {
     pub fn queueing(&self) -> bool {
         self.min_rtt
             .is_some_and(|m| self.rtt > m + m / 4 + Duration::from_millis(2))
+    }
+
+    /// How loaded the path is by this connection now, given the socket's SIOCOUTQ `outq`:
+    /// saturated when a queue has built ([`TcpInfo::queueing`]) and the socket holds at least
+    /// a few full-size segments; backlogged with the data but no queue; light when the socket
+    /// holds less. A raised smoothed RTT alone is not saturation: sparse small sends see the
+    /// peer's delayed ACK (40 ms on a 20 ms path) and would pass for a queue.
+    pub fn load(&self, outq: u64) -> PathLoad {
+        match (outq >= BACKLOG_OUTQ, self.queueing()) {
+            (true, true) => PathLoad::Saturated,
+            (true, false) => PathLoad::Backlogged,
+            (false, _) => PathLoad::Light,
+        }
     }
 
     /// The congestion window while the kernel is still probing for the path's capacity: in
@@ -135,6 +154,21 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn saturation_needs_a_queue_and_data_in_the_socket() {
+        let info = |rtt_ms: u64| TcpInfo {
+            rtt: Duration::from_millis(rtt_ms),
+            min_rtt: Some(Duration::from_millis(20)),
+            ..TcpInfo::default()
+        };
+        // A delayed ACK on a 20 ms path: the smoothed RTT says "queue", the socket is empty.
+        assert!(info(60).queueing());
+        assert_eq!(info(60).load(21), PathLoad::Light);
+        assert_eq!(info(60).load(BACKLOG_OUTQ), PathLoad::Saturated);
+        // Data waiting but no queue on the path (loopback, or our own cap).
+        assert_eq!(info(22).load(1 << 20), PathLoad::Backlogged);
+    }
 
     #[test]
     fn tcp_info_and_outq_on_loopback() {
