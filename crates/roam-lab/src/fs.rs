@@ -244,181 +244,177 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         .map_err(|_| anyhow!("the file server did not start"))?;
     let local = t.emu.links()[0].client_addr;
     let progress = t.progress.clone();
-    let client = t
-        .emu
-        .spawn_in_client(move || -> Result<(Replay, Arc<Conn>)> {
-            let conn = Arc::new(Conn::connect(system, local, PORT)?);
-            let cache = Arc::new((Mutex::new(Cache::default()), Condvar::new()));
-            let last_ack_ns = Arc::new(AtomicU64::new(0));
-            let start = Instant::now();
-            // Replies: fill the cache, count write-back acknowledgements.
-            let (rc, rcache, rlast) = (conn.clone(), cache.clone(), last_ack_ns.clone());
-            let receiver = std::thread::spawn(move || -> Result<()> {
-                while let Some(m) = rc.recv()? {
-                    let (tag, file, a, b) = parse_header(&m.data)?;
-                    let (lock, cv) = &*rcache;
-                    let mut c = lock.lock().unwrap();
-                    if tag == b'd' {
-                        if let Some(t0) = c.asked.remove(&(file, a)) {
-                            c.demand_ms.push(t0.elapsed().as_secs_f64() * 1e3);
-                        }
-                    }
-                    match tag {
-                        b'd' | b'p' => {
-                            for k in a..a + b {
-                                c.have.insert((file, k));
-                            }
-                        }
-                        b'w' => {
-                            c.acked += 1;
-                            rlast.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                        }
-                        _ => bail!("unknown reply {tag}"),
-                    }
-                    cv.notify_all();
-                }
-                Ok(())
-            });
-            // Write-back: its own thread, so a full connection does not stall the build.
-            let (wb_tx, wb_rx) = mpsc::channel::<Op>();
-            let wconn = conn.clone();
-            let writer = std::thread::spawn(move || -> Result<u64> {
-                let mut prev = None;
-                let mut n = 0;
-                for op in wb_rx {
-                    let mut m = header(b'W', op.file, op.off, n);
-                    m.resize(21 + op.len as usize, 0x77);
-                    let deps: Vec<u64> = prev.into_iter().collect();
-                    if let Sent::Id(id) = wconn.send(Label::BackgroundLarge, &deps, m, None)? {
-                        prev = Some(id);
-                    }
-                    n += 1;
-                }
-                Ok(n)
-            });
-            // Prefetch requests: their own thread too (a background send may wait for room).
-            let (pf_tx, pf_rx) = mpsc::channel::<Vec<u8>>();
-            let pconn = conn.clone();
-            let prefetcher = std::thread::spawn(move || -> Result<()> {
-                for m in pf_rx {
-                    pconn.send(Label::BackgroundLarge, &[], m, None)?;
-                }
-                Ok(())
-            });
-            let mut touched: HashSet<u32> = HashSet::new();
-            let mut demanded: HashSet<(u32, u64)> = HashSet::new();
-            // Blocks a prefetch has asked for; a demand fetch of one of them is "overtaking".
-            let mut prefetch_asked: HashSet<(u32, u64)> = HashSet::new();
-            let mut overtaking = 0u64;
-            let mut prev_t = 0u64;
-            for op in ops {
-                // The build's own computation between operations.
-                std::thread::sleep(Duration::from_millis(op.t_ms - prev_t));
-                prev_t = op.t_ms;
-                progress(op.t_ms / 1000);
-                if op.write {
-                    let (lock, _) = &*cache;
-                    let mut c = lock.lock().unwrap();
-                    for k in blocks(op.off, op.len) {
-                        c.have.insert((op.file, k));
-                    }
-                    drop(c);
-                    wb_tx
-                        .send(*op)
-                        .map_err(|_| anyhow!("write-back thread ended"))?;
-                    continue;
-                }
-                let want: Vec<u64> = blocks(op.off, op.len).collect();
-                // A block the build needs now is fetched on demand even if a prefetch of it is
-                // under way (it may be queued behind much more).
-                let ask: Vec<u64> = {
-                    let mut c = cache.0.lock().unwrap();
-                    let now = Instant::now();
-                    let ask: Vec<u64> = want
-                        .iter()
-                        .copied()
-                        .filter(|k| !c.have.contains(&(op.file, *k)))
-                        .filter(|k| demanded.insert((op.file, *k)))
-                        .collect();
-                    for &k in &ask {
-                        c.asked.insert((op.file, k), now);
-                    }
-                    overtaking += ask
-                        .iter()
-                        .filter(|k| prefetch_asked.contains(&(op.file, **k)))
-                        .count() as u64;
-                    ask
-                };
-                for k in ask {
-                    conn.send(
-                        Label::ForegroundSmall,
-                        &[],
-                        header(b'D', op.file, k, 1),
-                        None,
-                    )?;
-                }
-                if touched.insert(op.file) {
-                    // First read of the file: prefetch the rest of it in the background.
-                    let size = trace.sizes.get(&op.file).copied().unwrap_or(0);
-                    let last = blocks(op.off, op.len).end;
-                    let total = size.div_ceil(BLOCK);
-                    let mut k = last;
-                    prefetch_asked.extend((last..total).map(|b| (op.file, b)));
-                    while k < total {
-                        let n = (total - k).min(PREFETCH_MAX / BLOCK);
-                        pf_tx
-                            .send(header(b'P', op.file, k, n))
-                            .map_err(|_| anyhow!("prefetch thread ended"))?;
-                        k += n;
-                    }
-                }
-                let (lock, cv) = &*cache;
+    type Out = (Replay, Arc<Conn>);
+    let client = t.emu.spawn_in_client(move || -> Result<Out> {
+        let conn = Arc::new(Conn::connect(system, local, PORT)?);
+        let cache = Arc::new((Mutex::new(Cache::default()), Condvar::new()));
+        let last_ack_ns = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        // Replies: fill the cache, count write-back acknowledgements.
+        let (rc, rcache, rlast) = (conn.clone(), cache.clone(), last_ack_ns.clone());
+        let receiver = std::thread::spawn(move || -> Result<()> {
+            while let Some(m) = rc.recv()? {
+                let (tag, file, a, b) = parse_header(&m.data)?;
+                let (lock, cv) = &*rcache;
                 let mut c = lock.lock().unwrap();
-                while !want.iter().all(|k| c.have.contains(&(op.file, *k))) {
-                    let (g, to) = cv.wait_timeout(c, Duration::from_secs(120)).unwrap();
-                    c = g;
-                    if to.timed_out() {
-                        // A result ("unfinished"), not a failure: the network gave nothing.
-                        eprintln!(
-                            "fs: a demand fetch got no reply within 120 s; replay unfinished"
-                        );
-                        drop(c);
-                        drop((wb_tx, pf_tx));
-                        return Ok((Replay::unfinished(), conn));
+                if tag == b'd' {
+                    if let Some(t0) = c.asked.remove(&(file, a)) {
+                        c.demand_ms.push(t0.elapsed().as_secs_f64() * 1e3);
                     }
+                }
+                match tag {
+                    b'd' | b'p' => {
+                        for k in a..a + b {
+                            c.have.insert((file, k));
+                        }
+                    }
+                    b'w' => {
+                        c.acked += 1;
+                        rlast.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    }
+                    _ => bail!("unknown reply {tag}"),
+                }
+                cv.notify_all();
+            }
+            Ok(())
+        });
+        // Write-back: its own thread, so a full connection does not stall the build.
+        let (wb_tx, wb_rx) = mpsc::channel::<Op>();
+        let wconn = conn.clone();
+        let writer = std::thread::spawn(move || -> Result<u64> {
+            let mut prev = None;
+            let mut n = 0;
+            for op in wb_rx {
+                let mut m = header(b'W', op.file, op.off, n);
+                m.resize(21 + op.len as usize, 0x77);
+                let deps: Vec<u64> = prev.into_iter().collect();
+                if let Sent::Id(id) = wconn.send(Label::BackgroundLarge, &deps, m, None)? {
+                    prev = Some(id);
+                }
+                n += 1;
+            }
+            Ok(n)
+        });
+        // Prefetch requests: their own thread too (a background send may wait for room).
+        let (pf_tx, pf_rx) = mpsc::channel::<Vec<u8>>();
+        let pconn = conn.clone();
+        let prefetcher = std::thread::spawn(move || -> Result<()> {
+            for m in pf_rx {
+                pconn.send(Label::BackgroundLarge, &[], m, None)?;
+            }
+            Ok(())
+        });
+        // Per file read so far, the blocks its prefetch asked for; a demand fetch of one
+        // of them is "overtaking".
+        let mut prefetched: HashMap<u32, std::ops::Range<u64>> = HashMap::new();
+        let mut demanded: HashSet<(u32, u64)> = HashSet::new();
+        let mut overtaking = 0u64;
+        let mut prev_t = 0u64;
+        for op in ops {
+            // The build's own computation between operations.
+            std::thread::sleep(Duration::from_millis(op.t_ms - prev_t));
+            prev_t = op.t_ms;
+            progress(op.t_ms / 1000);
+            if op.write {
+                let (lock, _) = &*cache;
+                let mut c = lock.lock().unwrap();
+                for k in blocks(op.off, op.len) {
+                    c.have.insert((op.file, k));
+                }
+                drop(c);
+                wb_tx
+                    .send(*op)
+                    .map_err(|_| anyhow!("write-back thread ended"))?;
+                continue;
+            }
+            let want: Vec<u64> = blocks(op.off, op.len).collect();
+            // A block the build needs now is fetched on demand even if a prefetch of it is
+            // under way (it may be queued behind much more).
+            let ask: Vec<u64> = {
+                let mut c = cache.0.lock().unwrap();
+                let now = Instant::now();
+                let ask: Vec<u64> = want
+                    .iter()
+                    .copied()
+                    .filter(|k| !c.have.contains(&(op.file, *k)))
+                    .filter(|k| demanded.insert((op.file, *k)))
+                    .collect();
+                for &k in &ask {
+                    c.asked.insert((op.file, k), now);
+                }
+                overtaking += ask
+                    .iter()
+                    .filter(|k| prefetched.get(&op.file).is_some_and(|r| r.contains(k)))
+                    .count() as u64;
+                ask
+            };
+            for k in ask {
+                conn.send(
+                    Label::ForegroundSmall,
+                    &[],
+                    header(b'D', op.file, k, 1),
+                    None,
+                )?;
+            }
+            if let std::collections::hash_map::Entry::Vacant(e) = prefetched.entry(op.file) {
+                // First read of the file: prefetch the rest of it in the background.
+                let size = trace.sizes.get(&op.file).copied().unwrap_or(0);
+                let last = blocks(op.off, op.len).end;
+                let total = size.div_ceil(BLOCK);
+                e.insert(last..total);
+                let mut k = last;
+                while k < total {
+                    let n = (total - k).min(PREFETCH_MAX / BLOCK);
+                    pf_tx
+                        .send(header(b'P', op.file, k, n))
+                        .map_err(|_| anyhow!("prefetch thread ended"))?;
+                    k += n;
                 }
             }
-            let interactive = start.elapsed().as_secs_f64();
-            drop((wb_tx, pf_tx));
-            drop(prefetcher);
-            let writes = writer
-                .join()
-                .map_err(|_| anyhow!("write-back thread panicked"))??;
             let (lock, cv) = &*cache;
             let mut c = lock.lock().unwrap();
-            let deadline =
-                Instant::now() + WRITEBACK_WAIT.max(Duration::from_secs_f64(interactive));
-            while c.acked < writes && Instant::now() < deadline {
-                c = cv.wait_timeout(c, Duration::from_millis(500)).unwrap().0;
+            while !want.iter().all(|k| c.have.contains(&(op.file, *k))) {
+                let (g, to) = cv.wait_timeout(c, Duration::from_secs(120)).unwrap();
+                c = g;
+                if to.timed_out() {
+                    // A result ("unfinished"), not a failure: the network gave nothing.
+                    eprintln!("fs: a demand fetch got no reply within 120 s; replay unfinished");
+                    drop(c);
+                    drop((wb_tx, pf_tx));
+                    return Ok((Replay::unfinished(), conn));
+                }
             }
-            let complete = c.acked >= writes;
-            let demand_ms = std::mem::take(&mut c.demand_ms);
-            drop(c);
-            let wb = match (writes, complete) {
-                (0, _) => 0.0,
-                (_, true) => last_ack_ns.load(Ordering::Relaxed) as f64 / 1e9,
-                (_, false) => UNFINISHED,
-            };
-            drop(receiver);
-            let replay = Replay {
-                interactive,
-                writeback: wb,
-                writes,
-                demand_ms,
-                overtaking,
-            };
-            Ok((replay, conn))
-        });
+        }
+        let interactive = start.elapsed().as_secs_f64();
+        drop((wb_tx, pf_tx));
+        drop(prefetcher);
+        let writes = writer
+            .join()
+            .map_err(|_| anyhow!("write-back thread panicked"))??;
+        let (lock, cv) = &*cache;
+        let mut c = lock.lock().unwrap();
+        let deadline = Instant::now() + WRITEBACK_WAIT.max(Duration::from_secs_f64(interactive));
+        while c.acked < writes && Instant::now() < deadline {
+            c = cv.wait_timeout(c, Duration::from_millis(500)).unwrap().0;
+        }
+        let complete = c.acked >= writes;
+        let demand_ms = std::mem::take(&mut c.demand_ms);
+        drop(c);
+        let wb = match (writes, complete) {
+            (0, _) => 0.0,
+            (_, true) => last_ack_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            (_, false) => UNFINISHED,
+        };
+        drop(receiver);
+        let replay = Replay {
+            interactive,
+            writeback: wb,
+            writes,
+            demand_ms,
+            overtaking,
+        };
+        Ok((replay, conn))
+    });
     let (r, conn) = client
         .join()
         .map_err(|_| anyhow!("the file-system client panicked"))???;

@@ -661,6 +661,9 @@ async fn ticker(weak: Weak<Shared>) {
             last_info = now;
             acked.retain(|id, _| conns.iter().any(|c| c.0 == *id));
             for (id, fd, net) in &conns {
+                // One SIOCOUTQ read per connection and tick: the path's load and the
+                // shared-memory table both use it.
+                let outq = sys::outq(*fd).unwrap_or(0);
                 if let Ok(info) = sys::tcp_info(*fd) {
                     // Throughput over at least 250 ms from the acknowledged-bytes counter, with
                     // the path's load over the interval: the lesser of its loads at the two
@@ -670,7 +673,7 @@ async fn ticker(weak: Weak<Shared>) {
                     // 2 kbit/s WiFi estimate. (The kernel's delivery-rate samples are per
                     // round trip and noisy upwards; a filter that accepts larger
                     // application-limited samples would ratchet on that noise.)
-                    let load_now = info.load(sys::outq(*fd).unwrap_or(0));
+                    let load_now = info.load(outq);
                     let prev = acked
                         .entry(*id)
                         .or_insert((now, info.bytes_acked, load_now));
@@ -690,12 +693,7 @@ async fn ticker(weak: Weak<Shared>) {
                 }
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
                     let est = s.estimates().into_iter().find(|e| e.0 == *net);
-                    m.publish(
-                        &name,
-                        sys::outq(*fd).unwrap_or(0),
-                        est.and_then(|e| e.1),
-                        est.and_then(|e| e.2),
-                    );
+                    m.publish(&name, outq, est.and_then(|e| e.1), est.and_then(|e| e.2));
                 }
             }
         }
