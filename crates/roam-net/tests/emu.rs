@@ -328,3 +328,90 @@ fn a_network_in_an_outage_does_not_hold_up_the_handshake() {
         "connected after {took:?} with the first network down"
     );
 }
+
+/// Either peer may open a connection (paper §4.2): after a cut breaks the WiFi connection, a
+/// client that will not reopen it (back-off of an hour) gets it back from the server, which
+/// joins at the port the client announced, and the server's data all arrives intact.
+#[test]
+fn the_server_reopens_a_connection_the_client_does_not() {
+    let Some(emu) = emu(&[
+        "wifi=rate=20mbit,delay=10ms,queue=200pkt",
+        "cell=rate=8mbit,delay=40ms,queue=200pkt",
+    ]) else {
+        return;
+    };
+    const N: u64 = 200;
+    let opts = Options {
+        user_timeout: Duration::from_millis(1500),
+        ..Options::default()
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let sopts = opts.clone();
+    let server = emu.spawn_in_server(move || -> Result<(), String> {
+        let l = Listener::bind(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7300)), sopts)
+            .map_err(|e| e.to_string())?;
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().map_err(|e| e.to_string())?;
+        for i in 0..N {
+            ms.send(Label::BackgroundLarge, content(i, 30_000), None)
+                .map_err(|e| e.to_string())?;
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        if !ms.close(Duration::from_secs(60)) {
+            return Err("not all acknowledged".into());
+        }
+        Ok(())
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let nets: Vec<LocalNetwork> = emu
+        .links()
+        .iter()
+        .map(|l| LocalNetwork {
+            name: l.name.clone(),
+            addr: l.client_addr,
+            metered: false,
+        })
+        .collect();
+    let mut copts = opts;
+    copts.networks = Networks::Explicit(nets);
+    copts.config.reconnect_backoff = Duration::from_secs(3600);
+    let client = emu.spawn_in_client(move || -> Result<(Vec<u64>, u64), String> {
+        let ms = MultiSocket::connect(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7300)), copts)
+            .map_err(|e| e.to_string())?;
+        // Every connection the client has had over WiFi (network 1), in order seen.
+        let mut wifi = Vec::new();
+        let mut n = 0;
+        while let Some((id, label, data)) = ms.recv_irob().map_err(|e| e.to_string())? {
+            if id != n || label != Label::BackgroundLarge || data != content(id, 30_000) {
+                return Err(format!("IROB {id} (expected {n}) wrong or corrupted"));
+            }
+            n += 1;
+            for (conn, net) in ms.as_async().connections() {
+                if net == 1 && !wifi.contains(&conn) {
+                    wifi.push(conn);
+                }
+            }
+        }
+        Ok((wifi, n))
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    emu.command(&Command {
+        link: "wifi".into(),
+        action: LinkCommand::Down,
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    emu.command(&Command {
+        link: "wifi".into(),
+        action: LinkCommand::Up,
+    })
+    .unwrap();
+    server.join().unwrap().unwrap().unwrap();
+    let (wifi, n) = client.join().unwrap().unwrap().unwrap();
+    assert_eq!(n, N, "IROBs delivered");
+    assert!(
+        wifi.len() >= 2,
+        "no second WiFi connection after the cut (connections seen: {wifi:?}); the client does \
+         not reopen, so the server should have"
+    );
+}

@@ -50,7 +50,7 @@ fn frame() -> impl Strategy<Value = Frame> {
         5 => proptest::collection::vec(0u64..40, 0..5).prop_map(|irobs| Frame::ResendRequest { irobs }),
         5 => (0u64..40, any::<bool>(), any::<bool>(), proptest::option::of(0u64..5000), proptest::collection::vec((0u64..5000, 1u64..100), 0..3))
             .prop_map(|(irob, complete, first, end, r)| Frame::Have { entries: vec![HaveEntry { irob, complete, first, end, ranges: r.into_iter().map(|(s, l)| (s, s + l)).collect() }] }),
-        1 => Just(Frame::Estimate { networks: vec![NetInfo { net: 1, addr: [1, 2, 3, 4], rtt_us: 5, flags: 3, bandwidth_bps: 9 }] }),
+        1 => Just(Frame::Estimate { networks: vec![NetInfo { net: 1, addr: [1, 2, 3, 4], rtt_us: 5, flags: 3, bandwidth_bps: 9, port: 7 }] }),
         1 => (0u64..5, 0u32..100).prop_map(|(id, padding)| Frame::Probe { id, padding }),
         1 => (0u64..5, 0u64..100).prop_map(|(id, probe_size)| Frame::ProbeReply { id, probe_size }),
         1 => (0u64..40).prop_map(|irobs| Frame::Goodbye { irobs }),

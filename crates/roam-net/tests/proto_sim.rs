@@ -35,7 +35,32 @@ struct SimConn {
     latency: Duration,
     c2s: Pipe,
     s2c: Pipe,
+    /// The server has seen the connection (it opened it, or its first frame arrived).
     server_known: bool,
+    /// The client has seen it (likewise).
+    client_known: bool,
+}
+
+/// Which peer opened a connection.
+#[derive(PartialEq)]
+enum Side {
+    Client,
+    Server,
+}
+
+impl SimConn {
+    /// A connection over network `net` opened by `by`: ids `id` (client) and `id + 1` (server).
+    fn new(id: u64, net: u32, by: Side) -> SimConn {
+        SimConn {
+            client_id: id,
+            server_id: id + 1,
+            latency: Sim::latency(net),
+            c2s: Pipe::new(),
+            s2c: Pipe::new(),
+            server_known: by == Side::Server,
+            client_known: by == Side::Client,
+        }
+    }
 }
 
 /// Deterministic content of IROB `id` from `side`.
@@ -131,6 +156,8 @@ struct Sim {
     next_id: u64,
     nets_up: BTreeSet<u32>,
     cuts: usize,
+    /// Connections the server opened.
+    server_opened: usize,
 }
 
 const NETS: [u32; 2] = [1, 2];
@@ -151,14 +178,7 @@ impl Sim {
                     if self.nets_up.contains(&net) {
                         let id = self.next_id;
                         self.next_id += 2;
-                        self.conns.push(SimConn {
-                            client_id: id,
-                            server_id: id + 1,
-                            latency: Sim::latency(net),
-                            c2s: Pipe::new(),
-                            s2c: Pipe::new(),
-                            server_known: false,
-                        });
+                        self.conns.push(SimConn::new(id, net, Side::Client));
                         self.client.add_connection(id, net, self.now);
                     } else {
                         self.client.open_failed(net, self.now);
@@ -180,6 +200,20 @@ impl Sim {
         while let Some(ev) = self.server.as_mut().and_then(|s| s.poll_event()) {
             {
                 match ev {
+                    // Either peer may open a connection: the server joins over a client
+                    // network that accepts connections and is up.
+                    Event::OpenConnection { net } => {
+                        let s = self.server.as_mut().unwrap();
+                        if self.nets_up.contains(&net) && s.peer_address(net).is_some() {
+                            let id = self.next_id;
+                            self.next_id += 2;
+                            self.conns.push(SimConn::new(id, net, Side::Server));
+                            s.add_connection(id + 1, net, self.now);
+                            self.server_opened += 1;
+                        } else {
+                            s.open_failed(net, self.now);
+                        }
+                    }
                     Event::CloseConnection { conn, reason } => {
                         if reason.contains("malformed")
                             || reason.contains("refused")
@@ -201,7 +235,9 @@ impl Sim {
     fn drop_conn(&mut self, pred: impl Fn(&SimConn) -> bool) {
         if let Some(i) = self.conns.iter().position(pred) {
             let c = self.conns.remove(i);
-            self.client.connection_closed(c.client_id, self.now);
+            if c.client_known {
+                self.client.connection_closed(c.client_id, self.now);
+            }
             if let Some(s) = self.server.as_mut() {
                 if c.server_known {
                     s.connection_closed(c.server_id, self.now);
@@ -228,7 +264,7 @@ impl Sim {
         for c in self.conns.iter_mut() {
             let budget = 20_000usize; // bytes per side per step
             let mut sent = 0;
-            while sent < budget {
+            while sent < budget && c.client_known {
                 let Some(t) = self.client.poll_transmit(c.client_id, now, 64 * 1024) else {
                     break;
                 };
@@ -301,7 +337,12 @@ impl Sim {
                     .map_err(|e| e.to_string())?;
                 let Some(f) = f else { break };
                 let cid = self.conns[i].client_id;
-                self.client.handle_frame(cid, f, now);
+                if !self.conns[i].client_known {
+                    self.conns[i].client_known = true;
+                    self.client.accept_connection(cid, f, now);
+                } else {
+                    self.client.handle_frame(cid, f, now);
+                }
             }
         }
         self.client.handle_timeout(now);
@@ -317,6 +358,11 @@ fn small_config() -> Config {
         chunk_size: 700,
         failure_timeout: Duration::from_secs(3600),
         reconnect_backoff: Duration::from_millis(50),
+        // Shorter than the client's back-off, so that the server often opens the connection
+        // (and sometimes both peers open one over the same network at once).
+        peer_open_delay: Some(Duration::from_millis(40)),
+        // Lost acknowledgements are asked about after a second (the default is 10 s).
+        ack_timeout: Duration::from_secs(1),
         backlog_bound: Duration::from_secs(3600),
         ..Config::default()
     }
@@ -357,7 +403,7 @@ fn run(
     n_client: usize,
     n_server: usize,
     cut_every_ms: Option<u64>,
-) -> Result<usize, String> {
+) -> Result<(usize, usize), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let cplans = random_plans(&mut rng, n_client);
     let splans = random_plans(&mut rng, n_server);
@@ -370,10 +416,12 @@ fn run(
         next_id: 0,
         nets_up: NETS.iter().copied().collect(),
         cuts: 0,
+        server_opened: 0,
     };
     for n in NETS {
         sim.client
             .network_up(n, [10, 0, n as u8, 2], false, Time::ZERO);
+        sim.client.accepting_on(n, 4000 + n as u16);
     }
     sim.handle_events()?;
     let mut cnext = 0;
@@ -452,6 +500,7 @@ fn run(
                     let net = NETS[sim.rng.gen_range(0..2)];
                     sim.nets_up.remove(&net);
                     sim.client.network_down(net, sim.now);
+                    sim.client.accepting_on(net, 0);
                 }
                 next_cut = Some(t + Duration::from_millis(every));
             }
@@ -460,6 +509,7 @@ fn run(
                     if sim.nets_up.insert(n) {
                         sim.client
                             .network_up(n, [10, 0, n as u8, 2], false, sim.now);
+                        sim.client.accepting_on(n, 4000 + n as u16);
                     }
                 }
             }
@@ -482,7 +532,7 @@ fn run(
             && sim.client.unacknowledged() == 0
             && sim.server.as_ref().is_none_or(|s| s.unacknowledged() == 0)
         {
-            return Ok(sim.cuts);
+            return Ok((sim.cuts, sim.server_opened));
         }
     }
     Err(format!(
@@ -505,8 +555,12 @@ fn delivers_everything_without_cuts() {
 
 #[test]
 fn delivers_everything_through_repeated_cuts() {
-    let cuts = run(2, 60, 30, Some(150)).unwrap();
+    let (cuts, server_opened) = run(2, 60, 30, Some(150)).unwrap();
     assert!(cuts >= 3, "the run should have cut connections, cut {cuts}");
+    assert!(
+        server_opened >= 1,
+        "the server should have opened a connection after a cut, opened {server_opened}"
+    );
 }
 
 // Cuts come every 150-600 ms of virtual time (a connection is cut, and one time in five a whole

@@ -97,6 +97,17 @@ pub struct Config {
     pub probe_interval: Duration,
     /// Wait before reopening a connection over a network that is up.
     pub reconnect_backoff: Duration,
+    /// The server opens a connection over a client network that accepts them (its `NetInfo`
+    /// names a port) once the network has been usable without a connection this long and the
+    /// server has data to send. The client, which sees its networks first, normally reopens
+    /// within `reconnect_backoff`; this is the other peer's turn (paper §4.2: either peer may
+    /// open a connection). `None`: the server never opens one.
+    pub peer_open_delay: Option<Duration>,
+    /// An IROB sent completely and not acknowledged this long, or asked about (`ResendRequest`)
+    /// and not answered this long, is asked about (again): the acknowledgement or answer may
+    /// have gone out on a connection that broke before the peer noticed (see
+    /// `Session::recheck_unacknowledged`).
+    pub ack_timeout: Duration,
     /// Background may use metered networks (the deferral policy's default: yes).
     pub background_on_metered: bool,
     /// A thunk-carrying send is deferred when its label's unsent backlog exceeds this much time
@@ -119,6 +130,8 @@ impl Default for Config {
             failure_timeout: Duration::from_secs(30),
             probe_interval: Duration::from_secs(10),
             reconnect_backoff: Duration::from_secs(1),
+            peer_open_delay: Some(Duration::from_secs(2)),
+            ack_timeout: Duration::from_secs(10),
             background_on_metered: true,
             backlog_bound: Duration::from_secs(1),
             wire: WireLimits::default(),
@@ -163,8 +176,10 @@ pub enum SendError {
 /// Something the driver must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Open a TCP connection to the peer over this local network, then call
-    /// [`Session::add_connection`] (or [`Session::connection_closed`] if it fails).
+    /// Open a TCP connection to the peer over this network, then call
+    /// [`Session::add_connection`] (or [`Session::open_failed`] if it fails). The client opens
+    /// it over its local network `net`; the server to the client's network `net`, at
+    /// [`Session::peer_address`].
     OpenConnection {
         /// The network.
         net: NetId,
@@ -292,6 +307,9 @@ struct Network {
     estimate: NetworkEstimate,
     retry_at: Time,
     opening: bool,
+    /// Client: the port of our listener on this network's address (advertised). Server: the
+    /// client's port there, where we may open a connection. 0 = none.
+    port: u16,
 }
 
 #[derive(Debug)]
@@ -308,6 +326,8 @@ struct OutIrob {
     inflight: Vec<(ConnId, u64, u64, bool, bool)>,
     pinned: Option<ConnId>,
     started: bool,
+    /// When a chunk of it was last handed to a connection (or it was last asked about).
+    last_sent: Time,
 }
 
 impl OutIrob {
@@ -425,7 +445,8 @@ pub struct Session {
     outstanding: u64,
     buffered: u64,
     doubt: BTreeSet<IrobId>,
-    requested: BTreeMap<IrobId, ConnId>,
+    /// IROBs asked about: on which connection, when.
+    requested: BTreeMap<IrobId, (ConnId, Time)>,
     deferred: [Vec<ThunkId>; 4],
     // receiver
     incoming: BTreeMap<IrobId, InIrob>,
@@ -551,6 +572,24 @@ impl Session {
         self.check_thunks(now);
     }
 
+    /// The client accepts connections from the server on local network `net` at `port` (a
+    /// listener on the network's address); 0 = no longer. Announced with the network's
+    /// estimates, so the server may open a connection there (paper §4.2: either peer may).
+    pub fn accepting_on(&mut self, net: NetId, port: u16) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.port = port;
+        }
+    }
+
+    /// Where to open a connection over the peer's network `net` (after an
+    /// [`Event::OpenConnection`] on the server): its address and accepting port.
+    pub fn peer_address(&self, net: NetId) -> Option<([u8; 4], u16)> {
+        self.networks
+            .get(&net)
+            .filter(|n| n.port != 0)
+            .map(|n| (n.addr, n.port))
+    }
+
     /// A local network went away: its connection is treated as broken.
     pub fn network_down(&mut self, net: NetId, now: Time) {
         if let Some(n) = self.networks.get_mut(&net) {
@@ -591,19 +630,29 @@ impl Session {
                     .map_or(0, |d| d.as_micros().min(u32::MAX as u128) as u32),
                 flags: (n.metered as u32 * NET_METERED) | (n.up as u32 * NET_USABLE),
                 bandwidth_bps: n.estimate.bandwidth().map_or(0, |b| b.as_bps()),
+                port: n.port,
             })
             .collect()
     }
 
-    fn absorb_netinfos(&mut self, infos: &[NetInfo]) {
+    fn absorb_netinfos(&mut self, infos: &[NetInfo], now: Time) {
         if self.role == Role::Client {
             return; // the client measures its own networks; the server's view is not needed
         }
         for i in infos {
+            let connected = self.conns.values().any(|c| c.net == i.net);
             let n = self.networks.entry(i.net).or_default();
+            let up = i.flags & NET_USABLE != 0 || connected;
+            if let (true, false, false, Some(d)) =
+                (up, n.up, connected, self.config.peer_open_delay)
+            {
+                // Newly usable and unconnected: the client's turn first (see `peer_open_delay`).
+                n.retry_at = n.retry_at.max(now + d);
+            }
             n.addr = i.addr;
+            n.port = i.port;
             n.metered = i.flags & NET_METERED != 0;
-            n.up = i.flags & NET_USABLE != 0 || self.conns.values().any(|c| c.net == i.net);
+            n.up = up;
             n.estimate.adopt(
                 (i.rtt_us > 0).then(|| Duration::from_micros(i.rtt_us as u64)),
                 (i.bandwidth_bps > 0).then_some(BitRate::bps(i.bandwidth_bps)),
@@ -717,6 +766,7 @@ impl Session {
                     rtt_us: 0,
                     flags: NET_USABLE,
                     bandwidth_bps: 0,
+                    port: 0,
                 },
             );
         }
@@ -766,7 +816,7 @@ impl Session {
                 self.secret = Some(Secret::new(&key, &self.my_key));
                 self.peer_window = window.min(self.config.window);
                 c.net = networks.first().map_or(0, |n| n.net);
-                self.absorb_netinfos(&networks);
+                self.absorb_netinfos(&networks, now);
                 self.networks.entry(c.net).or_default().up = true;
                 c.control.push_back(Frame::HelloAck {
                     session: self.session_id,
@@ -781,7 +831,11 @@ impl Session {
                 session,
                 nonce,
                 net,
-            } if session == self.session_id && self.secret.is_some() => {
+            } if session == self.session_id
+                && self.secret.is_some()
+                && (self.role == Role::Server
+                    || self.networks.get(&net).is_some_and(|n| n.up && n.port != 0)) =>
+            {
                 c.net = net;
                 c.peer_nonce = nonce;
                 self.rng.fill_bytes(&mut c.my_nonce);
@@ -795,6 +849,16 @@ impl Session {
                     nonce: c.my_nonce,
                     mac,
                 });
+            }
+            Frame::Join { net, .. } if self.role == Role::Client => {
+                self.events.push_back(Event::CloseConnection {
+                    conn,
+                    reason: format!(
+                        "a join naming another session, or network {net}, which accepts no \
+                         connections now"
+                    ),
+                });
+                return;
             }
             other => {
                 self.events.push_back(Event::CloseConnection {
@@ -810,9 +874,10 @@ impl Session {
 
     /// The driver could not open a connection over `net` (after an `OpenConnection`).
     pub fn open_failed(&mut self, net: NetId, now: Time) {
+        let wait = self.retry_wait();
         if let Some(n) = self.networks.get_mut(&net) {
             n.opening = false;
-            n.retry_at = now + self.config.reconnect_backoff;
+            n.retry_at = now + wait;
         }
         self.update_down_since(now);
     }
@@ -829,12 +894,13 @@ impl Session {
             self.update_down_since(now);
             return;
         };
+        let wait = self.retry_wait();
+        // On the server a network stays usable as the client last reported it (a broken
+        // connection is often a stall, not a vanished network): the server may reopen it after
+        // `peer_open_delay` unless the client does first or reports it unusable.
         if let Some(n) = self.networks.get_mut(&c.net) {
             n.opening = false;
-            n.retry_at = now + self.config.reconnect_backoff;
-            if self.role == Role::Server {
-                n.up = self.conns.values().any(|o| o.net == c.net);
-            }
+            n.retry_at = now + wait;
         }
         // Every IROB with bytes in flight on the dead connection is in doubt: ask the peer.
         // So is every IROB sent completely but not acknowledged: its acknowledgement may have
@@ -854,7 +920,7 @@ impl Session {
         let lost: Vec<IrobId> = self
             .requested
             .iter()
-            .filter(|(_, &c2)| c2 == conn)
+            .filter(|(_, &(c2, _))| c2 == conn)
             .map(|(&i, _)| i)
             .collect();
         for id in lost {
@@ -879,6 +945,17 @@ impl Session {
         self.maybe_open(now);
     }
 
+    /// How long a network waits before this side (re)opens a connection over it.
+    fn retry_wait(&self) -> Duration {
+        match self.role {
+            Role::Client => self.config.reconnect_backoff,
+            Role::Server => self
+                .config
+                .peer_open_delay
+                .unwrap_or(self.config.reconnect_backoff),
+        }
+    }
+
     fn update_down_since(&mut self, now: Time) {
         let any_up = self
             .conns
@@ -891,19 +968,41 @@ impl Session {
         }
     }
 
-    fn maybe_open(&mut self, now: Time) {
-        if self.role != Role::Client || self.failed.is_some() || self.is_finished() {
-            return;
+    /// Networks this side should open a connection over (once their `retry_at` has come).
+    /// The client: every usable network, also during the first handshake (the first
+    /// connection to come up carries the hello, the others wait for it and then join, so a
+    /// network in an outage or merely slow never holds the session up). The server: a client
+    /// network that is usable and accepts connections, while the session is established and
+    /// has data to send.
+    fn unconnected(&self) -> Vec<(NetId, Time)> {
+        if self.failed.is_some() || self.is_finished() {
+            return Vec::new();
         }
-        // Every usable network is tried at once, also during the first handshake: the first
-        // connection to come up carries the hello, the others wait for it and then join. So a
-        // network in an outage (or merely slow) never holds the session up.
+        let server_may = self.role == Role::Server
+            && self.config.peer_open_delay.is_some()
+            && self.secret.is_some()
+            && !self.out.is_empty();
+        if self.role != Role::Client && !server_may {
+            return Vec::new();
+        }
         let have_conn: BTreeSet<NetId> = self.conns.values().map(|c| c.net).collect();
-        let want: Vec<NetId> = self
-            .networks
+        self.networks
             .iter()
-            .filter(|(id, n)| n.up && !n.opening && !have_conn.contains(id) && n.retry_at <= now)
-            .map(|(&id, _)| id)
+            .filter(|(id, n)| {
+                n.up && !n.opening
+                    && !have_conn.contains(id)
+                    && (self.role == Role::Client || n.port != 0)
+            })
+            .map(|(&id, n)| (id, n.retry_at))
+            .collect()
+    }
+
+    fn maybe_open(&mut self, now: Time) {
+        let want: Vec<NetId> = self
+            .unconnected()
+            .into_iter()
+            .filter(|&(_, at)| at <= now)
+            .map(|(id, _)| id)
             .collect();
         for net in want {
             if self.conns.len() >= self.config.max_connections {
@@ -933,7 +1032,7 @@ impl Session {
                 self.session_id = session;
                 self.secret = Some(Secret::new(&self.my_key, &key));
                 self.peer_window = window.min(self.config.window);
-                self.absorb_netinfos(&networks);
+                self.absorb_netinfos(&networks, now);
                 self.establish(conn, now);
                 self.established = true;
                 self.events.push_back(Event::Established);
@@ -1114,7 +1213,7 @@ impl Session {
                 Ok(())
             }
             Frame::Estimate { networks } => {
-                self.absorb_netinfos(&networks);
+                self.absorb_netinfos(&networks, now);
                 Ok(())
             }
             Frame::Probe { id, padding } => {
@@ -1265,6 +1364,7 @@ impl Session {
                 inflight: Vec::new(),
                 pinned: None,
                 started: false,
+                last_sent: now,
             },
         );
         self.sendable[label.rank()].insert(id);
@@ -1387,8 +1487,32 @@ impl Session {
                         });
                 }
                 for id in ask {
-                    self.requested.insert(id, cid);
+                    self.requested.insert(id, (cid, now));
                 }
+            }
+        }
+    }
+
+    /// Each side detects a broken connection on its own, up to a TCP user timeout apart. An
+    /// acknowledgement or a `Have` answer the peer sent on a connection that broke in between
+    /// is lost without this side seeing a break it would act on (ours came first, and its
+    /// doubts were already asked about over another connection). So an IROB sent completely
+    /// and unacknowledged for `ack_timeout`, and a question unanswered that long, are asked
+    /// about (again). The answer resends only ranges not in flight on a live connection, so an
+    /// IROB merely slow to be acknowledged (held for a dependency) costs a few control bytes.
+    fn recheck_unacknowledged(&mut self, now: Time) {
+        let t = self.config.ack_timeout;
+        self.requested
+            .retain(|_, &mut (_, at)| now.saturating_since(at) < t);
+        for (&id, irob) in self.out.iter_mut() {
+            if irob.started
+                && irob.ended
+                && !irob.has_work()
+                && now.saturating_since(irob.last_sent) >= t
+                && !self.doubt.contains(&id)
+            {
+                irob.last_sent = now;
+                self.doubt.insert(id);
             }
         }
     }
@@ -1743,6 +1867,7 @@ impl Session {
         if is_end {
             o.need_end = false;
         }
+        o.last_sent = now;
         o.inflight.push((conn, start, end, first, is_end));
         let data = if end > start {
             o.slice(start, end)
@@ -2080,13 +2205,18 @@ impl Session {
                 at(since + self.config.failure_timeout);
             }
         }
-        if self.role == Role::Client {
-            // Reconnects: networks that are up but have no connection reopen at `retry_at`.
-            let connected: BTreeSet<NetId> = self.conns.values().map(|c| c.net).collect();
-            for (id, n) in &self.networks {
-                if n.up && !n.opening && !connected.contains(id) {
-                    at(n.retry_at);
-                }
+        // Reconnects: networks that are up but have no connection (re)open at `retry_at`.
+        for (_, retry_at) in self.unconnected() {
+            at(retry_at);
+        }
+        // Lost acknowledgements and answers (`recheck_unacknowledged`).
+        let ack = self.config.ack_timeout;
+        for &(_, asked) in self.requested.values() {
+            at(asked + ack);
+        }
+        for (id, irob) in &self.out {
+            if irob.started && irob.ended && !irob.has_work() && !self.doubt.contains(id) {
+                at(irob.last_sent + ack);
             }
         }
         for c in self.conns.values() {
@@ -2098,9 +2228,10 @@ impl Session {
         t
     }
 
-    /// Timers: failure timeout, reconnects, thunks.
+    /// Timers: failure timeout, reconnects, lost acknowledgements, thunks.
     pub fn handle_timeout(&mut self, now: Time) {
         self.maybe_open(now);
+        self.recheck_unacknowledged(now);
         self.check_thunks(now);
     }
 }
@@ -2263,5 +2394,52 @@ mod tests {
             s.networks[&2].estimate.bandwidth(),
             Some(BitRate::bps(40_000_000))
         );
+    }
+
+    /// The resend requests the connections would send at `now` (control frames of both).
+    fn questions(s: &mut Session, now: Time) -> Vec<Vec<IrobId>> {
+        s.handle_timeout(now);
+        let mut asked = Vec::new();
+        for conn in [1, 2] {
+            while let Some(t) = s.poll_transmit(conn, now, 0) {
+                let mut dec = super::super::Decoder::default();
+                dec.push(&t.head);
+                dec.push(&t.data);
+                if let Ok(Some(Frame::ResendRequest { irobs })) = dec.next_frame() {
+                    asked.push(irobs);
+                }
+            }
+        }
+        asked
+    }
+
+    /// The peer's acknowledgement went out on a connection that broke before the peer
+    /// noticed: this side sees no break, so it asks after `ack_timeout`, and asks again if
+    /// that question goes unanswered as long.
+    #[test]
+    fn a_lost_acknowledgement_is_asked_about_after_the_ack_timeout() {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        queue_small_irobs(&mut s, 1, 100);
+        assert_eq!(drain(&mut s).iter().sum::<usize>(), 1);
+        let t = s.config.ack_timeout;
+        let at = Time::ZERO + t;
+        assert_eq!(
+            s.poll_timeout(),
+            Some(at.min(Time::ZERO + s.config.probe_interval))
+        );
+        assert!(questions(&mut s, Time::ZERO + (t - Duration::from_millis(1))).is_empty());
+        assert_eq!(questions(&mut s, at), vec![vec![0]]);
+        assert!(questions(&mut s, at + (t - Duration::from_millis(1))).is_empty());
+        assert_eq!(questions(&mut s, at + t), vec![vec![0]]);
+        // The answer: the peer has it all. Nothing more is asked.
+        s.on_have(HaveEntry {
+            irob: 0,
+            complete: true,
+            first: true,
+            end: Some(100),
+            ranges: vec![(0, 100)],
+        });
+        assert_eq!(s.unacknowledged(), 0);
+        assert!(questions(&mut s, at + t * 3).is_empty());
     }
 }

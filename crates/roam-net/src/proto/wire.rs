@@ -1,4 +1,4 @@
-//! The wire format, version 1 (documented for implementers in `docs/wire-format.md`).
+//! The wire format, version 2 (documented for implementers in `docs/wire-format.md`).
 //!
 //! Intentional Networking is not a new IP protocol: a multi-socket frames its data over ordinary
 //! TCP connections (paper §4.2). Every frame starts with a fixed 32-byte header:
@@ -22,7 +22,7 @@ use thiserror::Error;
 use super::label::Label;
 
 /// The protocol version this implementation speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the fixed chunk header.
 pub const HEADER_LEN: usize = 32;
 /// Length of the per-multi-socket keys exchanged on the first connection.
@@ -32,7 +32,7 @@ pub const NONCE_LEN: usize = 16;
 /// Length of an HMAC-SHA256 proof.
 pub const MAC_LEN: usize = 32;
 /// Encoded size of one [`NetInfo`].
-pub const NETINFO_LEN: usize = 24;
+pub const NETINFO_LEN: usize = 28;
 
 /// Data chunk flag: this chunk ends its IROB.
 pub const FLAG_END: u8 = 1;
@@ -115,6 +115,9 @@ pub struct NetInfo {
     pub flags: u32,
     /// Estimated bandwidth, bits per second; 0 = unknown.
     pub bandwidth_bps: u64,
+    /// The TCP port where the peer accepts connections on this network's address (joins
+    /// only); 0 = it accepts none there. Either peer may open a connection (paper §4.2).
+    pub port: u16,
 }
 
 /// What a receiver holds of one IROB (the answer to a resend request).
@@ -299,6 +302,8 @@ fn put_nets(out: &mut Vec<u8>, nets: &[NetInfo]) {
         out.extend_from_slice(&n.rtt_us.to_be_bytes());
         out.extend_from_slice(&n.flags.to_be_bytes());
         out.extend_from_slice(&n.bandwidth_bps.to_be_bytes());
+        out.extend_from_slice(&n.port.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
     }
 }
 
@@ -503,6 +508,11 @@ fn take_nets(body: &mut Bytes, n: usize) -> Vec<NetInfo> {
                 rtt_us: body.get_u32(),
                 flags: body.get_u32(),
                 bandwidth_bps: body.get_u64(),
+                port: {
+                    let port = body.get_u16();
+                    body.advance(2); // reserved
+                    port
+                },
             }
         })
         .collect()
@@ -804,6 +814,7 @@ mod tests {
             rtt_us: 20_000,
             flags: 3,
             bandwidth_bps: 600_000,
+            port: 40_123,
         };
         vec![
             Frame::Hello {
@@ -897,12 +908,12 @@ mod tests {
     #[test]
     fn malformed_frames_are_named() {
         let mut bad = Frame::Ack { acks: vec![1] }.to_bytes();
-        bad[0] = 9;
+        bad[0] = 1; // a version-1 peer (NetInfo without a port)
         let mut d = Decoder::default();
         d.push(&bad);
         assert_eq!(
             d.next_frame().unwrap_err().to_string(),
-            "unsupported protocol version 9 (this side speaks 1)"
+            "unsupported protocol version 1 (this side speaks 2)"
         );
 
         let mut huge = Frame::JoinOk.to_bytes();

@@ -89,6 +89,11 @@ pub struct Options {
     /// TLS on every connection (`None`: plain TCP). A client needs [`Tls::Client`], a
     /// listener [`Tls::Server`]; both sides must agree.
     pub tls: Option<Tls>,
+    /// Client: accept connections the server opens (joins only), on a listener at each local
+    /// network's address announced to the server, so that either peer may open a connection
+    /// (paper §4.2; the server's turn comes after `Config::peer_open_delay`). Never with TLS:
+    /// the client has no certificate to present.
+    pub accept_from_peer: bool,
     /// Log connection events (opens, closes with reasons) to standard error.
     pub log: bool,
 }
@@ -104,6 +109,7 @@ impl Default for Options {
             user_timeout: Duration::from_secs(4),
             congestion_control: None,
             tls: None,
+            accept_from_peer: true,
             log: std::env::var_os("ROAM_NET_LOG").is_some(),
         }
     }
@@ -202,6 +208,16 @@ pub(crate) struct Shared {
     shm: Option<shm::SharedCounts>,
     /// Why the latest connection attempt failed (reported when `connect` gives up).
     last_open_error: Mutex<Option<String>>,
+    /// Client: the listener per local network for connections the server opens.
+    listeners: Mutex<HashMap<NetId, tokio::task::AbortHandle>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for l in self.listeners.get_mut().unwrap().values() {
+            l.abort();
+        }
+    }
 }
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -243,6 +259,7 @@ impl Shared {
             shm: shm::SharedCounts::open_default().ok(),
             options,
             last_open_error: Mutex::new(None),
+            listeners: Mutex::new(HashMap::new()),
         })
     }
 
@@ -290,39 +307,58 @@ impl Shared {
         self.changed.notify_waiters();
     }
 
+    /// Open a connection over network `net`: the client over its local network to the peer
+    /// it connected to; the server to the client's address and listening port on the client's
+    /// network `net` (plain TCP: the server opens none when it has TLS, see `accept_loop`).
     async fn open(self: Arc<Self>, net: NetId) {
-        let (Some(peer), Some(local)) =
-            (self.peer, self.networks.lock().unwrap().get(&net).cloned())
-        else {
+        let target = match self.peer {
+            Some(peer) => self
+                .networks
+                .lock()
+                .unwrap()
+                .get(&net)
+                .cloned()
+                .map(|l| (peer, Some(l))),
+            None => self
+                .session()
+                .peer_address(net)
+                .map(|(a, port)| (SocketAddrV4::new(a.into(), port), None)),
+        };
+        let Some((peer, local)) = target else {
             let mut s = self.session();
             s.open_failed(net, self.now());
             self.after(&mut s);
             return;
         };
+        let over = local
+            .as_ref()
+            .map_or(format!("to the peer's network {net}"), |l| {
+                format!("over {} ({})", l.name, l.addr)
+            });
         let result = async {
-            let stream = tokio::time::timeout(
-                self.options.connect_timeout,
-                connect_on(local.addr, &local.name, peer),
-            )
+            let stream = tokio::time::timeout(self.options.connect_timeout, async {
+                match &local {
+                    Some(l) => connect_on(l.addr, &l.name, peer).await,
+                    None => TcpStream::connect(peer).await,
+                }
+            })
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
             let entry = prepare(&stream, net, &self.options)?;
-            let (rd, wr) = tokio::time::timeout(
-                self.options.connect_timeout,
-                tls::client(stream, self.options.tls.as_ref()),
-            )
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+            let tls = local.as_ref().and(self.options.tls.as_ref());
+            let (rd, wr) =
+                tokio::time::timeout(self.options.connect_timeout, tls::client(stream, tls))
+                    .await
+                    .map_err(|_| {
+                        io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")
+                    })??;
             Ok::<_, io::Error>((rd, wr, entry))
         }
         .await;
         match result {
             Ok((rd, wr, entry)) => {
                 let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-                self.log(format!(
-                    "connection {conn} over {} ({}) to {peer}",
-                    local.name, local.addr
-                ));
+                self.log(format!("connection {conn} {over} to {peer}"));
                 let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
                 self.conns.lock().unwrap().insert(conn, entry);
                 {
@@ -342,13 +378,51 @@ impl Shared {
                 );
             }
             Err(e) => {
-                let msg = format!("connect over {} ({}) failed: {e}", local.name, local.addr);
+                let msg = format!("connect {over} failed: {e}");
                 self.log(format!("{msg} (peer {peer})"));
                 *self.last_open_error.lock().unwrap() = Some(msg);
                 let mut s = self.session();
                 s.open_failed(net, self.now());
                 self.after(&mut s);
             }
+        }
+    }
+
+    /// Client: listen on local network `net`'s address for connections the server opens and
+    /// announce the port (replacing an earlier listener of the network); with `None`, stop.
+    fn listen_on(self: &Arc<Self>, s: &mut Session, net: NetId, local: Option<&LocalNetwork>) {
+        if let Some(old) = self.listeners.lock().unwrap().remove(&net) {
+            old.abort();
+        }
+        s.accepting_on(net, 0);
+        let Some(local) = local else { return };
+        if !self.options.accept_from_peer || self.options.tls.is_some() {
+            return;
+        }
+        let bound = (|| {
+            let sock = TcpSocket::new_v4()?;
+            let _ = sys::bind_to_device(sock.as_raw_fd(), &local.name);
+            sock.bind(SocketAddr::V4(SocketAddrV4::new(local.addr, 0)))?;
+            sock.listen(16)
+        })();
+        match bound.and_then(|l| Ok((l.local_addr()?.port(), l))) {
+            Ok((port, l)) => {
+                s.accepting_on(net, port);
+                let task = self.handle.spawn(accept_joins(
+                    l,
+                    net,
+                    Arc::downgrade(self),
+                    self.options.clone(),
+                ));
+                self.listeners
+                    .lock()
+                    .unwrap()
+                    .insert(net, task.abort_handle());
+            }
+            Err(e) => self.log(format!(
+                "not accepting connections over {} ({}): {e}",
+                local.name, local.addr
+            )),
         }
     }
 
@@ -769,6 +843,7 @@ impl MultiSocket {
             drop(map);
             for (i, n) in nets.iter().enumerate() {
                 s.network_up(i as NetId + 1, n.addr.octets(), n.metered, now);
+                sh.listen_on(&mut s, i as NetId + 1, Some(n));
             }
             sh.after(&mut s);
         }
@@ -1027,27 +1102,31 @@ impl MultiSocket {
         match (existing, addr) {
             (Some(id), Some(a)) => {
                 let n = map.get_mut(&id).unwrap();
+                let moved = n.addr != a;
                 n.addr = a;
-                let metered = n.metered;
+                let local = n.clone();
                 drop(map);
-                s.network_up(id, a.octets(), metered, now);
+                s.network_up(id, a.octets(), local.metered, now);
+                if moved || !sh.listeners.lock().unwrap().contains_key(&id) {
+                    sh.listen_on(&mut s, id, Some(&local));
+                }
             }
             (None, Some(a)) => {
                 let id = map.keys().last().map_or(1, |k| k + 1);
-                map.insert(
-                    id,
-                    LocalNetwork {
-                        name: name.to_string(),
-                        addr: a,
-                        metered: false,
-                    },
-                );
+                let local = LocalNetwork {
+                    name: name.to_string(),
+                    addr: a,
+                    metered: false,
+                };
+                map.insert(id, local.clone());
                 drop(map);
                 s.network_up(id, a.octets(), false, now);
+                sh.listen_on(&mut s, id, Some(&local));
             }
             (Some(id), None) => {
                 drop(map);
                 s.network_down(id, now);
+                sh.listen_on(&mut s, id, None);
             }
             (None, None) => {}
         }
@@ -1093,24 +1172,34 @@ impl Listener {
     }
 }
 
-async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSocket>) {
-    let sessions: Arc<Mutex<HashMap<u64, Weak<Shared>>>> = Arc::new(Mutex::new(HashMap::new()));
-    let pending = Arc::new(Semaphore::new(options.max_pending_handshakes));
+/// The next accepted connection with a permit for its handshake; a connection beyond
+/// `max_pending_handshakes` is closed at once.
+async fn accept_bounded(
+    l: &TcpListener,
+    pending: &Arc<Semaphore>,
+    options: &Options,
+) -> (TcpStream, SocketAddr, tokio::sync::OwnedSemaphorePermit) {
     loop {
         let Ok((stream, from)) = l.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        let Ok(permit) = pending.clone().try_acquire_owned() else {
-            if options.log {
-                eprintln!(
-                    "roam-net: refusing {from}: {} handshakes pending",
-                    options.max_pending_handshakes
-                );
-            }
-            drop(stream);
-            continue;
-        };
+        match pending.clone().try_acquire_owned() {
+            Ok(permit) => return (stream, from, permit),
+            Err(_) if options.log => log_line(&format!(
+                "refusing {from}: {} handshakes pending",
+                options.max_pending_handshakes
+            )),
+            Err(_) => {}
+        }
+    }
+}
+
+async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSocket>) {
+    let sessions: Arc<Mutex<HashMap<u64, Weak<Shared>>>> = Arc::new(Mutex::new(HashMap::new()));
+    let pending = Arc::new(Semaphore::new(options.max_pending_handshakes));
+    loop {
+        let (stream, from, permit) = accept_bounded(&l, &pending, &options).await;
         let (options, tx, sessions) = (options.clone(), tx.clone(), sessions.clone());
         tokio::spawn(async move {
             let r = handshake(stream, from, &options, &tx, &sessions).await;
@@ -1136,21 +1225,19 @@ async fn refuse(stream: &mut Accepted, reason: String) -> Result<(), String> {
     Err(reason)
 }
 
-async fn handshake(
+/// Read the first frame of an accepted connection (after its TLS handshake, when configured);
+/// both share the handshake timeout.
+async fn first_frame(
     stream: TcpStream,
-    from: SocketAddr,
     options: &Options,
-    tx: &mpsc::Sender<MultiSocket>,
-    sessions: &Mutex<HashMap<u64, Weak<Shared>>>,
-) -> Result<(), String> {
+    tls: Option<&Tls>,
+) -> Result<(Accepted, Decoder, Result<Frame, String>), String> {
     let mut dec = Decoder::new(options.config.wire);
-    // The TLS handshake and the first frame share the handshake timeout.
     let deadline = tokio::time::Instant::now() + options.handshake_timeout;
-    let mut stream =
-        tokio::time::timeout_at(deadline, Accepted::accept(stream, options.tls.as_ref()))
-            .await
-            .map_err(|_| format!("no TLS handshake within {:?}", options.handshake_timeout))?
-            .map_err(|e| format!("TLS handshake: {e}"))?;
+    let mut stream = tokio::time::timeout_at(deadline, Accepted::accept(stream, tls))
+        .await
+        .map_err(|_| format!("no TLS handshake within {:?}", options.handshake_timeout))?
+        .map_err(|e| format!("TLS handshake: {e}"))?;
     let first = tokio::time::timeout_at(deadline, async {
         loop {
             match dec.next_frame() {
@@ -1168,21 +1255,56 @@ async fn handshake(
     })
     .await
     .map_err(|_| format!("no first frame within {:?}", options.handshake_timeout))?;
+    Ok((stream, dec, first))
+}
+
+/// Hand an accepted connection and its first frame (`Hello` or `Join`) to multi-socket `sh`,
+/// whose session checks the frame; `net` is the peer's network the frame names.
+fn attach(
+    sh: &Arc<Shared>,
+    stream: Accepted,
+    dec: Decoder,
+    first: Frame,
+    from: SocketAddr,
+    net: NetId,
+) -> Result<(), String> {
+    let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
+    let entry = prepare(stream.tcp(), net, &sh.options).map_err(|e| e.to_string())?;
+    let (rd, wr) = stream.split();
+    let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
+    sh.log(format!("connection {conn} accepted from {from}"));
+    sh.conns.lock().unwrap().insert(conn, entry);
+    {
+        let mut s = sh.session();
+        s.accept_connection(conn, first, sh.now());
+        sh.after(&mut s);
+    }
+    spawn_io(sh.clone(), conn, rd, wr, dec, wake, closing, fd);
+    Ok(())
+}
+
+async fn handshake(
+    stream: TcpStream,
+    from: SocketAddr,
+    options: &Options,
+    tx: &mpsc::Sender<MultiSocket>,
+    sessions: &Mutex<HashMap<u64, Weak<Shared>>>,
+) -> Result<(), String> {
+    let (mut stream, dec, first) = first_frame(stream, options, options.tls.as_ref()).await?;
     let first = match first {
         Ok(f) => f,
         Err(e) => return refuse(&mut stream, e).await,
     };
-    let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-    let target = match &first {
-        Frame::Hello { .. } => None,
-        Frame::Join { session, .. } => {
+    let (target, net) = match &first {
+        Frame::Hello { networks, .. } => (None, networks.first().map_or(0, |n| n.net)),
+        Frame::Join { session, net, .. } => {
             let found = sessions
                 .lock()
                 .unwrap()
                 .get(session)
                 .and_then(|w| w.upgrade());
             match found {
-                Some(sh) => Some(sh),
+                Some(sh) => (Some(sh), *net),
                 None => {
                     return refuse(
                         &mut stream,
@@ -1194,14 +1316,6 @@ async fn handshake(
         }
         _ => return refuse(&mut stream, "first frame must be Hello or Join".into()).await,
     };
-    let net_of_join = match &first {
-        Frame::Join { net, .. } => *net,
-        Frame::Hello { networks, .. } => networks.first().map_or(0, |n| n.net),
-        _ => 0,
-    };
-    let entry = prepare(stream.tcp(), net_of_join, options).map_err(|e| e.to_string())?;
-    let (rd, wr) = stream.split();
-    let (wake, closing, fd) = (entry.wake.clone(), entry.closing.clone(), entry.fd);
     let (sh, new) = match target {
         Some(sh) => (sh, false),
         None => {
@@ -1209,27 +1323,62 @@ async fn handshake(
             while sessions.lock().unwrap().contains_key(&id) {
                 id = seed();
             }
-            let session = Session::server(options.config.clone(), seed(), id);
+            let mut config = options.config.clone();
+            if options.tls.is_some() {
+                // Opening a connection would make the server a TLS client without the
+                // client's trust roots: a server with TLS leaves opening to the client.
+                config.peer_open_delay = None;
+            }
+            let session = Session::server(config, seed(), id);
             let sh = Shared::new(session, None, options.clone());
             sessions.lock().unwrap().insert(id, Arc::downgrade(&sh));
             sh.handle.spawn(ticker(Arc::downgrade(&sh)));
             (sh, true)
         }
     };
-    sh.log(format!("connection {conn} accepted from {from}"));
-    sh.conns.lock().unwrap().insert(conn, entry);
-    {
-        let mut s = sh.session();
-        s.accept_connection(conn, first, sh.now());
-        sh.after(&mut s);
-    }
-    spawn_io(sh.clone(), conn, rd, wr, dec, wake, closing, fd);
+    attach(&sh, stream, dec, first, from, net)?;
     if new {
         tx.send(MultiSocket { shared: sh })
             .await
             .map_err(|_| "listener dropped".to_string())?;
     }
     Ok(())
+}
+
+/// Client: accept the connections the server opens over local network `net` (joins of this
+/// multi-socket naming `net` only; the session authenticates them like any join).
+async fn accept_joins(l: TcpListener, net: NetId, weak: Weak<Shared>, options: Options) {
+    let pending = Arc::new(Semaphore::new(options.max_pending_handshakes));
+    loop {
+        let (stream, from, permit) = accept_bounded(&l, &pending, &options).await;
+        let (weak, options) = (weak.clone(), options.clone());
+        tokio::spawn(async move {
+            let r = async {
+                let (mut stream, dec, first) = first_frame(stream, &options, None).await?;
+                let first = match first {
+                    Ok(Frame::Join { net: n, .. }) if n != net => {
+                        return refuse(
+                            &mut stream,
+                            format!("join names network {n}, this listener is network {net}'s"),
+                        )
+                        .await
+                    }
+                    Ok(f @ Frame::Join { .. }) => f,
+                    Ok(_) => return refuse(&mut stream, "first frame must be Join".into()).await,
+                    Err(e) => return refuse(&mut stream, e).await,
+                };
+                let sh = weak.upgrade().ok_or("the multi-socket is gone")?;
+                attach(&sh, stream, dec, first, from, net)
+            }
+            .await;
+            drop(permit);
+            if let Err(e) = r {
+                if options.log {
+                    log_line(&format!("connection from {from} refused: {e}"));
+                }
+            }
+        });
+    }
 }
 
 #[cfg(test)]
