@@ -445,6 +445,8 @@ pub struct Session {
     outstanding: u64,
     buffered: u64,
     doubt: BTreeSet<IrobId>,
+    /// Events that may let `recv` return something new (see [`Session::arrivals`]).
+    arrivals: u64,
     /// IROBs asked about: on which connection, when.
     requested: BTreeMap<IrobId, (ConnId, Time)>,
     deferred: [Vec<ThunkId>; 4],
@@ -507,6 +509,7 @@ impl Session {
             buffered: 0,
             doubt: BTreeSet::new(),
             requested: BTreeMap::new(),
+            arrivals: 0,
             deferred: Default::default(),
             incoming: BTreeMap::new(),
             by_label: Default::default(),
@@ -1160,6 +1163,7 @@ impl Session {
         if self.failed.is_some() {
             return;
         }
+        self.arrivals += 1;
         self.failed = Some(reason.clone());
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
@@ -1240,6 +1244,7 @@ impl Session {
                 Ok(())
             }
             Frame::Goodbye { irobs } => {
+                self.arrivals += 1;
                 self.peer_irobs = Some(irobs);
                 Ok(())
             }
@@ -1898,6 +1903,11 @@ impl Session {
         encode(&Frame::Data(chunk), bg)
     }
 
+    /// Whether `close` was called (sends are refused from then on).
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
     /// Stop sending new IROBs; a `Goodbye` follows once every IROB is acknowledged.
     pub fn close(&mut self) {
         self.closing = true;
@@ -1926,6 +1936,7 @@ impl Session {
     // ----- receiver -------------------------------------------------------------------------
 
     fn on_chunk(&mut self, ch: Chunk, now: Time) -> Result<(), String> {
+        self.arrivals += 1;
         if self.acked.contains(ch.irob) && !self.incoming.contains_key(&ch.irob) {
             return Ok(()); // a resend of something already delivered: ignore
         }
@@ -2169,6 +2180,14 @@ impl Session {
                 })
             })
         })
+    }
+
+    /// Counts the events that can make [`Session::recv`] return something it could not before
+    /// (a data chunk or the peer's goodbye arriving, the session failing). A driver wakes a
+    /// waiting receiver only when it changed, not on every change of the session. (A delivery
+    /// can also free IROBs that depended on it; the thread that called `recv` looks again.)
+    pub fn arrivals(&self) -> u64 {
+        self.arrivals
     }
 
     /// Whether the peer said goodbye and every IROB it sent has been delivered.

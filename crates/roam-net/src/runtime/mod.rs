@@ -18,7 +18,7 @@ pub mod shm;
 pub mod sys;
 pub mod tls;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use roam_core::{BitRate, Clock, Time};
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -198,7 +198,17 @@ pub(crate) struct Shared {
     session: Mutex<Session>,
     clock: Clock,
     handle: tokio::runtime::Handle,
+    /// Any change of the session (waiters re-check their condition).
     changed: Notify,
+    /// Something arrived that `recv` may return (see `Session::arrivals`): receivers wait on
+    /// this alone, so a sender's progress does not wake them.
+    readable: Notify,
+    /// The send buffer has room again (below three quarters of `max_send_buffer`), or sends
+    /// are over (closed, failed): a sender blocked on a full buffer waits on this alone, so
+    /// that it does not wake (and take the session's lock) for every frame moved meanwhile.
+    space: Notify,
+    /// `Session::arrivals` when receivers were last woken.
+    arrivals_seen: AtomicU64,
     conns: Mutex<BTreeMap<ConnId, ConnEntry>>,
     thunks: Mutex<HashMap<u64, Thunk>>,
     next_thunk: AtomicU64,
@@ -251,6 +261,9 @@ impl Shared {
             clock: Clock::start(),
             handle: tokio::runtime::Handle::current(),
             changed: Notify::new(),
+            readable: Notify::new(),
+            space: Notify::new(),
+            arrivals_seen: AtomicU64::new(0),
             conns: Mutex::new(BTreeMap::new()),
             thunks: Mutex::new(HashMap::new()),
             next_thunk: AtomicU64::new(1),
@@ -303,6 +316,14 @@ impl Shared {
         }
         for c in self.conns.lock().unwrap().values() {
             c.wake.notify_one();
+        }
+        let arrivals = s.arrivals();
+        if self.arrivals_seen.swap(arrivals, Ordering::Relaxed) != arrivals {
+            self.readable.notify_waiters();
+        }
+        let max = self.options.config.max_send_buffer;
+        if s.unacknowledged() < max - max / 4 || s.is_closing() || s.failure().is_some() {
+            self.space.notify_waiters();
         }
         self.changed.notify_waiters();
     }
@@ -557,6 +578,7 @@ async fn reader(
     closing: Arc<AtomicBool>,
 ) {
     let window = sh.options.config.window;
+    let mut spare = VecDeque::new();
     loop {
         // Frames already buffered (the listener may have read past the first frame).
         {
@@ -593,7 +615,7 @@ async fn reader(
             }
             n.await;
         }
-        dec.buffer_mut().reserve(1 << 20);
+        make_room(dec.buffer_mut(), &mut spare);
         match rd.read_buf(dec.buffer_mut()).await {
             Ok(0) | Err(_) => {
                 if !closing.load(Ordering::SeqCst) {
@@ -611,6 +633,40 @@ async fn reader(
             Ok(_) => {}
         }
     }
+}
+
+/// A read asks the kernel for up to this much.
+const READ_SIZE: usize = 1 << 20;
+/// Filled receive buffers a reader keeps for reuse.
+const SPARE_BUFFERS: usize = 4;
+
+/// Make room in a connection's receive buffer for a read. The data chunks decoded from it are
+/// slices of the buffer, held until the application takes them, so the buffer cannot simply
+/// be reused. A fresh buffer for every read costs a page fault per 4 KiB written into it (a
+/// tenth of the CPU on loopback in `roam bench net`); instead the reader keeps the last few
+/// buffers it filled and moves on to the first whose chunks have all been consumed (copying
+/// the partial frame at the end of the current one), allocating only when none is free.
+fn make_room(buf: &mut BytesMut, spare: &mut VecDeque<BytesMut>) {
+    if buf.capacity() - buf.len() >= READ_SIZE / 8 || buf.try_reclaim(READ_SIZE) {
+        return;
+    }
+    let mut next = None;
+    for _ in 0..spare.len() {
+        let mut b = spare.pop_front().expect("counted");
+        if b.try_reclaim(READ_SIZE / 2 + buf.len()) {
+            next = Some(b);
+            break;
+        }
+        spare.push_back(b);
+    }
+    let mut next = next.unwrap_or_else(|| BytesMut::with_capacity(READ_SIZE + buf.len()));
+    next.extend_from_slice(buf);
+    let mut old = std::mem::replace(buf, next);
+    old.clear();
+    if spare.len() >= SPARE_BUFFERS {
+        spare.pop_front();
+    }
+    spare.push_back(old);
 }
 
 async fn writer(
@@ -875,9 +931,14 @@ impl MultiSocket {
         Ok(ms)
     }
 
-    async fn wait(&self, mut cond: impl FnMut(&Session) -> bool) {
+    async fn wait(&self, cond: impl FnMut(&Session) -> bool) {
+        self.wait_on(&self.shared.changed, cond).await
+    }
+
+    /// Wait until `cond` holds, re-checking it when `notify` fires.
+    async fn wait_on(&self, notify: &Notify, mut cond: impl FnMut(&Session) -> bool) {
         loop {
-            let n = self.shared.changed.notified();
+            let n = notify.notified();
             tokio::pin!(n);
             n.as_mut().enable();
             if cond(&self.shared.session()) {
@@ -901,11 +962,14 @@ impl MultiSocket {
             self.shared.thunks.lock().unwrap().insert(id, t);
             id
         });
+        let max = self.shared.options.config.max_send_buffer;
         loop {
-            let n = self.shared.changed.notified();
-            tokio::pin!(n);
-            n.as_mut().enable();
-            {
+            let changed = self.shared.changed.notified();
+            let space = self.shared.space.notified();
+            tokio::pin!(changed, space);
+            changed.as_mut().enable();
+            space.as_mut().enable();
+            let full = {
                 let mut s = self.shared.session();
                 let r = s.begin_irob(label, deps.clone(), tid, self.shared.now());
                 self.shared.after(&mut s);
@@ -926,16 +990,25 @@ impl MultiSocket {
                     Err(SendError::WouldBlock(_)) => {}
                     Err(e) => return Err(e.into()),
                 }
+                s.unacknowledged() >= max
+            };
+            // A full send buffer empties only as acknowledgements arrive; otherwise (backlog
+            // bound, no usable network) any change may open the label.
+            if full {
+                space.await;
+            } else {
+                changed.await;
             }
-            n.await;
         }
     }
 
     /// Append bytes to an open IROB (waits while the send buffer is full).
     pub async fn irob_send(&self, irob: IrobId, data: impl Into<Bytes>) -> Result<(), Error> {
         let max = self.shared.options.config.max_send_buffer;
-        self.wait(|s| s.unacknowledged() < max || s.failure().is_some())
-            .await;
+        self.wait_on(&self.shared.space, |s| {
+            s.unacknowledged() < max || s.failure().is_some()
+        })
+        .await;
         let mut s = self.shared.session();
         let r = s.irob_send(irob, data.into());
         self.shared.after(&mut s);
@@ -981,7 +1054,7 @@ impl MultiSocket {
     /// ends there. `Ok(None)` once the peer has closed and everything has been delivered.
     pub async fn recv(&self) -> Result<Option<Delivery>, Error> {
         loop {
-            let n = self.shared.changed.notified();
+            let n = self.shared.readable.notified();
             tokio::pin!(n);
             n.as_mut().enable();
             {
@@ -1004,7 +1077,7 @@ impl MultiSocket {
     /// Wait until `recv` would return without waiting.
     pub async fn readable(&self) {
         loop {
-            let n = self.shared.changed.notified();
+            let n = self.shared.readable.notified();
             tokio::pin!(n);
             n.as_mut().enable();
             {
@@ -1386,6 +1459,38 @@ mod tests {
     use super::*;
     use roam_emu::{Command, LinkCommand, SERVER_ADDR};
     use std::time::Instant;
+
+    /// Fill `buf` to within `tail` bytes of its capacity and split off all but a partial
+    /// frame of `tail` bytes (as the decoder does); the chunk is returned.
+    fn fill(buf: &mut BytesMut, tail: usize) -> Bytes {
+        let n = buf.capacity() - buf.len();
+        buf.extend_from_slice(&vec![9u8; n - 10]);
+        buf.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10][..10.min(tail)]);
+        let keep = tail.min(10);
+        buf.split_to(buf.len() - keep).freeze()
+    }
+
+    #[test]
+    fn receive_buffers_are_reused_once_their_chunks_are_consumed() {
+        let mut spare = VecDeque::new();
+        let mut buf = BytesMut::with_capacity(64 * 1024); // as the decoder starts
+        let _ = fill(&mut buf, 10);
+        make_room(&mut buf, &mut spare);
+        let first = buf.as_ptr();
+        assert!(buf.capacity() >= READ_SIZE);
+        let chunk1 = fill(&mut buf, 10);
+        // The chunk is still held: a second buffer, with the partial frame carried over.
+        make_room(&mut buf, &mut spare);
+        assert_ne!(buf.as_ptr(), first);
+        assert_eq!(&buf[..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        drop(chunk1);
+        let _chunk2 = fill(&mut buf, 10);
+        // The first buffer's chunk was consumed: its memory is used again.
+        make_room(&mut buf, &mut spare);
+        assert_eq!(buf.as_ptr(), first);
+        assert_eq!(&buf[..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert!(buf.capacity() - buf.len() >= READ_SIZE / 2);
+    }
 
     /// A network in an outage is joined promptly when it returns: a fresh SYN leaves every
     /// half second, where TCP alone backs off exponentially after a few retransmissions.
