@@ -49,6 +49,13 @@ ms_socket_t ms_socket(void);
 int ms_connect(ms_socket_t s, const char *host, uint16_t port);
 /* Make `s` a listener on host:port (port 0: any; see ms_local_port). 0 or -1. */
 int ms_listen(ms_socket_t s, const char *host, uint16_t port);
+/* TLS (rustls, TLS 1.2/1.3) on every connection, set on a fresh handle before ms_connect or
+ * ms_listen; both ends must use it. A client names a PEM file of the certificates it trusts and
+ * the name the server's certificate must carry; a listener the PEM files of its certificate
+ * chain and private key. 0 or -1 (errno ENOENT etc. for an unreadable file, EINVAL for bad PEM,
+ * EBADF for a handle that is not fresh). */
+int ms_tls_client(ms_socket_t s, const char *roots_pem_file, const char *server_name);
+int ms_tls_server(ms_socket_t s, const char *chain_pem_file, const char *key_pem_file);
 /* The port a listener is bound to. */
 int ms_local_port(ms_socket_t listener);
 /* Wait for the next multi-socket. */

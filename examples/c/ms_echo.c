@@ -45,15 +45,25 @@ static void *server(void *listener_p) {
 
 static void never(void *arg) { (void)arg; }
 
-int main(void) {
+/* Usage: ms_echo [CERT.pem KEY.pem]: with a certificate (for the name roam.test) and its key,
+ * both ends use TLS, the client trusting that certificate. */
+int main(int argc, char **argv) {
     ms_socket_t l = ms_socket();
+    ms_socket_t s = ms_socket();
+    if (argc == 3) {
+        CHECK(ms_tls_server(l, argv[1], argv[2]) == 0, "TLS server");
+        CHECK(ms_tls_client(s, argv[1], "roam.test") == 0, "TLS client");
+        CHECK(ms_tls_client(s, "/nonexistent.pem", "roam.test") == -1 && errno == ENOENT,
+              "a missing PEM file is an error");
+        CHECK(strstr(ms_last_error(), "/nonexistent.pem") != NULL, "error text names the file");
+    }
     CHECK(ms_listen(l, "127.0.0.1", 0) == 0, "listen");
     port = ms_local_port(l);
     pthread_t t;
     pthread_create(&t, NULL, server, &l);
 
-    ms_socket_t s = ms_socket();
     CHECK(ms_connect(s, "127.0.0.1", (uint16_t)port) == 0, "connect");
+    CHECK(ms_tls_client(s, "x", "y") == -1 && errno == EBADF, "TLS only on a fresh handle");
 
     /* Background bulk, then a foreground request that must be delivered after it. */
     static char bulk[200000];
@@ -102,7 +112,7 @@ int main(void) {
     int end = 0;
     CHECK(ms_recv(s, &x, 1, 0, NULL, NULL, &end) == 1 && x == 'x' && end, "ms_send echo");
     CHECK(ms_recv(s, &x, 1, MS_DONTWAIT, NULL, NULL, NULL) == -1 && errno == EAGAIN, "dontwait");
-    printf("ok: bulk %d request %d, port %d\n", got_bulk, got_req, port);
+    printf("ok: bulk %d request %d, port %d%s\n", got_bulk, got_req, port, argc == 3 ? ", TLS" : "");
     CHECK(ms_close(s, 5000) == 0, "close");
     pthread_join(t, NULL);
     return 0;

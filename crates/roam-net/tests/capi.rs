@@ -1,5 +1,5 @@
 //! The C ABI: build `examples/c/ms_echo.c` against `include/roam_net.h` and the static library,
-//! and run it. Skips with a one-line reason when no C compiler is installed.
+//! and run it, plain and with TLS. Skips with a one-line reason when no C compiler is installed.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -48,10 +48,21 @@ fn c_example_builds_and_runs() {
         .status()
         .unwrap();
     assert!(status.success(), "compiling the C example failed");
-    let run = Command::new(&out).output().unwrap();
-    let _ = std::fs::remove_file(&out);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "C example failed: {stdout}{stderr}");
-    assert!(stdout.contains("ok: bulk 1 request 1"), "{stdout}{stderr}");
+    // Plain, then with TLS under a fresh self-signed certificate for roam.test.
+    let pki = rcgen::generate_simple_self_signed(vec!["roam.test".to_string()]).unwrap();
+    let cert = out.with_extension("cert.pem");
+    let key = out.with_extension("key.pem");
+    std::fs::write(&cert, pki.cert.pem()).unwrap();
+    std::fs::write(&key, pki.signing_key.serialize_pem()).unwrap();
+    let plain = Command::new(&out).output().unwrap();
+    let tls = Command::new(&out).arg(&cert).arg(&key).output().unwrap();
+    for f in [&out, &cert, &key] {
+        let _ = std::fs::remove_file(f);
+    }
+    for (run, want) in [(plain, "ok: bulk 1 request 1"), (tls, ", TLS")] {
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "C example failed: {stdout}{stderr}");
+        assert!(stdout.contains(want), "{stdout}{stderr}");
+    }
 }

@@ -35,7 +35,8 @@ struct Sock {
 }
 
 enum Entry {
-    Fresh,
+    /// From `ms_socket`, with the options `ms_connect` or `ms_listen` will use.
+    Fresh(Box<Options>),
     Listening(Arc<Listener>),
     Connected(Arc<Mutex<Sock>>),
 }
@@ -139,14 +140,108 @@ fn make_thunk(thunk: MsThunk, arg: *mut c_void) -> Option<Thunk> {
 
 /// The address for `ms_connect`/`ms_listen` on handle `s`, which must be fresh; or the C
 /// return value of the error.
-fn fresh_target(s: MsSocket, host: *const c_char, port: u16) -> Result<SocketAddr, c_int> {
-    if !matches!(table().lock().unwrap().get(&s), Some(Entry::Fresh)) {
-        return Err(fail(
-            libc::EBADF,
-            format!("handle {s} is not a fresh ms_socket()"),
-        ));
+/// The address and options of a fresh handle about to connect or listen.
+fn fresh_target(
+    s: MsSocket,
+    host: *const c_char,
+    port: u16,
+) -> Result<(SocketAddr, Options), c_int> {
+    let options = match table().lock().unwrap().get(&s) {
+        Some(Entry::Fresh(o)) => (**o).clone(),
+        _ => {
+            return Err(fail(
+                libc::EBADF,
+                format!("handle {s} is not a fresh ms_socket()"),
+            ))
+        }
+    };
+    let a = addr(host, port).map_err(|e| fail::<c_int>(libc::EINVAL, e))?;
+    Ok((a, options))
+}
+
+/// A C string argument, or the error to return naming it.
+fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, c_int> {
+    if p.is_null() {
+        return Err(fail(libc::EINVAL, format!("{what} is NULL")));
     }
-    addr(host, port).map_err(|e| fail(libc::EINVAL, e))
+    // SAFETY: the caller passes a NUL-terminated string that outlives the call.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| fail(libc::EINVAL, format!("{what} is not UTF-8")))
+}
+
+/// The contents of a PEM file named by the C string `path`, or the error to return.
+fn pem_file(path: *const c_char, what: &str) -> Result<Vec<u8>, c_int> {
+    let p = c_str(path, what)?;
+    std::fs::read(p).map_err(|e| {
+        fail(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!("reading {what} {p}: {e}"),
+        )
+    })
+}
+
+/// Set TLS on a fresh handle (`ms_tls_client`, `ms_tls_server`) from what `make` builds out of
+/// the two C string arguments.
+fn set_tls(
+    s: MsSocket,
+    make: impl FnOnce() -> Result<std::io::Result<crate::runtime::Tls>, c_int>,
+) -> c_int {
+    let not_fresh = || {
+        fail(
+            libc::EBADF,
+            format!("handle {s} is not a fresh ms_socket() (set TLS before connect or listen)"),
+        )
+    };
+    if !matches!(table().lock().unwrap().get(&s), Some(Entry::Fresh(_))) {
+        return not_fresh();
+    }
+    let tls = match make() {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return fail(libc::EINVAL, e.to_string()),
+        Err(r) => return r,
+    };
+    match table().lock().unwrap().get_mut(&s) {
+        Some(Entry::Fresh(o)) => {
+            o.tls = Some(tls);
+            0
+        }
+        _ => not_fresh(),
+    }
+}
+
+/// `ms_tls_client`: TLS on every connection of a multi-socket about to connect, trusting the
+/// certificates in the PEM file `roots_pem_file` and expecting `server_name` in the server's.
+#[no_mangle]
+pub extern "C" fn ms_tls_client(
+    s: MsSocket,
+    roots_pem_file: *const c_char,
+    server_name: *const c_char,
+) -> c_int {
+    guard(|| {
+        set_tls(s, || {
+            let roots = pem_file(roots_pem_file, "roots_pem_file")?;
+            let name = c_str(server_name, "server_name")?;
+            Ok(crate::runtime::Tls::client(&roots, name))
+        })
+    })
+}
+
+/// `ms_tls_server`: TLS on every connection a listener accepts, presenting the certificate
+/// chain and private key in the PEM files given.
+#[no_mangle]
+pub extern "C" fn ms_tls_server(
+    s: MsSocket,
+    chain_pem_file: *const c_char,
+    key_pem_file: *const c_char,
+) -> c_int {
+    guard(|| {
+        set_tls(s, || {
+            let chain = pem_file(chain_pem_file, "chain_pem_file")?;
+            let key = pem_file(key_pem_file, "key_pem_file")?;
+            Ok(crate::runtime::Tls::server(&chain, &key))
+        })
+    })
 }
 
 fn insert_connected(id: MsSocket, ms: MultiSocket) {
@@ -167,7 +262,10 @@ fn insert_connected(id: MsSocket, ms: MultiSocket) {
 pub extern "C" fn ms_socket() -> MsSocket {
     guard(|| {
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        table().lock().unwrap().insert(id, Entry::Fresh);
+        table()
+            .lock()
+            .unwrap()
+            .insert(id, Entry::Fresh(Box::default()));
         id
     })
 }
@@ -176,11 +274,11 @@ pub extern "C" fn ms_socket() -> MsSocket {
 #[no_mangle]
 pub extern "C" fn ms_connect(s: MsSocket, host: *const c_char, port: u16) -> c_int {
     guard(|| {
-        let a = match fresh_target(s, host, port) {
-            Ok(a) => a,
+        let (a, options) = match fresh_target(s, host, port) {
+            Ok(t) => t,
             Err(r) => return r,
         };
-        match MultiSocket::connect(a, Options::default()) {
+        match MultiSocket::connect(a, options) {
             Ok(ms) => {
                 insert_connected(s, ms);
                 0
@@ -194,11 +292,11 @@ pub extern "C" fn ms_connect(s: MsSocket, host: *const c_char, port: u16) -> c_i
 #[no_mangle]
 pub extern "C" fn ms_listen(s: MsSocket, host: *const c_char, port: u16) -> c_int {
     guard(|| {
-        let a = match fresh_target(s, host, port) {
-            Ok(a) => a,
+        let (a, options) = match fresh_target(s, host, port) {
+            Ok(t) => t,
             Err(r) => return r,
         };
-        match Listener::bind(a, Options::default()) {
+        match Listener::bind(a, options) {
             Ok(l) => {
                 table()
                     .lock()
