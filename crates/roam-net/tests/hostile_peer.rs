@@ -55,7 +55,7 @@ fn frame() -> impl Strategy<Value = Frame> {
         1 => (0u64..5, 0u64..100).prop_map(|(id, probe_size)| Frame::ProbeReply { id, probe_size }),
         1 => (0u64..40).prop_map(|irobs| Frame::Goodbye { irobs }),
         // Rare: these close the connection.
-        1 => prop_oneof![Just(Frame::JoinOk), Just(Frame::Error { reason: "x".into() })],
+        1 => prop_oneof![Just(Frame::JoinOk), Just(Frame::Error { reason: "x".into(), fatal: false }), Just(Frame::Error { reason: "y".into(), fatal: true })],
     ]
 }
 

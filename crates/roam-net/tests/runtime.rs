@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use roam_net::proto::wire::{Decoder, Frame};
 use roam_net::proto::{Deps, Label};
@@ -185,7 +185,7 @@ fn malformed_and_forged_connections_do_not_disturb_the_session() {
     let mut g = TcpStream::connect(addr).unwrap();
     g.write_all(&[0xde; 64]).unwrap();
     match read_frame(&mut g) {
-        Some(Frame::Error { reason }) => assert!(reason.contains("version"), "{reason}"),
+        Some(Frame::Error { reason, .. }) => assert!(reason.contains("version"), "{reason}"),
         other => panic!("expected an error frame, got {other:?}"),
     }
     // A join with a wrong proof: challenged, then refused.
@@ -206,7 +206,7 @@ fn malformed_and_forged_connections_do_not_disturb_the_session() {
     j.write_all(&Frame::JoinProof { mac: [0; 32] }.to_bytes())
         .unwrap();
     match read_frame(&mut j) {
-        Some(Frame::Error { reason }) => assert!(reason.contains("join refused"), "{reason}"),
+        Some(Frame::Error { reason, .. }) => assert!(reason.contains("join refused"), "{reason}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
     // A join naming an unknown session.
@@ -259,5 +259,28 @@ fn abort_wakes_a_blocked_receiver() {
     assert!(
         matches!(r, Err(Error::Failed(ref m)) if m.contains("test over")),
         "{r:?}"
+    );
+}
+
+/// An abort reaches the peer at once (a fatal `Error` frame), not after its connections have
+/// stayed down for `failure_timeout` (30 s), and names the reason.
+#[test]
+fn the_peer_of_an_abort_fails_at_once() {
+    let (c, s, _l) = pair(lo_options(), lo_options());
+    let c2 = c.clone();
+    let blocked = std::thread::spawn(move || {
+        let t = Instant::now();
+        (c2.recv_irob(), t.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    s.abort("server shutting down");
+    let (r, took) = blocked.join().unwrap();
+    assert!(
+        matches!(r, Err(Error::Failed(ref m)) if m.contains("server shutting down")),
+        "{r:?}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the client failed after {took:?}"
     );
 }

@@ -1091,7 +1091,7 @@ impl Session {
             }
             (ConnState::Established, f) => self.handle_established(conn, f, now),
             (ConnState::Closing, _) => Ok(()),
-            (_, Frame::Error { reason }) => Err(format!("peer refused: {reason}")),
+            (_, Frame::Error { reason, .. }) => Err(format!("peer refused: {reason}")),
             (s, f) => Err(format!(
                 "unexpected {} frame during {:?}",
                 frame_name(&f),
@@ -1114,6 +1114,7 @@ impl Session {
             c.control.clear();
             c.control.push_back(Frame::Error {
                 reason: reason.clone(),
+                fatal: false,
             });
             c.state = ConnState::Closing;
         }
@@ -1171,6 +1172,7 @@ impl Session {
             c.control.clear();
             c.control.push_back(Frame::Error {
                 reason: reason.clone(),
+                fatal: true,
             });
             c.state = ConnState::Closing;
             self.events.push_back(Event::CloseConnection {
@@ -1248,7 +1250,16 @@ impl Session {
                 self.peer_irobs = Some(irobs);
                 Ok(())
             }
-            Frame::Error { reason } => Err(format!("peer closed the connection: {reason}")),
+            Frame::Error {
+                reason,
+                fatal: true,
+            } => {
+                // The peer gave up on the multi-socket (aborted, or we exceeded a limit): fail
+                // now rather than after every connection has stayed down `failure_timeout`.
+                self.fail(format!("the peer failed the multi-socket: {reason}"));
+                Ok(())
+            }
+            Frame::Error { reason, .. } => Err(format!("peer closed the connection: {reason}")),
             other => Err(format!(
                 "unexpected {} frame on an established connection",
                 frame_name(&other)

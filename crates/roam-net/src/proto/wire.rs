@@ -210,8 +210,9 @@ pub enum Frame {
     ProbeReply { id: u64, probe_size: u64 },
     /// See [`Kind::Goodbye`]: the sender began `irobs` IROBs in all.
     Goodbye { irobs: u64 },
-    /// See [`Kind::Error`].
-    Error { reason: String },
+    /// See [`Kind::Error`]. `fatal`: the sender failed the whole multi-socket (an abort, a
+    /// limit the receiver exceeded), not only this connection.
+    Error { reason: String, fatal: bool },
 }
 
 /// Bounds the decoder enforces before it allocates.
@@ -459,9 +460,12 @@ impl Frame {
                 a: *irobs,
                 ..hdr(Kind::Goodbye)
             },
-            Frame::Error { reason } => {
+            Frame::Error { reason, fatal } => {
                 body.extend_from_slice(reason.as_bytes());
-                hdr(Kind::Error)
+                Header {
+                    a: *fatal as u64,
+                    ..hdr(Kind::Error)
+                }
             }
         };
         put_header(head, h, body.len() + tail.len());
@@ -797,6 +801,7 @@ impl Decoder {
             }
             Kind::Error => Frame::Error {
                 reason: String::from_utf8_lossy(&body).into_owned(),
+                fatal: a & 1 != 0,
             },
         })
     }
@@ -884,6 +889,11 @@ mod tests {
             Frame::Goodbye { irobs: 12 },
             Frame::Error {
                 reason: "limit".into(),
+                fatal: true,
+            },
+            Frame::Error {
+                reason: "malformed".into(),
+                fatal: false,
             },
         ]
     }

@@ -1311,6 +1311,7 @@ async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSoc
 async fn refuse(stream: &mut Accepted, reason: String) -> Result<(), String> {
     let frame = Frame::Error {
         reason: reason.clone(),
+        fatal: false,
     }
     .to_bytes();
     if stream.write_all(&frame).await.is_ok() {
