@@ -1,7 +1,7 @@
 //! End-to-end tests of the `roam` binary. Tests that need the emulator skip with a one-line
 //! reason when this machine cannot create namespaces and TUN devices (they run in CI as root).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -9,11 +9,27 @@ fn roam() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roam"))
 }
 
-fn tmpdir(tag: &str) -> PathBuf {
+/// A scratch directory for one test, removed when the test ends (pass or fail).
+struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmpdir(tag: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("roam-cli-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -231,7 +247,7 @@ fn exit_status_environment_and_routing() {
         .args(["emu", "run", "--no-log", "--link", "wifi=rate=10mbit", "--link", "cell-2=rate=1mbit"])
         .args(["--", "sh", "-c"])
         .arg("echo $ROAM_SERVER_ADDR $ROAM_LINK_WIFI_ADDR $ROAM_LINK_CELL_2_ADDR $ROAM_LINK_CELL_2_DEV; ip route get 10.77.0.1 from $ROAM_LINK_CELL_2_ADDR; exit 7")
-        .current_dir(&d)
+        .current_dir(&*d)
         .output()
         .unwrap();
     let (out, err) = text(&o);
