@@ -32,6 +32,15 @@ pub const BLOCK: u64 = 4096;
 const PREFETCH_MAX: u64 = 256 * 1024;
 /// How long the trial waits for write-back after the replay, at least.
 const WRITEBACK_WAIT: Duration = Duration::from_secs(60);
+/// A demand read unanswered this long leaves the replay unfinished.
+const DEMAND_WAIT: Duration = Duration::from_secs(120);
+/// The whole replay may take this many times the recorded span it replays (at least
+/// [`MIN_REPLAY_LIMIT`]) before it counts as unfinished: the quick lab's 6 s of build took
+/// 77-91 s with roam and 106-424 s with MPTCP on the vehicular drive, and a replay without a
+/// limit once set the length of the whole quick lab.
+const REPLAY_LIMIT_FACTOR: u32 = 60;
+/// See [`REPLAY_LIMIT_FACTOR`].
+const MIN_REPLAY_LIMIT: Duration = Duration::from_secs(300);
 const PORT: u16 = 6200;
 
 /// The recorded build.
@@ -224,6 +233,11 @@ impl Replay {
     }
 }
 
+/// How long a replay of `span` of the recorded build may take (see [`REPLAY_LIMIT_FACTOR`]).
+pub fn replay_limit(span: Duration) -> Duration {
+    (span * REPLAY_LIMIT_FACTOR).max(MIN_REPLAY_LIMIT)
+}
+
 /// Run one trial.
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let trace = build_trace()?;
@@ -244,6 +258,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         .map_err(|_| anyhow!("the file server did not start"))?;
     let local = t.emu.links()[0].client_addr;
     let progress = t.progress.clone();
+    let limit = replay_limit(t.duration);
     type Out = (Replay, Arc<Conn>);
     let client = t.emu.spawn_in_client(move || -> Result<Out> {
         let conn = Arc::new(Conn::connect(system, local, PORT)?);
@@ -373,12 +388,22 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             }
             let (lock, cv) = &*cache;
             let mut c = lock.lock().unwrap();
+            let asked = Instant::now();
             while !want.iter().all(|k| c.have.contains(&(op.file, *k))) {
-                let (g, to) = cv.wait_timeout(c, Duration::from_secs(120)).unwrap();
-                c = g;
-                if to.timed_out() {
-                    // A result ("unfinished"), not a failure: the network gave nothing.
-                    eprintln!("fs: a demand fetch got no reply within 120 s; replay unfinished");
+                let left = limit.saturating_sub(start.elapsed());
+                let wait = DEMAND_WAIT.saturating_sub(asked.elapsed()).min(left);
+                c = cv.wait_timeout(c, wait).unwrap().0;
+                let unanswered = asked.elapsed() >= DEMAND_WAIT;
+                if unanswered || start.elapsed() >= limit {
+                    // A result ("unfinished"), not a failure.
+                    eprintln!(
+                        "fs: {}; replay unfinished",
+                        if unanswered {
+                            format!("a demand fetch got no reply within {DEMAND_WAIT:?}")
+                        } else {
+                            format!("the replay ran past its limit of {limit:?}")
+                        }
+                    );
                     drop(c);
                     drop((wb_tx, pf_tx));
                     return Ok((Replay::unfinished(), conn));
@@ -449,6 +474,19 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replay_has_a_limit() {
+        // The quick lab's 6 s of build: six minutes (MPTCP once took 424 s).
+        assert_eq!(
+            replay_limit(Duration::from_secs(6)),
+            Duration::from_secs(360)
+        );
+        assert_eq!(
+            replay_limit(Duration::from_secs(1)),
+            Duration::from_secs(300)
+        );
+    }
 
     #[test]
     fn fixture_parses_and_errors_name_the_line() {
