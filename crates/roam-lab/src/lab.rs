@@ -339,7 +339,8 @@ fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[S
          the mean (Student's t). Every trial is in `trials.csv`. Ratios compare medians. The \
          paper's column quotes the paper (its numbers are ratios against its baselines). \
          `unfinished`: the workload did not finish within the trial's time limit (mail: every \
-         body within the workload length; file system: a demand read unanswered for 120 s, or \
+         body within the workload length; file system: a demand read unanswered for 120 s, a \
+         replay longer than 60 times the recorded span it replays (at least 5 minutes), or \
          write-back not done within 60 s or as long again as the replay); such a trial counts towards \
          the median as slower than every finished one, not towards the mean and interval.\n",
         plan.trials,
