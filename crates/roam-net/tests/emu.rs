@@ -15,6 +15,18 @@ fn emu(links: &[&str]) -> Option<Emulator> {
     roam_emu::testing::emulator_or_skip(links)
 }
 
+/// The client's networks: one per emulated link, unmetered.
+fn networks(emu: &Emulator) -> Vec<LocalNetwork> {
+    emu.links()
+        .iter()
+        .map(|l| LocalNetwork {
+            name: l.name.clone(),
+            addr: l.client_addr,
+            metered: false,
+        })
+        .collect()
+}
+
 fn content(id: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u64 ^ (id * 2654435761)) as u8)
@@ -290,15 +302,7 @@ fn a_network_in_an_outage_does_not_hold_up_the_handshake() {
         action: LinkCommand::Down,
     })
     .unwrap();
-    let nets: Vec<LocalNetwork> = emu
-        .links()
-        .iter()
-        .map(|l| LocalNetwork {
-            name: l.name.clone(),
-            addr: l.client_addr,
-            metered: false,
-        })
-        .collect();
+    let nets = networks(&emu);
     assert_eq!(nets[0].name, "wifi");
     let client = emu.spawn_in_client(move || -> Result<Duration, String> {
         let t0 = Instant::now();
@@ -363,15 +367,7 @@ fn the_server_reopens_a_connection_the_client_does_not() {
         Ok(())
     });
     ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    let nets: Vec<LocalNetwork> = emu
-        .links()
-        .iter()
-        .map(|l| LocalNetwork {
-            name: l.name.clone(),
-            addr: l.client_addr,
-            metered: false,
-        })
-        .collect();
+    let nets = networks(&emu);
     let mut copts = opts;
     copts.networks = Networks::Explicit(nets);
     copts.config.reconnect_backoff = Duration::from_secs(3600);
