@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::report::UNFINISHED;
+use roam_net::runtime::Thunk;
 use roam_net::Label;
 
-use crate::channel::{background_sender, Conn, Sent, Server};
+use crate::channel::{Conn, Sent, Server};
 use crate::trial::{Metric, Trial};
 
 /// Block size of the file service.
@@ -166,31 +167,96 @@ fn parse_header(m: &[u8]) -> Result<(u8, u32, u64, u64)> {
     ))
 }
 
+/// A background reply the server has yet to send.
+enum Pending {
+    /// A write-back acknowledgement.
+    Ready(Label, Vec<u8>),
+    /// A prefetch of `count` blocks of `file` from `first`, composed when it is sent.
+    Prefetch(Label, u32, u64, u64),
+}
+
+/// A message to send now, and what of the [`Pending`] reply remains after it.
+type Step = ((Label, Vec<u8>), Option<Pending>);
+
+impl Pending {
+    /// The next message to send, given the blocks already sent on demand, and what remains
+    /// once it is sent (`None`: nothing).
+    fn next(&self, sent: &HashSet<(u32, u64)>) -> Option<Step> {
+        match self {
+            Pending::Ready(label, m) => Some(((*label, m.clone()), None)),
+            &Pending::Prefetch(label, file, first, count) => {
+                let end = first + count;
+                let a = (first..end).find(|k| !sent.contains(&(file, *k)))?;
+                let b = (a..end).find(|k| sent.contains(&(file, *k))).unwrap_or(end);
+                let mut r = header(b'p', file, a, b - a);
+                r.resize(21 + ((b - a) * BLOCK) as usize, file as u8);
+                let rest = (b < end).then_some(Pending::Prefetch(label, file, b, end - b));
+                Some(((label, r), rest))
+            }
+        }
+    }
+}
+
 /// Answer requests. Background replies go through their own thread, so a background send
-/// that has to wait (roam's backlog bound) never holds up a demand fetch behind it.
+/// that has to wait never holds up a demand fetch behind it.
+///
+/// Background replies carry a thunk, as the paper's BlueFS RPCs did (§4.1): over roam a reply
+/// is deferred while its label's backlog is over the bound, and a prefetch reply is composed
+/// only when it can go, leaving out blocks the client has meanwhile fetched on demand, so
+/// those do not cross the network twice. Over plain TCP an unmodified server writes every
+/// reply into its socket at once.
 fn serve(conn: Arc<Conn>) -> Result<()> {
-    let (bg_tx, bg) = background_sender(conn.clone());
+    let sent_on_demand: Arc<Mutex<HashSet<(u32, u64)>>> = Arc::default();
+    let (bg_tx, bg_rx) = mpsc::channel::<Pending>();
+    let (bconn, bsent) = (conn.clone(), sent_on_demand.clone());
+    let bg = std::thread::spawn(move || -> Result<()> {
+        let (ready_tx, ready) = mpsc::channel::<()>();
+        for p in bg_rx {
+            let mut p = Some(p);
+            while let Some(cur) = p.take() {
+                let Some(((label, m), rest)) = cur.next(&bsent.lock().unwrap()) else {
+                    break;
+                };
+                let tx = ready_tx.clone();
+                let thunk = Thunk::new(move || {
+                    let _ = tx.send(());
+                });
+                match bconn.send(label, &[], m, Some(thunk))? {
+                    Sent::Id(_) => p = rest,
+                    Sent::Deferred(h) => {
+                        // Retry when the thunk fires (or after a second, cancelling it).
+                        if ready.recv_timeout(Duration::from_secs(1)).is_err() {
+                            h.cancel();
+                        }
+                        p = Some(cur);
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
     while let Some(m) = conn.recv()? {
         let (tag, file, a, b) = parse_header(&m.data)?;
-        let reply = match tag {
+        let pending = match tag {
             b'D' => {
+                sent_on_demand.lock().unwrap().insert((file, a));
                 let mut r = header(b'd', file, a, 1);
                 r.resize(21 + BLOCK as usize, file as u8);
-                r
+                Pending::Ready(m.label, r)
             }
-            b'P' => {
-                let n = b.min(PREFETCH_MAX / BLOCK);
-                let mut r = header(b'p', file, a, n);
-                r.resize(21 + (n * BLOCK) as usize, file as u8);
-                r
-            }
-            b'W' => header(b'w', file, b, 0),
+            b'P' => Pending::Prefetch(m.label, file, a, b.min(PREFETCH_MAX / BLOCK)),
+            b'W' => Pending::Ready(m.label, header(b'w', file, b, 0)),
             _ => bail!("unknown request {tag}"),
         };
-        if m.label.is_foreground() {
-            conn.send(m.label, &[], reply, None)?;
-        } else if bg_tx.send((m.label, reply)).is_err() {
-            break;
+        match pending {
+            Pending::Ready(label, reply) if label.is_foreground() => {
+                conn.send(label, &[], reply, None)?;
+            }
+            p => {
+                if bg_tx.send(p).is_err() {
+                    break;
+                }
+            }
         }
     }
     drop(bg_tx);
@@ -501,6 +567,28 @@ mod tests {
         assert!(e.to_string().contains("backwards"), "{e}");
         let t = FsTrace::parse("F 1 10 a\nO 5 R 1 0 4\nO 900 R 1 0 4\n").unwrap();
         assert_eq!(t.prefix(Duration::from_millis(100)).len(), 1);
+    }
+
+    #[test]
+    fn a_prefetch_reply_leaves_out_blocks_sent_on_demand() {
+        let sent: HashSet<(u32, u64)> = [(7, 2), (7, 3), (7, 6), (8, 0)].into_iter().collect();
+        let mut p = Some(Pending::Prefetch(Label::BackgroundLarge, 7, 0, 8));
+        let mut runs = Vec::new();
+        while let Some(cur) = p.take() {
+            let Some(((_, m), rest)) = cur.next(&sent) else {
+                break;
+            };
+            let (tag, file, a, n) = parse_header(&m).unwrap();
+            assert_eq!((tag, file), (b'p', 7));
+            assert_eq!(m.len() as u64, 21 + n * BLOCK);
+            runs.push((a, n));
+            p = rest;
+        }
+        assert_eq!(runs, vec![(0, 2), (4, 2), (7, 1)]);
+        // Everything already sent: nothing to send.
+        assert!(Pending::Prefetch(Label::BackgroundLarge, 7, 2, 2)
+            .next(&sent)
+            .is_none());
     }
 
     #[test]
