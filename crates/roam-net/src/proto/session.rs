@@ -108,6 +108,9 @@ pub struct Config {
     /// have gone out on a connection that broke before the peer noticed (see
     /// `Session::recheck_unacknowledged`).
     pub ack_timeout: Duration,
+    /// Send a late small foreground IROB again over another network (see
+    /// `Session::hedge_late_foreground`).
+    pub hedge: bool,
     /// Background may use metered networks (the deferral policy's default: yes).
     pub background_on_metered: bool,
     /// A thunk-carrying send is deferred when its label's unsent backlog exceeds this much time
@@ -132,6 +135,7 @@ impl Default for Config {
             reconnect_backoff: Duration::from_secs(1),
             peer_open_delay: Some(Duration::from_secs(2)),
             ack_timeout: Duration::from_secs(10),
+            hedge: true,
             background_on_metered: true,
             backlog_bound: Duration::from_secs(1),
             wire: WireLimits::default(),
@@ -335,6 +339,8 @@ struct OutIrob {
     started: bool,
     /// When a chunk of it was last handed to a connection (or it was last asked about).
     last_sent: Time,
+    /// Already sent again over a second network (`Session::hedge_late_foreground`).
+    hedged: bool,
 }
 
 impl OutIrob {
@@ -1392,6 +1398,7 @@ impl Session {
                 pinned: None,
                 started: false,
                 last_sent: now,
+                hedged: false,
             },
         );
         self.sendable[label.rank()].insert(id);
@@ -1541,6 +1548,90 @@ impl Session {
                 irob.last_sent = now;
                 self.doubt.insert(id);
             }
+        }
+    }
+
+    /// The RTT estimate of network `net` (1 s when unknown).
+    fn rtt_or_second(&self, net: NetId) -> Duration {
+        self.networks
+            .get(&net)
+            .and_then(|n| n.estimate.rtt())
+            .unwrap_or(Duration::from_secs(1))
+    }
+
+    /// How long a small foreground IROB sent over network `net` may go unacknowledged before
+    /// it is hedged: it needs half that network's RTT to arrive, and its acknowledgement up to
+    /// half the largest RTT among networks with an established connection to come back (it
+    /// may come over any); twice that, plus 100 ms, within [250 ms, 2 s]. `None` with fewer
+    /// than two such networks (nowhere to hedge to).
+    fn hedge_delay(&self, net: NetId) -> Option<Duration> {
+        let nets: BTreeSet<NetId> = self
+            .conns
+            .values()
+            .filter(|c| c.state == ConnState::Established)
+            .map(|c| c.net)
+            .collect();
+        if nets.len() < 2 {
+            return None;
+        }
+        let back = nets.iter().map(|&n| self.rtt_or_second(n)).max()?;
+        let d = self.rtt_or_second(net) + back + Duration::from_millis(100);
+        Some(d.clamp(Duration::from_millis(250), Duration::from_secs(2)))
+    }
+
+    /// Redundant retransmission of late small foreground IROBs (Meatballs' redundant strategy,
+    /// seed 000 ch. 4: send on both networks and keep the first arrival, worth it when the
+    /// item is small and waiting costs the user). A small foreground IROB sent completely and
+    /// unacknowledged for `Session::hedge_delay` is sent once more, whole, over the
+    /// lowest-RTT connection of another network; the receiver delivers whichever copy arrives
+    /// first and ignores the other. Why: a WiFi network that vanishes stalls its connection
+    /// silently, and the break is detected only after the user timeout (4 s); the lab's
+    /// vehicular sensing run saw urgent messages sent into the vanished WiFi arrive 1.8-4.4 s
+    /// late. The cost of a hedge that was not needed is one small IROB's bytes.
+    fn hedge_late_foreground(&mut self, now: Time) {
+        if !self.config.hedge {
+            return;
+        }
+        let late: Vec<(IrobId, NetId)> = self
+            .out
+            .iter()
+            .filter(|(id, o)| {
+                o.label.is_foreground()
+                    && o.label.is_small()
+                    && o.started
+                    && o.ended
+                    && !o.has_work()
+                    && !o.hedged
+                    && !self.doubt.contains(id)
+            })
+            .filter_map(|(&id, o)| {
+                let conn = o.inflight.last()?.0;
+                let net = self.conns.get(&conn)?.net;
+                let delay = self.hedge_delay(net)?;
+                (now.saturating_since(o.last_sent) >= delay).then_some((id, net))
+            })
+            .collect();
+        for (id, net) in late {
+            let alt = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.state == ConnState::Established && c.net != net)
+                .min_by_key(|(&cid, c)| {
+                    let rtt = self.networks.get(&c.net).and_then(|n| n.estimate.rtt());
+                    (rtt.unwrap_or(Duration::MAX), cid)
+                })
+                .map(|(&cid, _)| cid);
+            let Some(alt) = alt else {
+                continue;
+            };
+            let o = self.out.get_mut(&id).unwrap();
+            o.hedged = true;
+            o.pending = RangeSet::new();
+            o.pending.insert(0, o.len);
+            o.need_first = true;
+            o.need_end = true;
+            o.pinned = Some(alt);
+            self.sendable[o.label.rank()].insert(id);
         }
     }
 
@@ -1960,7 +2051,13 @@ impl Session {
     fn on_chunk(&mut self, ch: Chunk, now: Time) -> Result<(), String> {
         self.arrivals += 1;
         if self.acked.contains(ch.irob) && !self.incoming.contains_key(&ch.irob) {
-            return Ok(()); // a resend of something already delivered: ignore
+            // A resend of something already delivered (a hedge, or a resend after a break):
+            // ignore it, but acknowledge its end again, as the first acknowledgement may be
+            // on a connection that is gone.
+            if ch.end && !self.acks.contains(&ch.irob) {
+                self.acks.push(ch.irob);
+            }
+            return Ok(());
         }
         if ch.label.is_foreground() {
             self.last_foreground = Some(now);
@@ -2273,6 +2370,7 @@ impl Session {
     pub fn handle_timeout(&mut self, now: Time) {
         self.maybe_open(now);
         self.recheck_unacknowledged(now);
+        self.hedge_late_foreground(now);
         self.check_thunks(now);
     }
 }
@@ -2460,6 +2558,8 @@ mod tests {
     #[test]
     fn a_lost_acknowledgement_is_asked_about_after_the_ack_timeout() {
         let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        s.config.hedge = false; // a hedge would resend it long before
+
         queue_small_irobs(&mut s, 1, 100);
         assert_eq!(drain(&mut s).iter().sum::<usize>(), 1);
         let t = s.config.ack_timeout;
@@ -2522,5 +2622,98 @@ mod tests {
         let now = Time::ZERO + t + Duration::from_millis(100);
         assert!(!probes(&mut s, 1, now), "a receiving connection was probed");
         assert!(probes(&mut s, 2, now), "an idle connection was not probed");
+    }
+
+    /// The IROBs of the data frames `conn` would send at `now`.
+    fn data_on(s: &mut Session, conn: ConnId, now: Time) -> Vec<IrobId> {
+        let mut ids = Vec::new();
+        while let Some(t) = s.poll_transmit(conn, now, u64::MAX) {
+            let mut dec = super::super::Decoder::default();
+            dec.push(&t.head);
+            dec.push(&t.data);
+            while let Ok(Some(f)) = dec.next_frame() {
+                if let Frame::Data(c) = f {
+                    ids.push(c.irob);
+                }
+            }
+        }
+        ids
+    }
+
+    /// A small foreground IROB unacknowledged past the hedge delay is sent once more over the
+    /// other network (the WiFi it went on may have vanished without a break yet); a large one
+    /// and background ones are not, and neither is anything with hedging off.
+    #[test]
+    fn a_late_small_foreground_irob_is_sent_again_over_the_other_network() {
+        for hedge in [true, false] {
+            let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+            s.config.hedge = hedge;
+            queue_small_irobs(&mut s, 1, 100);
+            for label in [Label::BackgroundSmall, Label::ForegroundLarge] {
+                let id = s
+                    .begin_irob(label, Deps::List(vec![]), None, Time::ZERO)
+                    .unwrap();
+                s.irob_send(id, Bytes::from(vec![7u8; 100])).unwrap();
+                s.end_irob(id).unwrap();
+            }
+            let mut first = data_on(&mut s, 1, Time::ZERO);
+            first.extend(data_on(&mut s, 2, Time::ZERO));
+            first.sort();
+            assert_eq!(first, vec![0, 1, 2]);
+            // WiFi's 20 ms there, up to the largest RTT (3G's 400 ms) back, plus 100 ms.
+            let early = Time::from_millis(519);
+            s.handle_timeout(early);
+            assert!(data_on(&mut s, 2, early).is_empty());
+            let due = Time::from_millis(520);
+            s.handle_timeout(due);
+            let again = data_on(&mut s, 2, due);
+            assert_eq!(again, if hedge { vec![0] } else { vec![] });
+            // Once only.
+            let later = due + Duration::from_secs(1);
+            s.handle_timeout(later);
+            assert!(data_on(&mut s, 1, later).is_empty());
+            assert!(data_on(&mut s, 2, later).is_empty());
+            s.on_ack(0);
+            assert_eq!(s.unacknowledged(), 200, "bytes of the other two");
+        }
+    }
+
+    /// The receiver delivers the first copy of a hedged IROB and ignores the second, but
+    /// acknowledges it again (the first acknowledgement may have gone out on a dead network).
+    #[test]
+    fn a_second_copy_is_not_delivered_but_acknowledged_again() {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        let chunk = || {
+            Frame::Data(super::super::wire::Chunk {
+                irob: 0,
+                label: Label::ForegroundSmall,
+                offset: 0,
+                deps: Some(Deps::List(vec![])),
+                end: true,
+                acks: vec![],
+                data: Bytes::from_static(b"brake"),
+            })
+        };
+        let acks = |s: &mut Session, conn| {
+            let mut n = 0;
+            while let Some(t) = s.poll_transmit(conn, Time::ZERO, 0) {
+                let mut dec = super::super::Decoder::default();
+                dec.push(&t.head);
+                dec.push(&t.data);
+                while let Ok(Some(f)) = dec.next_frame() {
+                    if let Frame::Ack { acks } = f {
+                        n += acks.iter().filter(|&&a| a == 0).count();
+                    }
+                }
+            }
+            n
+        };
+        s.handle_frame(1, chunk(), Time::ZERO);
+        assert_eq!(acks(&mut s, 1), 1);
+        let d = s.recv().expect("the first copy is delivered");
+        assert_eq!((d.irob, &d.data[..], d.end), (0, &b"brake"[..], true));
+        s.handle_frame(2, chunk(), Time::ZERO);
+        assert!(s.recv().is_none(), "the second copy was delivered");
+        assert_eq!(acks(&mut s, 2), 1);
     }
 }
