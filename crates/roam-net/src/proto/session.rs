@@ -1291,13 +1291,17 @@ impl Session {
         label.is_foreground() || !net.metered || self.config.background_on_metered
     }
 
-    fn usable_networks(&self, label: Label) -> Vec<NetId> {
-        let established: BTreeSet<NetId> = self
-            .conns
+    /// The networks with an established connection.
+    fn established_networks(&self) -> BTreeSet<NetId> {
+        self.conns
             .values()
             .filter(|c| c.state == ConnState::Established)
             .map(|c| c.net)
-            .collect();
+            .collect()
+    }
+
+    fn usable_networks(&self, label: Label) -> Vec<NetId> {
+        let established = self.established_networks();
         self.networks
             .iter()
             .filter(|(id, n)| established.contains(id) && self.appropriate(label, n))
@@ -1565,12 +1569,7 @@ impl Session {
     /// may come over any); twice that, plus 100 ms, within [250 ms, 2 s]. `None` with fewer
     /// than two such networks (nowhere to hedge to).
     fn hedge_delay(&self, net: NetId) -> Option<Duration> {
-        let nets: BTreeSet<NetId> = self
-            .conns
-            .values()
-            .filter(|c| c.state == ConnState::Established)
-            .map(|c| c.net)
-            .collect();
+        let nets = self.established_networks();
         if nets.len() < 2 {
             return None;
         }
