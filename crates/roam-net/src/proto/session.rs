@@ -348,6 +348,12 @@ impl OutIrob {
         !self.pending.is_empty() || self.need_first || (self.need_end && self.ended)
     }
 
+    /// Every byte and the end have been handed to connections: only an acknowledgement is
+    /// awaited.
+    fn sent_whole(&self) -> bool {
+        self.started && self.ended && !self.has_work()
+    }
+
     /// The bytes `[start, end)` (one slice when a single segment covers them).
     fn slice(&self, start: u64, end: u64) -> Bytes {
         let (&s0, seg) = self
@@ -924,7 +930,7 @@ impl Session {
         for (&id, irob) in self.out.iter_mut() {
             let before = irob.inflight.len();
             irob.inflight.retain(|f| f.0 != conn);
-            let ack_may_be_lost = irob.started && irob.ended && !irob.has_work();
+            let ack_may_be_lost = irob.sent_whole();
             if irob.inflight.len() != before || ack_may_be_lost {
                 self.doubt.insert(id);
             }
@@ -1543,9 +1549,7 @@ impl Session {
         self.requested
             .retain(|_, &mut (_, at)| now.saturating_since(at) < t);
         for (&id, irob) in self.out.iter_mut() {
-            if irob.started
-                && irob.ended
-                && !irob.has_work()
+            if irob.sent_whole()
                 && now.saturating_since(irob.last_sent) >= t
                 && !self.doubt.contains(&id)
             {
@@ -1578,6 +1582,29 @@ impl Session {
         Some(d.clamp(Duration::from_millis(250), Duration::from_secs(2)))
     }
 
+    /// The small foreground IROBs that may be hedged: id, the network they went out over, and
+    /// when they are due (`last_sent` + [`Session::hedge_delay`]). None with hedging off.
+    fn hedges(&self) -> Vec<(IrobId, NetId, Time)> {
+        if !self.config.hedge {
+            return Vec::new();
+        }
+        self.out
+            .iter()
+            .filter(|(id, o)| {
+                o.label.is_foreground()
+                    && o.label.is_small()
+                    && o.sent_whole()
+                    && !o.hedged
+                    && !self.doubt.contains(id)
+            })
+            .filter_map(|(&id, o)| {
+                let conn = o.inflight.last()?.0;
+                let net = self.conns.get(&conn)?.net;
+                Some((id, net, o.last_sent + self.hedge_delay(net)?))
+            })
+            .collect()
+    }
+
     /// Redundant retransmission of late small foreground IROBs (Meatballs' redundant strategy,
     /// seed 000 ch. 4: send on both networks and keep the first arrival, worth it when the
     /// item is small and waiting costs the user). A small foreground IROB sent completely and
@@ -1588,29 +1615,10 @@ impl Session {
     /// vehicular sensing run saw urgent messages sent into the vanished WiFi arrive 1.8-4.4 s
     /// late. The cost of a hedge that was not needed is one small IROB's bytes.
     fn hedge_late_foreground(&mut self, now: Time) {
-        if !self.config.hedge {
-            return;
-        }
-        let late: Vec<(IrobId, NetId)> = self
-            .out
-            .iter()
-            .filter(|(id, o)| {
-                o.label.is_foreground()
-                    && o.label.is_small()
-                    && o.started
-                    && o.ended
-                    && !o.has_work()
-                    && !o.hedged
-                    && !self.doubt.contains(id)
-            })
-            .filter_map(|(&id, o)| {
-                let conn = o.inflight.last()?.0;
-                let net = self.conns.get(&conn)?.net;
-                let delay = self.hedge_delay(net)?;
-                (now.saturating_since(o.last_sent) >= delay).then_some((id, net))
-            })
-            .collect();
-        for (id, net) in late {
+        for (id, net, due) in self.hedges() {
+            if due > now {
+                continue;
+            }
             let alt = self
                 .conns
                 .iter()
@@ -2352,9 +2360,13 @@ impl Session {
             at(asked + ack);
         }
         for (id, irob) in &self.out {
-            if irob.started && irob.ended && !irob.has_work() && !self.doubt.contains(id) {
+            if irob.sent_whole() && !self.doubt.contains(id) {
                 at(irob.last_sent + ack);
             }
+        }
+        // Hedges (`hedge_late_foreground`).
+        for (_, _, due) in self.hedges() {
+            at(due);
         }
         for c in self.conns.values() {
             if c.state == ConnState::Established {
@@ -2660,10 +2672,13 @@ mod tests {
             first.sort();
             assert_eq!(first, vec![0, 1, 2]);
             // WiFi's 20 ms there, up to the largest RTT (3G's 400 ms) back, plus 100 ms.
+            let due = Time::from_millis(520);
+            if hedge {
+                assert_eq!(s.poll_timeout(), Some(due), "the hedge's timer");
+            }
             let early = Time::from_millis(519);
             s.handle_timeout(early);
             assert!(data_on(&mut s, 2, early).is_empty());
-            let due = Time::from_millis(520);
             s.handle_timeout(due);
             let again = data_on(&mut s, 2, due);
             assert_eq!(again, if hedge { vec![0] } else { vec![] });
