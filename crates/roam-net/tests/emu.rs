@@ -15,6 +15,34 @@ fn emu(links: &[&str]) -> Option<Emulator> {
     roam_emu::testing::emulator_or_skip(links)
 }
 
+/// Two links for tests that cut them (WiFi-like and cellular-like), and options whose user
+/// timeout (1.5 s) declares a cut connection dead well within a 2.5 s cut.
+fn cut_links() -> Option<(Emulator, Options)> {
+    let emu = emu(&[
+        "wifi=rate=20mbit,delay=10ms,queue=200pkt",
+        "cell=rate=8mbit,delay=40ms,queue=200pkt",
+    ])?;
+    let opts = Options {
+        user_timeout: Duration::from_millis(1500),
+        ..Options::default()
+    };
+    Some((emu, opts))
+}
+
+/// Take `link` down for `d`, then bring it back.
+fn cut(emu: &Emulator, link: &str, d: Duration) {
+    let set = |action| {
+        emu.command(&Command {
+            link: link.into(),
+            action,
+        })
+        .unwrap()
+    };
+    set(LinkCommand::Down);
+    std::thread::sleep(d);
+    set(LinkCommand::Up);
+}
+
 /// The client's networks: one per emulated link, unmetered.
 fn networks(emu: &Emulator) -> Vec<LocalNetwork> {
     emu.links()
@@ -43,17 +71,10 @@ fn size_of(i: u64) -> usize {
 
 #[test]
 fn repeated_cuts_lose_and_duplicate_nothing() {
-    let Some(emu) = emu(&[
-        "wifi=rate=20mbit,delay=10ms,queue=200pkt",
-        "cell=rate=8mbit,delay=40ms,queue=200pkt",
-    ]) else {
+    let Some((emu, opts)) = cut_links() else {
         return;
     };
     const N: u64 = 200;
-    let opts = Options {
-        user_timeout: Duration::from_millis(1500),
-        ..Options::default()
-    };
     let (ready_tx, ready_rx) = mpsc::channel();
     let sopts = opts.clone();
     let server = emu.spawn_in_server(move || -> Result<Vec<(u64, Label, Vec<u8>)>, String> {
@@ -105,17 +126,7 @@ fn repeated_cuts_lose_and_duplicate_nothing() {
     while !client.is_finished() && start.elapsed() < Duration::from_secs(90) {
         for link in ["wifi", "cell"] {
             std::thread::sleep(Duration::from_millis(700));
-            emu.command(&Command {
-                link: link.into(),
-                action: LinkCommand::Down,
-            })
-            .unwrap();
-            std::thread::sleep(Duration::from_millis(2500));
-            emu.command(&Command {
-                link: link.into(),
-                action: LinkCommand::Up,
-            })
-            .unwrap();
+            cut(&emu, link, Duration::from_millis(2500));
             cuts += 1;
         }
     }
@@ -338,17 +349,10 @@ fn a_network_in_an_outage_does_not_hold_up_the_handshake() {
 /// joins at the port the client announced, and the server's data all arrives intact.
 #[test]
 fn the_server_reopens_a_connection_the_client_does_not() {
-    let Some(emu) = emu(&[
-        "wifi=rate=20mbit,delay=10ms,queue=200pkt",
-        "cell=rate=8mbit,delay=40ms,queue=200pkt",
-    ]) else {
+    let Some((emu, opts)) = cut_links() else {
         return;
     };
     const N: u64 = 200;
-    let opts = Options {
-        user_timeout: Duration::from_millis(1500),
-        ..Options::default()
-    };
     let (ready_tx, ready_rx) = mpsc::channel();
     let sopts = opts.clone();
     let server = emu.spawn_in_server(move || -> Result<(), String> {
@@ -391,17 +395,7 @@ fn the_server_reopens_a_connection_the_client_does_not() {
         Ok((wifi, n))
     });
     std::thread::sleep(Duration::from_millis(1000));
-    emu.command(&Command {
-        link: "wifi".into(),
-        action: LinkCommand::Down,
-    })
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    emu.command(&Command {
-        link: "wifi".into(),
-        action: LinkCommand::Up,
-    })
-    .unwrap();
+    cut(&emu, "wifi", Duration::from_millis(2500));
     server.join().unwrap().unwrap().unwrap();
     let (wifi, n) = client.join().unwrap().unwrap().unwrap();
     assert_eq!(n, N, "IROBs delivered");
