@@ -26,6 +26,7 @@ use roam_net::runtime::{Error as RoamError, Networks, Options, Thunk, ThunkHandl
 use roam_net::{Deps, IrobId, Label};
 
 use crate::system::System;
+use crate::trial::Metric;
 
 /// Largest message a plain connection accepts from its peer.
 pub const MAX_MSG: usize = 64 << 20;
@@ -192,6 +193,15 @@ impl Conn {
         }
     }
 
+    /// Small foreground messages roam sent a second time over the other network (its hedge
+    /// against a network that vanished); zero for a plain connection, which never does.
+    pub fn hedges_sent(&self) -> u64 {
+        match self {
+            Conn::Roam(ms) => ms.hedges_sent(),
+            Conn::Plain(_) => 0,
+        }
+    }
+
     /// The next message, `None` at the end of the stream.
     pub fn recv(&self) -> Result<Option<Msg>> {
         match self {
@@ -234,6 +244,21 @@ impl Conn {
             }
         }
     }
+}
+
+/// The `hedges` metric of a trial: small foreground messages the given ends sent a second
+/// time over the other network because the first copy went unacknowledged too long (see
+/// `roam_net::Config::hedge`). `None` when no end is a roam multi-socket.
+pub fn hedges_metric<'a>(ends: impl IntoIterator<Item = &'a Conn>) -> Option<Metric> {
+    let roam: Vec<&Conn> = ends
+        .into_iter()
+        .filter(|c| matches!(c, Conn::Roam(_)))
+        .collect();
+    if roam.is_empty() {
+        return None;
+    }
+    let n: u64 = roam.iter().map(|c| c.hedges_sent()).sum();
+    Some(Metric::new("hedges", n as f64, "msgs"))
 }
 
 /// Messages (label, bytes) for a [`background_sender`].

@@ -509,8 +509,11 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let (r, conn) = client
         .join()
         .map_err(|_| anyhow!("the file-system client panicked"))???;
+    let server_end = server_conn.lock().unwrap().take();
+    let hedges =
+        crate::channel::hedges_metric([Some(&*conn), server_end.as_deref()].into_iter().flatten());
     conn.abort();
-    if let Some(c) = server_conn.lock().unwrap().take() {
+    if let Some(c) = server_end {
         c.abort();
     }
     let _ = server.join();
@@ -534,7 +537,10 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             done(crate::report::mean(&r.demand_ms)),
             "ms",
         ),
-    ])
+    ]
+    .into_iter()
+    .chain(hedges)
+    .collect())
 }
 
 #[cfg(test)]

@@ -624,10 +624,17 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         .join()
         .map_err(|_| anyhow!("the mail client panicked"));
     stop.store(true, Ordering::Relaxed);
-    if let Some(p) = proxy_slot.lock().unwrap().take() {
+    let proxy = proxy_slot.lock().unwrap().take();
+    let server_end = server_conn.lock().unwrap().take();
+    let proxy_end = proxy.as_ref().and_then(|p| match &p.up {
+        Upstream::Roam(c) => Some(c),
+        Upstream::Plain { .. } => None,
+    });
+    let hedges = crate::channel::hedges_metric(proxy_end.into_iter().chain(server_end.as_deref()));
+    if let Some(p) = proxy {
         p.up.abort();
     }
-    if let Some(c) = server_conn.lock().unwrap().take() {
+    if let Some(c) = server_end {
         c.abort();
     }
     stop_tx.send(()).ok();
@@ -647,7 +654,10 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         Metric::new("headers_s", out.headers_s, "s"),
         Metric::new("background_s", out.background_s, "s"),
         Metric::new("opens_from_network", out.from_network as f64, "msgs"),
-    ])
+    ]
+    .into_iter()
+    .chain(hedges)
+    .collect())
 }
 
 enum Front {

@@ -284,8 +284,11 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let server_end = server_conn.lock().unwrap().take();
+    let hedges =
+        crate::channel::hedges_metric([Some(&conn), server_end.as_deref()].into_iter().flatten());
     conn.abort();
-    if let Some(c) = server_conn.lock().unwrap().take() {
+    if let Some(c) = server_end {
         c.abort();
     }
     let _ = server.join();
@@ -327,5 +330,8 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             raw_dropped as f64 / raw_generated.max(1) as f64,
             "",
         ),
-    ])
+    ]
+    .into_iter()
+    .chain(hedges)
+    .collect())
 }

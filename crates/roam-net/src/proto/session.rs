@@ -464,6 +464,8 @@ pub struct Session {
     outstanding: u64,
     buffered: u64,
     doubt: BTreeSet<IrobId>,
+    /// Small foreground IROBs sent a second time by [`Session::hedge_late_foreground`].
+    hedges_sent: u64,
     /// Events that may let `recv` return something new (see [`Session::arrivals`]).
     arrivals: u64,
     /// IROBs asked about: on which connection, when.
@@ -527,6 +529,7 @@ impl Session {
             outstanding: 0,
             buffered: 0,
             doubt: BTreeSet::new(),
+            hedges_sent: 0,
             requested: BTreeMap::new(),
             arrivals: 0,
             deferred: Default::default(),
@@ -1639,6 +1642,7 @@ impl Session {
             o.need_end = true;
             o.pinned = Some(alt);
             self.sendable[o.label.rank()].insert(id);
+            self.hedges_sent += 1;
         }
     }
 
@@ -2051,6 +2055,14 @@ impl Session {
     /// Bytes accepted from the application and not yet acknowledged by the peer.
     pub fn unacknowledged(&self) -> u64 {
         self.buffered
+    }
+
+    /// How many small foreground IROBs this session has sent a second time over another
+    /// network because they went unacknowledged too long (see `Config::hedge`). Whether a
+    /// hedge was needed is not known here (the peer acknowledges both copies alike); the
+    /// count bounds what hedging cost: at most that many small IROBs' bytes.
+    pub fn hedges_sent(&self) -> u64 {
+        self.hedges_sent
     }
 
     // ----- receiver -------------------------------------------------------------------------
@@ -2682,11 +2694,13 @@ mod tests {
             s.handle_timeout(due);
             let again = data_on(&mut s, 2, due);
             assert_eq!(again, if hedge { vec![0] } else { vec![] });
+            assert_eq!(s.hedges_sent(), u64::from(hedge));
             // Once only.
             let later = due + Duration::from_secs(1);
             s.handle_timeout(later);
             assert!(data_on(&mut s, 1, later).is_empty());
             assert!(data_on(&mut s, 2, later).is_empty());
+            assert_eq!(s.hedges_sent(), u64::from(hedge), "counted once");
             s.on_ack(0);
             assert_eq!(s.unacknowledged(), 200, "bytes of the other two");
         }

@@ -154,6 +154,11 @@ impl MultiSocket {
     pub fn connections(&self) -> Vec<(u64, u32)> {
         self.inner.connections()
     }
+
+    /// See [`super::MultiSocket::hedges_sent`].
+    pub fn hedges_sent(&self) -> u64 {
+        self.inner.hedges_sent()
+    }
 }
 
 /// Run a future on a runtime worker (so that tasks it spawns and sockets it makes belong to the

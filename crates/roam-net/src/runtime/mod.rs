@@ -1187,6 +1187,12 @@ impl MultiSocket {
         self.shared.session().unacknowledged()
     }
 
+    /// Small foreground IROBs sent a second time over another network because they went
+    /// unacknowledged too long ([`crate::proto::Session::hedges_sent`]).
+    pub fn hedges_sent(&self) -> u64 {
+        self.shared.session().hedges_sent()
+    }
+
     fn network_event(&self, name: &str, addr: Option<Ipv4Addr>) {
         let sh = &self.shared;
         let mut map = sh.networks.lock().unwrap();
