@@ -4,7 +4,9 @@
 //!
 //! The client caches 4 KB blocks. A read of a block it does not hold is a *demand fetch*
 //! ({foreground, small}; the build waits for it). The first read of a file also *prefetches*
-//! the rest of that file ({background, large}). Writes go to the cache and are *written back*
+//! the rest of that file ({background, large}). A file the build created or truncated holds
+//! only what the build wrote, so its reads never go to the server (the trace's `C` records).
+//! Writes go to the cache and are *written back*
 //! asynchronously ({background, large}), each write-back depending on the previous one, so the
 //! server applies modifications in order. Replies carry the request's label. Between
 //! operations the replay keeps the recorded gaps (the build's own computation).
@@ -56,18 +58,30 @@ pub fn build_trace() -> Result<&'static FsTrace> {
         .map_err(|e| anyhow!("fixtures/lighttpd-build.trace: {e}"))
 }
 
+/// What an operation of the trace does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// Read `len` bytes at `off`.
+    Read,
+    /// Write `len` bytes at `off`.
+    Write,
+    /// The build creates or truncates the file (`C` records): from now on its contents are
+    /// what the build writes, held by the client, so its reads never go to the server.
+    Create,
+}
+
 /// One operation of the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Op {
     /// Time since the start of the build, ms.
     pub t_ms: u64,
-    /// Write (else read).
-    pub write: bool,
+    /// Read, write or create.
+    pub kind: OpKind,
     /// File id.
     pub file: u32,
-    /// Byte offset.
+    /// Byte offset (0 for [`OpKind::Create`]).
     pub off: u64,
-    /// Length, bytes.
+    /// Length, bytes (0 for [`OpKind::Create`]).
     pub len: u64,
 }
 
@@ -81,7 +95,8 @@ pub struct FsTrace {
 }
 
 impl FsTrace {
-    /// Parse the v1 text format (see `scripts/fs-trace-from-strace.py`).
+    /// Parse the text format (v2, see `scripts/fs-trace-from-strace.py`; v1 is v2 without `C`
+    /// records).
     pub fn parse(text: &str) -> Result<FsTrace> {
         let mut t = FsTrace::default();
         for (i, line) in text.lines().enumerate() {
@@ -100,18 +115,29 @@ impl FsTrace {
                 "F" => {
                     t.sizes.insert(num(1)? as u32, num(2)?);
                 }
-                "O" => {
-                    let write = match f.get(2) {
-                        Some(&"R") => false,
-                        Some(&"W") => true,
-                        other => bail!("line {n}: operation {other:?} is neither R nor W"),
-                    };
-                    let op = Op {
-                        t_ms: num(1)?,
-                        write,
-                        file: num(3)? as u32,
-                        off: num(4)?,
-                        len: num(5)?,
+                "O" | "C" => {
+                    let op = if f[0] == "C" {
+                        Op {
+                            t_ms: num(1)?,
+                            kind: OpKind::Create,
+                            file: num(2)? as u32,
+                            off: 0,
+                            len: 0,
+                        }
+                    } else {
+                        Op {
+                            t_ms: num(1)?,
+                            kind: match f.get(2) {
+                                Some(&"R") => OpKind::Read,
+                                Some(&"W") => OpKind::Write,
+                                other => {
+                                    bail!("line {n}: operation {other:?} is neither R nor W")
+                                }
+                            },
+                            file: num(3)? as u32,
+                            off: num(4)?,
+                            len: num(5)?,
+                        }
                     };
                     if !t.sizes.contains_key(&op.file) {
                         bail!("line {n}: file {} was not declared", op.file);
@@ -264,6 +290,86 @@ fn serve(conn: Arc<Conn>) -> Result<()> {
         .map_err(|_| anyhow!("background replies panicked"))?
 }
 
+/// The client's decisions, without I/O: what each operation of the build asks of the server
+/// and which blocks it must then wait for. Blocks arrive (into the cache's `have`) elsewhere.
+#[derive(Default)]
+struct Client {
+    /// Files the build created or truncated so far (their reads are local).
+    created: HashSet<u32>,
+    /// Per file read so far, the blocks its prefetch asked for.
+    prefetched: HashMap<u32, std::ops::Range<u64>>,
+    /// Blocks fetched on demand so far (each at most once).
+    demanded: HashSet<(u32, u64)>,
+    /// Demand fetches of blocks a prefetch had already asked for (the prefetch was late).
+    overtaking: u64,
+}
+
+/// What one operation needs from the network.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Needs {
+    /// Blocks to fetch on demand now.
+    demand: Vec<u64>,
+    /// Prefetch requests (first block, blocks), the rest of a file read the first time.
+    prefetch: Vec<(u64, u64)>,
+    /// Blocks the build waits for before its next operation.
+    wait: Vec<u64>,
+    /// The operation is a write: write it back.
+    write_back: bool,
+}
+
+impl Client {
+    /// Plan `op`; `have` is the cache's blocks (a write adds its blocks).
+    fn plan(&mut self, op: &Op, size: u64, have: &mut HashSet<(u32, u64)>) -> Needs {
+        match op.kind {
+            OpKind::Create => {
+                self.created.insert(op.file);
+                return Needs::default();
+            }
+            OpKind::Write => {
+                have.extend(blocks(op.off, op.len).map(|k| (op.file, k)));
+                return Needs {
+                    write_back: true,
+                    ..Needs::default()
+                };
+            }
+            // The build's own data (see `OpKind::Create`): in the client's cache.
+            OpKind::Read if self.created.contains(&op.file) => return Needs::default(),
+            OpKind::Read => {}
+        }
+        let want: Vec<u64> = blocks(op.off, op.len).collect();
+        // A block the build needs now is fetched on demand even if a prefetch of it is under
+        // way (it may be queued behind much more).
+        let demand: Vec<u64> = want
+            .iter()
+            .copied()
+            .filter(|k| !have.contains(&(op.file, *k)))
+            .filter(|k| self.demanded.insert((op.file, *k)))
+            .collect();
+        self.overtaking += demand
+            .iter()
+            .filter(|k| self.prefetched.get(&op.file).is_some_and(|r| r.contains(k)))
+            .count() as u64;
+        let mut prefetch = Vec::new();
+        if let std::collections::hash_map::Entry::Vacant(e) = self.prefetched.entry(op.file) {
+            // First read of the file: prefetch the rest of it in the background.
+            let (last, total) = (blocks(op.off, op.len).end, size.div_ceil(BLOCK));
+            e.insert(last..total);
+            let mut k = last;
+            while k < total {
+                let n = (total - k).min(PREFETCH_MAX / BLOCK);
+                prefetch.push((k, n));
+                k += n;
+            }
+        }
+        Needs {
+            demand,
+            prefetch,
+            wait: want,
+            write_back: false,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Cache {
     have: HashSet<(u32, u64)>,
@@ -385,51 +491,30 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             }
             Ok(())
         });
-        // Per file read so far, the blocks its prefetch asked for; a demand fetch of one
-        // of them is "overtaking".
-        let mut prefetched: HashMap<u32, std::ops::Range<u64>> = HashMap::new();
-        let mut demanded: HashSet<(u32, u64)> = HashSet::new();
-        let mut overtaking = 0u64;
+        let mut client = Client::default();
         let mut prev_t = 0u64;
         for op in ops {
             // The build's own computation between operations.
             std::thread::sleep(Duration::from_millis(op.t_ms - prev_t));
             prev_t = op.t_ms;
             progress(op.t_ms / 1000);
-            if op.write {
-                let (lock, _) = &*cache;
-                let mut c = lock.lock().unwrap();
-                for k in blocks(op.off, op.len) {
-                    c.have.insert((op.file, k));
+            let size = trace.sizes.get(&op.file).copied().unwrap_or(0);
+            let needs = {
+                let mut c = cache.0.lock().unwrap();
+                let needs = client.plan(op, size, &mut c.have);
+                let now = Instant::now();
+                for &k in &needs.demand {
+                    c.asked.insert((op.file, k), now);
                 }
-                drop(c);
+                needs
+            };
+            if needs.write_back {
                 wb_tx
                     .send(*op)
                     .map_err(|_| anyhow!("write-back thread ended"))?;
                 continue;
             }
-            let want: Vec<u64> = blocks(op.off, op.len).collect();
-            // A block the build needs now is fetched on demand even if a prefetch of it is
-            // under way (it may be queued behind much more).
-            let ask: Vec<u64> = {
-                let mut c = cache.0.lock().unwrap();
-                let now = Instant::now();
-                let ask: Vec<u64> = want
-                    .iter()
-                    .copied()
-                    .filter(|k| !c.have.contains(&(op.file, *k)))
-                    .filter(|k| demanded.insert((op.file, *k)))
-                    .collect();
-                for &k in &ask {
-                    c.asked.insert((op.file, k), now);
-                }
-                overtaking += ask
-                    .iter()
-                    .filter(|k| prefetched.get(&op.file).is_some_and(|r| r.contains(k)))
-                    .count() as u64;
-                ask
-            };
-            for k in ask {
+            for &k in &needs.demand {
                 conn.send(
                     Label::ForegroundSmall,
                     &[],
@@ -437,21 +522,12 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                     None,
                 )?;
             }
-            if let std::collections::hash_map::Entry::Vacant(e) = prefetched.entry(op.file) {
-                // First read of the file: prefetch the rest of it in the background.
-                let size = trace.sizes.get(&op.file).copied().unwrap_or(0);
-                let last = blocks(op.off, op.len).end;
-                let total = size.div_ceil(BLOCK);
-                e.insert(last..total);
-                let mut k = last;
-                while k < total {
-                    let n = (total - k).min(PREFETCH_MAX / BLOCK);
-                    pf_tx
-                        .send(header(b'P', op.file, k, n))
-                        .map_err(|_| anyhow!("prefetch thread ended"))?;
-                    k += n;
-                }
+            for &(k, n) in &needs.prefetch {
+                pf_tx
+                    .send(header(b'P', op.file, k, n))
+                    .map_err(|_| anyhow!("prefetch thread ended"))?;
             }
+            let want = needs.wait;
             let (lock, cv) = &*cache;
             let mut c = lock.lock().unwrap();
             let asked = Instant::now();
@@ -502,7 +578,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             writeback: wb,
             writes,
             demand_ms,
-            overtaking,
+            overtaking: client.overtaking,
         };
         Ok((replay, conn))
     });
@@ -563,7 +639,8 @@ mod tests {
     #[test]
     fn fixture_parses_and_errors_name_the_line() {
         let t = FsTrace::parse(FIXTURE).unwrap();
-        assert!(t.ops.len() > 100 && t.ops.iter().any(|o| o.write));
+        assert!(t.ops.len() > 100 && t.ops.iter().any(|o| o.kind == OpKind::Write));
+        assert!(t.ops.iter().any(|o| o.kind == OpKind::Create));
         assert!(t.length() > Duration::from_secs(10));
         let e = FsTrace::parse("F 1 10 a\nO 5 X 1 0 4\n").unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
@@ -573,6 +650,14 @@ mod tests {
         assert!(e.to_string().contains("backwards"), "{e}");
         let t = FsTrace::parse("F 1 10 a\nO 5 R 1 0 4\nO 900 R 1 0 4\n").unwrap();
         assert_eq!(t.prefix(Duration::from_millis(100)).len(), 1);
+        let t = FsTrace::parse("F 1 10 a\nC 3 1\nO 5 W 1 0 4\n").unwrap();
+        assert_eq!(t.ops[0].kind, OpKind::Create);
+        assert_eq!((t.ops[0].t_ms, t.ops[0].file), (3, 1));
+        let e = FsTrace::parse("F 1 10 a\nC 3 2\n").unwrap_err();
+        assert!(
+            e.to_string().contains("line 2: file 2 was not declared"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -595,6 +680,43 @@ mod tests {
         assert!(Pending::Prefetch(Label::BackgroundLarge, 7, 2, 2)
             .next(&sent)
             .is_none());
+    }
+
+    /// The client fetches a source file's missing blocks on demand and prefetches the rest on
+    /// its first read, but never fetches a file the build created: those blocks are its own.
+    #[test]
+    fn the_client_fetches_source_files_but_not_the_builds_own() {
+        let op = |kind, file, off, len| Op {
+            t_ms: 0,
+            kind,
+            file,
+            off,
+            len,
+        };
+        let mut c = Client::default();
+        let mut have = HashSet::new();
+        // File 1 (20 blocks) from the source tree: blocks 0-1 on demand, the rest prefetched.
+        let n = c.plan(&op(OpKind::Read, 1, 0, 8192), 20 * BLOCK, &mut have);
+        assert_eq!(n.demand, vec![0, 1]);
+        assert_eq!(n.prefetch, vec![(2, 18)]);
+        assert_eq!(n.wait, vec![0, 1]);
+        // Block 5 is needed before its prefetch arrived: fetched on demand, "overtaking".
+        let n = c.plan(&op(OpKind::Read, 1, 5 * BLOCK, 10), 20 * BLOCK, &mut have);
+        assert_eq!((n.demand, n.prefetch, c.overtaking), (vec![5], vec![], 1));
+        // File 2 is created by the build, written in part, then read past what the trace
+        // shows written (the linker seeks; `lseek` is not traced): nothing to fetch or await.
+        assert_eq!(
+            c.plan(&op(OpKind::Create, 2, 0, 0), 0, &mut have),
+            Needs::default()
+        );
+        let n = c.plan(&op(OpKind::Write, 2, 0, 100), 64 * BLOCK, &mut have);
+        assert!(n.write_back && have.contains(&(2, 0)));
+        let n = c.plan(&op(OpKind::Read, 2, 100, 40_000), 64 * BLOCK, &mut have);
+        assert_eq!(n, Needs::default());
+        // A source file written before its first read: the written block is not fetched.
+        c.plan(&op(OpKind::Write, 3, 0, 10), 3 * BLOCK, &mut have);
+        let n = c.plan(&op(OpKind::Read, 3, 0, 2 * BLOCK), 3 * BLOCK, &mut have);
+        assert_eq!((n.demand, n.prefetch), (vec![1], vec![(2, 1)]));
     }
 
     #[test]
