@@ -111,44 +111,38 @@ impl FsTrace {
                     .parse()
                     .with_context(|| format!("line {n}: field {k} is not a number"))
             };
-            match f[0] {
+            let op = match f[0] {
                 "F" => {
                     t.sizes.insert(num(1)? as u32, num(2)?);
+                    continue;
                 }
-                "O" | "C" => {
-                    let op = if f[0] == "C" {
-                        Op {
-                            t_ms: num(1)?,
-                            kind: OpKind::Create,
-                            file: num(2)? as u32,
-                            off: 0,
-                            len: 0,
-                        }
-                    } else {
-                        Op {
-                            t_ms: num(1)?,
-                            kind: match f.get(2) {
-                                Some(&"R") => OpKind::Read,
-                                Some(&"W") => OpKind::Write,
-                                other => {
-                                    bail!("line {n}: operation {other:?} is neither R nor W")
-                                }
-                            },
-                            file: num(3)? as u32,
-                            off: num(4)?,
-                            len: num(5)?,
-                        }
-                    };
-                    if !t.sizes.contains_key(&op.file) {
-                        bail!("line {n}: file {} was not declared", op.file);
-                    }
-                    if t.ops.last().is_some_and(|p: &Op| p.t_ms > op.t_ms) {
-                        bail!("line {n}: time goes backwards");
-                    }
-                    t.ops.push(op);
-                }
+                "C" => Op {
+                    t_ms: num(1)?,
+                    kind: OpKind::Create,
+                    file: num(2)? as u32,
+                    off: 0,
+                    len: 0,
+                },
+                "O" => Op {
+                    t_ms: num(1)?,
+                    kind: match f.get(2) {
+                        Some(&"R") => OpKind::Read,
+                        Some(&"W") => OpKind::Write,
+                        other => bail!("line {n}: operation {other:?} is neither R nor W"),
+                    },
+                    file: num(3)? as u32,
+                    off: num(4)?,
+                    len: num(5)?,
+                },
                 other => bail!("line {n}: unknown record `{other}`"),
+            };
+            if !t.sizes.contains_key(&op.file) {
+                bail!("line {n}: file {} was not declared", op.file);
             }
+            if t.ops.last().is_some_and(|p: &Op| p.t_ms > op.t_ms) {
+                bail!("line {n}: time goes backwards");
+            }
+            t.ops.push(op);
         }
         Ok(t)
     }

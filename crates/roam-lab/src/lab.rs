@@ -318,12 +318,16 @@ fn better_by(other: f64, roam: f64, higher_better: bool) -> String {
     if !(other.is_finite() && roam.is_finite()) || other == 0.0 {
         return "-".into();
     }
-    let d = if higher_better {
+    format!("{:+.0}%", gain(other, roam, higher_better) * 100.0)
+}
+
+/// roam's relative advantage over `other` (0.05: 5% better; negative: worse).
+fn gain(other: f64, roam: f64, higher_better: bool) -> f64 {
+    if higher_better {
         roam / other - 1.0
     } else {
         other / roam - 1.0
-    };
-    format!("{:+.0}%", d * 100.0)
+    }
 }
 
 /// `a >= b`, false when either is NaN (an incomparable result never meets a target).
@@ -359,12 +363,7 @@ pub fn expected_outcome(rows: &[Row], app: &App, scenario: &str) -> Option<Strin
     if !at_least(got, ratio) {
         misses.push(vs_agg.clone());
     }
-    // Relative background change, negative when roam is worse.
-    let bg = if app.background.2 {
-        rb / ab - 1.0
-    } else {
-        ab / rb - 1.0
-    };
+    let bg = gain(ab, rb, app.background.2);
     let bg_text = format!(
         "background {} vs aggregation (at most {:.0}% worse)",
         better_by(ab, rb, app.background.2),
