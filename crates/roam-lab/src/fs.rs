@@ -154,6 +154,32 @@ impl FsTrace {
         &self.ops[..n]
     }
 
+    /// Bytes of blocks the client asks the server for over the first `d` of the build (demand
+    /// fetches and prefetches), if every block it asks for arrived at once: what the network
+    /// must carry down, whatever the system. `honour_creates: false` ignores the `C` records
+    /// (the trace's first version, which fetched the build's own output).
+    pub fn fetched_bytes(&self, d: Duration, honour_creates: bool) -> u64 {
+        let mut client = Client::default();
+        let mut have = HashSet::new();
+        let mut blocks = 0;
+        for op in self.prefix(d) {
+            if op.kind == OpKind::Create && !honour_creates {
+                continue;
+            }
+            let size = self.sizes.get(&op.file).copied().unwrap_or(0);
+            let n = client.plan(op, size, &mut have);
+            let asked = n
+                .prefetch
+                .iter()
+                .flat_map(|&(k, c)| k..k + c)
+                .chain(n.demand);
+            for k in asked {
+                blocks += u64::from(have.insert((op.file, k)));
+            }
+        }
+        blocks * BLOCK
+    }
+
     /// Length of the recorded build.
     pub fn length(&self) -> Duration {
         Duration::from_millis(self.ops.last().map_or(0, |o| o.t_ms))
@@ -652,6 +678,22 @@ mod tests {
             e.to_string().contains("line 2: file 2 was not declared"),
             "{e}"
         );
+    }
+
+    /// What the recorded build makes the client fetch (docs/lab.md quotes these figures:
+    /// `cargo test -p roam-lab --lib the_build_fetches -- --nocapture`).
+    #[test]
+    fn the_build_fetches_its_sources_not_its_own_output() {
+        let t = build_trace().unwrap();
+        let mb = |d, creates| t.fetched_bytes(d, creates) as f64 / 1e6;
+        let (all, quick) = (t.length() + Duration::from_secs(1), Duration::from_secs(6));
+        let (whole, first6, without) = (mb(all, true), mb(quick, true), mb(all, false));
+        println!(
+            "whole build {whole:.2} MB, first 6 s {first6:.2} MB; ignoring C records {without:.1} MB"
+        );
+        assert!((6.5..7.5).contains(&whole), "{whole} MB");
+        assert!((2.0..3.0).contains(&first6), "{first6} MB");
+        assert!(without > 40.0, "{without} MB");
     }
 
     #[test]
