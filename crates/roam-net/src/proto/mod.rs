@@ -10,6 +10,7 @@ pub mod wire;
 
 pub use label::Label;
 pub use session::{
-    Config, ConnId, Delivery, Event, IrobId, NetId, PathLoad, SendError, Session, ThunkId, Transmit,
+    Config, ConnId, Delivery, Event, IrobId, KernelQueue, NetId, PathLoad, SendError, Session,
+    ThunkId, Transmit,
 };
 pub use wire::{Decoder, Deps, Frame, WireError, WireLimits};

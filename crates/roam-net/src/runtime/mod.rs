@@ -34,7 +34,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::proto::session::{Config, ConnId, Delivery, Event, IrobId, NetId, SendError, Session};
-use crate::proto::{Decoder, Deps, Frame, Label, PathLoad};
+use crate::proto::{Decoder, Deps, Frame, KernelQueue, Label, PathLoad};
 pub use tls::Tls;
 use tls::{Accepted, ConnRead, ConnWrite};
 
@@ -475,7 +475,14 @@ impl Shared {
         let probing = sys::tcp_info(fd).ok().and_then(|i| i.probing_cwnd());
         let cap = s.background_cap(conn, now, probing);
         let mine = sys::outq(fd).unwrap_or(0);
-        s.kernel_queue(conn, mine);
+        let unsent = sys::unsent(fd).unwrap_or(0).min(mine);
+        s.kernel_queue(
+            conn,
+            KernelQueue {
+                in_flight: mine - unsent,
+                unsent,
+            },
+        );
         let others = self.shm.as_ref().map_or(0, |m| m.others(network));
         cap.saturating_sub(mine + others)
     }

@@ -1,5 +1,6 @@
 //! The Linux socket mechanisms the driver uses: TCP_INFO (passive estimates), SIOCOUTQ
-//! (bytes the kernel holds unacknowledged), TCP_NOTSENT_LOWAT (bound on unsent bytes), and
+//! (bytes the kernel holds unacknowledged) and SIOCOUTQNSD (of those, not yet sent),
+//! TCP_NOTSENT_LOWAT (bound on unsent bytes), and
 //! binding a connection to its interface.
 
 use std::io;
@@ -101,6 +102,20 @@ pub fn outq(fd: RawFd) -> io::Result<u64> {
     Ok(v.max(0) as u64)
 }
 
+/// `SIOCOUTQNSD` from `linux/sockios.h` (not in the libc crate).
+const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+
+/// Bytes in the socket's send queue not yet sent (SIOCOUTQNSD, Linux >= 3.0).
+pub fn unsent(fd: RawFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    // SAFETY: SIOCOUTQNSD writes one int.
+    let r = unsafe { libc::ioctl(fd, SIOCOUTQNSD as _, &mut v) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v.max(0) as u64)
+}
+
 /// Set TCP_NOTSENT_LOWAT: the socket is writable (and accepts writes) only while fewer than
 /// `bytes` are waiting unsent, so data we hand the kernel cannot queue up ahead of foreground
 /// data for long.
@@ -171,6 +186,25 @@ mod tests {
     }
 
     #[test]
+    fn unsent_bytes_are_counted_apart_from_those_in_flight() {
+        // A peer that does not read: its receive window fills, the rest stays unsent here.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_s, _) = l.accept().unwrap();
+        c.set_nonblocking(true).unwrap();
+        let mut sent = 0;
+        while let Ok(n) = (&c).write(&[1u8; 65536]) {
+            sent += n as u64;
+        }
+        // What the peer's buffer took is acknowledged; the rest waits here, unsent.
+        let (q, u) = (outq(c.as_raw_fd()).unwrap(), unsent(c.as_raw_fd()).unwrap());
+        assert!(
+            q < sent && u > 0 && u <= q,
+            "sent {sent}, outq {q}, unsent {u}"
+        );
+    }
+
+    #[test]
     fn tcp_info_and_outq_on_loopback() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -182,7 +216,8 @@ mod tests {
         let info = tcp_info(c.as_raw_fd()).unwrap();
         assert!(info.min_rtt.is_some(), "{info:?}");
         assert!(info.rtt < Duration::from_millis(100));
-        // Everything was read and acknowledged (eventually).
+        // Everything was read, so sent; acknowledged eventually.
+        assert_eq!(unsent(c.as_raw_fd()).unwrap(), 0);
         for _ in 0..100 {
             if outq(c.as_raw_fd()).unwrap() == 0 {
                 return;
