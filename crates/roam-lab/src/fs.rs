@@ -400,6 +400,36 @@ struct Cache {
     demand_ms: Vec<f64>,
 }
 
+/// A read of the build that had to wait for the network.
+struct Wait {
+    /// When the build made it (recorded time, ms).
+    t_ms: u64,
+    file: u32,
+    /// Blocks it reads, and how many of them it fetched on demand.
+    blocks: usize,
+    demanded: usize,
+    /// How long it waited.
+    waited: Duration,
+}
+
+/// The header and rows of `fs-waits.csv`, which a trial writes into its log directory
+/// (`--emu-logs`): every read that waited, to tell where a replay's time went
+/// (`scripts/fs-waits.py` sums them by burst size).
+fn waits_csv(waits: &[Wait]) -> String {
+    let mut s = String::from("t_build_ms,file,blocks,demanded,waited_ms\n");
+    for w in waits {
+        s.push_str(&format!(
+            "{},{},{},{},{:.1}\n",
+            w.t_ms,
+            w.file,
+            w.blocks,
+            w.demanded,
+            w.waited.as_secs_f64() * 1e3
+        ));
+    }
+    s
+}
+
 /// What one replay measured.
 struct Replay {
     /// Seconds the replayed build took ([`UNFINISHED`] if a demand read went unanswered).
@@ -411,6 +441,8 @@ struct Replay {
     demand_ms: Vec<f64>,
     /// Demand fetches of blocks a prefetch had already asked for (the prefetch was late).
     overtaking: u64,
+    /// Reads that waited.
+    waits: Vec<Wait>,
 }
 
 impl Replay {
@@ -421,6 +453,7 @@ impl Replay {
             writes: 0,
             demand_ms: Vec::new(),
             overtaking: 0,
+            waits: Vec::new(),
         }
     }
 }
@@ -512,6 +545,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             Ok(())
         });
         let mut client = Client::default();
+        let mut waits = Vec::new();
         let mut prev_t = 0u64;
         for op in ops {
             // The build's own computation between operations.
@@ -571,6 +605,16 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                     return Ok((Replay::unfinished(), conn));
                 }
             }
+            let waited = asked.elapsed();
+            if waited >= Duration::from_millis(1) {
+                waits.push(Wait {
+                    t_ms: op.t_ms,
+                    file: op.file,
+                    blocks: want.len(),
+                    demanded: needs.demand.len(),
+                    waited,
+                });
+            }
         }
         let interactive = start.elapsed().as_secs_f64();
         drop((wb_tx, pf_tx));
@@ -599,6 +643,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             writes,
             demand_ms,
             overtaking: client.overtaking,
+            waits,
         };
         Ok((replay, conn))
     });
@@ -613,6 +658,11 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         c.abort();
     }
     let _ = server.join();
+    if let Some(d) = &t.log_dir {
+        let p = d.join("fs-waits.csv");
+        std::fs::write(&p, waits_csv(&r.waits))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
     // An unfinished replay has no counts or demand statistics to report.
     let done = |x: f64| {
         if r.interactive.is_finite() {

@@ -47,6 +47,8 @@ pub struct Trial {
     pub seed: u64,
     /// Progress: seconds of the workload done so far.
     pub progress: Arc<dyn Fn(u64) + Send + Sync>,
+    /// Where the trial's logs go (`--emu-logs`): the emulator's, and any an application keeps.
+    pub log_dir: Option<PathBuf>,
 }
 
 /// Start the emulator for `system` on `scenario` and run `app` in it.
@@ -62,7 +64,7 @@ pub fn run(
     let links = system::links(scenario, system, duration)?;
     let emu = Emulator::start(EmuConfig {
         links,
-        log_dir,
+        log_dir: log_dir.clone(),
         ..Default::default()
     })?;
     let mut t = Trial {
@@ -72,6 +74,7 @@ pub fn run(
         duration,
         seed,
         progress,
+        log_dir,
     };
     let r = app(&t);
     let _ = t.emu.shutdown();

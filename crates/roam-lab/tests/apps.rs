@@ -66,13 +66,43 @@ fn file_system_replays_the_build_and_writes_everything_back() {
         }
     }
     for system in [System::Roam, System::Aggregation] {
-        let ms = trial::run(fs::run, &sc, system, d, 1, Arc::new(|_| {}), None).unwrap();
+        let logs = std::env::temp_dir().join(format!("roam-fs-test-{}", std::process::id()));
+        let ms = trial::run(
+            fs::run,
+            &sc,
+            system,
+            d,
+            1,
+            Arc::new(|_| {}),
+            Some(logs.clone()),
+        )
+        .unwrap();
+        // The reads that waited, in the trial's log directory: their waits are the replay's
+        // time beyond the recorded span.
+        let waits = std::fs::read_to_string(logs.join("fs-waits.csv")).unwrap();
+        let _ = std::fs::remove_dir_all(&logs);
+        let mut lines = waits.lines();
+        assert_eq!(
+            lines.next(),
+            Some("t_build_ms,file,blocks,demanded,waited_ms")
+        );
+        let mut waited_s = 0.0;
+        for l in lines {
+            let f: Vec<f64> = l.split(',').map(|x| x.parse().unwrap()).collect();
+            assert!(f[3] <= f[2], "{system:?}: more demanded than read: {l}");
+            waited_s += f[4] / 1e3;
+        }
+        let span = ops.last().unwrap().t_ms as f64 / 1e3;
         assert_eq!(get(&ms, "writebacks"), writes, "{system:?}");
         let i = get(&ms, "interactive_s");
         let w = get(&ms, "writeback_s");
         assert!(
             i.is_finite() && i >= 2.9,
             "{system:?}: the replay keeps the build's gaps ({i} s)"
+        );
+        assert!(
+            waited_s > 0.0 && waited_s <= i - span + 0.05,
+            "{system:?}: waits {waited_s} s in a replay of {i} s of a {span} s span"
         );
         assert!(w.is_finite() && w > 0.0, "{system:?}: write-back {w}");
         let demand = get(&ms, "demand_fetches");
