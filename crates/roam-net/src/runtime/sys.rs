@@ -93,9 +93,14 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
 /// Bytes in the socket's send queue not yet acknowledged by the peer (SIOCOUTQ): data in
 /// flight plus data not yet sent.
 pub fn outq(fd: RawFd) -> io::Result<u64> {
+    queue_ioctl(fd, libc::TIOCOUTQ as _)
+}
+
+/// An ioctl that reports a socket queue's length as one int.
+fn queue_ioctl(fd: RawFd, request: libc::c_ulong) -> io::Result<u64> {
     let mut v: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int.
-    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut v) };
+    // SAFETY: TIOCOUTQ (= SIOCOUTQ) and SIOCOUTQNSD write one int.
+    let r = unsafe { libc::ioctl(fd, request as _, &mut v) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -107,13 +112,7 @@ const SIOCOUTQNSD: libc::c_ulong = 0x894B;
 
 /// Bytes in the socket's send queue not yet sent (SIOCOUTQNSD, Linux >= 3.0).
 pub fn unsent(fd: RawFd) -> io::Result<u64> {
-    let mut v: libc::c_int = 0;
-    // SAFETY: SIOCOUTQNSD writes one int.
-    let r = unsafe { libc::ioctl(fd, SIOCOUTQNSD as _, &mut v) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(v.max(0) as u64)
+    queue_ioctl(fd, SIOCOUTQNSD)
 }
 
 /// Set TCP_NOTSENT_LOWAT: the socket is writable (and accepts writes) only while fewer than
