@@ -302,9 +302,9 @@ struct Conn {
 /// A connection's send queue in the kernel, all labels (see [`Session::kernel_queue`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelQueue {
-    /// Bytes sent and not yet acknowledged (SIOCOUTQ minus SIOCOUTQNSD).
+    /// Bytes sent and not yet acknowledged (SIOCOUTQ minus the unsent ones).
     pub in_flight: u64,
-    /// Bytes not yet sent (SIOCOUTQNSD).
+    /// Bytes not yet sent (TCP_INFO's `tcpi_notsent_bytes`).
     pub unsent: u64,
 }
 
@@ -1604,27 +1604,25 @@ impl Session {
             .unwrap_or(Duration::from_secs(1))
     }
 
-    /// How long a small foreground IROB sent over network `net` may go unacknowledged before
-    /// it is hedged: it needs half that network's RTT to arrive, and its acknowledgement up to
-    /// half the largest RTT among networks with an established connection to come back (it
-    /// may come over any); twice that, plus 100 ms, within [250 ms, 2 s]. `None` with fewer
-    /// than two such networks (nowhere to hedge to).
-    fn hedge_delay(&self, net: NetId) -> Option<Duration> {
-        let nets = self.established_networks();
-        if nets.len() < 2 {
-            return None;
-        }
-        let back = nets.iter().map(|&n| self.rtt_or_second(n)).max()?;
-        let d = self.rtt_or_second(net) + back + Duration::from_millis(100);
-        Some(d.clamp(Duration::from_millis(250), Duration::from_secs(2)))
-    }
-
     /// The small foreground IROBs that may be hedged: id, the network they went out over, and
-    /// when they are due (`last_sent` + [`Session::hedge_delay`]). None with hedging off.
+    /// when they are due: `last_sent` plus the hedge delay. None with hedging off, or with
+    /// fewer than two networks with an established connection (nowhere to hedge to).
+    ///
+    /// The hedge delay of an IROB sent over network `net`: it needs half that network's RTT to
+    /// arrive, and its acknowledgement up to half the largest RTT among networks with an
+    /// established connection to come back (it may come over any); twice that, plus 100 ms,
+    /// within [250 ms, 2 s].
     fn hedges(&self) -> Vec<(IrobId, NetId, Time)> {
-        if !self.config.hedge {
+        let nets = self.established_networks();
+        if !self.config.hedge || nets.len() < 2 {
             return Vec::new();
         }
+        let back = nets.iter().map(|&n| self.rtt_or_second(n)).max();
+        let back = back.unwrap_or_default(); // two networks or more: always some
+        let delay = |net| {
+            (self.rtt_or_second(net) + back + Duration::from_millis(100))
+                .clamp(Duration::from_millis(250), Duration::from_secs(2))
+        };
         self.out
             .iter()
             .filter(|(id, o)| {
@@ -1637,7 +1635,7 @@ impl Session {
             .filter_map(|(&id, o)| {
                 let conn = o.inflight.last()?.0;
                 let net = self.conns.get(&conn)?.net;
-                Some((id, net, o.last_sent + self.hedge_delay(net)?))
+                Some((id, net, o.last_sent + delay(net)))
             })
             .collect()
     }
@@ -1645,7 +1643,7 @@ impl Session {
     /// Redundant retransmission of late small foreground IROBs (Meatballs' redundant strategy,
     /// seed 000 ch. 4: send on both networks and keep the first arrival, worth it when the
     /// item is small and waiting costs the user). A small foreground IROB sent completely and
-    /// unacknowledged for `Session::hedge_delay` is sent once more, whole, over the
+    /// unacknowledged for its hedge delay (`Session::hedges`) is sent once more, whole, over the
     /// lowest-RTT connection of another network; the receiver delivers whichever copy arrives
     /// first and ignores the other. Why: a WiFi network that vanishes stalls its connection
     /// silently, and the break is detected only after the user timeout (4 s); the lab's

@@ -472,10 +472,10 @@ impl Shared {
         network: Option<&str>,
         now: Time,
     ) -> u64 {
-        let probing = sys::tcp_info(fd).ok().and_then(|i| i.probing_cwnd());
-        let cap = s.background_cap(conn, now, probing);
+        let info = sys::tcp_info(fd).ok();
+        let cap = s.background_cap(conn, now, info.and_then(|i| i.probing_cwnd()));
         let mine = sys::outq(fd).unwrap_or(0);
-        let unsent = sys::unsent(fd).unwrap_or(0).min(mine);
+        let unsent = info.map_or(0, |i| i.notsent).min(mine);
         s.kernel_queue(
             conn,
             KernelQueue {

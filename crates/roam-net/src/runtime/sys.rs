@@ -1,6 +1,5 @@
 //! The Linux socket mechanisms the driver uses: TCP_INFO (passive estimates), SIOCOUTQ
-//! (bytes the kernel holds unacknowledged) and SIOCOUTQNSD (of those, not yet sent),
-//! TCP_NOTSENT_LOWAT (bound on unsent bytes), and
+//! (bytes the kernel holds unacknowledged), TCP_NOTSENT_LOWAT (bound on unsent bytes), and
 //! binding a connection to its interface.
 
 use std::io;
@@ -27,6 +26,9 @@ pub struct TcpInfo {
     /// Still in slow start: the congestion window is below the slow-start threshold (which is
     /// "infinite" until the first loss).
     pub slow_start: bool,
+    /// Bytes in the send queue not yet sent (`tcpi_notsent_bytes`, kernel >= 4.6; the same
+    /// count as the SIOCOUTQNSD ioctl, without a second system call).
+    pub notsent: u64,
 }
 
 impl TcpInfo {
@@ -87,32 +89,20 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         bytes_acked: u64_at(120).unwrap_or(0),
         cwnd_bytes: u32_at(80).unwrap_or(0) as u64 * u32_at(16).unwrap_or(0) as u64,
         slow_start: u32_at(80).unwrap_or(0) < u32_at(76).unwrap_or(0),
+        notsent: u32_at(144).unwrap_or(0) as u64,
     })
 }
 
 /// Bytes in the socket's send queue not yet acknowledged by the peer (SIOCOUTQ): data in
 /// flight plus data not yet sent.
 pub fn outq(fd: RawFd) -> io::Result<u64> {
-    queue_ioctl(fd, libc::TIOCOUTQ as _)
-}
-
-/// An ioctl that reports a socket queue's length as one int.
-fn queue_ioctl(fd: RawFd, request: libc::c_ulong) -> io::Result<u64> {
     let mut v: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ (= SIOCOUTQ) and SIOCOUTQNSD write one int.
-    let r = unsafe { libc::ioctl(fd, request as _, &mut v) };
+    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut v) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(v.max(0) as u64)
-}
-
-/// `SIOCOUTQNSD` from `linux/sockios.h` (not in the libc crate).
-const SIOCOUTQNSD: libc::c_ulong = 0x894B;
-
-/// Bytes in the socket's send queue not yet sent (SIOCOUTQNSD, Linux >= 3.0).
-pub fn unsent(fd: RawFd) -> io::Result<u64> {
-    queue_ioctl(fd, SIOCOUTQNSD)
 }
 
 /// Set TCP_NOTSENT_LOWAT: the socket is writable (and accepts writes) only while fewer than
@@ -196,7 +186,10 @@ mod tests {
             sent += n as u64;
         }
         // What the peer's buffer took is acknowledged; the rest waits here, unsent.
-        let (q, u) = (outq(c.as_raw_fd()).unwrap(), unsent(c.as_raw_fd()).unwrap());
+        let (q, u) = (
+            outq(c.as_raw_fd()).unwrap(),
+            tcp_info(c.as_raw_fd()).unwrap().notsent,
+        );
         assert!(
             q < sent && u > 0 && u <= q,
             "sent {sent}, outq {q}, unsent {u}"
@@ -216,7 +209,7 @@ mod tests {
         assert!(info.min_rtt.is_some(), "{info:?}");
         assert!(info.rtt < Duration::from_millis(100));
         // Everything was read, so sent; acknowledged eventually.
-        assert_eq!(unsent(c.as_raw_fd()).unwrap(), 0);
+        assert_eq!(tcp_info(c.as_raw_fd()).unwrap().notsent, 0);
         for _ in 0..100 {
             if outq(c.as_raw_fd()).unwrap() == 0 {
                 return;
