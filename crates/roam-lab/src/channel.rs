@@ -250,15 +250,11 @@ impl Conn {
 /// time over the other network because the first copy went unacknowledged too long (see
 /// `roam_net::Config::hedge`). `None` when no end is a roam multi-socket.
 pub fn hedges_metric<'a>(ends: impl IntoIterator<Item = &'a Conn>) -> Option<Metric> {
-    let roam: Vec<&Conn> = ends
-        .into_iter()
+    ends.into_iter()
         .filter(|c| matches!(c, Conn::Roam(_)))
-        .collect();
-    if roam.is_empty() {
-        return None;
-    }
-    let n: u64 = roam.iter().map(|c| c.hedges_sent()).sum();
-    Some(Metric::new("hedges", n as f64, "msgs"))
+        .map(|c| c.hedges_sent())
+        .reduce(|a, b| a + b)
+        .map(|n| Metric::new("hedges", n as f64, "msgs"))
 }
 
 /// Messages (label, bytes) for a [`background_sender`].
