@@ -257,23 +257,6 @@ pub fn hedges_metric<'a>(ends: impl IntoIterator<Item = &'a Conn>) -> Option<Met
         .map(|n| Metric::new("hedges", n as f64, "msgs"))
 }
 
-/// Messages (label, bytes) for a [`background_sender`].
-pub type Outbox = std::sync::mpsc::Sender<(Label, Vec<u8>)>;
-
-/// A thread that sends the messages given to it on `conn`, in order: a server hands it its
-/// background replies, so a background send that has to wait (roam's backlog bound) never
-/// holds up a foreground reply. It ends when the sender is dropped or a send fails.
-pub fn background_sender(conn: Arc<Conn>) -> (Outbox, std::thread::JoinHandle<Result<()>>) {
-    let (tx, rx) = std::sync::mpsc::channel::<(Label, Vec<u8>)>();
-    let t = std::thread::spawn(move || -> Result<()> {
-        for (label, m) in rx {
-            conn.send(label, &[], m, None)?;
-        }
-        Ok(())
-    });
-    (tx, t)
-}
-
 /// The server side of a lab application.
 pub enum Server {
     /// roam listener.

@@ -42,9 +42,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use roam_emu::traffic::{connect_from, listen, set_congestion_control};
 use roam_emu::SERVER_ADDR;
+use roam_net::runtime::Thunk;
 use roam_net::Label;
 
-use crate::channel::{background_sender, Conn, Server, CC};
+use crate::channel::{Conn, Sent, Server, CC};
 use crate::dovecot::{self, Dovecot, IMAP_PORT};
 use crate::imap::{self, Response};
 use crate::system::System;
@@ -155,6 +156,8 @@ struct Cache {
     /// (UID, size) of every message, once the listing is complete.
     headers: Option<Vec<(u32, u64)>>,
     bodies: HashSet<u32>,
+    /// Bodies that arrived a second time (prefetched and fetched on demand).
+    twice: u32,
     all_at: Option<Instant>,
     error: Option<String>,
 }
@@ -204,7 +207,9 @@ impl Proxy {
                         if want != Some(got) {
                             bail!("UID {}: body of {got} bytes, listed as {want:?}", f.uid);
                         }
-                        c.bodies.insert(f.uid);
+                        if !c.bodies.insert(f.uid) {
+                            c.twice += 1;
+                        }
                         let listed = c.headers.as_ref().map_or(0, Vec::len);
                         if c.all_at.is_none() && c.bodies.len() == listed {
                             c.all_at = Some(Instant::now());
@@ -229,8 +234,16 @@ impl Proxy {
                         let list = std::mem::take(&mut c.listed);
                         c.headers = Some(list);
                     }
-                    // A command's data precedes its completion.
-                    Pending::Body(uid) if !c.bodies.contains(&uid) => {
+                    // A command's data precedes its completion. Over roam a prefetch of a
+                    // body the user fetched on demand completes without it (the endpoint
+                    // leaves it out), possibly before the on-demand response arrives.
+                    Pending::Body(uid)
+                        if !c.bodies.contains(&uid)
+                            && !c
+                                .pending
+                                .values()
+                                .any(|p| matches!(p, Pending::Body(u) if *u == uid)) =>
+                    {
                         bail!("the fetch of UID {uid} completed without its body")
                     }
                     Pending::Body(_) => {}
@@ -324,7 +337,40 @@ fn command(up: &Upstream, tag: &str, args: &str) -> Result<()> {
 struct Waiting {
     fg: VecDeque<(String, Vec<u8>)>,
     bg: VecDeque<(String, Vec<u8>)>,
+    /// A background response is composed and not yet accepted by roam: the next background
+    /// command waits (it is composed only when it can go).
+    bg_held: bool,
+    /// UIDs whose body the endpoint has fetched for a foreground command.
+    on_demand: HashSet<u32>,
     closed: bool,
+}
+
+/// The UID of a whole-body fetch (`tag UID FETCH n (BODY.PEEK[])` or `BODY[]`), as the proxy
+/// sends them; `None` for any other command.
+fn body_fetch_uid(cmd: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(cmd).ok()?;
+    let w: Vec<&str> = text.split_ascii_whitespace().collect();
+    match w[..] {
+        [_, uid_kw, fetch, n, item]
+            if uid_kw.eq_ignore_ascii_case("UID")
+                && fetch.eq_ignore_ascii_case("FETCH")
+                && (item.eq_ignore_ascii_case("(BODY.PEEK[])")
+                    || item.eq_ignore_ascii_case("(BODY[])")) =>
+        {
+            n.parse().ok()
+        }
+        _ => None,
+    }
+}
+
+/// The command to give Dovecot for a prefetch when it can go: a body the user has meanwhile
+/// fetched on demand is not sent again; the prefetch asks only for the UID (a real, tiny
+/// response from Dovecot that completes the tag).
+fn compose_prefetch(tag: &str, cmd: Vec<u8>, on_demand: &HashSet<u32>) -> Vec<u8> {
+    match body_fetch_uid(&cmd) {
+        Some(uid) if on_demand.contains(&uid) => format!("{tag} UID FETCH {uid} (UID)\r\n").into(),
+        _ => cmd,
+    }
 }
 
 /// The roam endpoint: serve one multi-socket, relaying each command IROB to Dovecot over
@@ -334,8 +380,15 @@ struct Waiting {
 /// Dovecot runs pipelined commands concurrently and may interleave their untagged responses,
 /// so the endpoint gives it one command at a time (about a millisecond each on loopback),
 /// foreground commands first: a user's fetch never waits behind queued prefetches, here or on
-/// the links. Background responses are sent from their own thread, so one waiting for room
-/// never delays a foreground response.
+/// the links.
+///
+/// Background responses carry a thunk, as the file system's prefetch replies do (the paper's
+/// §4.1 use of thunks): one prefetch at a time is composed, and the next only once roam has
+/// taken it, so prefetches wait here, as commands, while roam's background backlog is over its
+/// bound. A prefetch of a message the user has meanwhile opened (fetched in the foreground)
+/// is then composed without the body ([`compose_prefetch`]), so that body does not cross the
+/// network twice. The unmodified proxy over TCP or MPTCP has no such choice: its server
+/// writes every response into the socket as soon as it has it.
 pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
     let dove = TcpStream::connect((Ipv4Addr::LOCALHOST, IMAP_PORT))
         .context("the roam endpoint connecting to Dovecot")?;
@@ -344,19 +397,26 @@ pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
     let greeting = imap::read_greeting(&mut r)?;
     conn.send(Label::ForegroundSmall, &[], greeting.bytes, None)?;
     let waiting = Arc::new((Mutex::new(Waiting::default()), Condvar::new()));
-    let (bg_tx, bg) = background_sender(conn.clone());
+    let (bg_tx, bg) = prefetch_sender(conn.clone(), waiting.clone());
     let (dconn, dwait, mut w) = (conn.clone(), waiting.clone(), dove.try_clone()?);
     let driver = std::thread::spawn(move || -> Result<()> {
         loop {
-            let (fg, tag, cmd) = {
+            let (fg, tag, cmd, orig) = {
                 let (lock, cv) = &*dwait;
                 let mut q = lock.lock().unwrap();
                 loop {
                     if let Some((t, c)) = q.fg.pop_front() {
-                        break (true, t, c);
+                        if let Some(uid) = body_fetch_uid(&c) {
+                            q.on_demand.insert(uid);
+                        }
+                        break (true, t, c, Vec::new());
                     }
-                    if let Some((t, c)) = q.bg.pop_front() {
-                        break (false, t, c);
+                    if !q.bg_held {
+                        if let Some((t, c)) = q.bg.pop_front() {
+                            q.bg_held = true;
+                            let composed = compose_prefetch(&t, c.clone(), &q.on_demand);
+                            break (false, t, composed, c);
+                        }
                     }
                     if q.closed {
                         return Ok(());
@@ -379,7 +439,15 @@ pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
             };
             if fg {
                 dconn.send(label, &[], resp.bytes, None)?;
-            } else if bg_tx.send((label, resp.bytes)).is_err() {
+            } else if bg_tx
+                .send(Prefetch {
+                    tag,
+                    cmd: orig,
+                    label,
+                    resp: resp.bytes,
+                })
+                .is_err()
+            {
                 return Ok(());
             }
         }
@@ -412,6 +480,70 @@ pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
         .map_err(|_| anyhow!("the endpoint's Dovecot driver panicked"))?;
     let _ = bg.join();
     relayed.and(driven)
+}
+
+/// A composed prefetch response the endpoint holds until roam takes it.
+struct Prefetch {
+    tag: String,
+    /// The command as the proxy sent it (to compose again).
+    cmd: Vec<u8>,
+    label: Label,
+    resp: Vec<u8>,
+}
+
+/// Hand composed prefetch responses to roam, each with a thunk: while roam defers it, the
+/// response waits here; when the thunk fires, a body the user has meanwhile fetched on
+/// demand sends the command back to the driver to be composed again. Clears
+/// [`Waiting::bg_held`] once roam has taken the response (or the command went back).
+fn prefetch_sender(
+    conn: Arc<Conn>,
+    waiting: Arc<(Mutex<Waiting>, Condvar)>,
+) -> (mpsc::Sender<Prefetch>, std::thread::JoinHandle<Result<()>>) {
+    let (tx, rx) = mpsc::channel::<Prefetch>();
+    let t = std::thread::spawn(move || -> Result<()> {
+        let (ready_tx, ready) = mpsc::channel::<()>();
+        let release = |requeue: Option<(String, Vec<u8>)>| {
+            let (lock, cv) = &*waiting;
+            let mut q = lock.lock().unwrap();
+            if let Some(c) = requeue {
+                q.bg.push_front(c);
+            }
+            q.bg_held = false;
+            cv.notify_all();
+        };
+        for p in rx {
+            let mut deferred = false;
+            loop {
+                if deferred {
+                    let stale = body_fetch_uid(&p.cmd)
+                        .is_some_and(|uid| waiting.0.lock().unwrap().on_demand.contains(&uid));
+                    if stale {
+                        release(Some((p.tag.clone(), p.cmd.clone())));
+                        break;
+                    }
+                }
+                let tx = ready_tx.clone();
+                let thunk = Thunk::new(move || {
+                    let _ = tx.send(());
+                });
+                match conn.send(p.label, &[], p.resp.clone(), Some(thunk))? {
+                    Sent::Id(_) => {
+                        release(None);
+                        break;
+                    }
+                    Sent::Deferred(h) => {
+                        // Retry when the thunk fires (or after a second, cancelling it).
+                        if ready.recv_timeout(Duration::from_secs(1)).is_err() {
+                            h.cancel();
+                        }
+                        deferred = true;
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+    (tx, t)
 }
 
 /// The next connection on `l`, or `None` once `stop` is set.
@@ -459,6 +591,8 @@ struct Outcome {
     open_ms: Vec<f64>,
     from_network: usize,
     background_s: f64,
+    /// Bodies received twice (prefetched and fetched on demand), once every response is in.
+    twice: u32,
 }
 
 /// Run one trial.
@@ -558,6 +692,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                 open_ms: vec![UNFINISHED],
                 from_network: 0,
                 background_s: UNFINISHED,
+                twice: 0,
             });
         }
         let headers_s = start.elapsed().as_secs_f64();
@@ -613,7 +748,12 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             progress(start.elapsed().as_secs());
         }
         let all_at = proxy.cache.lock().unwrap().all_at;
+        // Every response in (a prefetch overtaken by an on-demand fetch may still be on its
+        // way), to count the bodies that crossed the network twice.
+        proxy.wait(deadline, |c| c.pending.is_empty())?;
+        let twice = proxy.cache.lock().unwrap().twice;
         Ok(Outcome {
+            twice,
             headers_s,
             open_ms,
             from_network,
@@ -654,6 +794,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         Metric::new("headers_s", out.headers_s, "s"),
         Metric::new("background_s", out.background_s, "s"),
         Metric::new("opens_from_network", out.from_network as f64, "msgs"),
+        Metric::new("bodies_twice", out.twice as f64, "msgs"),
     ]
     .into_iter()
     .chain(hedges)
@@ -668,6 +809,31 @@ enum Front {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefetch_of_a_body_fetched_on_demand_asks_only_for_the_uid() {
+        assert_eq!(
+            body_fetch_uid(b"p7 UID FETCH 42 (BODY.PEEK[])\r\n"),
+            Some(42)
+        );
+        assert_eq!(body_fetch_uid(b"p7 uid fetch 42 (BODY[])\r\n"), Some(42));
+        for other in [
+            &b"p1 UID FETCH 1:* (UID RFC822.SIZE BODY.PEEK[HEADER])\r\n"[..],
+            b"p2 UID FETCH 4,5 (BODY.PEEK[])\r\n",
+            b"l2 SELECT INBOX\r\n",
+            b"\xff\xfe\r\n",
+        ] {
+            assert_eq!(body_fetch_uid(other), None);
+        }
+        let on_demand = HashSet::from([42]);
+        let cmd = b"p7 UID FETCH 42 (BODY.PEEK[])\r\n".to_vec();
+        assert_eq!(
+            compose_prefetch("p7", cmd, &on_demand),
+            b"p7 UID FETCH 42 (UID)\r\n"
+        );
+        let cmd = b"p8 UID FETCH 43 (BODY.PEEK[])\r\n".to_vec();
+        assert_eq!(compose_prefetch("p8", cmd.clone(), &on_demand), cmd);
+    }
 
     #[test]
     fn fetch_lines_are_parsed_without_reading_message_data() {

@@ -145,5 +145,11 @@ fn mail_fetches_every_message_from_a_real_dovecot() {
             "{system:?}: {od} ms"
         );
         assert!(get(&ms, "headers_s") > 0.0, "{system:?}");
+        // Only a message opened from the network can arrive twice (its prefetch as well).
+        let twice = get(&ms, "bodies_twice");
+        assert!(
+            twice <= get(&ms, "opens_from_network"),
+            "{system:?}: {twice} bodies twice"
+        );
     }
 }
