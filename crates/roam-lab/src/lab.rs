@@ -2,8 +2,9 @@
 //! emulator, written to `results/in-paper/` (CSV of every trial, markdown report beside the
 //! paper's numbers, SVG charts).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use roam_trace::scenario::Scenario;
 use roam_trace::stats::scenario_stats;
+use serde::{Deserialize, Serialize};
 
 use crate::report::{self, fmt_num, summarize, Bar, Row, Summary};
 use crate::system::System;
@@ -90,6 +92,97 @@ pub struct Plan {
     /// Keep each trial's emulator logs (per-link CSV bins and a summary) in
     /// `<dir>/<app>-<scenario>-<system>-<trial>/`.
     pub emu_logs: Option<PathBuf>,
+    /// Keep the trials already in `out/trials.csv` (measured by the same code with the same
+    /// workloads, per `out/run.json`) and run only the missing or failed ones.
+    pub resume: bool,
+}
+
+/// The source the lab was built from (`git describe --always --dirty`; see `build.rs`).
+pub const VERSION: &str = env!("ROAM_VERSION");
+
+/// What a results directory's trials were measured with (`run.json` beside `trials.csv`):
+/// `--resume` adds trials only to a run that matches.
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+struct RunStamp {
+    version: String,
+    quick: bool,
+    /// Workload length per application (ms).
+    workload_ms: BTreeMap<String, u64>,
+}
+
+impl RunStamp {
+    fn of(plan: &Plan, all: &[App]) -> RunStamp {
+        RunStamp {
+            version: VERSION.into(),
+            quick: plan.quick,
+            workload_ms: all
+                .iter()
+                .map(|a| (a.name.to_string(), plan.workload(a).as_millis() as u64))
+                .collect(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let w: Vec<String> = self
+            .workload_ms
+            .iter()
+            .map(|(a, ms)| format!("{a} {}s", ms / 1000))
+            .collect();
+        format!(
+            "roam {}, {}{}",
+            self.version,
+            if self.quick { "quick, " } else { "" },
+            w.join(", ")
+        )
+    }
+}
+
+/// The trials of `out` a resumed run keeps: those of a run stamped like `stamp`, without
+/// the failed ones (they run again). Errors name the directory and what differs.
+fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
+    let csv_path = out.join("trials.csv");
+    if !csv_path.exists() {
+        return Ok(Vec::new());
+    }
+    let stamp_path = out.join("run.json");
+    let text = std::fs::read_to_string(&stamp_path).with_context(|| {
+        format!(
+            "--resume: {} has no readable run.json beside it (it says which code measured \
+             the trials); use another --out, or run without --resume to start over",
+            csv_path.display()
+        )
+    })?;
+    let old: RunStamp = serde_json::from_str(&text)
+        .with_context(|| format!("--resume: {} is not a run stamp", stamp_path.display()))?;
+    if &old != stamp {
+        bail!(
+            "--resume: {} holds trials of {}; this run is {}. Trials are only added to a run \
+             of the same code and workloads: use another --out, or run without --resume to \
+             start over",
+            out.display(),
+            old.describe(),
+            stamp.describe()
+        );
+    }
+    let rows = report::parse_csv(
+        &std::fs::read_to_string(&csv_path)
+            .with_context(|| format!("reading {}", csv_path.display()))?,
+        &csv_path.display().to_string(),
+    )?;
+    let failed: HashSet<_> = rows
+        .iter()
+        .filter(|r| r.metric == "error")
+        .map(trial_key)
+        .collect();
+    Ok(rows
+        .into_iter()
+        .filter(|r| !failed.contains(&trial_key(r)))
+        .collect())
+}
+
+/// Which trial a row belongs to.
+fn trial_key(r: &Row) -> (String, String, String, u32) {
+    (r.app.clone(), r.scenario.clone(), r.system.clone(), r.trial)
 }
 
 impl Plan {
@@ -136,12 +229,42 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     }
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating {}", plan.out.display()))?;
+    let stamp = RunStamp::of(plan, &all);
+    let kept = if plan.resume {
+        resumable(&plan.out, &stamp)?
+    } else {
+        Vec::new()
+    };
+    let done: HashSet<_> = kept.iter().map(trial_key).collect();
+    // Every finished trial is appended at once, so an interrupted run keeps what it measured.
+    let csv_path = plan.out.join("trials.csv");
+    std::fs::write(
+        plan.out.join("run.json"),
+        serde_json::to_string_pretty(&stamp)?,
+    )?;
+    std::fs::write(&csv_path, report::csv(&kept))
+        .with_context(|| format!("writing {}", csv_path.display()))?;
+    let csv_file = Mutex::new(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&csv_path)
+            .with_context(|| format!("opening {}", csv_path.display()))?,
+    );
     let mut jobs = VecDeque::new();
     for trial in 1..=plan.trials {
         for s in &plan.scenarios {
             for &a in &app_ix {
                 let d = plan.workload(&all[a]);
                 for &system in &plan.systems {
+                    let key = (
+                        all[a].name.to_string(),
+                        s.clone(),
+                        system.name().to_string(),
+                        trial,
+                    );
+                    if done.contains(&key) {
+                        continue;
+                    }
                     jobs.push_back(Job {
                         app: a,
                         scenario: s.clone(),
@@ -164,13 +287,21 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     );
     let n_jobs = jobs.len();
     let queue = Arc::new(Mutex::new(jobs));
-    let rows: Arc<Mutex<Vec<Row>>> = Arc::default();
+    if !done.is_empty() {
+        eprintln!(
+            "resuming {}: {} trial(s) kept, {} to run",
+            plan.out.display(),
+            done.len(),
+            n_jobs
+        );
+    }
+    let rows: Arc<Mutex<Vec<Row>>> = Arc::new(Mutex::new(kept));
     let failures: Arc<Mutex<Vec<String>>> = Arc::default();
     let running: Arc<Mutex<Vec<String>>> = Arc::default();
     std::thread::scope(|scope| {
         for _ in 0..plan.jobs.min(n_jobs) {
-            let (queue, rows, failures, running, bar, all) =
-                (&queue, &rows, &failures, &running, &bar, &all);
+            let (queue, rows, failures, running, bar, all, csv_file) =
+                (&queue, &rows, &failures, &running, &bar, &all, &csv_file);
             scope.spawn(move || loop {
                 let Some(j) = queue.lock().unwrap().pop_front() else {
                     return;
@@ -225,20 +356,20 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                     value,
                     unit: unit.into(),
                 };
-                match result {
-                    Ok(ms) => {
-                        let mut r = rows.lock().unwrap();
-                        for m in ms {
-                            r.push(base(&m.name, m.value, &m.unit));
-                        }
-                    }
+                let new: Vec<Row> = match result {
+                    Ok(ms) => ms.iter().map(|m| base(&m.name, m.value, &m.unit)).collect(),
                     Err(e) => {
                         // Not `bar.println`: it draws nothing without a terminal (CI logs).
                         bar.suspend(|| eprintln!("{name} failed: {e:#}"));
                         failures.lock().unwrap().push(format!("{name}: {e:#}"));
-                        rows.lock().unwrap().push(base("error", f64::NAN, ""));
+                        vec![base("error", f64::NAN, "")]
                     }
+                };
+                let text = report::csv_lines(&new);
+                if let Err(e) = csv_file.lock().unwrap().write_all(text.as_bytes()) {
+                    bar.suspend(|| eprintln!("appending {name} to trials.csv: {e}"));
                 }
+                rows.lock().unwrap().extend(new);
                 if bar.is_hidden() {
                     // No terminal (CI logs): one line per finished trial instead of a bar.
                     eprintln!(
@@ -434,7 +565,7 @@ fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[S
     );
     let _ = writeln!(
         s,
-        "{} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
+        "Measured with roam `{VERSION}`. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
          everywhere. Cells: median over trials, and in brackets the 95% confidence interval of \
          the mean (Student's t). Every trial is in `trials.csv`. Ratios compare medians. The \
          paper's column quotes the paper (its numbers are ratios against its baselines). \
@@ -592,6 +723,46 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resumed run keeps the finished trials of a matching run and drops the failed ones.
+    #[test]
+    fn resuming_keeps_finished_trials_and_retries_failed_ones() {
+        let dir = std::env::temp_dir().join(format!("roam-lab-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = Plan {
+            apps: vec!["mail".into()],
+            scenarios: vec!["hotspot".into()],
+            systems: vec![System::Roam],
+            trials: 2,
+            quick: false,
+            duration: None,
+            jobs: 1,
+            out: dir.clone(),
+            emu_logs: None,
+            resume: true,
+        };
+        let stamp = RunStamp::of(&plan, &apps());
+        assert!(resumable(&dir, &stamp).unwrap().is_empty(), "nothing yet");
+        let mut rows = rows(&[("roam", 300.0, 11.0)]);
+        let mut failed = rows[0].clone();
+        (failed.trial, failed.metric, failed.value) = (2, "error".into(), f64::NAN);
+        rows.push(failed);
+        std::fs::write(dir.join("trials.csv"), report::csv(&rows)).unwrap();
+        let e = resumable(&dir, &stamp).unwrap_err();
+        assert!(format!("{e:#}").contains("no readable run.json"), "{e:#}");
+        std::fs::write(dir.join("run.json"), serde_json::to_string(&stamp).unwrap()).unwrap();
+        let kept = resumable(&dir, &stamp).unwrap();
+        assert_eq!(kept.len(), 2);
+        assert!(kept.iter().all(|r| r.trial == 1));
+        let other = RunStamp {
+            version: "0000000".into(),
+            ..RunStamp::of(&plan, &apps())
+        };
+        let e = resumable(&dir, &other).unwrap_err();
+        assert!(format!("{e:#}").contains("roam 0000000"), "{e:#}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn rows(cells: &[(&str, f64, f64)]) -> Vec<Row> {
         rows_of("mail", cells)

@@ -29,7 +29,15 @@ pub struct Row {
 
 /// CSV text of the rows (header included).
 pub fn csv(rows: &[Row]) -> String {
-    let mut s = String::from("app,scenario,system,trial,seed,metric,value,unit\n");
+    format!("{CSV_HEADER}\n{}", csv_lines(rows))
+}
+
+/// The header line of `trials.csv`.
+const CSV_HEADER: &str = "app,scenario,system,trial,seed,metric,value,unit";
+
+/// CSV lines of the rows, without the header (to append to a file that has one).
+pub fn csv_lines(rows: &[Row]) -> String {
+    let mut s = String::new();
     for r in rows {
         let _ = writeln!(
             s,
@@ -38,6 +46,47 @@ pub fn csv(rows: &[Row]) -> String {
         );
     }
     s
+}
+
+/// The rows of a `trials.csv` written by [`csv`]; `what` names the file in errors, which give
+/// the line.
+pub fn parse_csv(text: &str, what: &str) -> anyhow::Result<Vec<Row>> {
+    use anyhow::{bail, Context};
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, CSV_HEADER)) => {}
+        Some((_, h)) => bail!("{what}:1: not a trials.csv header: `{h}`"),
+        None => bail!("{what}: empty (no header)"),
+    }
+    let mut rows = Vec::new();
+    for (i, line) in lines {
+        let at = || format!("{what}:{}", i + 1);
+        let f: Vec<&str> = line.split(',').collect();
+        let [app, scenario, system, trial, seed, metric, value, unit] = f[..] else {
+            bail!(
+                "{}: expected 8 comma-separated fields, found {}",
+                at(),
+                f.len()
+            );
+        };
+        rows.push(Row {
+            app: app.into(),
+            scenario: scenario.into(),
+            system: system.into(),
+            trial: trial
+                .parse()
+                .with_context(|| format!("{}: trial `{trial}`", at()))?,
+            seed: seed
+                .parse()
+                .with_context(|| format!("{}: seed `{seed}`", at()))?,
+            metric: metric.into(),
+            value: value
+                .parse()
+                .with_context(|| format!("{}: value `{value}`", at()))?,
+            unit: unit.into(),
+        });
+    }
+    Ok(rows)
 }
 
 /// A time metric whose workload did not finish within the trial's time limit: +infinity, so
@@ -306,6 +355,42 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_csv_reads_back_what_it_wrote_and_names_bad_lines() {
+        let row = |metric: &str, value: f64| Row {
+            app: "mail".into(),
+            scenario: "hotspot".into(),
+            system: "roam".into(),
+            trial: 2,
+            seed: 2,
+            metric: metric.into(),
+            value,
+            unit: "s".into(),
+        };
+        let rows = [
+            row("background_s", 11.5),
+            row("error", f64::NAN),
+            row("x", UNFINISHED),
+        ];
+        let back = parse_csv(&csv(&rows), "t.csv").unwrap();
+        assert_eq!(csv(&back), csv(&rows));
+        assert!(back[1].value.is_nan() && back[2].value == UNFINISHED);
+        let e = parse_csv(
+            "app,scenario,system,trial,seed,metric,value,unit\nfs,a,b,1,1,m\n",
+            "t.csv",
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("t.csv:2: expected 8"), "{e:#}");
+        let e = parse_csv(
+            "app,scenario,system,trial,seed,metric,value,unit\nfs,a,b,x,1,m,1,s\n",
+            "t.csv",
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("t.csv:2: trial `x`"), "{e:#}");
+        assert!(parse_csv("a,b\n", "t.csv").is_err());
+        assert!(parse_csv("", "t.csv").is_err());
+    }
 
     #[test]
     fn statistics() {

@@ -42,6 +42,11 @@ pub struct InPaperArgs {
     /// summary.json) under this directory, one subdirectory per trial.
     #[arg(long)]
     emu_logs: Option<PathBuf>,
+    /// Keep the trials already in OUT/trials.csv and run only the missing or failed ones (a
+    /// long run interrupted, or one built up over several invocations). Refused unless
+    /// OUT/run.json shows the same code and workload lengths.
+    #[arg(long)]
+    resume: bool,
 }
 
 /// Run it; print the report's headline table.
@@ -74,6 +79,7 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
         duration: a.duration,
         out: a.out.clone(),
         emu_logs: a.emu_logs.clone(),
+        resume: a.resume,
     };
     let (_, rows) = lab::in_paper(&plan)?;
     for s in &scenarios {

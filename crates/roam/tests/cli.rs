@@ -427,3 +427,66 @@ fn events_and_control_socket_cut_a_link() {
                 .contains("a: throughput")
     );
 }
+
+/// `roam lab in-paper --resume` keeps the trials already measured, runs only the missing
+/// ones, and refuses to add trials measured with other workload lengths.
+#[test]
+fn lab_resume_runs_only_the_missing_trials() {
+    if !emu_available() {
+        return;
+    }
+    let d = tmpdir("resume");
+    let out = d.join("lab");
+    let run = |trials: &str, duration: &str, resume: bool| {
+        let mut c = roam();
+        c.args([
+            "lab",
+            "in-paper",
+            "--apps",
+            "sensing",
+            "--scenarios",
+            "hotspot",
+            "--systems",
+            "aggregation",
+            "--trials",
+            trials,
+            "--duration",
+            duration,
+            "--out",
+        ])
+        .arg(&out);
+        if resume {
+            c.arg("--resume");
+        }
+        c.output().unwrap()
+    };
+    let trial_rows = |n: u32| -> Vec<String> {
+        std::fs::read_to_string(out.join("trials.csv"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.split(',').nth(3) == Some(&n.to_string()))
+            .map(String::from)
+            .collect()
+    };
+    let o = run("1", "3s", false);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let first = trial_rows(1);
+    assert!(!first.is_empty());
+    let o = run("2", "3s", true);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("1 trial(s) kept, 1 to run"), "{err}");
+    assert_eq!(trial_rows(1), first, "the kept trial is not measured again");
+    assert!(!trial_rows(2).is_empty());
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("2 trial(s) per cell"), "{report}");
+    // Other workload lengths: refused, and nothing is lost.
+    let o = run("3", "4s", true);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("sensing 3s") && err.contains("sensing 4s") && err.contains("--resume"),
+        "{err}"
+    );
+    assert_eq!(trial_rows(1), first);
+}
