@@ -213,47 +213,59 @@ fn parse_header(m: &[u8]) -> Result<(u8, u32, u64, u64)> {
     ))
 }
 
-/// A background reply the server has yet to send.
-enum Pending {
-    /// A write-back acknowledgement.
-    Ready(Label, Vec<u8>),
-    /// A prefetch of `count` blocks of `file` from `first`, composed when it is sent.
-    Prefetch(Label, u32, u64, u64),
+/// A prefetch reply the server has yet to send: `count` blocks of `file` from `first`,
+/// composed when it is sent.
+#[derive(Clone, Copy)]
+struct Prefetch {
+    label: Label,
+    file: u32,
+    first: u64,
+    count: u64,
 }
 
-/// A message to send now, and what of the [`Pending`] reply remains after it.
-type Step = ((Label, Vec<u8>), Option<Pending>);
+/// A message to send now, and what of the [`Prefetch`] remains after it.
+type Step = ((Label, Vec<u8>), Option<Prefetch>);
 
-impl Pending {
+impl Prefetch {
     /// The next message to send, given the blocks already sent on demand, and what remains
     /// once it is sent (`None`: nothing).
     fn next(&self, sent: &HashSet<(u32, u64)>) -> Option<Step> {
-        match self {
-            Pending::Ready(label, m) => Some(((*label, m.clone()), None)),
-            &Pending::Prefetch(label, file, first, count) => {
-                let end = first + count;
-                let a = (first..end).find(|k| !sent.contains(&(file, *k)))?;
-                let b = (a..end).find(|k| sent.contains(&(file, *k))).unwrap_or(end);
-                let mut r = header(b'p', file, a, b - a);
-                r.resize(21 + ((b - a) * BLOCK) as usize, file as u8);
-                let rest = (b < end).then_some(Pending::Prefetch(label, file, b, end - b));
-                Some(((label, r), rest))
-            }
-        }
+        let (file, end) = (self.file, self.first + self.count);
+        let a = (self.first..end).find(|k| !sent.contains(&(file, *k)))?;
+        let b = (a..end).find(|k| sent.contains(&(file, *k))).unwrap_or(end);
+        let mut r = header(b'p', file, a, b - a);
+        r.resize(21 + ((b - a) * BLOCK) as usize, file as u8);
+        let rest = (b < end).then_some(Prefetch {
+            first: b,
+            count: end - b,
+            ..*self
+        });
+        Some(((self.label, r), rest))
     }
 }
 
-/// Answer requests. Background replies go through their own thread, so a background send
+/// Answer requests. Background replies go through their own threads, so a background send
 /// that has to wait never holds up a demand fetch behind it.
 ///
-/// Background replies carry a thunk, as the paper's BlueFS RPCs did (§4.1): over roam a reply
-/// is deferred while its label's backlog is over the bound, and a prefetch reply is composed
-/// only when it can go, leaving out blocks the client has meanwhile fetched on demand, so
-/// those do not cross the network twice. Over plain TCP an unmodified server writes every
-/// reply into its socket at once.
+/// Prefetch replies carry a thunk, as the paper's BlueFS RPCs did (§4.1): over roam a reply
+/// is deferred while its label's backlog is over the bound, and is composed only when it can
+/// go, leaving out blocks the client has meanwhile fetched on demand, so those do not cross
+/// the network twice. Write-back acknowledgements have a thread of their own: each RPC is
+/// answered on its own, so an acknowledgement waits for roam to take it, not behind prefetch
+/// replies still deferred in the server (on the vehicular drive's collapsed 3G that queue
+/// held the last acknowledgements for 20 s after the write-backs had arrived). Over plain TCP
+/// an unmodified server writes every reply into its socket at once.
 fn serve(conn: Arc<Conn>) -> Result<()> {
     let sent_on_demand: Arc<Mutex<HashSet<(u32, u64)>>> = Arc::default();
-    let (bg_tx, bg_rx) = mpsc::channel::<Pending>();
+    let (ack_tx, ack_rx) = mpsc::channel::<(Label, Vec<u8>)>();
+    let aconn = conn.clone();
+    let acks = std::thread::spawn(move || -> Result<()> {
+        for (label, m) in ack_rx {
+            aconn.send(label, &[], m, None)?;
+        }
+        Ok(())
+    });
+    let (bg_tx, bg_rx) = mpsc::channel::<Prefetch>();
     let (bconn, bsent) = (conn.clone(), sent_on_demand.clone());
     let bg = std::thread::spawn(move || -> Result<()> {
         let (ready_tx, ready) = mpsc::channel::<()>();
@@ -283,31 +295,41 @@ fn serve(conn: Arc<Conn>) -> Result<()> {
     });
     while let Some(m) = conn.recv()? {
         let (tag, file, a, b) = parse_header(&m.data)?;
-        let pending = match tag {
+        match tag {
             b'D' => {
                 sent_on_demand.lock().unwrap().insert((file, a));
                 let mut r = header(b'd', file, a, 1);
                 r.resize(21 + BLOCK as usize, file as u8);
-                Pending::Ready(m.label, r)
+                conn.send(m.label, &[], r, None)?;
             }
-            b'P' => Pending::Prefetch(m.label, file, a, b.min(PREFETCH_MAX / BLOCK)),
-            b'W' => Pending::Ready(m.label, header(b'w', file, b, 0)),
-            _ => bail!("unknown request {tag}"),
-        };
-        match pending {
-            Pending::Ready(label, reply) if label.is_foreground() => {
-                conn.send(label, &[], reply, None)?;
-            }
-            p => {
+            b'P' => {
+                let count = b.min(PREFETCH_MAX / BLOCK);
+                let p = Prefetch {
+                    label: m.label,
+                    file,
+                    first: a,
+                    count,
+                };
                 if bg_tx.send(p).is_err() {
                     break;
                 }
             }
+            b'W' => {
+                if ack_tx.send((m.label, header(b'w', file, b, 0))).is_err() {
+                    break;
+                }
+            }
+            _ => bail!("unknown request {tag}"),
         }
     }
     drop(bg_tx);
+    drop(ack_tx);
+    let acked = acks
+        .join()
+        .map_err(|_| anyhow!("write-back acknowledgements panicked"))?;
     bg.join()
         .map_err(|_| anyhow!("background replies panicked"))?
+        .and(acked)
 }
 
 /// The client's decisions, without I/O: what each operation of the build asks of the server
@@ -749,7 +771,13 @@ mod tests {
     #[test]
     fn a_prefetch_reply_leaves_out_blocks_sent_on_demand() {
         let sent: HashSet<(u32, u64)> = [(7, 2), (7, 3), (7, 6), (8, 0)].into_iter().collect();
-        let mut p = Some(Pending::Prefetch(Label::BackgroundLarge, 7, 0, 8));
+        let prefetch = |first, count| Prefetch {
+            label: Label::BackgroundLarge,
+            file: 7,
+            first,
+            count,
+        };
+        let mut p = Some(prefetch(0, 8));
         let mut runs = Vec::new();
         while let Some(cur) = p.take() {
             let Some(((_, m), rest)) = cur.next(&sent) else {
@@ -763,9 +791,7 @@ mod tests {
         }
         assert_eq!(runs, vec![(0, 2), (4, 2), (7, 1)]);
         // Everything already sent: nothing to send.
-        assert!(Pending::Prefetch(Label::BackgroundLarge, 7, 2, 2)
-            .next(&sent)
-            .is_none());
+        assert!(prefetch(2, 2).next(&sent).is_none());
     }
 
     /// The client fetches a source file's missing blocks on demand and prefetches the rest on

@@ -82,6 +82,10 @@ pub enum PathLoad {
     Saturated,
 }
 
+/// Background bytes a connection may hold before its network has a bandwidth estimate,
+/// beyond the kernel's window while it probes (see [`Session::background_cap`]).
+pub const UNMEASURED_CAP: u64 = 16 * 1024;
+
 /// Tunables and limits of a multi-socket.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -1842,11 +1846,11 @@ impl Session {
         let ramp = probing_cwnd.unwrap_or(0);
         let budget = anticipatory_budget(self.last_foreground.map(|t| now.saturating_since(t)));
         let Some(n) = self.networks.get(&c.net) else {
-            return ramp.max(256 * 1024);
+            return ramp.max(UNMEASURED_CAP);
         };
         let (Some(rtt), Some(bw)) = (n.estimate.rtt(), n.estimate.bandwidth()) else {
             // Unmeasured: a modest start that lets delivery-rate samples grow.
-            return ramp.max(256 * 1024);
+            return ramp.max(UNMEASURED_CAP);
         };
         let bytes = bw.bytes_per_sec() * (rtt + budget).as_secs_f64();
         (bytes as u64).max(4 * 1024).max(ramp)
@@ -2585,6 +2589,17 @@ mod tests {
         s.kernel_queue(2, kq(256 * 1024, 0));
         queue_small_irobs(&mut s, 32, 4096);
         assert_eq!(drain(&mut s), [32, 0]);
+    }
+
+    #[test]
+    fn an_unmeasured_network_takes_little_background_data_beyond_the_probing_window() {
+        let s = hotspot([Some(600_000), None]);
+        let now = Time::ZERO;
+        // 3G has no bandwidth estimate: a modest cap, or TCP's window while it still probes.
+        assert_eq!(s.background_cap(2, now, None), UNMEASURED_CAP);
+        assert_eq!(s.background_cap(2, now, Some(64 * 1024)), 64 * 1024);
+        // Measured WiFi (0.6 Mbit/s, 20 ms; no foreground yet: a 1 s budget): its pipe.
+        assert_eq!(s.background_cap(1, now, None), 76_500);
     }
 
     #[test]
