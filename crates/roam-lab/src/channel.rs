@@ -129,16 +129,59 @@ impl Plain {
     }
 }
 
+/// How long a plain (TCP or MPTCP) client keeps trying to connect.
+const CONNECT_WAIT: Duration = Duration::from_secs(20);
+/// One MPTCP connection attempt over one link, before trying the next (a dropped SYN is
+/// retransmitted after 1 s, so an attempt sees a link that comes back within a second).
+const MPTCP_ATTEMPT: Duration = Duration::from_millis(1500);
+
+/// A plain TCP or MPTCP connection to the lab server on `port`, from the client namespace
+/// whose links have the addresses `locals` (in the emulator's order).
+///
+/// TCP over a one-link baseline connects from its only link. MPTCP's first subflow goes over
+/// whichever link answers, trying each in turn until [`CONNECT_WAIT`], as a phone's default
+/// route follows the interface that is up: bound to the WiFi alone, a trial that starts during
+/// a WiFi outage (the vehicular drives, the intermittent scenario) failed to connect at all.
+/// MPTCP adds the other link's subflow once connected.
+pub fn connect_plain(system: System, locals: &[Ipv4Addr], port: u16) -> Result<TcpStream> {
+    let Some(&first) = locals.first() else {
+        bail!("the emulator has no links");
+    };
+    if !system.is_mptcp() || locals.len() == 1 {
+        return connect_from(first, port, system.is_mptcp(), CONNECT_WAIT)
+            .with_context(|| format!("connecting to {SERVER_ADDR}:{port} from {first}"));
+    }
+    let deadline = Instant::now() + CONNECT_WAIT;
+    let mut tried = Vec::new();
+    for &local in locals.iter().cycle() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match connect_from(local, port, true, MPTCP_ATTEMPT.min(left)) {
+            Ok(s) => return Ok(s),
+            Err(e) => tried.push(format!("{local}: {e}")),
+        }
+    }
+    tried.dedup();
+    bail!(
+        "connecting to {SERVER_ADDR}:{port} over MPTCP: no link answered within {} s ({})",
+        CONNECT_WAIT.as_secs(),
+        tried.join("; ")
+    )
+}
+
 impl Conn {
-    /// Connect from the client namespace to the lab server on `port`.
-    pub fn connect(system: System, local: Ipv4Addr, port: u16) -> Result<Conn> {
+    /// Connect from the client namespace (links with addresses `locals`) to the lab server
+    /// on `port`.
+    pub fn connect(system: System, locals: &[Ipv4Addr], port: u16) -> Result<Conn> {
         if system.is_roam() {
             let peer = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
             return Ok(Conn::Roam(MultiSocket::connect(peer, roam_options())?));
         }
-        let s = connect_from(local, port, system.is_mptcp(), Duration::from_secs(20))
-            .with_context(|| format!("connecting to {SERVER_ADDR}:{port} from {local}"))?;
-        Ok(Conn::Plain(Plain::new(s)?))
+        Ok(Conn::Plain(Plain::new(connect_plain(
+            system, locals, port,
+        )?)?))
     }
 
     /// Send `data` labelled `label`, after the messages named in `deps` (roam); `thunk` makes

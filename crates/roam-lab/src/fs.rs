@@ -503,12 +503,12 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     ready_rx
         .recv_timeout(Duration::from_secs(10))
         .map_err(|_| anyhow!("the file server did not start"))?;
-    let local = t.emu.links()[0].client_addr;
+    let locals: Vec<std::net::Ipv4Addr> = t.emu.links().iter().map(|l| l.client_addr).collect();
     let progress = t.progress.clone();
     let limit = replay_limit(t.duration);
     type Out = (Replay, Arc<Conn>);
     let client = t.emu.spawn_in_client(move || -> Result<Out> {
-        let conn = Arc::new(Conn::connect(system, local, PORT)?);
+        let conn = Arc::new(Conn::connect(system, &locals, PORT)?);
         let cache = Arc::new((Mutex::new(Cache::default()), Condvar::new()));
         let last_ack_ns = Arc::new(AtomicU64::new(0));
         let start = Instant::now();

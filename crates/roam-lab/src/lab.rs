@@ -542,7 +542,7 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              link, which is one connection at 20 ms; the paper's roam was 18% slower here \
              (docs/lab.md, \"Why cells miss\")"
         }
-        ("mail", s) if s.starts_with("vehicular") => {
+        ("mail", "vehicular") => {
             "traced on one quick trial (background): each time the WiFi appears, roam's new \
              connection needs about 0.3-1 s to reach full rate (the per-second aggregation \
              link has it at once), and after the WiFi leaves 3G carries about 35 KB/s, so each \

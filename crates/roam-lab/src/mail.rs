@@ -40,12 +40,11 @@ use crate::report::UNFINISHED;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use roam_emu::traffic::{connect_from, listen, set_congestion_control};
-use roam_emu::SERVER_ADDR;
+use roam_emu::traffic::{listen, set_congestion_control};
 use roam_net::runtime::Thunk;
 use roam_net::Label;
 
-use crate::channel::{Conn, Sent, Server, CC};
+use crate::channel::{connect_plain, Conn, Sent, Server, CC};
 use crate::dovecot::{self, Dovecot, IMAP_PORT};
 use crate::imap::{self, Response};
 use crate::system::System;
@@ -74,17 +73,15 @@ enum Upstream {
 }
 
 impl Upstream {
-    fn connect(system: System, local: Ipv4Addr) -> Result<Upstream> {
+    fn connect(system: System, locals: &[Ipv4Addr]) -> Result<Upstream> {
         if system.is_roam() {
-            return Ok(Upstream::Roam(Conn::connect(system, local, ENDPOINT_PORT)?));
+            return Ok(Upstream::Roam(Conn::connect(
+                system,
+                locals,
+                ENDPOINT_PORT,
+            )?));
         }
-        let s = connect_from(
-            local,
-            FRONT_PORT,
-            system.is_mptcp(),
-            Duration::from_secs(20),
-        )
-        .with_context(|| format!("connecting to {SERVER_ADDR}:{FRONT_PORT} from {local}"))?;
+        let s = connect_plain(system, locals, FRONT_PORT)?;
         s.set_nodelay(true)?;
         set_congestion_control(&s, CC).ok();
         Ok(Upstream::Plain {
@@ -647,13 +644,13 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     ready_rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| anyhow!("the mail server side did not start"))??;
-    let local = t.emu.links()[0].client_addr;
+    let locals: Vec<Ipv4Addr> = t.emu.links().iter().map(|l| l.client_addr).collect();
     let progress = t.progress.clone();
     let cap = t.duration;
     let proxy_slot: Arc<Mutex<Option<Arc<Proxy>>>> = Arc::default();
     let ps = proxy_slot.clone();
     let client = t.emu.spawn_in_client(move || -> Result<Outcome> {
-        let up = Upstream::connect(system, local)?;
+        let up = Upstream::connect(system, &locals)?;
         up.greeting()?;
         command(
             &up,

@@ -180,12 +180,12 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     ready_rx
         .recv_timeout(Duration::from_secs(10))
         .map_err(|_| anyhow!("the sensing server did not start"))?;
-    let local = t.emu.links()[0].client_addr;
+    let locals: Vec<std::net::Ipv4Addr> = t.emu.links().iter().map(|l| l.client_addr).collect();
     let progress = t.progress.clone();
     let client = t
         .emu
         .spawn_in_client(move || -> Result<(u64, u64, u32, Conn)> {
-            let conn = Conn::connect(system, local, PORT)?;
+            let conn = Conn::connect(system, &locals, PORT)?;
             let (ready, ready_rx) = mpsc::channel();
             let mut cl = Client {
                 conn: &conn,
