@@ -542,6 +542,13 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              link, which is one connection at 20 ms; the paper's roam was 18% slower here \
              (docs/lab.md, \"Why cells miss\")"
         }
+        ("mail", "intermittent") => {
+            "traced on one trial (background): as on the vehicular drive, roam's new WiFi \
+             connection reaches full rate about 0.65 s after the WiFi appears, while the \
+             per-second aggregation link has the WiFi's share from the start of that second; \
+             after the WiFi leaves, 3G's 37 KB/s makes each 100 KB behind cost 2.7 s \
+             (docs/lab.md, \"Why cells miss\")"
+        }
         ("mail", "vehicular") => {
             "traced on one quick trial (background): each time the WiFi appears, roam's new \
              connection needs about 0.3-1 s to reach full rate (the per-second aggregation \
