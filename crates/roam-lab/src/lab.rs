@@ -95,6 +95,9 @@ pub struct Plan {
     /// Keep the trials already in `out/trials.csv` (measured by the same code with the same
     /// workloads, per `out/run.json`) and run only the missing or failed ones.
     pub resume: bool,
+    /// Run nothing: write the report and charts of the trials already in `out` (measured by
+    /// the code `out/run.json` names), e.g. after the report's explanations changed.
+    pub report_only: bool,
 }
 
 /// The source the lab was built from (`git describe --always --dirty`; see `build.rs`).
@@ -226,6 +229,9 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     }
     if plan.trials == 0 || plan.jobs == 0 {
         bail!("--trials and --jobs must be at least 1");
+    }
+    if plan.report_only {
+        return report_only(plan, &all, &app_ix);
     }
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating {}", plan.out.display()))?;
@@ -388,9 +394,51 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     let rows = rows.lock().unwrap().clone();
     let failures = failures.lock().unwrap().clone();
     std::fs::write(plan.out.join("trials.csv"), report::csv(&rows))?;
-    let md = markdown(plan, &all, &app_ix, &rows, &failures);
+    let md = render(plan, &all, &app_ix, &rows, &failures, VERSION)?;
+    Ok((md, rows))
+}
+
+/// The report and charts of the trials already in `plan.out` (`--report-only`): nothing is
+/// run; the report names the code that measured them (from `run.json`).
+fn report_only(plan: &Plan, all: &[App], app_ix: &[usize]) -> Result<(String, Vec<Row>)> {
+    let stamp_path = plan.out.join("run.json");
+    let stamp: RunStamp = serde_json::from_str(
+        &std::fs::read_to_string(&stamp_path)
+            .with_context(|| format!("--report-only: reading {}", stamp_path.display()))?,
+    )
+    .with_context(|| format!("--report-only: {} is not a run stamp", stamp_path.display()))?;
+    let csv_path = plan.out.join("trials.csv");
+    let rows = report::parse_csv(
+        &std::fs::read_to_string(&csv_path)
+            .with_context(|| format!("--report-only: reading {}", csv_path.display()))?,
+        &csv_path.display().to_string(),
+    )?;
+    let failures: Vec<String> = rows
+        .iter()
+        .filter(|r| r.metric == "error")
+        .map(|r| {
+            format!(
+                "{}/{}/{}#{}: failed (the reason is in the log of the run)",
+                r.app, r.scenario, r.system, r.trial
+            )
+        })
+        .collect();
+    let md = render(plan, all, app_ix, &rows, &failures, &stamp.version)?;
+    Ok((md, rows))
+}
+
+/// Write `report.md` and the charts for `rows`, measured by roam `measured`; the report's text.
+fn render(
+    plan: &Plan,
+    all: &[App],
+    app_ix: &[usize],
+    rows: &[Row],
+    failures: &[String],
+    measured: &str,
+) -> Result<String> {
+    let md = markdown(plan, all, app_ix, rows, failures, measured);
     std::fs::write(plan.out.join("report.md"), &md)?;
-    for &a in &app_ix {
+    for &a in app_ix {
         let app = &all[a];
         for (metric, label, file) in [
             (app.interactive.0, app.interactive.1, "interactive"),
@@ -399,7 +447,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
             let mut bars = Vec::new();
             for s in &plan.scenarios {
                 for sys in &plan.systems {
-                    let v = cell(&rows, app.name, s, sys.name(), metric);
+                    let v = cell(rows, app.name, s, sys.name(), metric);
                     bars.push(Bar {
                         group: s.clone(),
                         series: sys.name().into(),
@@ -416,7 +464,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
             std::fs::write(plan.out.join(format!("{}-{file}.svg", app.name)), svg)?;
         }
     }
-    Ok((md, rows))
+    Ok(md)
 }
 
 /// Summary of one metric of one cell.
@@ -564,7 +612,14 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
     })
 }
 
-fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[String]) -> String {
+fn markdown(
+    plan: &Plan,
+    all: &[App],
+    app_ix: &[usize],
+    rows: &[Row],
+    fails: &[String],
+    measured: &str,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -572,7 +627,7 @@ fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[S
     );
     let _ = writeln!(
         s,
-        "Measured with roam `{VERSION}`. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
+        "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
          everywhere. Cells: median over trials, and in brackets the 95% confidence interval of \
          the mean (Student's t). Every trial is in `trials.csv`. Ratios compare medians. The \
          paper's column quotes the paper (its numbers are ratios against its baselines). \
@@ -581,6 +636,11 @@ fn markdown(plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row], fails: &[S
          replay longer than 60 times the recorded span it replays (at least 5 minutes), or \
          write-back not done within 60 s or as long again as the replay); such a trial counts towards \
          the median as slower than every finished one, not towards the mean and interval.\n",
+        if measured == VERSION {
+            String::new()
+        } else {
+            format!(" (report written by roam `{VERSION}`)")
+        },
         plan.trials,
         if plan.quick {
             ", **quick** (short workloads: not comparable with the paper's full runs)"
@@ -748,6 +808,7 @@ mod tests {
             out: dir.clone(),
             emu_logs: None,
             resume: true,
+            report_only: false,
         };
         let stamp = RunStamp::of(&plan, &apps());
         assert!(resumable(&dir, &stamp).unwrap().is_empty(), "nothing yet");

@@ -437,28 +437,29 @@ fn lab_resume_runs_only_the_missing_trials() {
     }
     let d = tmpdir("resume");
     let out = d.join("lab");
+    // `roam lab in-paper` for sensing on the hotspot over aggregation, with `args`.
+    let lab = |args: &[&str]| {
+        roam()
+            .args([
+                "lab",
+                "in-paper",
+                "--apps",
+                "sensing",
+                "--scenarios",
+                "hotspot",
+            ])
+            .args(["--systems", "aggregation", "--out"])
+            .arg(&out)
+            .args(args)
+            .output()
+            .unwrap()
+    };
     let run = |trials: &str, duration: &str, resume: bool| {
-        let mut c = roam();
-        c.args([
-            "lab",
-            "in-paper",
-            "--apps",
-            "sensing",
-            "--scenarios",
-            "hotspot",
-            "--systems",
-            "aggregation",
-            "--trials",
-            trials,
-            "--duration",
-            duration,
-            "--out",
-        ])
-        .arg(&out);
+        let mut args = vec!["--trials", trials, "--duration", duration];
         if resume {
-            c.arg("--resume");
+            args.push("--resume");
         }
-        c.output().unwrap()
+        lab(&args)
     };
     let trial_rows = |n: u32| -> Vec<String> {
         std::fs::read_to_string(out.join("trials.csv"))
@@ -488,5 +489,12 @@ fn lab_resume_runs_only_the_missing_trials() {
         err.contains("sensing 3s") && err.contains("sensing 4s") && err.contains("--resume"),
         "{err}"
     );
+    assert_eq!(trial_rows(1), first);
+    // The report again from the trials, running nothing.
+    std::fs::remove_file(out.join("report.md")).unwrap();
+    let o = lab(&["--trials", "2", "--report-only"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("Measured with roam `"), "{report}");
     assert_eq!(trial_rows(1), first);
 }
