@@ -489,6 +489,8 @@ pub fn replay_limit(span: Duration) -> Duration {
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let trace = build_trace()?;
     let ops = trace.prefix(t.duration);
+    // The replay sleeps the build's recorded gaps: no network makes it shorter than this.
+    let span_s = ops.last().map_or(0.0, |o| o.t_ms as f64 / 1e3);
     let system = t.system;
     let (ready_tx, ready_rx) = mpsc::channel();
     let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
@@ -695,6 +697,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     };
     Ok(vec![
         Metric::new("interactive_s", r.interactive, "s"),
+        Metric::new("span_s", span_s, "s"),
         Metric::new("writeback_s", r.writeback, "s"),
         Metric::new("writebacks", done(r.writes as f64), "msgs"),
         Metric::new("demand_fetches", done(r.demand_ms.len() as f64), "msgs"),

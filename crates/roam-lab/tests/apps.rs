@@ -93,6 +93,7 @@ fn file_system_replays_the_build_and_writes_everything_back() {
             waited_s += f[4] / 1e3;
         }
         let span = ops.last().unwrap().t_ms as f64 / 1e3;
+        assert_eq!(get(&ms, "span_s"), span, "{system:?}: the replay's floor");
         assert_eq!(get(&ms, "writebacks"), writes, "{system:?}");
         let i = get(&ms, "interactive_s");
         let w = get(&ms, "writeback_s");
