@@ -708,7 +708,7 @@ fn markdown(
             let _ = writeln!(s, "### {} on `{sc}`\n", app.name);
             let _ = writeln!(
                 s,
-                "| system | {} | {} | roam vs this: interactive | background | paper |\n|---|---:|---:|---|---|---|",
+                "| system | {} | {} | roam vs this: interactive | background (+: roam better) | paper |\n|---|---:|---:|---|---|---|",
                 app.interactive.1, app.background.1
             );
             let roam_i = cell(rows, app.name, sc, "roam", app.interactive.0);

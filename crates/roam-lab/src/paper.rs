@@ -13,11 +13,13 @@ pub fn claim(app: &str, scenario: &str, system: &str) -> Option<&'static str> {
         ("fs", "best-latency") if scenario == "hotspot" => "interactive 3x faster",
         ("fs", "best-bandwidth") if scenario == "hotspot" => "interactive 4x faster",
         ("fs", "aggregation") if scenario == "intermittent" => "interactive 1.4x faster (40%)",
-        ("fs", "aggregation") if traces => "interactive 5-8x faster; write-back +1-7%",
+        ("fs", "aggregation") if traces => "interactive 5-8x faster; write-back 1-7% longer",
         ("fs", "best-latency" | "best-bandwidth") if traces => "interactive 7-8x faster",
-        ("mail", "aggregation") if scenario == "hotspot" => "on-demand 5x faster; background +18%",
+        ("mail", "aggregation") if scenario == "hotspot" => {
+            "on-demand 5x faster; background 18% longer"
+        }
         ("mail", "aggregation") if scenario == "intermittent" => {
-            "on-demand 8x faster; background +1%"
+            "on-demand 8x faster; background 1% longer"
         }
         ("mail", "best-latency" | "best-bandwidth") if !traces => "on-demand 8-23x faster",
         ("mail", "aggregation") if traces => "on-demand 7-13x faster; background within 1-3%",
@@ -28,10 +30,10 @@ pub fn claim(app: &str, scenario: &str, system: &str) -> Option<&'static str> {
             ">4x (urgent or bulk; text unclear)"
         }
         ("sensing", "aggregation") if scenario == "intermittent" => {
-            "urgent 1.41x faster (41%); bulk +25%"
+            "urgent 1.41x faster (41%); bulk 25% higher"
         }
-        ("sensing", "aggregation") if traces => "urgent 2-5x faster; bulk +1-6%",
-        ("sensing", "best-latency" | "best-bandwidth") if traces => "bulk up to +29%",
+        ("sensing", "aggregation") if traces => "urgent 2-5x faster; bulk 1-6% higher",
+        ("sensing", "best-latency" | "best-bandwidth") if traces => "bulk up to 29% higher",
         (_, "mptcp") => "not measured in the paper",
         _ => return None,
     })
