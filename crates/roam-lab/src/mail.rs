@@ -379,8 +379,8 @@ fn compose_prefetch(tag: &str, cmd: Vec<u8>, on_demand: &HashSet<u32>) -> Vec<u8
 /// foreground commands first: a user's fetch never waits behind queued prefetches, here or on
 /// the links.
 ///
-/// Background responses carry a thunk, as the file system's prefetch replies do (the paper's
-/// §4.1 use of thunks): one prefetch at a time is composed, and the next only once roam has
+/// Background responses carry a thunk, as the file system's prefetch replies do: one
+/// prefetch at a time is composed, and the next only once roam has
 /// taken it, so prefetches wait here, as commands, while roam's background backlog is over its
 /// bound. A prefetch of a message the user has meanwhile opened (fetched in the foreground)
 /// is then composed without the body ([`compose_prefetch`]), so that body does not cross the
