@@ -631,6 +631,13 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              link has it at once), and after the WiFi leaves 3G carries about 35 KB/s, so each \
              100 KB behind costs 3 s (docs/lab.md, \"Why cells miss\")"
         }
+        ("mail", "vehicular-umts") => {
+            "traced on one trial (background; the interactive ratio is not traced): with no \
+             WiFi, roam and aggregation share one UMTS link (1.4-3.6 Mbit/s, 400 ms); roam keeps \
+             its queue short for the user's fetches (124-460 ms against 250-780 ms) and so fills \
+             the link later while its estimate grows (68 KB by the 4th second against 215 KB) \
+             (docs/lab.md, \"Why cells miss\")"
+        }
         ("sensing", s) if s.starts_with("vehicular") => {
             "not traced; our 3G uplink (median 960 kbit/s) is 17x the paper's (57 kbit/s), so \
              sensing's 29 KB/s does not queue on it and there is little for labels to win \
