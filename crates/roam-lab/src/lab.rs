@@ -458,12 +458,16 @@ fn render(
                         group: s.clone(),
                         series: sys.name().into(),
                         value: v.median,
+                        center: v.mean,
                         ci: v.ci,
                     });
                 }
             }
             let svg = report::bar_chart(
-                &format!("{}: {label}, median, 95% CI of the mean", app.name),
+                &format!(
+                    "{}: {label}; bars: median, whiskers: 95% CI of the mean",
+                    app.name
+                ),
                 label,
                 &bars,
             );

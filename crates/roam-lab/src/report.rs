@@ -89,6 +89,19 @@ pub fn parse_csv(text: &str, what: &str) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// A value axis from 0 to at least `max`: a round step (1, 2 or 5 times a power of ten) and
+/// how many steps (3 to 6), so tick labels read 0, 5000, 10000 rather than 0, 7719, 15438.
+fn axis_ticks(max: f64) -> (f64, usize) {
+    let rough = max / 5.0;
+    let mag = 10f64.powf(rough.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|&s| s >= rough)
+        .unwrap_or(10.0 * mag);
+    (step, ((max / step).ceil() as usize).max(1))
+}
+
 /// A time metric whose workload did not finish within the trial's time limit: +infinity, so
 /// that it sorts above every finished value (the median stays right while fewer than half of
 /// the trials are unfinished) and is never mistaken for a measured number.
@@ -225,6 +238,8 @@ pub struct Bar {
     pub series: String,
     /// Height.
     pub value: f64,
+    /// Centre of the whisker (the mean, whose confidence interval it shows).
+    pub center: f64,
     /// Half-width of the whisker (NaN: none).
     pub ci: f64,
 }
@@ -251,13 +266,20 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
             series.push(&b.series);
         }
     }
-    let ymax = bars
+    let top_value = bars
         .iter()
-        .map(|b| b.value + if b.ci.is_finite() { b.ci } else { 0.0 })
+        .map(|b| {
+            b.value.max(if b.ci.is_finite() {
+                b.center + b.ci
+            } else {
+                0.0
+            })
+        })
         .filter(|x| x.is_finite())
         .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.1;
+        .max(1e-9);
+    let (step, ticks) = axis_ticks(top_value);
+    let ymax = step * ticks as f64;
     let (w, h, left, top, bottom, right) = (760.0, 360.0, 70.0, 40.0, 50.0, 150.0);
     let pw = w - left - right;
     let ph = h - top - bottom;
@@ -270,16 +292,16 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
         w / 2.0,
         esc(title)
     );
-    for k in 0..=4 {
-        let v = ymax * k as f64 / 4.0;
-        let y = top + ph - ph * k as f64 / 4.0;
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    for k in 0..=ticks {
+        let v = step * k as f64;
+        let y = top + ph - ph * k as f64 / ticks as f64;
         let _ = write!(
             s,
-            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{v:.decimals$}</text>"##,
             left + pw,
             left - 6.0,
             y + 4.0,
-            fmt_num(v)
         );
     }
     let _ = write!(
@@ -326,8 +348,8 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
             );
             if b.ci.is_finite() {
                 let cx = x + bw * 0.45;
-                let y1 = top + ph - ph * (b.value + b.ci) / ymax;
-                let y2 = top + ph - ph * (b.value - b.ci).max(0.0) / ymax;
+                let y1 = top + ph - ph * (b.center + b.ci) / ymax;
+                let y2 = top + ph - ph * (b.center - b.ci).max(0.0) / ymax;
                 let _ = write!(
                     s,
                     r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#
@@ -355,6 +377,14 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chart_axes_step_by_round_numbers() {
+        assert_eq!(axis_ticks(30_876.0), (10_000.0, 4));
+        assert_eq!(axis_ticks(99.0), (20.0, 5));
+        assert_eq!(axis_ticks(0.7), (0.2, 4));
+        assert_eq!(axis_ticks(5.0), (1.0, 5));
+    }
 
     #[test]
     fn the_csv_reads_back_what_it_wrote_and_names_bad_lines() {
@@ -427,12 +457,14 @@ mod tests {
                 group: "hotspot".into(),
                 series: "roam".into(),
                 value: 1.0,
+                center: 1.1,
                 ci: 0.1,
             },
             Bar {
                 group: "hotspot".into(),
                 series: "mptcp".into(),
                 value: 2.0,
+                center: 2.0,
                 ci: f64::NAN,
             },
         ];
