@@ -39,6 +39,34 @@ fn sensing_delivers_urgent_messages_and_bulk_data() {
     }
 }
 
+/// MPTCP connects even when a trial starts in a WiFi outage (its first subflow over the
+/// link that answers): seed 2 of the vehicular drive has no WiFi for its first minute.
+#[test]
+fn mptcp_connects_over_the_cellular_link_while_the_wifi_is_out() {
+    if !privileged() {
+        return;
+    }
+    let sc = Scenario::by_name("vehicular", 2).unwrap();
+    let wifi = &sc.links[0];
+    assert_eq!(wifi.name, "wifi");
+    assert!(
+        !*wifi.trace.availability.value_at(roam_core::Time::ZERO),
+        "seed 2 should start in a WiFi outage"
+    );
+    let d = Duration::from_secs(4);
+    let ms = trial::run(
+        sensing::run,
+        &sc,
+        System::Mptcp,
+        d,
+        2,
+        Arc::new(|_| {}),
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(get(&ms, "bulk_kBps") > 0.0, "{ms:?}");
+}
+
 #[test]
 fn file_system_replays_the_build_and_writes_everything_back() {
     if !privileged() {
