@@ -152,7 +152,8 @@ pub fn connect_plain(system: System, locals: &[Ipv4Addr], port: u16) -> Result<T
             .with_context(|| format!("connecting to {SERVER_ADDR}:{port} from {first}"));
     }
     let deadline = Instant::now() + CONNECT_WAIT;
-    let mut tried = Vec::new();
+    // The last failure over each link, for the error.
+    let mut last = std::collections::BTreeMap::new();
     for &local in locals.iter().cycle() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -160,14 +161,14 @@ pub fn connect_plain(system: System, locals: &[Ipv4Addr], port: u16) -> Result<T
         }
         match connect_from(local, port, true, MPTCP_ATTEMPT.min(left)) {
             Ok(s) => return Ok(s),
-            Err(e) => tried.push(format!("{local}: {e}")),
-        }
+            Err(e) => last.insert(local, e.to_string()),
+        };
     }
-    tried.dedup();
+    let why: Vec<String> = last.iter().map(|(l, e)| format!("from {l}: {e}")).collect();
     bail!(
         "connecting to {SERVER_ADDR}:{port} over MPTCP: no link answered within {} s ({})",
         CONNECT_WAIT.as_secs(),
-        tried.join("; ")
+        why.join("; ")
     )
 }
 
