@@ -153,16 +153,13 @@ fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
     if !csv_path.exists() {
         return Ok(Vec::new());
     }
-    let stamp_path = out.join("run.json");
-    let text = std::fs::read_to_string(&stamp_path).with_context(|| {
+    let old = read_stamp(out, "--resume").with_context(|| {
         format!(
-            "--resume: {} has no readable run.json beside it (it says which code measured \
-             the trials); use another --out, or run without --resume to start over",
+            "--resume: {} needs a run.json beside it (it says which code measured the \
+             trials); use another --out, or run without --resume to start over",
             csv_path.display()
         )
     })?;
-    let old: RunStamp = serde_json::from_str(&text)
-        .with_context(|| format!("--resume: {} is not a run stamp", stamp_path.display()))?;
     if &old != stamp {
         bail!(
             "--resume: {} holds trials of {}; this run is {}. Trials are only added to a run \
@@ -173,11 +170,7 @@ fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
             stamp.describe()
         );
     }
-    let rows = report::parse_csv(
-        &std::fs::read_to_string(&csv_path)
-            .with_context(|| format!("reading {}", csv_path.display()))?,
-        &csv_path.display().to_string(),
-    )?;
+    let rows = read_trials(out, "--resume")?;
     let failed: HashSet<_> = rows
         .iter()
         .filter(|r| r.metric == "error")
@@ -187,6 +180,23 @@ fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
         .into_iter()
         .filter(|r| !failed.contains(&trial_key(r)))
         .collect())
+}
+
+/// `out/run.json`; `what` (the option) names the read in errors.
+fn read_stamp(out: &std::path::Path, what: &str) -> Result<RunStamp> {
+    let path = out.join("run.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{what}: reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{what}: {} is not a run stamp", path.display()))
+}
+
+/// The rows of `out/trials.csv`; `what` (the option) names the read in errors.
+fn read_trials(out: &std::path::Path, what: &str) -> Result<Vec<Row>> {
+    let path = out.join("trials.csv");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{what}: reading {}", path.display()))?;
+    report::parse_csv(&text, &path.display().to_string())
 }
 
 /// Which trial a row belongs to.
@@ -407,18 +417,8 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
 /// The report and charts of the trials already in `plan.out` (`--report-only`): nothing is
 /// run; the report names the code that measured them (from `run.json`).
 fn report_only(plan: &Plan, all: &[App], app_ix: &[usize]) -> Result<(String, Vec<Row>)> {
-    let stamp_path = plan.out.join("run.json");
-    let stamp: RunStamp = serde_json::from_str(
-        &std::fs::read_to_string(&stamp_path)
-            .with_context(|| format!("--report-only: reading {}", stamp_path.display()))?,
-    )
-    .with_context(|| format!("--report-only: {} is not a run stamp", stamp_path.display()))?;
-    let csv_path = plan.out.join("trials.csv");
-    let rows = report::parse_csv(
-        &std::fs::read_to_string(&csv_path)
-            .with_context(|| format!("--report-only: reading {}", csv_path.display()))?,
-        &csv_path.display().to_string(),
-    )?;
+    let stamp = read_stamp(&plan.out, "--report-only")?;
+    let rows = read_trials(&plan.out, "--report-only")?;
     let failures: Vec<String> = rows
         .iter()
         .filter(|r| r.metric == "error")
@@ -857,7 +857,7 @@ mod tests {
         rows.push(failed);
         std::fs::write(dir.join("trials.csv"), report::csv(&rows)).unwrap();
         let e = resumable(&dir, &stamp).unwrap_err();
-        assert!(format!("{e:#}").contains("no readable run.json"), "{e:#}");
+        assert!(format!("{e:#}").contains("needs a run.json beside it"), "{e:#}");
         std::fs::write(dir.join("run.json"), serde_json::to_string(&stamp).unwrap()).unwrap();
         let kept = resumable(&dir, &stamp).unwrap();
         assert_eq!(kept.len(), 2);
