@@ -857,7 +857,10 @@ mod tests {
         rows.push(failed);
         std::fs::write(dir.join("trials.csv"), report::csv(&rows)).unwrap();
         let e = resumable(&dir, &stamp).unwrap_err();
-        assert!(format!("{e:#}").contains("needs a run.json beside it"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("needs a run.json beside it"),
+            "{e:#}"
+        );
         std::fs::write(dir.join("run.json"), serde_json::to_string(&stamp).unwrap()).unwrap();
         let kept = resumable(&dir, &stamp).unwrap();
         assert_eq!(kept.len(), 2);
