@@ -301,6 +301,61 @@ pub fn hedges_metric<'a>(ends: impl IntoIterator<Item = &'a Conn>) -> Option<Met
         .map(|n| Metric::new("hedges", n as f64, "msgs"))
 }
 
+/// Messages (label, bytes) for a [`background_sender`].
+pub type Outbox = std::sync::mpsc::Sender<(Label, Vec<u8>)>;
+
+/// A thread that sends the messages given to it on `conn`, in order, each as soon as roam
+/// takes it: a server hands it replies that may have to wait for room (roam's backlog bound),
+/// so they never hold up a foreground reply. It ends when the sender is dropped or a send
+/// fails.
+pub fn background_sender(conn: Arc<Conn>) -> (Outbox, std::thread::JoinHandle<Result<()>>) {
+    let (tx, rx) = std::sync::mpsc::channel::<(Label, Vec<u8>)>();
+    let t = std::thread::spawn(move || -> Result<()> {
+        for (label, m) in rx {
+            conn.send(label, &[], m, None)?;
+        }
+        Ok(())
+    });
+    (tx, t)
+}
+
+/// Sends that carry a thunk, for messages composed when they can go (the file system's
+/// prefetch replies, mail's prefetch responses): [`Readiness::send`] either hands the message
+/// to roam or, when roam defers it, waits until the thunk says the label can be sent, so the
+/// caller can compose the message again (it may have changed meanwhile) and retry.
+pub struct Readiness {
+    tx: std::sync::mpsc::Sender<()>,
+    rx: std::sync::mpsc::Receiver<()>,
+}
+
+impl Default for Readiness {
+    fn default() -> Readiness {
+        let (tx, rx) = std::sync::mpsc::channel();
+        Readiness { tx, rx }
+    }
+}
+
+impl Readiness {
+    /// Send `data` labelled `label` with a thunk: true when roam (or a plain connection) took
+    /// it; false when roam deferred it, after waiting for the thunk to fire (at most a second;
+    /// then the thunk is cancelled and the caller simply tries again).
+    pub fn send(&self, conn: &Conn, label: Label, data: Vec<u8>) -> Result<bool> {
+        let tx = self.tx.clone();
+        let thunk = Thunk::new(move || {
+            let _ = tx.send(());
+        });
+        match conn.send(label, &[], data, Some(thunk))? {
+            Sent::Id(_) => Ok(true),
+            Sent::Deferred(h) => {
+                if self.rx.recv_timeout(Duration::from_secs(1)).is_err() {
+                    h.cancel();
+                }
+                Ok(false)
+            }
+        }
+    }
+}
+
 /// The server side of a lab application.
 pub enum Server {
     /// roam listener.

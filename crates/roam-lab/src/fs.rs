@@ -23,10 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::report::UNFINISHED;
-use roam_net::runtime::Thunk;
 use roam_net::Label;
 
-use crate::channel::{Conn, Sent, Server};
+use crate::channel::{background_sender, Conn, Readiness, Sent, Server};
 use crate::trial::{Metric, Trial};
 
 /// Block size of the file service.
@@ -257,38 +256,23 @@ impl Prefetch {
 /// an unmodified server writes every reply into its socket at once.
 fn serve(conn: Arc<Conn>) -> Result<()> {
     let sent_on_demand: Arc<Mutex<HashSet<(u32, u64)>>> = Arc::default();
-    let (ack_tx, ack_rx) = mpsc::channel::<(Label, Vec<u8>)>();
-    let aconn = conn.clone();
-    let acks = std::thread::spawn(move || -> Result<()> {
-        for (label, m) in ack_rx {
-            aconn.send(label, &[], m, None)?;
-        }
-        Ok(())
-    });
+    let (ack_tx, acks) = background_sender(conn.clone());
     let (bg_tx, bg_rx) = mpsc::channel::<Prefetch>();
     let (bconn, bsent) = (conn.clone(), sent_on_demand.clone());
     let bg = std::thread::spawn(move || -> Result<()> {
-        let (ready_tx, ready) = mpsc::channel::<()>();
+        let ready = Readiness::default();
         for p in bg_rx {
             let mut p = Some(p);
             while let Some(cur) = p.take() {
                 let Some(((label, m), rest)) = cur.next(&bsent.lock().unwrap()) else {
                     break;
                 };
-                let tx = ready_tx.clone();
-                let thunk = Thunk::new(move || {
-                    let _ = tx.send(());
-                });
-                match bconn.send(label, &[], m, Some(thunk))? {
-                    Sent::Id(_) => p = rest,
-                    Sent::Deferred(h) => {
-                        // Retry when the thunk fires (or after a second, cancelling it).
-                        if ready.recv_timeout(Duration::from_secs(1)).is_err() {
-                            h.cancel();
-                        }
-                        p = Some(cur);
-                    }
-                }
+                // Deferred: composed again (without what went on demand meanwhile) and retried.
+                p = if ready.send(&bconn, label, m)? {
+                    rest
+                } else {
+                    Some(cur)
+                };
             }
         }
         Ok(())
@@ -505,7 +489,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     ready_rx
         .recv_timeout(Duration::from_secs(10))
         .map_err(|_| anyhow!("the file server did not start"))?;
-    let locals: Vec<std::net::Ipv4Addr> = t.emu.links().iter().map(|l| l.client_addr).collect();
+    let locals = t.client_addrs();
     let progress = t.progress.clone();
     let limit = replay_limit(t.duration);
     type Out = (Replay, Arc<Conn>);

@@ -409,6 +409,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     bar.finish_with_message("done");
     let rows = rows.lock().unwrap().clone();
     let failures = failures.lock().unwrap().clone();
+    // Once more, whole: complete even if an append above failed.
     std::fs::write(plan.out.join("trials.csv"), report::csv(&rows))?;
     let md = render(plan, &all, &app_ix, &rows, &failures, VERSION)?;
     Ok((md, rows))
@@ -638,7 +639,7 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
         ("mail", "vehicular-umts") => {
             "traced on one trial (background; the interactive ratio is not traced): with no \
              WiFi, roam and aggregation share one UMTS link (1.4-3.6 Mbit/s, 400 ms); roam keeps \
-             its queue short for the user's fetches (124-460 ms against 250-780 ms) and so fills \
+             its queue short for the user's fetches (124-460 ms against 240-780 ms) and so fills \
              the link later while its estimate grows (68 KB by the 4th second against 215 KB) \
              (docs/lab.md, \"Why cells miss\")"
         }

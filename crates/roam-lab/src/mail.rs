@@ -41,10 +41,9 @@ use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use roam_emu::traffic::{listen, set_congestion_control};
-use roam_net::runtime::Thunk;
 use roam_net::Label;
 
-use crate::channel::{connect_plain, Conn, Sent, Server, CC};
+use crate::channel::{connect_plain, Conn, Readiness, Server, CC};
 use crate::dovecot::{self, Dovecot, IMAP_PORT};
 use crate::imap::{self, Response};
 use crate::system::System;
@@ -498,7 +497,7 @@ fn prefetch_sender(
 ) -> (mpsc::Sender<Prefetch>, std::thread::JoinHandle<Result<()>>) {
     let (tx, rx) = mpsc::channel::<Prefetch>();
     let t = std::thread::spawn(move || -> Result<()> {
-        let (ready_tx, ready) = mpsc::channel::<()>();
+        let ready = Readiness::default();
         let release = |requeue: Option<(String, Vec<u8>)>| {
             let (lock, cv) = &*waiting;
             let mut q = lock.lock().unwrap();
@@ -509,32 +508,18 @@ fn prefetch_sender(
             cv.notify_all();
         };
         for p in rx {
-            let mut deferred = false;
             loop {
-                if deferred {
-                    let stale = body_fetch_uid(&p.cmd)
-                        .is_some_and(|uid| waiting.0.lock().unwrap().on_demand.contains(&uid));
-                    if stale {
-                        release(Some((p.tag.clone(), p.cmd.clone())));
-                        break;
-                    }
+                if ready.send(&conn, p.label, p.resp.clone())? {
+                    release(None);
+                    break;
                 }
-                let tx = ready_tx.clone();
-                let thunk = Thunk::new(move || {
-                    let _ = tx.send(());
-                });
-                match conn.send(p.label, &[], p.resp.clone(), Some(thunk))? {
-                    Sent::Id(_) => {
-                        release(None);
-                        break;
-                    }
-                    Sent::Deferred(h) => {
-                        // Retry when the thunk fires (or after a second, cancelling it).
-                        if ready.recv_timeout(Duration::from_secs(1)).is_err() {
-                            h.cancel();
-                        }
-                        deferred = true;
-                    }
+                // Deferred: a body the user has fetched meanwhile goes back to be composed
+                // without it.
+                let stale = body_fetch_uid(&p.cmd)
+                    .is_some_and(|uid| waiting.0.lock().unwrap().on_demand.contains(&uid));
+                if stale {
+                    release(Some((p.tag.clone(), p.cmd.clone())));
+                    break;
                 }
             }
         }
@@ -644,7 +629,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     ready_rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| anyhow!("the mail server side did not start"))??;
-    let locals: Vec<Ipv4Addr> = t.emu.links().iter().map(|l| l.client_addr).collect();
+    let locals = t.client_addrs();
     let progress = t.progress.clone();
     let cap = t.duration;
     let proxy_slot: Arc<Mutex<Option<Arc<Proxy>>>> = Arc::default();

@@ -180,7 +180,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     ready_rx
         .recv_timeout(Duration::from_secs(10))
         .map_err(|_| anyhow!("the sensing server did not start"))?;
-    let locals: Vec<std::net::Ipv4Addr> = t.emu.links().iter().map(|l| l.client_addr).collect();
+    let locals = t.client_addrs();
     let progress = t.progress.clone();
     let client = t
         .emu

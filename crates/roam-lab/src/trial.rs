@@ -51,6 +51,14 @@ pub struct Trial {
     pub log_dir: Option<PathBuf>,
 }
 
+impl Trial {
+    /// The client's address on each emulated link, in the emulator's order (what a plain
+    /// TCP or MPTCP client binds to; see [`crate::channel::connect_plain`]).
+    pub fn client_addrs(&self) -> Vec<std::net::Ipv4Addr> {
+        self.emu.links().iter().map(|l| l.client_addr).collect()
+    }
+}
+
 /// Start the emulator for `system` on `scenario` and run `app` in it.
 pub fn run(
     app: fn(&Trial) -> Result<Vec<Metric>>,

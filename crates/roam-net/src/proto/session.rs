@@ -1621,8 +1621,11 @@ impl Session {
         if !self.config.hedge || nets.len() < 2 {
             return Vec::new();
         }
-        let back = nets.iter().map(|&n| self.rtt_or_second(n)).max();
-        let back = back.unwrap_or_default(); // two networks or more: always some
+        let back = nets
+            .iter()
+            .map(|&n| self.rtt_or_second(n))
+            .max()
+            .unwrap_or_default();
         let delay = |net| {
             (self.rtt_or_second(net) + back + Duration::from_millis(100))
                 .clamp(Duration::from_millis(250), Duration::from_secs(2))
