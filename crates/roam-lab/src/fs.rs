@@ -449,10 +449,12 @@ struct Replay {
     overtaking: u64,
     /// Reads that waited.
     waits: Vec<Wait>,
+    /// Why the replay or its write-back did not finish (for the trial's notes).
+    unfinished: Option<String>,
 }
 
 impl Replay {
-    fn unfinished() -> Replay {
+    fn unfinished(why: String) -> Replay {
         Replay {
             interactive: UNFINISHED,
             writeback: UNFINISHED,
@@ -460,6 +462,7 @@ impl Replay {
             demand_ms: Vec::new(),
             overtaking: 0,
             waits: Vec::new(),
+            unfinished: Some(why),
         }
     }
 }
@@ -600,17 +603,20 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                 let unanswered = asked.elapsed() >= DEMAND_WAIT;
                 if unanswered || start.elapsed() >= limit {
                     // A result ("unfinished"), not a failure.
-                    eprintln!(
-                        "fs: {}; replay unfinished",
-                        if unanswered {
-                            format!("a demand fetch got no reply within {DEMAND_WAIT:?}")
-                        } else {
-                            format!("the replay ran past its limit of {limit:?}")
-                        }
-                    );
+                    let why = if unanswered {
+                        format!(
+                            "a demand read of {} block(s) of file {} got no reply within \
+                             {DEMAND_WAIT:?} ({:.1} s into the replay)",
+                            want.len(),
+                            op.file,
+                            asked.duration_since(start).as_secs_f64()
+                        )
+                    } else {
+                        format!("the replay ran past its limit of {limit:?}")
+                    };
                     drop(c);
                     drop((wb_tx, pf_tx));
-                    return Ok((Replay::unfinished(), conn));
+                    return Ok((Replay::unfinished(why), conn));
                 }
             }
             let waited = asked.elapsed();
@@ -637,6 +643,15 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             c = cv.wait_timeout(c, Duration::from_millis(500)).unwrap().0;
         }
         let complete = c.acked >= writes;
+        let unfinished = (!complete).then(|| {
+            format!(
+                "write-back: {} of {writes} writes acknowledged by {:.1} s after the replay",
+                c.acked,
+                WRITEBACK_WAIT
+                    .max(Duration::from_secs_f64(interactive))
+                    .as_secs_f64()
+            )
+        });
         let demand_ms = std::mem::take(&mut c.demand_ms);
         drop(c);
         let wb = match (writes, complete) {
@@ -652,6 +667,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             demand_ms,
             overtaking: client.overtaking,
             waits,
+            unfinished,
         };
         Ok((replay, conn))
     });
@@ -670,6 +686,9 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         let p = d.join("fs-waits.csv");
         std::fs::write(&p, waits_csv(&r.waits))
             .with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(why) = &r.unfinished {
+        t.note(why.clone());
     }
     // An unfinished replay has no counts or demand statistics to report.
     let done = |x: f64| {

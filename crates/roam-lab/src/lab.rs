@@ -204,6 +204,50 @@ fn trial_key(r: &Row) -> (String, String, String, u32) {
     (r.app.clone(), r.scenario.clone(), r.system.clone(), r.trial)
 }
 
+/// A trial's name in progress lines, `trials.log` and the report: `app/scenario/system#trial`.
+fn trial_name(app: &str, scenario: &str, system: &str, trial: u32) -> String {
+    format!("{app}/{scenario}/{system}#{trial}")
+}
+
+/// `trials.log` in a results directory: one line per note on a trial (why it did not
+/// finish, why it failed), `app/scenario/system#trial: text`.
+const TRIALS_LOG: &str = "trials.log";
+
+/// `path` holding `text`, opened to append to (a results file that grows trial by trial).
+fn start_appending(path: &std::path::Path, text: &str) -> Result<Mutex<std::fs::File>> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    Ok(Mutex::new(f))
+}
+
+/// Each string as a line.
+fn lines(v: &[String]) -> String {
+    v.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The lines of `out/trials.log` that belong to trials in `rows` (empty if there is none:
+/// runs before the log existed).
+fn read_notes(out: &std::path::Path, rows: &[Row]) -> Result<Vec<String>> {
+    let path = out.join(TRIALS_LOG);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let names: HashSet<String> = rows
+        .iter()
+        .map(|r| trial_name(&r.app, &r.scenario, &r.system, r.trial))
+        .collect();
+    Ok(text
+        .lines()
+        .filter(|l| l.split_once(": ").is_some_and(|(n, _)| names.contains(n)))
+        .map(str::to_string)
+        .collect())
+}
+
 impl Plan {
     /// How long `app`'s workload runs under this plan.
     fn workload(&self, app: &App) -> Duration {
@@ -264,14 +308,11 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
         plan.out.join("run.json"),
         serde_json::to_string_pretty(&stamp)?,
     )?;
-    std::fs::write(&csv_path, report::csv(&kept))
-        .with_context(|| format!("writing {}", csv_path.display()))?;
-    let csv_file = Mutex::new(
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&csv_path)
-            .with_context(|| format!("opening {}", csv_path.display()))?,
-    );
+    let csv_file = start_appending(&csv_path, &report::csv(&kept))?;
+    // The notes of the kept trials stay; those of trials about to run again go.
+    let kept_notes = read_notes(&plan.out, &kept)?;
+    let log_path = plan.out.join(TRIALS_LOG);
+    let log_file = start_appending(&log_path, &lines(&kept_notes))?;
     let mut jobs = VecDeque::new();
     for trial in 1..=plan.trials {
         for s in &plan.scenarios {
@@ -318,24 +359,19 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
         );
     }
     let rows: Arc<Mutex<Vec<Row>>> = Arc::new(Mutex::new(kept));
-    let failures: Arc<Mutex<Vec<String>>> = Arc::default();
+    let notes: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(kept_notes));
     let running: Arc<Mutex<Vec<String>>> = Arc::default();
     std::thread::scope(|scope| {
         for _ in 0..plan.jobs.min(n_jobs) {
-            let (queue, rows, failures, running, bar, all, csv_file) =
-                (&queue, &rows, &failures, &running, &bar, &all, &csv_file);
+            let (queue, rows, notes, running, bar, all, csv_file, log_file) = (
+                &queue, &rows, &notes, &running, &bar, &all, &csv_file, &log_file,
+            );
             scope.spawn(move || loop {
                 let Some(j) = queue.lock().unwrap().pop_front() else {
                     return;
                 };
                 let app = &all[j.app];
-                let name = format!(
-                    "{}/{}/{}#{}",
-                    app.name,
-                    j.scenario,
-                    j.system.name(),
-                    j.trial
-                );
+                let name = trial_name(app.name, &j.scenario, j.system.name(), j.trial);
                 let show_running = |r: &Vec<String>| bar.set_message(r.join(" "));
                 {
                     let mut r = running.lock().unwrap();
@@ -378,19 +414,31 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                     value,
                     unit: unit.into(),
                 };
-                let new: Vec<Row> = match result {
-                    Ok(ms) => ms.iter().map(|m| base(&m.name, m.value, &m.unit)).collect(),
-                    Err(e) => {
-                        // Not `bar.println`: it draws nothing without a terminal (CI logs).
-                        bar.suspend(|| eprintln!("{name} failed: {e:#}"));
-                        failures.lock().unwrap().push(format!("{name}: {e:#}"));
-                        vec![base("error", f64::NAN, "")]
-                    }
+                let (new, said): (Vec<Row>, Vec<String>) = match result {
+                    Ok(ran) => (
+                        ran.metrics
+                            .iter()
+                            .map(|m| base(&m.name, m.value, &m.unit))
+                            .collect(),
+                        ran.notes.iter().map(|n| format!("{name}: {n}")).collect(),
+                    ),
+                    Err(e) => (
+                        vec![base("error", f64::NAN, "")],
+                        vec![format!("{name}: failed: {e:#}")],
+                    ),
                 };
+                for line in &said {
+                    // Not `bar.println`: it draws nothing without a terminal (CI logs).
+                    bar.suspend(|| eprintln!("{line}"));
+                }
                 let text = report::csv_lines(&new);
                 if let Err(e) = csv_file.lock().unwrap().write_all(text.as_bytes()) {
                     bar.suspend(|| eprintln!("appending {name} to trials.csv: {e}"));
                 }
+                if let Err(e) = log_file.lock().unwrap().write_all(lines(&said).as_bytes()) {
+                    bar.suspend(|| eprintln!("appending {name} to {TRIALS_LOG}: {e}"));
+                }
+                notes.lock().unwrap().extend(said);
                 rows.lock().unwrap().extend(new);
                 if bar.is_hidden() {
                     // No terminal (CI logs): one line per finished trial instead of a bar.
@@ -408,10 +456,11 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     });
     bar.finish_with_message("done");
     let rows = rows.lock().unwrap().clone();
-    let failures = failures.lock().unwrap().clone();
+    let notes = notes.lock().unwrap().clone();
     // Once more, whole: complete even if an append above failed.
     std::fs::write(plan.out.join("trials.csv"), report::csv(&rows))?;
-    let md = render(plan, &all, &app_ix, &rows, &failures, VERSION)?;
+    std::fs::write(&log_path, lines(&notes))?;
+    let md = render(plan, &all, &app_ix, &rows, &notes, VERSION)?;
     Ok((md, rows))
 }
 
@@ -420,17 +469,17 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
 fn report_only(plan: &Plan, all: &[App], app_ix: &[usize]) -> Result<(String, Vec<Row>)> {
     let stamp = read_stamp(&plan.out, "--report-only")?;
     let rows = read_trials(&plan.out, "--report-only")?;
-    let failures: Vec<String> = rows
-        .iter()
-        .filter(|r| r.metric == "error")
-        .map(|r| {
-            format!(
-                "{}/{}/{}#{}: failed (the reason is in the log of the run)",
-                r.app, r.scenario, r.system, r.trial
-            )
-        })
-        .collect();
-    let md = render(plan, all, app_ix, &rows, &failures, &stamp.version)?;
+    let mut notes = read_notes(&plan.out, &rows)?;
+    // Failed trials of runs from before `trials.log` existed.
+    for r in rows.iter().filter(|r| r.metric == "error") {
+        let name = trial_name(&r.app, &r.scenario, &r.system, r.trial);
+        if !notes.iter().any(|l| l.starts_with(&format!("{name}: "))) {
+            notes.push(format!(
+                "{name}: failed (the reason is in the log of the run)"
+            ));
+        }
+    }
+    let md = render(plan, all, app_ix, &rows, &notes, &stamp.version)?;
     Ok((md, rows))
 }
 
@@ -440,10 +489,10 @@ fn render(
     all: &[App],
     app_ix: &[usize],
     rows: &[Row],
-    failures: &[String],
+    notes: &[String],
     measured: &str,
 ) -> Result<String> {
-    let md = markdown(plan, all, app_ix, rows, failures, measured);
+    let md = markdown(plan, all, app_ix, rows, notes, measured);
     std::fs::write(plan.out.join("report.md"), &md)?;
     for &a in app_ix {
         let app = &all[a];
@@ -657,7 +706,7 @@ fn markdown(
     all: &[App],
     app_ix: &[usize],
     rows: &[Row],
-    fails: &[String],
+    notes: &[String],
     measured: &str,
 ) -> String {
     let mut s = String::new();
@@ -766,10 +815,14 @@ fn markdown(
         }
     }
     s.push('\n');
-    if !fails.is_empty() {
-        let _ = writeln!(s, "## Failed trials\n");
-        for f in fails {
-            let _ = writeln!(s, "- {f}");
+    if !notes.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Unfinished and failed trials\n\nWhat each trial that did not finish (or \
+             failed) said about it (also in `{TRIALS_LOG}`).\n"
+        );
+        for n in notes {
+            let _ = writeln!(s, "- {n}");
         }
     }
     s
@@ -831,25 +884,30 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A full (not quick) plan of mail on the hotspot over roam, writing to `out`.
+    fn mail_plan(out: &std::path::Path, trials: u32, resume: bool) -> Plan {
+        Plan {
+            apps: vec!["mail".into()],
+            scenarios: vec!["hotspot".into()],
+            systems: vec![System::Roam],
+            trials,
+            quick: false,
+            duration: None,
+            jobs: 1,
+            out: out.to_path_buf(),
+            emu_logs: None,
+            resume,
+            report_only: false,
+        }
+    }
+
     /// A resumed run keeps the finished trials of a matching run and drops the failed ones.
     #[test]
     fn resuming_keeps_finished_trials_and_retries_failed_ones() {
         let dir = std::env::temp_dir().join(format!("roam-lab-resume-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let plan = Plan {
-            apps: vec!["mail".into()],
-            scenarios: vec!["hotspot".into()],
-            systems: vec![System::Roam],
-            trials: 2,
-            quick: false,
-            duration: None,
-            jobs: 1,
-            out: dir.clone(),
-            emu_logs: None,
-            resume: true,
-            report_only: false,
-        };
+        let plan = mail_plan(&dir, 2, true);
         let stamp = RunStamp::of(&plan, &apps());
         assert!(resumable(&dir, &stamp).unwrap().is_empty(), "nothing yet");
         let mut rows = rows(&[("roam", 300.0, 11.0)]);
@@ -872,6 +930,39 @@ mod tests {
         };
         let e = resumable(&dir, &other).unwrap_err();
         assert!(format!("{e:#}").contains("roam 0000000"), "{e:#}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The notes a report shows are those of the trials it reports: a resumed run drops the
+    /// notes of the trials it runs again.
+    #[test]
+    fn notes_are_kept_only_for_the_trials_reported() {
+        let dir = std::env::temp_dir().join(format!("roam-lab-notes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let kept = rows(&[("roam", 300.0, f64::INFINITY)]);
+        assert!(read_notes(&dir, &kept).unwrap().is_empty(), "no log yet");
+        std::fs::write(
+            dir.join(TRIALS_LOG),
+            "mail/hotspot/roam#1: background: 40 of 100 bodies in the cache at the end\n\
+             mail/hotspot/roam#2: failed: the proxy's reader failed\n\
+             mail/hotspot/roam#10: another trial\n",
+        )
+        .unwrap();
+        let notes = read_notes(&dir, &kept).unwrap();
+        assert_eq!(
+            notes,
+            vec!["mail/hotspot/roam#1: background: 40 of 100 bodies in the cache at the end"]
+        );
+        let plan = mail_plan(&dir, 1, false);
+        let all = apps();
+        let ix = vec![all.iter().position(|a| a.name == "mail").unwrap()];
+        let md = markdown(&plan, &all, &ix, &kept, &notes, VERSION);
+        let section = md.split("## Unfinished and failed trials").nth(1).unwrap();
+        assert!(
+            section.contains("- mail/hotspot/roam#1: background: 40 of 100"),
+            "{md}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

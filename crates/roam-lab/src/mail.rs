@@ -575,6 +575,8 @@ struct Outcome {
     background_s: f64,
     /// Bodies received twice (prefetched and fetched on demand), once every response is in.
     twice: u32,
+    /// What did not finish within the workload, and how far it got (for the trial's notes).
+    unfinished: Vec<String>,
 }
 
 /// Run one trial.
@@ -675,6 +677,10 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                 from_network: 0,
                 background_s: UNFINISHED,
                 twice: 0,
+                unfinished: vec![format!(
+                    "the mailbox listing got no reply within the workload ({:.0} s)",
+                    (deadline - start).as_secs_f64()
+                )],
             });
         }
         let headers_s = start.elapsed().as_secs_f64();
@@ -707,6 +713,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         let picks = sample(&mut rng, list.len(), OPENS).into_vec();
         let mut open_ms = Vec::new();
         let mut from_network = 0;
+        let mut unfinished = Vec::new();
         for i in picks {
             let uid = list[i].0;
             let t0 = Instant::now();
@@ -715,6 +722,11 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                 proxy.fetch_body(Label::ForegroundSmall, uid)?;
             }
             if !proxy.wait(deadline, |c| c.bodies.contains(&uid))? {
+                unfinished.push(format!(
+                    "opening message UID {uid}: its body had not arrived {:.1} s later, at the \
+                     end of the workload",
+                    t0.elapsed().as_secs_f64()
+                ));
                 open_ms.push(UNFINISHED);
                 break;
             }
@@ -730,6 +742,13 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             progress(start.elapsed().as_secs());
         }
         let all_at = proxy.cache.lock().unwrap().all_at;
+        if all_at.is_none() {
+            unfinished.push(format!(
+                "background: {} of {} bodies in the cache at the end of the workload",
+                proxy.cache.lock().unwrap().bodies.len(),
+                list.len()
+            ));
+        }
         // Every response in (a prefetch overtaken by an on-demand fetch may still be on its
         // way), to count the bodies that crossed the network twice.
         proxy.wait(deadline, |c| c.pending.is_empty())?;
@@ -739,6 +758,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             headers_s,
             open_ms,
             from_network,
+            unfinished,
             background_s: all_at.map_or(UNFINISHED, |a| (a - start).as_secs_f64()),
         })
     });
@@ -771,6 +791,9 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             return Err(e);
         }
     };
+    for why in out.unfinished {
+        t.note(why);
+    }
     Ok(vec![
         Metric::new("ondemand_ms", crate::report::mean(&out.open_ms), "ms"),
         Metric::new("headers_s", out.headers_s, "s"),

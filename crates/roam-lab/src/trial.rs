@@ -1,7 +1,7 @@
 //! One trial: an application on one system over one scenario, in a fresh emulator.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -49,6 +49,9 @@ pub struct Trial {
     pub progress: Arc<dyn Fn(u64) + Send + Sync>,
     /// Where the trial's logs go (`--emu-logs`): the emulator's, and any an application keeps.
     pub log_dir: Option<PathBuf>,
+    /// What the application says about this trial beyond its metrics: above all why a
+    /// workload did not finish (the lab writes them to `trials.log` and the report).
+    notes: Mutex<Vec<String>>,
 }
 
 impl Trial {
@@ -57,6 +60,19 @@ impl Trial {
     pub fn client_addrs(&self) -> Vec<std::net::Ipv4Addr> {
         self.emu.links().iter().map(|l| l.client_addr).collect()
     }
+
+    /// Record a note on this trial, e.g. why its workload did not finish.
+    pub fn note(&self, text: impl Into<String>) {
+        self.notes.lock().unwrap().push(text.into());
+    }
+}
+
+/// What one trial measured, and what its application noted on the way.
+pub struct Ran {
+    /// The metrics.
+    pub metrics: Vec<Metric>,
+    /// The notes ([`Trial::note`]), in order.
+    pub notes: Vec<String>,
 }
 
 /// Start the emulator for `system` on `scenario` and run `app` in it.
@@ -68,7 +84,7 @@ pub fn run(
     seed: u64,
     progress: Arc<dyn Fn(u64) + Send + Sync>,
     log_dir: Option<PathBuf>,
-) -> Result<Vec<Metric>> {
+) -> Result<Ran> {
     let links = system::links(scenario, system, duration)?;
     let emu = Emulator::start(EmuConfig {
         links,
@@ -83,8 +99,12 @@ pub fn run(
         seed,
         progress,
         log_dir,
+        notes: Mutex::default(),
     };
     let r = app(&t);
     let _ = t.emu.shutdown();
-    r
+    Ok(Ran {
+        metrics: r?,
+        notes: t.notes.into_inner().unwrap(),
+    })
 }
