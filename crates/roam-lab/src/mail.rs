@@ -570,13 +570,41 @@ fn plain_front(c: TcpStream) -> Result<()> {
 /// What the scripted user measured.
 struct Outcome {
     headers_s: f64,
-    open_ms: Vec<f64>,
-    from_network: usize,
+    /// The user's opens, in order (none if the mailbox was never listed).
+    opens: Vec<Open>,
     background_s: f64,
     /// Bodies received twice (prefetched and fetched on demand), once every response is in.
     twice: u32,
     /// What did not finish within the workload, and how far it got (for the trial's notes).
     unfinished: Vec<String>,
+}
+
+/// One message the user opened.
+struct Open {
+    /// When (seconds since the user's clock started).
+    at_s: f64,
+    uid: u32,
+    /// The body's size (RFC822.SIZE).
+    bytes: u64,
+    /// Not in the cache when opened: fetched on demand.
+    from_network: bool,
+    /// Bodies in the cache when it was opened.
+    cached: usize,
+    /// How long the user waited ([`UNFINISHED`] if the body never came).
+    ms: f64,
+}
+
+/// The header and rows of `mail-opens.csv`, which a trial writes into its log directory
+/// (`--emu-logs`): every message the user opened, to tell where the on-demand time went.
+fn opens_csv(opens: &[Open]) -> String {
+    let mut s = String::from("at_s,uid,bytes,from_network,cached,ms\n");
+    for o in opens {
+        s.push_str(&format!(
+            "{:.3},{},{},{},{},{:.1}\n",
+            o.at_s, o.uid, o.bytes, o.from_network as u8, o.cached, o.ms
+        ));
+    }
+    s
 }
 
 /// Run one trial.
@@ -673,8 +701,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             // Over the time limit: a result ("unfinished"), not a failure.
             return Ok(Outcome {
                 headers_s: UNFINISHED,
-                open_ms: vec![UNFINISHED],
-                from_network: 0,
+                opens: Vec::new(),
                 background_s: UNFINISHED,
                 twice: 0,
                 unfinished: vec![format!(
@@ -711,26 +738,37 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         std::thread::sleep(READ_HEADERS);
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0e4a11);
         let picks = sample(&mut rng, list.len(), OPENS).into_vec();
-        let mut open_ms = Vec::new();
-        let mut from_network = 0;
+        let mut opens = Vec::new();
         let mut unfinished = Vec::new();
         for i in picks {
-            let uid = list[i].0;
+            let (uid, bytes) = list[i];
             let t0 = Instant::now();
-            if !proxy.cache.lock().unwrap().bodies.contains(&uid) {
-                from_network += 1;
+            let cached = proxy.cache.lock().unwrap().bodies.len();
+            let from_network = !proxy.cache.lock().unwrap().bodies.contains(&uid);
+            if from_network {
                 proxy.fetch_body(Label::ForegroundSmall, uid)?;
             }
-            if !proxy.wait(deadline, |c| c.bodies.contains(&uid))? {
+            let came = proxy.wait(deadline, |c| c.bodies.contains(&uid))?;
+            opens.push(Open {
+                at_s: (t0 - start).as_secs_f64(),
+                uid,
+                bytes,
+                from_network,
+                cached,
+                ms: if came {
+                    t0.elapsed().as_secs_f64() * 1e3
+                } else {
+                    UNFINISHED
+                },
+            });
+            if !came {
                 unfinished.push(format!(
                     "opening message UID {uid}: its body had not arrived {:.1} s later, at the \
                      end of the workload",
                     t0.elapsed().as_secs_f64()
                 ));
-                open_ms.push(UNFINISHED);
                 break;
             }
-            open_ms.push(t0.elapsed().as_secs_f64() * 1e3);
             progress(start.elapsed().as_secs());
         }
         // Background: every body in the cache.
@@ -756,8 +794,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         Ok(Outcome {
             twice,
             headers_s,
-            open_ms,
-            from_network,
+            opens,
             unfinished,
             background_s: all_at.map_or(UNFINISHED, |a| (a - start).as_secs_f64()),
         })
@@ -794,11 +831,23 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     for why in out.unfinished {
         t.note(why);
     }
+    if let Some(d) = &t.log_dir {
+        let p = d.join("mail-opens.csv");
+        std::fs::write(&p, opens_csv(&out.opens))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    let open_ms: Vec<f64> = out.opens.iter().map(|o| o.ms).collect();
+    let ondemand_ms = if open_ms.is_empty() {
+        UNFINISHED
+    } else {
+        crate::report::mean(&open_ms)
+    };
+    let from_network = out.opens.iter().filter(|o| o.from_network).count();
     Ok(vec![
-        Metric::new("ondemand_ms", crate::report::mean(&out.open_ms), "ms"),
+        Metric::new("ondemand_ms", ondemand_ms, "ms"),
         Metric::new("headers_s", out.headers_s, "s"),
         Metric::new("background_s", out.background_s, "s"),
-        Metric::new("opens_from_network", out.from_network as f64, "msgs"),
+        Metric::new("opens_from_network", from_network as f64, "msgs"),
         Metric::new("bodies_twice", out.twice as f64, "msgs"),
     ]
     .into_iter()

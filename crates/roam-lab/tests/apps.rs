@@ -149,9 +149,9 @@ fn file_system_replays_the_build_and_writes_everything_back() {
     }
 }
 
-/// One mail trial on the hotspot (seed 1) lasting at most `secs`; None (with the reason
-/// printed) when this machine cannot run it.
-fn mail_trial(system: System, secs: u64) -> Option<trial::Ran> {
+/// One mail trial on the hotspot (seed 1) lasting at most `secs`, its logs in `logs`; None
+/// (with the reason printed) when this machine cannot run it.
+fn mail_trial(system: System, secs: u64, logs: Option<std::path::PathBuf>) -> Option<trial::Ran> {
     if !privileged() {
         return None;
     }
@@ -162,7 +162,7 @@ fn mail_trial(system: System, secs: u64) -> Option<trial::Ran> {
     let sc = Scenario::by_name("hotspot", 1).unwrap();
     let d = Duration::from_secs(secs);
     Some(
-        trial::run(mail::run, &sc, system, d, 1, Arc::new(|_| {}), None)
+        trial::run(mail::run, &sc, system, d, 1, Arc::new(|_| {}), logs)
             .unwrap_or_else(|e| panic!("{system:?}: {e:#}")),
     )
 }
@@ -170,11 +170,28 @@ fn mail_trial(system: System, secs: u64) -> Option<trial::Ran> {
 #[test]
 fn mail_fetches_every_message_from_a_real_dovecot() {
     for system in [System::Roam, System::Mptcp, System::Aggregation] {
-        let Some(ran) = mail_trial(system, 120) else {
+        let logs = std::env::temp_dir().join(format!("roam-mail-test-{}", std::process::id()));
+        let Some(ran) = mail_trial(system, 120, Some(logs.clone())) else {
             return;
         };
         assert!(ran.notes.is_empty(), "{system:?}: {:?}", ran.notes);
         let ms = ran.metrics;
+        // Every open in the trial's log directory, agreeing with the metrics.
+        let opens = std::fs::read_to_string(logs.join("mail-opens.csv")).unwrap();
+        let _ = std::fs::remove_dir_all(&logs);
+        let mut lines = opens.lines();
+        assert_eq!(lines.next(), Some("at_s,uid,bytes,from_network,cached,ms"));
+        let rows: Vec<Vec<f64>> = lines
+            .map(|l| l.split(',').map(|x| x.parse().unwrap()).collect())
+            .collect();
+        assert_eq!(rows.len(), 5, "{system:?}: {opens}");
+        let fetched = rows.iter().filter(|r| r[3] == 1.0).count() as f64;
+        assert_eq!(fetched, get(&ms, "opens_from_network"), "{system:?}");
+        let mean = rows.iter().map(|r| r[5]).sum::<f64>() / 5.0;
+        assert!(
+            (mean - get(&ms, "ondemand_ms")).abs() < 0.1,
+            "{system:?}: {opens}"
+        );
         let bg = get(&ms, "background_s");
         // About 3 MB over 2.6 Mbit/s of links: tens of seconds, never instant.
         assert!(bg.is_finite() && bg > 2.0, "{system:?}: background {bg} s");
@@ -198,7 +215,7 @@ fn mail_fetches_every_message_from_a_real_dovecot() {
 #[test]
 fn an_unfinished_mail_trial_says_how_far_it_got() {
     // About 3 MB over 2.6 Mbit/s cannot arrive in 6 s.
-    let Some(ran) = mail_trial(System::Roam, 6) else {
+    let Some(ran) = mail_trial(System::Roam, 6, None) else {
         return;
     };
     assert!(get(&ran.metrics, "background_s").is_infinite());
