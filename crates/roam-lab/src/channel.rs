@@ -246,6 +246,15 @@ impl Conn {
         }
     }
 
+    /// Payload bytes that reached this end twice (hedges, resends after a break); zero for a
+    /// plain connection, where TCP hides its own retransmissions.
+    pub fn duplicate_bytes(&self) -> u64 {
+        match self {
+            Conn::Roam(ms) => ms.duplicate_bytes(),
+            Conn::Plain(_) => 0,
+        }
+    }
+
     /// The next message, `None` at the end of the stream.
     pub fn recv(&self) -> Result<Option<Msg>> {
         match self {
@@ -290,15 +299,25 @@ impl Conn {
     }
 }
 
-/// The `hedges` metric of a trial: small foreground messages the given ends sent a second
-/// time over the other network because the first copy went unacknowledged too long (see
-/// `roam_net::Config::hedge`). `None` when no end is a roam multi-socket.
-pub fn hedges_metric<'a>(ends: impl IntoIterator<Item = &'a Conn>) -> Option<Metric> {
-    ends.into_iter()
+/// What roam's recovery cost in a trial, from the given ends (none unless an end is a roam
+/// multi-socket): `hedges`, small foreground messages sent a second time over the other
+/// network because the first copy went unacknowledged too long (see
+/// `roam_net::Config::hedge`), and `duplicate_kB`, payload that arrived twice (hedges, and
+/// resends after a connection broke of bytes it had delivered after all).
+pub fn recovery_metrics<'a>(ends: impl IntoIterator<Item = &'a Conn>) -> Vec<Metric> {
+    let roam: Vec<&Conn> = ends
+        .into_iter()
         .filter(|c| matches!(c, Conn::Roam(_)))
-        .map(|c| c.hedges_sent())
-        .reduce(|a, b| a + b)
-        .map(|n| Metric::new("hedges", n as f64, "msgs"))
+        .collect();
+    if roam.is_empty() {
+        return Vec::new();
+    }
+    let hedges: u64 = roam.iter().map(|c| c.hedges_sent()).sum();
+    let dup: u64 = roam.iter().map(|c| c.duplicate_bytes()).sum();
+    vec![
+        Metric::new("hedges", hedges as f64, "msgs"),
+        Metric::new("duplicate_kB", dup as f64 / 1e3, "kB"),
+    ]
 }
 
 /// Messages (label, bytes) for a [`background_sender`].

@@ -675,8 +675,9 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         .join()
         .map_err(|_| anyhow!("the file-system client panicked"))???;
     let server_end = server_conn.lock().unwrap().take();
-    let hedges =
-        crate::channel::hedges_metric([Some(&*conn), server_end.as_deref()].into_iter().flatten());
+    let recovery = crate::channel::recovery_metrics(
+        [Some(&*conn), server_end.as_deref()].into_iter().flatten(),
+    );
     conn.abort();
     if let Some(c) = server_end {
         c.abort();
@@ -713,7 +714,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         ),
     ]
     .into_iter()
-    .chain(hedges)
+    .chain(recovery)
     .collect())
 }
 

@@ -809,7 +809,8 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         Upstream::Roam(c) => Some(c),
         Upstream::Plain { .. } => None,
     });
-    let hedges = crate::channel::hedges_metric(proxy_end.into_iter().chain(server_end.as_deref()));
+    let recovery =
+        crate::channel::recovery_metrics(proxy_end.into_iter().chain(server_end.as_deref()));
     if let Some(p) = proxy {
         p.up.abort();
     }
@@ -865,7 +866,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         Metric::new("bodies_twice", out.twice as f64, "msgs"),
     ]
     .into_iter()
-    .chain(hedges)
+    .chain(recovery)
     .collect())
 }
 

@@ -285,8 +285,9 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         std::thread::sleep(Duration::from_millis(100));
     }
     let server_end = server_conn.lock().unwrap().take();
-    let hedges =
-        crate::channel::hedges_metric([Some(&conn), server_end.as_deref()].into_iter().flatten());
+    let recovery = crate::channel::recovery_metrics(
+        [Some(&conn), server_end.as_deref()].into_iter().flatten(),
+    );
     conn.abort();
     if let Some(c) = server_end {
         c.abort();
@@ -332,6 +333,6 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         ),
     ]
     .into_iter()
-    .chain(hedges)
+    .chain(recovery)
     .collect())
 }

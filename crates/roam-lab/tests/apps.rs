@@ -38,6 +38,9 @@ fn sensing_delivers_urgent_messages_and_bulk_data() {
         // 29 KB/s offered; both links together carry far more.
         let bulk = get(&ms, "bulk_kBps");
         assert!(bulk > 20.0 && bulk < 30.0, "{system:?}: bulk {bulk} KB/s");
+        // roam's recovery costs are recorded for roam only (plain TCP hides its own).
+        let recorded = ms.iter().any(|m| m.name == "duplicate_kB");
+        assert_eq!(recorded, system == System::Roam, "{system:?}: {ms:?}");
     }
 }
 

@@ -504,6 +504,8 @@ pub struct Session {
     doubt: BTreeSet<IrobId>,
     /// Small foreground IROBs sent a second time by [`Session::hedge_late_foreground`].
     hedges_sent: u64,
+    /// Payload bytes received a second time (`Session::duplicate_bytes`).
+    duplicate_bytes: u64,
     /// Events that may let `recv` return something new (see [`Session::arrivals`]).
     arrivals: u64,
     /// IROBs asked about: on which connection, when.
@@ -568,6 +570,7 @@ impl Session {
             buffered: 0,
             doubt: BTreeSet::new(),
             hedges_sent: 0,
+            duplicate_bytes: 0,
             requested: BTreeMap::new(),
             arrivals: 0,
             deferred: Default::default(),
@@ -2111,6 +2114,13 @@ impl Session {
         self.hedges_sent
     }
 
+    /// Payload bytes that arrived here a second time: hedged copies, and resends after a
+    /// connection broke of bytes the first connection had delivered after all. What roam's
+    /// recovery cost on the wire beyond the application's data (headers not counted).
+    pub fn duplicate_bytes(&self) -> u64 {
+        self.duplicate_bytes
+    }
+
     // ----- receiver -------------------------------------------------------------------------
 
     fn on_chunk(&mut self, ch: Chunk, now: Time) -> Result<(), String> {
@@ -2119,6 +2129,7 @@ impl Session {
             // A resend of something already delivered (a hedge, or a resend after a break):
             // ignore it, but acknowledge its end again, as the first acknowledgement may be
             // on a connection that is gone.
+            self.duplicate_bytes += ch.data.len() as u64;
             if ch.end && !self.acks.contains(&ch.irob) {
                 self.acks.push(ch.irob);
             }
@@ -2202,6 +2213,7 @@ impl Session {
             added += e - s;
         }
         self.in_buffered += added;
+        self.duplicate_bytes += ch.data.len() as u64 - added;
         let became_complete = !irob.complete
             && irob.deps.is_some()
             && irob.end.is_some_and(|e| irob.have.contains(0, e));
@@ -2817,8 +2829,25 @@ mod tests {
         assert_eq!(acks(&mut s, 1), 1);
         let d = s.recv().expect("the first copy is delivered");
         assert_eq!((d.irob, &d.data[..], d.end), (0, &b"brake"[..], true));
+        assert_eq!(s.duplicate_bytes(), 0);
         s.handle_frame(2, chunk(), Time::ZERO);
         assert!(s.recv().is_none(), "the second copy was delivered");
         assert_eq!(acks(&mut s, 2), 1);
+        assert_eq!(s.duplicate_bytes(), 5, "the second copy's bytes");
+        // A resend overlapping bytes already held counts only the overlap.
+        let part = |data: &'static [u8], end| {
+            Frame::Data(super::super::wire::Chunk {
+                irob: 1,
+                label: Label::BackgroundLarge,
+                offset: 0,
+                deps: Some(Deps::List(vec![])),
+                end,
+                acks: vec![],
+                data: Bytes::from_static(data),
+            })
+        };
+        s.handle_frame(1, part(b"abc", false), Time::ZERO);
+        s.handle_frame(2, part(b"abcdef", true), Time::ZERO);
+        assert_eq!(s.duplicate_bytes(), 5 + 3);
     }
 }

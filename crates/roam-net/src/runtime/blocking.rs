@@ -159,6 +159,11 @@ impl MultiSocket {
     pub fn hedges_sent(&self) -> u64 {
         self.inner.hedges_sent()
     }
+
+    /// See [`super::MultiSocket::duplicate_bytes`].
+    pub fn duplicate_bytes(&self) -> u64 {
+        self.inner.duplicate_bytes()
+    }
 }
 
 /// Run a future on a runtime worker (so that tasks it spawns and sockets it makes belong to the

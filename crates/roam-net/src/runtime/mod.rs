@@ -1200,6 +1200,12 @@ impl MultiSocket {
         self.shared.session().hedges_sent()
     }
 
+    /// Payload bytes this end received a second time
+    /// ([`crate::proto::Session::duplicate_bytes`]).
+    pub fn duplicate_bytes(&self) -> u64 {
+        self.shared.session().duplicate_bytes()
+    }
+
     fn network_event(&self, name: &str, addr: Option<Ipv4Addr>) {
         let sh = &self.shared;
         let mut map = sh.networks.lock().unwrap();
