@@ -427,6 +427,11 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                         vec![format!("{name}: failed: {e:#}")],
                     ),
                 };
+                // One line each (an error may quote a multi-line log): trials.log is read by line.
+                let said: Vec<String> = said
+                    .into_iter()
+                    .map(|l| l.lines().collect::<Vec<_>>().join(" | "))
+                    .collect();
                 for line in &said {
                     // Not `bar.println`: it draws nothing without a terminal (CI logs).
                     bar.suspend(|| eprintln!("{line}"));
