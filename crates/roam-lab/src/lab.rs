@@ -670,6 +670,15 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              other traffic would wait only about 8% less in total than aggregation measured \
              (docs/lab.md, \"Why cells miss\")"
         }
+        ("fs", s) if s.starts_with("vehicular") => {
+            "traced on one trial of the vehicular drive: our 3G uplink (median 960 kbit/s) is \
+             17x the paper's, so the build's 19 MB of write-back queued at most about a second \
+             in aggregation's uplink (90th percentile) where the paper's would have held a \
+             demand request for minutes; roam won the single-block reads (31 s of waiting \
+             against 47 s) and lost large bursts to the per-second aggregated link's summed \
+             bandwidth (27 s against 9.5 s), as on the hotspot (docs/lab.md, \"Why cells \
+             miss\")"
+        }
         ("mail", "hotspot") => {
             "traced (background): from its third second roam keeps both links full, but 3G \
              joins the multi-socket during the transfer and its new connection climbs out of \
