@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use roam_net::runtime::{Thunk, ThunkHandle};
@@ -76,6 +76,20 @@ struct Arrival {
     bytes: usize,
     sent_ns: u64,
     at_ns: u64,
+}
+
+/// The header and rows of `sensing-urgent.csv`, which a trial writes into its log directory
+/// (`--emu-logs`): every urgent message that arrived, when it was sent and how long it took.
+fn urgent_csv(arrivals: &[Arrival]) -> String {
+    let mut s = String::from("sent_s,latency_ms\n");
+    for a in arrivals.iter().filter(|a| a.kind == Kind::Urgent as u8) {
+        s.push_str(&format!(
+            "{:.3},{:.1}\n",
+            a.sent_ns as f64 / 1e9,
+            a.at_ns.saturating_sub(a.sent_ns) as f64 / 1e6
+        ));
+    }
+    s
 }
 
 /// Bulk data not yet handed to the connection.
@@ -310,6 +324,10 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         .filter(|x| x.kind == Kind::Raw as u8 && x.at_ns <= end_ns)
         .map(|x| x.bytes)
         .sum();
+    if let Some(d) = &t.log_dir {
+        let p = d.join("sensing-urgent.csv");
+        std::fs::write(&p, urgent_csv(&a)).with_context(|| format!("writing {}", p.display()))?;
+    }
     urgent.sort_by(f64::total_cmp);
     let lost = urgent_sent as usize - urgent.len().min(urgent_sent as usize);
     Ok(vec![

@@ -29,9 +29,33 @@ fn sensing_delivers_urgent_messages_and_bulk_data() {
     let sc = Scenario::by_name("hotspot", 1).unwrap();
     let d = Duration::from_secs(12);
     for system in [System::Roam, System::Aggregation] {
-        let ms = trial::run(sensing::run, &sc, system, d, 1, Arc::new(|_| {}), None)
-            .unwrap()
-            .metrics;
+        let logs = std::env::temp_dir().join(format!("roam-sensing-test-{}", std::process::id()));
+        let ms = trial::run(
+            sensing::run,
+            &sc,
+            system,
+            d,
+            1,
+            Arc::new(|_| {}),
+            Some(logs.clone()),
+        )
+        .unwrap()
+        .metrics;
+        // Every urgent message in the trial's log directory, agreeing with the median.
+        let urgent = std::fs::read_to_string(logs.join("sensing-urgent.csv")).unwrap();
+        let _ = std::fs::remove_dir_all(&logs);
+        let mut lines = urgent.lines();
+        assert_eq!(lines.next(), Some("sent_s,latency_ms"));
+        let mut lat: Vec<f64> = lines
+            .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(lat.len(), sensing::urgent_schedule(d, 1).len(), "{urgent}");
+        lat.sort_by(f64::total_cmp);
+        let median = get(&ms, "urgent_ms");
+        assert!(
+            lat.iter().any(|&l| (l - median).abs() < 0.1),
+            "{system:?}: median {median} not among {lat:?}"
+        );
         assert_eq!(get(&ms, "urgent_lost"), 0.0, "{system:?}: {ms:?}");
         let u = get(&ms, "urgent_ms");
         assert!(u > 5.0 && u < 2000.0, "{system:?}: urgent {u} ms");
