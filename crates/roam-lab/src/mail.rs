@@ -743,8 +743,10 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         for i in picks {
             let (uid, bytes) = list[i];
             let t0 = Instant::now();
-            let cached = proxy.cache.lock().unwrap().bodies.len();
-            let from_network = !proxy.cache.lock().unwrap().bodies.contains(&uid);
+            let (cached, from_network) = {
+                let c = proxy.cache.lock().unwrap();
+                (c.bodies.len(), !c.bodies.contains(&uid))
+            };
             if from_network {
                 proxy.fetch_body(Label::ForegroundSmall, uid)?;
             }
