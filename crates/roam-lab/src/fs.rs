@@ -645,7 +645,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         let complete = c.acked >= writes;
         let unfinished = (!complete).then(|| {
             format!(
-                "write-back: {} of {writes} writes acknowledged by {:.1} s after the replay",
+                "write-back: {} of {writes} writes acknowledged within {:.1} s after the replay",
                 c.acked,
                 WRITEBACK_WAIT
                     .max(Duration::from_secs_f64(interactive))
