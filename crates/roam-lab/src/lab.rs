@@ -671,6 +671,14 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              other traffic would wait only about 8% less in total than aggregation measured \
              (docs/lab.md, \"Why cells miss\")"
         }
+        ("fs", "intermittent") => {
+            "traced on one trial (1.26x there; 1.05-1.47x per seed): roam's demand reads \
+             overtake the write-back queued on the 0.3 Mbit/s 3G uplink (single-block reads \
+             waited 47 s in all against aggregation's 108 s), but large bursts need both \
+             links' bandwidth, which the per-second aggregated link gives at the lower latency \
+             (25+ blocks: 23 s against 8 s), as on the hotspot (docs/lab.md, \"Why cells \
+             miss\")"
+        }
         ("fs", s) if s.starts_with("vehicular") => {
             "traced on one trial of the vehicular drive: our 3G uplink (median 960 kbit/s) is \
              17x the paper's, so the build's 19 MB of write-back queued at most about a second \
