@@ -301,7 +301,18 @@ struct Conn {
     /// The kernel's send queue as the driver last reported it, plus every byte handed to the
     /// connection since (counted as unsent).
     kernel_queue: Option<KernelQueue>,
+    /// When a small foreground IROB sent here went unacknowledged past its hedge delay and was
+    /// hedged, if nothing has arrived on this connection since: new small foreground IROBs
+    /// avoid it ([`Session::best_connection`], [`SUSPECT_FOR`]).
+    suspect_since: Option<Time>,
 }
+
+/// How long a connection stays suspect after a hedge (see `Conn::suspect_since`) unless
+/// something arrives on it: the user timeout that declares a silent connection broken (4 s).
+/// A WiFi network that vanished stalls silently; without this, every urgent message sent in
+/// those seconds went into it and arrived only through its hedge (the lab's quick vehicular
+/// sensing run: three urgent messages 0.8 s late, 2.3-3.9 s after the WiFi left).
+pub const SUSPECT_FOR: Duration = Duration::from_secs(4);
 
 /// A connection's send queue in the kernel, all labels (see [`Session::kernel_queue`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -343,6 +354,7 @@ impl Conn {
             probes: BTreeMap::new(),
             fg_unacked: 0,
             kernel_queue: None,
+            suspect_since: None,
         }
     }
 }
@@ -1253,6 +1265,10 @@ impl Session {
     }
 
     fn handle_established(&mut self, conn: ConnId, frame: Frame, now: Time) -> Result<(), String> {
+        // Anything arriving shows the connection is alive.
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.suspect_since = None;
+        }
         match frame {
             Frame::Data(chunk) => {
                 // Data in either direction makes the connection busy (no active probe).
@@ -1677,6 +1693,9 @@ impl Session {
                 continue;
             };
             let o = self.out.get_mut(&id).unwrap();
+            if let Some(c) = o.inflight.last().and_then(|f| self.conns.get_mut(&f.0)) {
+                c.suspect_since.get_or_insert(now);
+            }
             o.hedged = true;
             o.pending = RangeSet::new();
             o.pending.insert(0, o.len);
@@ -1767,10 +1786,12 @@ impl Session {
     /// holds a second of background data (the anticipatory cap allows that much after a
     /// second without foreground traffic) when another would deliver it sooner. A network
     /// without a bandwidth estimate counts its RTT if (almost) nothing is queued on it, else
-    /// ranks last.
+    /// ranks last. A suspect connection (one whose last small foreground IROB had to be hedged,
+    /// with nothing heard on it since; `Conn::suspect_since`) ranks after every other, for
+    /// [`SUSPECT_FOR`].
     /// Large: the highest-bandwidth network. Unknown estimates rank last, ties go to the
     /// lower id.
-    fn best_connection(&self, label: Label, len: u64) -> Option<ConnId> {
+    fn best_connection(&self, label: Label, len: u64, now: Time) -> Option<ConnId> {
         let cands = self
             .conns
             .iter()
@@ -1788,6 +1809,9 @@ impl Session {
         if label.is_small() {
             cands
                 .min_by_key(|(&id, c)| {
+                    let suspect = label.is_foreground()
+                        && c.suspect_since
+                            .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR);
                     let q = c.kernel_queue.unwrap_or(KernelQueue {
                         in_flight: 0,
                         unsent: c.fg_unacked,
@@ -1803,7 +1827,7 @@ impl Session {
                         Some((Some(rtt), _)) if q.total() < UNKNOWN_QUEUE_OK => rtt / 2,
                         _ => Duration::MAX,
                     };
-                    (arrival, id)
+                    (suspect, arrival, id)
                 })
                 .map(|(&id, _)| id)
         } else {
@@ -1997,7 +2021,8 @@ impl Session {
                         Some(p) if p != conn => continue,
                         Some(_) => {}
                         None => {
-                            let b = *best.get_or_insert_with(|| self.best_connection(label, o.len));
+                            let b = *best
+                                .get_or_insert_with(|| self.best_connection(label, o.len, now));
                             if b != Some(conn) {
                                 continue;
                             }
@@ -2793,6 +2818,41 @@ mod tests {
             s.on_ack(0);
             assert_eq!(s.unacknowledged(), 200, "bytes of the other two");
         }
+    }
+
+    /// After a hedge, new small foreground IROBs avoid the connection the late one went on
+    /// (a WiFi that vanished stalls silently) until something arrives on it, or for
+    /// `SUSPECT_FOR`.
+    #[test]
+    fn a_connection_that_needed_a_hedge_is_avoided_until_heard_from() {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        let send_one = |s: &mut Session, now: Time| {
+            queue_small_irobs(s, 1, 100);
+            let (wifi, cell) = (data_on(s, 1, now), data_on(s, 2, now));
+            match (wifi.len(), cell.len()) {
+                (1, 0) => "wifi",
+                (0, 1) => "cell",
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(send_one(&mut s, Time::ZERO), "wifi");
+        let due = Time::from_millis(520);
+        s.handle_timeout(due);
+        assert_eq!(data_on(&mut s, 2, due), vec![0], "the hedge");
+        assert_eq!(send_one(&mut s, due), "cell", "the WiFi is suspect");
+        // Something arrives on the WiFi: it is alive.
+        let heard = due + Duration::from_millis(100);
+        s.handle_frame(1, Frame::Ack { acks: vec![] }, heard);
+        assert_eq!(send_one(&mut s, heard), "wifi");
+        // Suspect again after another late one, then trusted again once SUSPECT_FOR passes.
+        let due2 = heard + Duration::from_millis(520);
+        s.handle_timeout(due2);
+        let _ = data_on(&mut s, 2, due2);
+        assert_eq!(send_one(&mut s, due2), "cell");
+        // (That IROB's own hedge, back over the WiFi, is due in 520 ms: acknowledge it.)
+        s.on_ack(3);
+        let after = due2 + SUSPECT_FOR;
+        assert_eq!(send_one(&mut s, after), "wifi");
     }
 
     /// The receiver delivers the first copy of a hedged IROB and ignores the second, but
