@@ -1694,7 +1694,8 @@ impl Session {
             };
             let o = self.out.get_mut(&id).unwrap();
             if let Some(c) = o.inflight.last().and_then(|f| self.conns.get_mut(&f.0)) {
-                c.suspect_since.get_or_insert(now);
+                // The latest late IROB restarts the suspicion (an older one may have expired).
+                c.suspect_since = Some(now);
             }
             o.hedged = true;
             o.pending = RangeSet::new();
