@@ -638,7 +638,8 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             .map_err(|_| anyhow!("write-back thread panicked"))??;
         let (lock, cv) = &*cache;
         let mut c = lock.lock().unwrap();
-        let deadline = Instant::now() + WRITEBACK_WAIT.max(Duration::from_secs_f64(interactive));
+        let wb_wait = WRITEBACK_WAIT.max(Duration::from_secs_f64(interactive));
+        let deadline = Instant::now() + wb_wait;
         while c.acked < writes && Instant::now() < deadline {
             c = cv.wait_timeout(c, Duration::from_millis(500)).unwrap().0;
         }
@@ -647,9 +648,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             format!(
                 "write-back: {} of {writes} writes acknowledged within {:.1} s after the replay",
                 c.acked,
-                WRITEBACK_WAIT
-                    .max(Duration::from_secs_f64(interactive))
-                    .as_secs_f64()
+                wb_wait.as_secs_f64()
             )
         });
         let demand_ms = std::mem::take(&mut c.demand_ms);
@@ -683,11 +682,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         c.abort();
     }
     let _ = server.join();
-    if let Some(d) = &t.log_dir {
-        let p = d.join("fs-waits.csv");
-        std::fs::write(&p, waits_csv(&r.waits))
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
+    t.keep_log("fs-waits.csv", || waits_csv(&r.waits))?;
     if let Some(why) = &r.unfinished {
         t.note(why.clone());
     }

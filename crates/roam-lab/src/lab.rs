@@ -210,6 +210,11 @@ fn trial_name(app: &str, scenario: &str, system: &str, trial: u32) -> String {
     format!("{app}/{scenario}/{system}#{trial}")
 }
 
+/// The name of the trial a row belongs to ([`trial_name`]).
+fn row_trial_name(r: &Row) -> String {
+    trial_name(&r.app, &r.scenario, &r.system, r.trial)
+}
+
 /// `trials.log` in a results directory: one line per note on a trial (why it did not
 /// finish, why it failed), `app/scenario/system#trial: text`.
 const TRIALS_LOG: &str = "trials.log";
@@ -238,10 +243,7 @@ fn read_notes(out: &std::path::Path, rows: &[Row]) -> Result<Vec<String>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    let names: HashSet<String> = rows
-        .iter()
-        .map(|r| trial_name(&r.app, &r.scenario, &r.system, r.trial))
-        .collect();
+    let names: HashSet<String> = rows.iter().map(row_trial_name).collect();
     Ok(text
         .lines()
         .filter(|l| l.split_once(": ").is_some_and(|(n, _)| names.contains(n)))
@@ -478,7 +480,7 @@ fn report_only(plan: &Plan, all: &[App], app_ix: &[usize]) -> Result<(String, Ve
     let mut notes = read_notes(&plan.out, &rows)?;
     // Failed trials of runs from before `trials.log` existed.
     for r in rows.iter().filter(|r| r.metric == "error") {
-        let name = trial_name(&r.app, &r.scenario, &r.system, r.trial);
+        let name = row_trial_name(r);
         if !notes.iter().any(|l| l.starts_with(&format!("{name}: "))) {
             notes.push(format!(
                 "{name}: failed (the reason is in the log of the run)"
@@ -681,8 +683,8 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
         }
         ("fs", s) if s.starts_with("vehicular") => {
             "traced on one trial of the vehicular drive: our 3G uplink (median 960 kbit/s) is \
-             17x the paper's, so the build's 19 MB of write-back queued at most about a second \
-             in aggregation's uplink (90th percentile) where the paper's would have held a \
+             17x the paper's, so the build's 19 MB of write-back queued 1.3 s at the 90th \
+             percentile in aggregation's uplink where the paper's would have held a \
              demand request for minutes; roam won the single-block reads (31 s of waiting \
              against 47 s) and lost large bursts to the per-second aggregated link's summed \
              bandwidth (27 s against 9.5 s), as on the hotspot (docs/lab.md, \"Why cells \

@@ -781,11 +781,13 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         {
             progress(start.elapsed().as_secs());
         }
-        let all_at = proxy.cache.lock().unwrap().all_at;
+        let (all_at, cached) = {
+            let c = proxy.cache.lock().unwrap();
+            (c.all_at, c.bodies.len())
+        };
         if all_at.is_none() {
             unfinished.push(format!(
-                "background: {} of {} bodies in the cache at the end of the workload",
-                proxy.cache.lock().unwrap().bodies.len(),
+                "background: {cached} of {} bodies in the cache at the end of the workload",
                 list.len()
             ));
         }
@@ -834,11 +836,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     for why in out.unfinished {
         t.note(why);
     }
-    if let Some(d) = &t.log_dir {
-        let p = d.join("mail-opens.csv");
-        std::fs::write(&p, opens_csv(&out.opens))
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
+    t.keep_log("mail-opens.csv", || opens_csv(&out.opens))?;
     let open_ms: Vec<f64> = out.opens.iter().map(|o| o.ms).collect();
     let ondemand_ms = if open_ms.is_empty() {
         UNFINISHED

@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use roam_net::runtime::{Thunk, ThunkHandle};
@@ -324,10 +324,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         .filter(|x| x.kind == Kind::Raw as u8 && x.at_ns <= end_ns)
         .map(|x| x.bytes)
         .sum();
-    if let Some(d) = &t.log_dir {
-        let p = d.join("sensing-urgent.csv");
-        std::fs::write(&p, urgent_csv(&a)).with_context(|| format!("writing {}", p.display()))?;
-    }
+    t.keep_log("sensing-urgent.csv", || urgent_csv(&a))?;
     urgent.sort_by(f64::total_cmp);
     let lost = urgent_sent as usize - urgent.len().min(urgent_sent as usize);
     Ok(vec![

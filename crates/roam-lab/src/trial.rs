@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use roam_emu::{EmuConfig, Emulator};
 use roam_trace::scenario::Scenario;
 use serde::Serialize;
@@ -59,6 +59,17 @@ impl Trial {
     /// TCP or MPTCP client binds to; see [`crate::channel::connect_plain`]).
     pub fn client_addrs(&self) -> Vec<std::net::Ipv4Addr> {
         self.emu.links().iter().map(|l| l.client_addr).collect()
+    }
+
+    /// Keep `name` with the text `make` gives in the trial's log directory, if it has one
+    /// (`--emu-logs`): an application's per-event log beside the emulator's. The text is made
+    /// only when it is kept.
+    pub fn keep_log(&self, name: &str, make: impl FnOnce() -> String) -> Result<()> {
+        let Some(d) = &self.log_dir else {
+            return Ok(());
+        };
+        let p = d.join(name);
+        std::fs::write(&p, make()).with_context(|| format!("writing {}", p.display()))
     }
 
     /// Record a note on this trial, e.g. why its workload did not finish.
