@@ -79,7 +79,8 @@ struct Arrival {
 }
 
 /// The header and rows of `sensing-urgent.csv`, which a trial writes into its log directory
-/// (`--emu-logs`): every urgent message that arrived, when it was sent and how long it took.
+/// (`--emu-logs`): every urgent message that arrived, when it was sent (seconds on the
+/// emulator's clock, the `t_s` of the link logs beside it) and how long it took.
 fn urgent_csv(arrivals: &[Arrival]) -> String {
     let mut s = String::from("sent_s,latency_ms\n");
     for a in arrivals.iter().filter(|a| a.kind == Kind::Urgent as u8) {
@@ -166,7 +167,8 @@ impl Client<'_> {
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let duration = t.duration;
     let urgent_at = urgent_schedule(duration, t.seed);
-    let epoch = Instant::now();
+    // Send times are on the emulator's clock, so the urgent log lines up with the link logs.
+    let epoch = t.emu.clock().epoch();
     let arrivals: Arc<Mutex<Vec<Arrival>>> = Arc::default();
     let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
     let (ready_tx, ready_rx) = mpsc::channel();

@@ -130,6 +130,9 @@ pub struct Config {
     pub backlog_bound: Duration,
     /// Frame decoder limits.
     pub wire: WireLimits,
+    /// Report scheduling decisions as [`Event::Trace`] lines (where a foreground IROB went,
+    /// and why; hedges): for tracing a slow message after the fact. Off by default.
+    pub trace: bool,
 }
 
 impl Default for Config {
@@ -151,6 +154,7 @@ impl Default for Config {
             background_on_metered: true,
             backlog_bound: Duration::from_secs(1),
             wire: WireLimits::default(),
+            trace: false,
         }
     }
 }
@@ -213,6 +217,8 @@ pub enum Event {
     Established,
     /// The multi-socket failed; every pending call should return this reason.
     Failed(String),
+    /// A scheduling decision, for the log (only with [`Config::trace`]).
+    Trace(String),
 }
 
 /// One delivery to the application: bytes of exactly one IROB.
@@ -305,6 +311,9 @@ struct Conn {
     /// hedged, if nothing has arrived on this connection since: new small foreground IROBs
     /// avoid it ([`Session::best_connection`], [`SUSPECT_FOR`]).
     suspect_since: Option<Time>,
+    /// When a frame last arrived on this connection (its opening, before any): of two
+    /// suspect connections, the one silent longer is likelier dead.
+    heard: Time,
 }
 
 /// How long a connection stays suspect after a hedge (see `Conn::suspect_since`) unless
@@ -321,6 +330,13 @@ pub struct KernelQueue {
     pub in_flight: u64,
     /// Bytes not yet sent (TCP_INFO's `tcpi_notsent_bytes`).
     pub unsent: u64,
+    /// The kernel's retransmission timer has fired for data still unacknowledged (TCP_INFO's
+    /// `tcpi_retransmits`, the timeouts not yet recovered from): the path has said nothing
+    /// for longer than the kernel's RTO. A WiFi that vanished looks like this within a few
+    /// hundred milliseconds, seconds before the user timeout breaks the connection; a new
+    /// small foreground IROB avoids it as it avoids a suspect one
+    /// ([`Session::best_connection`]).
+    pub timed_out: bool,
 }
 
 impl KernelQueue {
@@ -355,6 +371,7 @@ impl Conn {
             fg_unacked: 0,
             kernel_queue: None,
             suspect_since: None,
+            heard: now,
         }
     }
 }
@@ -983,15 +1000,34 @@ impl Session {
         // Every IROB with bytes in flight on the dead connection is in doubt: ask the peer.
         // So is every IROB sent completely but not acknowledged: its acknowledgement may have
         // been on the dead connection (acknowledgements are not repeated otherwise).
+        // Except a small foreground IROB that was in flight only there: it is sent again,
+        // whole, at once (as a hedge is; the peer ignores a second copy). Asking first costs a
+        // round trip on the remaining network, which on the lab's vehicular 3G, its downlink
+        // holding answers up to a second, made an urgent message 1.8 s late.
         for (&id, irob) in self.out.iter_mut() {
             let before = irob.inflight.len();
             irob.inflight.retain(|f| f.0 != conn);
-            let ack_may_be_lost = irob.sent_whole();
-            if irob.inflight.len() != before || ack_may_be_lost {
-                self.doubt.insert(id);
-            }
+            let lost_here = irob.inflight.len() != before;
             if irob.pinned == Some(conn) {
                 irob.pinned = None;
+            }
+            if lost_here
+                && irob.inflight.is_empty()
+                && irob.ended
+                && irob.label.is_foreground()
+                && irob.label.is_small()
+            {
+                irob.pending = RangeSet::new();
+                irob.pending.insert(0, irob.len);
+                irob.need_first = true;
+                irob.need_end = true;
+                self.doubt.remove(&id);
+                self.sendable[irob.label.rank()].insert(id);
+                continue;
+            }
+            let ack_may_be_lost = irob.sent_whole();
+            if lost_here || ack_may_be_lost {
+                self.doubt.insert(id);
             }
         }
         // Requests sent on the dead connection must be asked again.
@@ -1268,6 +1304,7 @@ impl Session {
         // Anything arriving shows the connection is alive.
         if let Some(c) = self.conns.get_mut(&conn) {
             c.suspect_since = None;
+            c.heard = now;
         }
         match frame {
             Frame::Data(chunk) => {
@@ -1627,9 +1664,33 @@ impl Session {
             .unwrap_or(Duration::from_secs(1))
     }
 
+    /// From when connection `target` is worth a hedge of an IROB that went out on `from`:
+    /// at once, unless `target` is suspect itself (`Conn::suspect_since`, or its kernel
+    /// reports a retransmission timeout, [`KernelQueue::timed_out`]) and nothing has arrived
+    /// on it since the last frame on `from`; then once its suspicion lapses (None: not while
+    /// its kernel reports the timeout; the caller re-asks after every frame and report). A
+    /// hedge into a
+    /// connection silent longer than the one it replaces is unlikely to arrive sooner, and it
+    /// would make the original connection suspect in turn: in the lab's vehicular sensing
+    /// run, urgent messages that reached the server over 3G but were acknowledged late (the
+    /// 3G downlink held its ACKs up to a second) were hedged into a WiFi gone for 3 s, the 3G
+    /// became suspect, and the next urgent message went into the WiFi.
+    fn hedge_ready_at(&self, from: ConnId, target: &Conn) -> Option<Time> {
+        let from_heard = self.conns.get(&from).map_or(Time::ZERO, |c| c.heard);
+        if target.heard > from_heard {
+            return Some(Time::ZERO);
+        }
+        if target.kernel_queue.is_some_and(|q| q.timed_out) {
+            return None;
+        }
+        Some(target.suspect_since.map_or(Time::ZERO, |t| t + SUSPECT_FOR))
+    }
+
     /// The small foreground IROBs that may be hedged: id, the network they went out over, and
-    /// when they are due: `last_sent` plus the hedge delay. None with hedging off, or with
-    /// fewer than two networks with an established connection (nowhere to hedge to).
+    /// when they are due: `last_sent` plus the hedge delay, or later when no other network's
+    /// connection is worth a hedge before ([`Session::hedge_ready_at`]). None with hedging
+    /// off, or with fewer than two networks with an established connection (nowhere to hedge
+    /// to).
     ///
     /// The hedge delay of an IROB sent over network `net`: it needs half that network's RTT to
     /// arrive, and its acknowledgement up to half the largest RTT among networks with an
@@ -1661,7 +1722,13 @@ impl Session {
             .filter_map(|(&id, o)| {
                 let conn = o.inflight.last()?.0;
                 let net = self.conns.get(&conn)?.net;
-                Some((id, net, o.last_sent + delay(net)))
+                let ready = self
+                    .conns
+                    .values()
+                    .filter(|c| c.state == ConnState::Established && c.net != net)
+                    .filter_map(|c| self.hedge_ready_at(conn, c))
+                    .min()?;
+                Some((id, net, (o.last_sent + delay(net)).max(ready)))
             })
             .collect()
     }
@@ -1670,7 +1737,8 @@ impl Session {
     /// seed 000 ch. 4: send on both networks and keep the first arrival, worth it when the
     /// item is small and waiting costs the user). A small foreground IROB sent completely and
     /// unacknowledged for its hedge delay (`Session::hedges`) is sent once more, whole, over the
-    /// lowest-RTT connection of another network; the receiver delivers whichever copy arrives
+    /// lowest-RTT connection of another network that is worth it
+    /// ([`Session::hedge_ready_at`]); the receiver delivers whichever copy arrives
     /// first and ignores the other. Why: a WiFi network that vanishes stalls its connection
     /// silently, and the break is detected only after the user timeout (4 s); the lab's
     /// vehicular sensing run saw urgent messages sent into the vanished WiFi arrive 1.8-4.4 s
@@ -1680,10 +1748,14 @@ impl Session {
             if due > now {
                 continue;
             }
+            let Some(from) = self.out[&id].inflight.last().map(|f| f.0) else {
+                continue;
+            };
             let alt = self
                 .conns
                 .iter()
                 .filter(|(_, c)| c.state == ConnState::Established && c.net != net)
+                .filter(|(_, c)| self.hedge_ready_at(from, c).is_some_and(|t| t <= now))
                 .min_by_key(|(&cid, c)| {
                     let rtt = self.networks.get(&c.net).and_then(|n| n.estimate.rtt());
                     (rtt.unwrap_or(Duration::MAX), cid)
@@ -1705,6 +1777,13 @@ impl Session {
             o.pinned = Some(alt);
             self.sendable[o.label.rank()].insert(id);
             self.hedges_sent += 1;
+            if self.config.trace {
+                let line = format!(
+                    "hedge: irob {id} unacknowledged {:?} after its last send over network {net}; again on connection {alt}",
+                    now.saturating_since(o.last_sent)
+                );
+                self.events.push_back(Event::Trace(line));
+            }
         }
     }
 
@@ -1771,6 +1850,33 @@ impl Session {
         self.sendable[label.rank()].insert(e.irob);
     }
 
+    /// The [`Event::Trace`] line for foreground IROB `id` going out first on `conn`: every
+    /// established connection as [`Session::best_connection`] saw it (estimates, kernel
+    /// queue, suspicion).
+    fn placement_trace(&self, id: IrobId, conn: ConnId, now: Time) -> String {
+        let o = &self.out[&id];
+        let mut line = format!("irob {id} {} {} B on connection {conn};", o.label, o.len);
+        for (cid, c) in self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == ConnState::Established)
+        {
+            let (rtt, bw) = self
+                .networks
+                .get(&c.net)
+                .map_or((None, None), |n| (n.estimate.rtt(), n.estimate.bandwidth()));
+            let suspect = c.suspect_since.map(|t| now.saturating_since(t));
+            line += &format!(
+                " [conn {cid} net {}: rtt {rtt:?} bw {:?} kernel {:?} fg_unacked {} suspect for {suspect:?}]",
+                c.net,
+                bw.map(|b| b.as_bps()),
+                c.kernel_queue,
+                c.fg_unacked
+            );
+        }
+        line
+    }
+
     /// The preferred connection for a foreground IROB of `label` and `len` bytes.
     ///
     /// Small: the connection on which it would arrive first, by the estimates: half the RTT
@@ -1789,7 +1895,11 @@ impl Session {
     /// without a bandwidth estimate counts its RTT if (almost) nothing is queued on it, else
     /// ranks last. A suspect connection (one whose last small foreground IROB had to be hedged,
     /// with nothing heard on it since; `Conn::suspect_since`) ranks after every other, for
-    /// [`SUSPECT_FOR`].
+    /// [`SUSPECT_FOR`], and so does one whose kernel reports a retransmission timeout
+    /// ([`KernelQueue::timed_out`]); of two suspects, the one heard from more recently ranks first (the
+    /// lab's vehicular sensing run: a 3G connection whose acknowledgements were slow, and a
+    /// WiFi silent for 5 s since it vanished, were both suspect, and an urgent message went
+    /// into the WiFi: 1.8 s late).
     /// Large: the highest-bandwidth network. Unknown estimates rank last, ties go to the
     /// lower id.
     fn best_connection(&self, label: Label, len: u64, now: Time) -> Option<ConnId> {
@@ -1811,11 +1921,12 @@ impl Session {
             cands
                 .min_by_key(|(&id, c)| {
                     let suspect = label.is_foreground()
-                        && c.suspect_since
-                            .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR);
+                        && (c.kernel_queue.is_some_and(|q| q.timed_out)
+                            || c.suspect_since
+                                .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR));
                     let q = c.kernel_queue.unwrap_or(KernelQueue {
-                        in_flight: 0,
                         unsent: c.fg_unacked,
+                        ..KernelQueue::default()
                     });
                     let arrival = match est(c) {
                         Some((Some(rtt), Some(bw))) if bw.as_bps() > 0 => {
@@ -1828,7 +1939,13 @@ impl Session {
                         Some((Some(rtt), _)) if q.total() < UNKNOWN_QUEUE_OK => rtt / 2,
                         _ => Duration::MAX,
                     };
-                    (suspect, arrival, id)
+                    // Among suspects, the one silent longer ranks later.
+                    let silent = if suspect {
+                        now.saturating_since(c.heard)
+                    } else {
+                        Duration::ZERO
+                    };
+                    (suspect, silent, arrival, id)
                 })
                 .map(|(&id, _)| id)
         } else {
@@ -2057,9 +2174,15 @@ impl Session {
             self.outstanding += o.len;
         }
         if o.label.is_foreground() {
+            if self.config.trace && o.pinned.is_none() {
+                let line = self.placement_trace(id, conn, now);
+                self.events.push_back(Event::Trace(line));
+            }
+            let o = self.out.get_mut(&id).unwrap();
             o.pinned = Some(conn);
             self.last_foreground = Some(now);
         }
+        let o = self.out.get_mut(&id).unwrap();
         let (start, end) = match o.pending.first() {
             Some((s, e)) => (s, e.min(s + limit.max(1))),
             None => (o.len, o.len),
@@ -2596,7 +2719,11 @@ mod tests {
     }
 
     fn kq(in_flight: u64, unsent: u64) -> KernelQueue {
-        KernelQueue { in_flight, unsent }
+        KernelQueue {
+            in_flight,
+            unsent,
+            timed_out: false,
+        }
     }
 
     #[test]
@@ -2827,15 +2954,6 @@ mod tests {
     #[test]
     fn a_connection_that_needed_a_hedge_is_avoided_until_heard_from() {
         let mut s = hotspot([Some(600_000), Some(2_000_000)]);
-        let send_one = |s: &mut Session, now: Time| {
-            queue_small_irobs(s, 1, 100);
-            let (wifi, cell) = (data_on(s, 1, now), data_on(s, 2, now));
-            match (wifi.len(), cell.len()) {
-                (1, 0) => "wifi",
-                (0, 1) => "cell",
-                other => panic!("{other:?}"),
-            }
-        };
         assert_eq!(send_one(&mut s, Time::ZERO), "wifi");
         let due = Time::from_millis(520);
         s.handle_timeout(due);
@@ -2854,6 +2972,120 @@ mod tests {
         s.on_ack(3);
         let after = due2 + SUSPECT_FOR;
         assert_eq!(send_one(&mut s, after), "wifi");
+    }
+
+    /// Which network a new small foreground IROB sent at `now` went over.
+    fn send_one(s: &mut Session, now: Time) -> &'static str {
+        queue_small_irobs(s, 1, 100);
+        let (wifi, cell) = (data_on(s, 1, now), data_on(s, 2, now));
+        match (wifi.len(), cell.len()) {
+            (1, 0) => "wifi",
+            (0, 1) => "cell",
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The lab's vehicular sensing story: the WiFi vanishes silently with an urgent message in
+    /// it, which is hedged over 3G; the next one goes over 3G, which delivers it but whose
+    /// acknowledgement is late. It is not hedged into the WiFi, silent longer than the 3G,
+    /// until the WiFi's suspicion lapses, so the 3G does not become suspect and the third
+    /// message goes over it too.
+    #[test]
+    fn a_late_irob_is_not_hedged_into_a_connection_silent_longer() {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        assert_eq!(send_one(&mut s, Time::ZERO), "wifi");
+        let due = Time::from_millis(520);
+        s.handle_timeout(due);
+        assert_eq!(data_on(&mut s, 2, due), vec![0], "the hedge");
+        let heard = Time::from_millis(600);
+        s.handle_frame(2, Frame::Ack { acks: vec![0] }, heard);
+        assert_eq!(send_one(&mut s, heard), "cell", "the WiFi is suspect");
+        // Its hedge would be due after 400 + 400 + 100 ms; the only other connection is the
+        // suspect WiFi, silent since before the 3G was last heard: not until it lapses.
+        let lapse = due + SUSPECT_FOR;
+        assert_eq!(
+            s.poll_timeout(),
+            Some(lapse),
+            "the hedge waits for the WiFi"
+        );
+        let late = heard + Duration::from_millis(900);
+        s.handle_timeout(late);
+        assert!(data_on(&mut s, 1, late).is_empty(), "hedged into the WiFi");
+        assert_eq!(s.hedges_sent(), 1);
+        assert_eq!(send_one(&mut s, late), "cell", "the 3G was made suspect");
+        // Once the WiFi's suspicion lapses both are hedged there after all.
+        s.handle_timeout(lapse);
+        assert_eq!(data_on(&mut s, 1, lapse), vec![1, 2]);
+        assert_eq!(s.hedges_sent(), 3);
+    }
+
+    /// Of two suspect connections, a new small foreground IROB takes the one heard from more
+    /// recently.
+    #[test]
+    fn of_two_suspects_the_one_heard_from_last_is_preferred() {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        let now = Time::from_millis(3000);
+        for (conn, heard) in [(1, 500), (2, 2500)] {
+            let c = s.conns.get_mut(&conn).unwrap();
+            c.suspect_since = Some(Time::from_millis(2900));
+            c.heard = Time::from_millis(heard);
+        }
+        assert_eq!(send_one(&mut s, now), "cell");
+        s.on_ack(0);
+        s.conns.get_mut(&1).unwrap().heard = Time::from_millis(2600);
+        assert_eq!(send_one(&mut s, now), "wifi");
+    }
+
+    /// A connection whose kernel reports a retransmission timeout for data in flight is
+    /// avoided by new small foreground IROBs until a report says otherwise.
+    #[test]
+    fn a_connection_in_retransmission_timeout_is_avoided() {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        let stalled = KernelQueue {
+            in_flight: 88,
+            unsent: 0,
+            timed_out: true,
+        };
+        s.kernel_queue(1, stalled);
+        assert_eq!(send_one(&mut s, Time::ZERO), "cell");
+        // Nor is a late one hedged into it, while the kernel says so.
+        assert_eq!(s.poll_timeout(), Some(Time::ZERO + s.config.probe_interval));
+        let late = Time::from_millis(900);
+        s.handle_timeout(late);
+        assert!(
+            data_on(&mut s, 1, late).is_empty(),
+            "hedged into the stalled WiFi"
+        );
+        s.on_ack(0);
+        s.kernel_queue(1, kq(0, 0));
+        assert_eq!(send_one(&mut s, Time::ZERO), "wifi");
+    }
+
+    /// A small foreground IROB in flight only on a connection that breaks is sent again at
+    /// once over another, without asking the peer what it has (a round trip); a background
+    /// one in flight there is asked about as before.
+    #[test]
+    fn a_small_foreground_irob_on_a_broken_connection_is_sent_again_at_once() {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        assert_eq!(send_one(&mut s, Time::ZERO), "wifi");
+        let id = s
+            .begin_irob(Label::BackgroundSmall, Deps::List(vec![]), None, Time::ZERO)
+            .unwrap();
+        s.irob_send(id, Bytes::from(vec![7u8; 100])).unwrap();
+        s.end_irob(id).unwrap();
+        let mut bg = data_on(&mut s, 1, Time::ZERO);
+        bg.extend(data_on(&mut s, 2, Time::ZERO));
+        assert_eq!(bg, vec![1]);
+        let broke = Time::from_millis(100);
+        s.connection_closed(1, broke);
+        s.handle_timeout(broke);
+        assert_eq!(
+            data_on(&mut s, 2, broke),
+            vec![0],
+            "the urgent one, at once"
+        );
+        assert!(s.doubt.contains(&1), "the background one is asked about");
+        assert!(!s.doubt.contains(&0));
     }
 
     /// The receiver delivers the first copy of a hedged IROB and ignores the second, but

@@ -97,7 +97,8 @@ pub struct Options {
     /// (paper §4.2; the server's turn comes after `Config::peer_open_delay`). Never with TLS:
     /// the client has no certificate to present.
     pub accept_from_peer: bool,
-    /// Log connection events (opens, closes with reasons) to standard error.
+    /// Log connection events (opens, closes with reasons) and scheduling decisions
+    /// ([`Config::trace`]: where each foreground IROB went, hedges) to standard error.
     pub log: bool,
 }
 
@@ -325,6 +326,7 @@ impl Shared {
                 }
                 Event::Established => self.log("established"),
                 Event::Failed(r) => self.log(format!("failed: {r}")),
+                Event::Trace(line) => self.log(line),
             }
         }
         for c in self.conns.lock().unwrap().values() {
@@ -475,16 +477,19 @@ impl Shared {
         let info = sys::tcp_info(fd).ok();
         let cap = s.background_cap(conn, now, info.and_then(|i| i.probing_cwnd()));
         let mine = sys::outq(fd).unwrap_or(0);
-        let unsent = info.map_or(0, |i| i.notsent).min(mine);
-        s.kernel_queue(
-            conn,
-            KernelQueue {
-                in_flight: mine - unsent,
-                unsent,
-            },
-        );
+        s.kernel_queue(conn, kernel_queue(info.as_ref(), mine));
         let others = self.shm.as_ref().map_or(0, |m| m.others(network));
         cap.saturating_sub(mine + others)
+    }
+}
+
+/// A socket's send queue from its SIOCOUTQ `outq` and TCP_INFO, as the session takes it.
+fn kernel_queue(info: Option<&sys::TcpInfo>, outq: u64) -> KernelQueue {
+    let unsent = info.map_or(0, |i| i.notsent).min(outq);
+    KernelQueue {
+        in_flight: outq - unsent,
+        unsent,
+        timed_out: info.is_some_and(|i| i.timeouts > 0) && outq > unsent,
     }
 }
 
@@ -848,6 +853,8 @@ async fn ticker(weak: Weak<Shared>) {
                         }
                     }
                     s.tcp_info(*id, info.min_rtt, rate, load);
+                    // Also between the writer's passes: a stall shows within a tick.
+                    s.kernel_queue(*id, kernel_queue(Some(&info), outq));
                 }
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
                     let est = s.estimates().into_iter().find(|e| e.0 == *net);
@@ -897,7 +904,13 @@ impl MultiSocket {
         let SocketAddr::V4(peer4) = peer else {
             return Err(Error::Connect(peer, "only IPv4 peers are supported".into()));
         };
-        let session = Session::client(options.config.clone(), seed());
+        let session = Session::client(
+            Config {
+                trace: options.config.trace || options.log,
+                ..options.config.clone()
+            },
+            seed(),
+        );
         let timeout = options.connect_timeout;
         let nets = match &options.networks {
             Networks::Explicit(v) => v.clone(),
@@ -1437,6 +1450,7 @@ async fn handshake(
                 id = seed();
             }
             let mut config = options.config.clone();
+            config.trace |= options.log;
             if options.tls.is_some() {
                 // Opening a connection would make the server a TLS client without the
                 // client's trust roots: a server with TLS leaves opening to the client.

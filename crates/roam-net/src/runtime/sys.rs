@@ -29,6 +29,10 @@ pub struct TcpInfo {
     /// Bytes in the send queue not yet sent (`tcpi_notsent_bytes`, kernel >= 4.6; the same
     /// count as the SIOCOUTQNSD ioctl, without a second system call).
     pub notsent: u64,
+    /// Retransmission timeouts not yet recovered from (`tcpi_retransmits`: the kernel's
+    /// count of RTO firings since data was last acknowledged; 0 once an acknowledgement
+    /// arrives).
+    pub timeouts: u8,
 }
 
 impl TcpInfo {
@@ -90,6 +94,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         cwnd_bytes: u32_at(80).unwrap_or(0) as u64 * u32_at(16).unwrap_or(0) as u64,
         slow_start: u32_at(80).unwrap_or(0) < u32_at(76).unwrap_or(0),
         notsent: u32_at(144).unwrap_or(0) as u64,
+        timeouts: if len > 2 { buf[2] } else { 0 },
     })
 }
 
@@ -210,6 +215,7 @@ mod tests {
         assert!(info.rtt < Duration::from_millis(100));
         // Everything was read, so sent; acknowledged eventually.
         assert_eq!(tcp_info(c.as_raw_fd()).unwrap().notsent, 0);
+        assert_eq!(info.timeouts, 0, "no retransmission timeout on loopback");
         for _ in 0..100 {
             if outq(c.as_raw_fd()).unwrap() == 0 {
                 return;
