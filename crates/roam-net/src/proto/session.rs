@@ -1669,12 +1669,12 @@ impl Session {
     /// reports a retransmission timeout, [`KernelQueue::timed_out`]) and nothing has arrived
     /// on it since the last frame on `from`; then once its suspicion lapses (None: not while
     /// its kernel reports the timeout; the caller re-asks after every frame and report). A
-    /// hedge into a
-    /// connection silent longer than the one it replaces is unlikely to arrive sooner, and it
-    /// would make the original connection suspect in turn: in the lab's vehicular sensing
-    /// run, urgent messages that reached the server over 3G but were acknowledged late (the
-    /// 3G downlink held its ACKs up to a second) were hedged into a WiFi gone for 3 s, the 3G
-    /// became suspect, and the next urgent message went into the WiFi.
+    /// hedge into a connection silent longer than the one it replaces is unlikely to arrive
+    /// sooner, and it would make the original connection suspect in turn: in the lab's
+    /// vehicular sensing run, urgent messages that reached the server over 3G but were
+    /// acknowledged late (the 3G downlink held its ACKs up to a second) were hedged into a
+    /// WiFi gone for 3 s, the 3G became suspect, and the next urgent message went into the
+    /// WiFi.
     fn hedge_ready_at(&self, from: ConnId, target: &Conn) -> Option<Time> {
         let from_heard = self.conns.get(&from).map_or(Time::ZERO, |c| c.heard);
         if target.heard > from_heard {
@@ -1896,10 +1896,10 @@ impl Session {
     /// ranks last. A suspect connection (one whose last small foreground IROB had to be hedged,
     /// with nothing heard on it since; `Conn::suspect_since`) ranks after every other, for
     /// [`SUSPECT_FOR`], and so does one whose kernel reports a retransmission timeout
-    /// ([`KernelQueue::timed_out`]); of two suspects, the one heard from more recently ranks first (the
-    /// lab's vehicular sensing run: a 3G connection whose acknowledgements were slow, and a
-    /// WiFi silent for 5 s since it vanished, were both suspect, and an urgent message went
-    /// into the WiFi: 1.8 s late).
+    /// ([`KernelQueue::timed_out`]); of two suspects, the one heard from more recently ranks
+    /// first (the lab's vehicular sensing run: a 3G connection whose acknowledgements were
+    /// slow, and a WiFi silent for 5 s since it vanished, were both suspect, and an urgent
+    /// message went into the WiFi: 1.8 s late).
     /// Large: the highest-bandwidth network. Unknown estimates rank last, ties go to the
     /// lower id.
     fn best_connection(&self, label: Label, len: u64, now: Time) -> Option<ConnId> {
