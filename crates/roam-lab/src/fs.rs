@@ -410,6 +410,8 @@ struct Cache {
 struct Wait {
     /// When the build made it (recorded time, ms).
     t_ms: u64,
+    /// When the replay made it, on the emulator's clock (the link logs' `t_s`).
+    at: Duration,
     file: u32,
     /// Blocks it reads, and how many of them it fetched on demand.
     blocks: usize,
@@ -422,15 +424,16 @@ struct Wait {
 /// (`--emu-logs`): every read that waited, to tell where a replay's time went
 /// (`scripts/fs-waits.py` sums them by burst size).
 fn waits_csv(waits: &[Wait]) -> String {
-    let mut s = String::from("t_build_ms,file,blocks,demanded,waited_ms\n");
+    let mut s = String::from("t_build_ms,file,blocks,demanded,waited_ms,at_s\n");
     for w in waits {
         s.push_str(&format!(
-            "{},{},{},{},{:.1}\n",
+            "{},{},{},{},{:.1},{:.3}\n",
             w.t_ms,
             w.file,
             w.blocks,
             w.demanded,
-            w.waited.as_secs_f64() * 1e3
+            w.waited.as_secs_f64() * 1e3,
+            w.at.as_secs_f64()
         ));
     }
     s
@@ -495,6 +498,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let locals = t.client_addrs();
     let progress = t.progress.clone();
     let limit = replay_limit(t.duration);
+    let emu_epoch = t.emu.clock().epoch();
     type Out = (Replay, Arc<Conn>);
     let client = t.emu.spawn_in_client(move || -> Result<Out> {
         let conn = Arc::new(Conn::connect(system, &locals, PORT)?);
@@ -623,6 +627,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             if waited >= Duration::from_millis(1) {
                 waits.push(Wait {
                     t_ms: op.t_ms,
+                    at: asked.saturating_duration_since(emu_epoch),
                     file: op.file,
                     blocks: want.len(),
                     demanded: needs.demand.len(),

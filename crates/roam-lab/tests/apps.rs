@@ -144,12 +144,19 @@ fn file_system_replays_the_build_and_writes_everything_back() {
         let mut lines = waits.lines();
         assert_eq!(
             lines.next(),
-            Some("t_build_ms,file,blocks,demanded,waited_ms")
+            Some("t_build_ms,file,blocks,demanded,waited_ms,at_s")
         );
         let mut waited_s = 0.0;
+        let mut last_at = 0.0;
         for l in lines {
             let f: Vec<f64> = l.split(',').map(|x| x.parse().unwrap()).collect();
             assert!(f[3] <= f[2], "{system:?}: more demanded than read: {l}");
+            // On the emulator's clock: in order, after the emulator started.
+            assert!(
+                f[5] > 0.0 && f[5] >= last_at,
+                "{system:?}: at_s out of order: {l}"
+            );
+            last_at = f[5];
             waited_s += f[4] / 1e3;
         }
         let span = ops.last().unwrap().t_ms as f64 / 1e3;
