@@ -13,6 +13,11 @@ background traffic, no TCP dynamics, replies of BLOCK bytes):
 - one aggregated link: the sum of the bandwidths at the lower latency (the paper's idealized
   aggregation).
 
+Then, where the trial logged `at_s` (the wait's start on the emulator's clock) and the
+emulator's per-link logs are beside it, every burst of 25+ blocks with each link's state
+then: available or not, and the bytes it delivered downstream during the wait against its
+capacity, with the deepest queue delay (whether the burst met an outage, or a queue).
+
 Usage: fs-waits.py [--links RATE_MBIT:RTT_MS,RATE_MBIT:RTT_MS] TRIAL_DIR...
 (default links: the crowded hotspot, 0.6 Mbit/s at 20 ms and 2.0 Mbit/s at 400 ms)
 """
@@ -64,6 +69,50 @@ def group(demanded):
     return "25+"
 
 
+def link_log(d, name):
+    """(t_s, delivered bytes, capacity bytes in the bin, max queue delay ms, available)
+    per logged bin of `name.down.csv` in `d`, or None without one."""
+    path = os.path.join(d, f"{name}.down.csv")
+    if not os.path.exists(path):
+        return None
+    out = []
+    with open(path, newline="") as f:
+        for line, r in enumerate(csv.DictReader(f), start=2):
+            try:
+                out.append((
+                    float(r["t_s"]),
+                    int(r["delivered_bytes"]),
+                    float(r["capacity_mbit"]) * 1e6 / 8 * 0.1,
+                    float(r["queue_delay_max_ms"]),
+                    int(r["available"]),
+                ))
+            except (KeyError, TypeError, ValueError):
+                sys.exit(f"fs-waits.py: {path}:{line}: not a link log row")
+    return out
+
+
+def print_bursts(d, rows):
+    logs = {n: link_log(d, n) for n in ("wifi", "cell", "link")}
+    logs = {n: v for n, v in logs.items() if v}
+    if not logs or not rows or "at_s" not in rows[0]:
+        return
+    print("  bursts of 25+ blocks (at_s, blocks, wait) and each link downstream meanwhile:")
+    for r in rows:
+        if int(r["demanded"]) < 25:
+            continue
+        at, waited = float(r["at_s"]), float(r["waited_ms"]) / 1e3
+        parts = []
+        for name, bins in logs.items():
+            before = [b for b in bins if b[0] <= at]
+            up = before[-1][4] if before else "?"
+            during = [b for b in bins if at <= b[0] < at + waited + 0.1]
+            got = sum(b[1] for b in during) // 1000
+            cap = int(sum(b[2] for b in during)) // 1000
+            q = max((b[3] for b in during), default=0)
+            parts.append(f"{name} {'up' if up == 1 else 'out'} {got}/{cap} KB q{q:.0f} ms")
+        print(f"  {at:8.2f} s {r['demanded']:>4} {waited:6.2f} s | " + " | ".join(parts))
+
+
 def main(argv):
     links = parse_links("0.6:20,2.0:400")
     dirs = []
@@ -108,6 +157,7 @@ def main(argv):
             f"  reads with demand fetches: waited {demand_total:.1f} s; lower bound over the "
             f"two links {two:.1f} s, over one aggregated link {agg:.1f} s"
         )
+        print_bursts(d, rows)
 
 
 if __name__ == "__main__":
