@@ -674,12 +674,13 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              (docs/lab.md, \"Why cells miss\")"
         }
         ("fs", "intermittent") => {
-            "traced on one trial (1.26x there; 1.05-1.47x per seed): roam's demand reads \
-             overtake the write-back queued on the 0.3 Mbit/s 3G uplink (single-block reads \
-             waited 47 s in all against aggregation's 108 s), but large bursts need both \
-             links' bandwidth, which the per-second aggregated link gives at the lower latency \
-             (25+ blocks: 23 s against 8 s), as on the hotspot (docs/lab.md, \"Why cells \
-             miss\")"
+            "traced on five seeds with logs: roam's demand reads overtake the write-back \
+             queued on the 0.3 Mbit/s 3G uplink (single-block reads waited 302 s in all \
+             against aggregation's 560 s), but more of its reads wait at all (1247 against 937: \
+             its prefetch covers less), and bursts of 25+ blocks cost both about the same \
+             (134 s against 118 s), nearly all in bursts met during a WiFi outage, 4-7 s each \
+             at the 3G's 37 KB/s; waits in all 1030 s against 1386 s, where 1.4x would need \
+             about 800 (docs/lab.md, \"Why cells miss\")"
         }
         ("fs", s) if s.starts_with("vehicular") => {
             "traced on one trial of the vehicular drive: our 3G uplink (median 960 kbit/s) is \
