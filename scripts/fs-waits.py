@@ -109,7 +109,8 @@ def print_bursts(d, rows):
             got = sum(b[1] for b in during) // 1000
             cap = int(sum(b[2] for b in during)) // 1000
             q = max((b[3] for b in during), default=0)
-            parts.append(f"{name} {'up' if up == 1 else 'out'} {got}/{cap} KB q{q:.0f} ms")
+            state = {1: "up", 0: "out"}.get(up, "?")
+            parts.append(f"{name} {state} {got}/{cap} KB q{q:.0f} ms")
         print(f"  {at:8.2f} s {r['demanded']:>4} {waited:6.2f} s | " + " | ".join(parts))
 
 
