@@ -357,6 +357,16 @@ impl KernelQueue {
 }
 
 impl Conn {
+    /// Suspect at `now`: its kernel reports a retransmission timeout
+    /// ([`KernelQueue::timed_out`]), or a hedge left it suspect less than [`SUSPECT_FOR`]
+    /// ago with nothing heard since (`suspect_since`).
+    fn suspect(&self, now: Time) -> bool {
+        self.kernel_queue.is_some_and(|q| q.timed_out)
+            || self
+                .suspect_since
+                .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR)
+    }
+
     fn new(net: NetId, state: ConnState, now: Time) -> Conn {
         Conn {
             net,
@@ -419,6 +429,15 @@ impl OutIrob {
     /// awaited.
     fn sent_whole(&self) -> bool {
         self.started && self.ended && !self.has_work()
+    }
+
+    /// Mark every byte, the first chunk and the end to be sent again (a hedge, or a small
+    /// foreground IROB lost with its connection); the caller makes it sendable.
+    fn send_whole_again(&mut self) {
+        self.pending = RangeSet::new();
+        self.pending.insert(0, self.len);
+        self.need_first = true;
+        self.need_end = true;
     }
 
     /// The bytes `[start, end)` (one slice when a single segment covers them).
@@ -1017,10 +1036,7 @@ impl Session {
                 && irob.label.is_foreground()
                 && irob.label.is_small()
             {
-                irob.pending = RangeSet::new();
-                irob.pending.insert(0, irob.len);
-                irob.need_first = true;
-                irob.need_end = true;
+                irob.send_whole_again();
                 self.doubt.remove(&id);
                 self.sendable[irob.label.rank()].insert(id);
                 continue;
@@ -1764,16 +1780,13 @@ impl Session {
             let Some(alt) = alt else {
                 continue;
             };
-            let o = self.out.get_mut(&id).unwrap();
-            if let Some(c) = o.inflight.last().and_then(|f| self.conns.get_mut(&f.0)) {
+            if let Some(c) = self.conns.get_mut(&from) {
                 // The latest late IROB restarts the suspicion (an older one may have expired).
                 c.suspect_since = Some(now);
             }
+            let o = self.out.get_mut(&id).unwrap();
             o.hedged = true;
-            o.pending = RangeSet::new();
-            o.pending.insert(0, o.len);
-            o.need_first = true;
-            o.need_end = true;
+            o.send_whole_again();
             o.pinned = Some(alt);
             self.sendable[o.label.rank()].insert(id);
             self.hedges_sent += 1;
@@ -1920,10 +1933,7 @@ impl Session {
         if label.is_small() {
             cands
                 .min_by_key(|(&id, c)| {
-                    let suspect = label.is_foreground()
-                        && (c.kernel_queue.is_some_and(|q| q.timed_out)
-                            || c.suspect_since
-                                .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR));
+                    let suspect = label.is_foreground() && c.suspect(now);
                     let q = c.kernel_queue.unwrap_or(KernelQueue {
                         unsent: c.fg_unacked,
                         ..KernelQueue::default()

@@ -904,13 +904,9 @@ impl MultiSocket {
         let SocketAddr::V4(peer4) = peer else {
             return Err(Error::Connect(peer, "only IPv4 peers are supported".into()));
         };
-        let session = Session::client(
-            Config {
-                trace: options.config.trace || options.log,
-                ..options.config.clone()
-            },
-            seed(),
-        );
+        let mut config = options.config.clone();
+        config.trace |= options.log;
+        let session = Session::client(config, seed());
         let timeout = options.connect_timeout;
         let nets = match &options.networks {
             Networks::Explicit(v) => v.clone(),
