@@ -715,8 +715,9 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
             "traced (interactive): the user opens one message after another; while \
              aggregation's first fetch waits 3-10 s behind the prefetch stream, the prefetch \
              caches most of the later picks (they cost nothing), while roam's quick answers \
-             leave more picks to fetch; per fetch from the network roam was 8-9x faster in 4 \
-             of 5 seeds (network_open_ms). Traced on one trial (background): with no WiFi, \
+             leave more picks to fetch; per fetch from the network (network_open_ms) roam \
+             was 8-9x faster in 4 of 5 seeds of a logged run, 2.3-9.9x per seed in the full \
+             matrix at 0c6b4b9. Traced on one trial (background): with no WiFi, \
              roam and aggregation share one UMTS link (1.4-3.6 Mbit/s, 400 ms); roam keeps its \
              queue short for the user's fetches (124-460 ms against 240-780 ms) and so fills \
              the link later while its estimate grows (68 KB by the 4th second against 215 KB) \
