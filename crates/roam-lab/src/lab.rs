@@ -677,7 +677,8 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
             "traced on five seeds with logs: roam's demand reads overtake the write-back \
              queued on the 0.3 Mbit/s 3G uplink (single-block reads waited 302 s in all \
              against aggregation's 560 s), but more of its reads wait at all (1247 against 937: \
-             its prefetch covers less), and bursts of 25+ blocks cost both about the same \
+             its prefetch replies come seconds later during WiFi outages, where the uplink, \
+             the server's deferral and the 3G downlink each hold them), and bursts of 25+ blocks cost both about the same \
              (134 s against 118 s), nearly all in bursts met during a WiFi outage, 4-7 s each \
              at the 3G's 37 KB/s; waits in all 1030 s against 1386 s, where 1.4x would need \
              about 800 (docs/lab.md, \"Why cells miss\")"
