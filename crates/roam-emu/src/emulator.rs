@@ -524,8 +524,15 @@ impl Emulator {
             let _ = std::fs::remove_file(p);
         }
         if let Some(d) = &self.log_dir {
+            let elapsed = self.clock.now().as_secs_f64();
+            // The wall-clock time of the emulator's time zero, so that samples taken outside
+            // it (`scripts/ss-sample.sh`) line up with the per-link logs.
+            let unix_now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(f64::NAN, |d| d.as_secs_f64());
             let summary = serde_json::json!({
-                "duration_s": self.clock.now().as_secs_f64(),
+                "duration_s": elapsed,
+                "started_unix_s": unix_now - elapsed,
                 "links": self.links.iter().map(|l| serde_json::json!({
                     "name": l.name,
                     "client_addr": l.client_addr.to_string(),

@@ -873,9 +873,21 @@ fn markdown(
         for n in notes {
             let _ = writeln!(s, "- {n}");
         }
+        if notes.iter().any(|n| n.contains("/mptcp#")) {
+            let _ = writeln!(s, "\n{MPTCP_STALL}");
+        }
     }
     s
 }
+
+/// What the report says under unfinished MPTCP trials: the one kind of MPTCP stall traced so
+/// far, with `ss -tinM` samples of both ends (docs/lab.md has the run).
+const MPTCP_STALL: &str = "The MPTCP stalls traced so far (the file system on the vehicular \
+     drive) were Linux MPTCP parking data in a WiFi subflow whose retransmission timer had \
+     backed off to its 120 s maximum during a long WiFi absence: a packet arriving on that \
+     subflow clears its stale mark, the scheduler hands it new data, and the data waits unsent \
+     behind the unacknowledged segments until the timer fires, while the 3G subflow idles \
+     (docs/lab.md, \"Linux MPTCP after a long WiFi absence\").";
 
 /// The table a newcomer should see first: interactive latency and background throughput of
 /// roam, MPTCP and the best one-link baseline, for each application on `scenario`.
@@ -1012,6 +1024,13 @@ mod tests {
             section.contains("- mail/hotspot/roam#1: background: 40 of 100"),
             "{md}"
         );
+        assert!(
+            !md.contains(MPTCP_STALL),
+            "no MPTCP trial is unfinished: {md}"
+        );
+        let mptcp_note = vec!["mail/hotspot/mptcp#1: background: 3 of 100 bodies".to_string()];
+        let md = markdown(&plan, &all, &ix, &kept, &mptcp_note, VERSION);
+        assert!(md.contains(MPTCP_STALL), "{md}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -412,6 +412,17 @@ fn events_and_control_socket_cut_a_link() {
         at(1.0)
     );
     assert!(!sock.exists(), "control socket removed at exit");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(log.join("summary.json")).unwrap()).unwrap();
+    let started = summary["started_unix_s"].as_f64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        started > now - 60.0 && started < now - 1.0,
+        "time zero is when the run started (at least the 1.2 s it ran before now): {started} vs {now}"
+    );
     let plot = d.join("emu.svg");
     let o = roam()
         .args(["emu", "plot"])
