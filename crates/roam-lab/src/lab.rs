@@ -210,6 +210,12 @@ fn trial_name(app: &str, scenario: &str, system: &str, trial: u32) -> String {
     format!("{app}/{scenario}/{system}#{trial}")
 }
 
+/// The system of a `trials.log` note (`app/scenario/system#trial: text`, see [`trial_name`]).
+fn note_system(note: &str) -> Option<&str> {
+    let (name, _) = note.split_once('#')?;
+    name.rsplit('/').next()
+}
+
 /// The name of the trial a row belongs to ([`trial_name`]).
 fn row_trial_name(r: &Row) -> String {
     trial_name(&r.app, &r.scenario, &r.system, r.trial)
@@ -678,8 +684,8 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              queued on the 0.3 Mbit/s 3G uplink (single-block reads waited 302 s in all \
              against aggregation's 560 s), but more of its reads wait at all (1247 against 937: \
              its prefetch replies come seconds later during WiFi outages, where the uplink, \
-             the server's deferral and the 3G downlink each hold them), and bursts of 25+ blocks cost both about the same \
-             (134 s against 118 s), nearly all in bursts met during a WiFi outage, 4-7 s each \
+             the server's deferral and the 3G downlink each hold them), and bursts of 25+ \
+             blocks cost both about the same (134 s against 118 s), nearly all in bursts met during a WiFi outage, 4-7 s each \
              at the 3G's 37 KB/s; waits in all 1030 s against 1386 s, where 1.4x would need \
              about 800 (docs/lab.md, \"Why cells miss\")"
         }
@@ -873,7 +879,10 @@ fn markdown(
         for n in notes {
             let _ = writeln!(s, "- {n}");
         }
-        if notes.iter().any(|n| n.contains("/mptcp#")) {
+        if notes
+            .iter()
+            .any(|n| note_system(n) == Some(System::Mptcp.name()))
+        {
             let _ = writeln!(s, "\n{MPTCP_STALL}");
         }
     }
