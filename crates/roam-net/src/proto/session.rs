@@ -2912,20 +2912,29 @@ mod tests {
         assert!(probes(&mut s, 2, now), "an idle connection was not probed");
     }
 
-    /// The IROBs of the data frames `conn` would send at `now`.
-    fn data_on(s: &mut Session, conn: ConnId, now: Time) -> Vec<IrobId> {
-        let mut ids = Vec::new();
-        while let Some(t) = s.poll_transmit(conn, now, u64::MAX) {
+    /// Every frame `conn` would send at `now` with `room` bytes of background room.
+    fn frames_on(s: &mut Session, conn: ConnId, now: Time, room: u64) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        while let Some(t) = s.poll_transmit(conn, now, room) {
             let mut dec = super::super::Decoder::default();
             dec.push(&t.head);
             dec.push(&t.data);
             while let Ok(Some(f)) = dec.next_frame() {
-                if let Frame::Data(c) = f {
-                    ids.push(c.irob);
-                }
+                frames.push(f);
             }
         }
-        ids
+        frames
+    }
+
+    /// The IROBs of the data frames `conn` would send at `now`.
+    fn data_on(s: &mut Session, conn: ConnId, now: Time) -> Vec<IrobId> {
+        frames_on(s, conn, now, u64::MAX)
+            .into_iter()
+            .filter_map(|f| match f {
+                Frame::Data(c) => Some(c.irob),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Every connection of a client carries an `Estimate` once a second, the idle one too (a
@@ -2938,16 +2947,10 @@ mod tests {
         for step in 0..=15 {
             let now = Time::from_millis(200 * step);
             for conn in [2, 1] {
-                while let Some(t) = s.poll_transmit(conn, now, 0) {
-                    let mut dec = super::super::Decoder::default();
-                    dec.push(&t.head);
-                    dec.push(&t.data);
-                    while let Ok(Some(f)) = dec.next_frame() {
-                        if matches!(f, Frame::Estimate { .. }) {
-                            estimates[conn as usize - 1] += 1;
-                        }
-                    }
-                }
+                estimates[conn as usize - 1] += frames_on(&mut s, conn, now, 0)
+                    .iter()
+                    .filter(|f| matches!(f, Frame::Estimate { .. }))
+                    .count();
             }
         }
         // At 0, 1, 2 and 3 s on each.
