@@ -773,7 +773,7 @@ fn markdown(
         s,
         "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
          everywhere. Cells: median over trials, and in brackets the 95% confidence interval of \
-         the mean (Student's t). Every trial is in `trials.csv`. Ratios compare medians. The \
+         the mean (Student's t, clipped at zero: no metric here is negative). Every trial is in `trials.csv`. Ratios compare medians. The \
          paper's column quotes the paper (its numbers are ratios against its baselines). \
          `unfinished`: the workload did not finish within the trial's time limit (mail: every \
          body within the workload length; file system: a demand read unanswered for 120 s, a \

@@ -201,7 +201,10 @@ pub fn fmt_num(x: f64) -> String {
 impl Summary {
     /// "median [lo, hi]" (the interval is the 95% CI of the mean), or "median" alone;
     /// "unfinished" when the median trial did not finish, and "(k unfinished)" after a median
-    /// that some trials did not reach.
+    /// that some trials did not reach. The interval is clipped at zero: every metric of the lab
+    /// is a time, a latency or a throughput, whose mean cannot be negative, so a Student's t
+    /// interval reaching below zero (five trials, one far out) still covers only zero and up
+    /// (the charts' whiskers stop at the axis likewise).
     pub fn cell(&self) -> String {
         if self.n == 0 {
             return "failed".into();
@@ -221,7 +224,7 @@ impl Summary {
             format!(
                 "{} [{}, {}]",
                 fmt_num(self.median),
-                fmt_num(self.mean - self.ci),
+                fmt_num((self.mean - self.ci).max(0.0)),
                 fmt_num(self.mean + self.ci)
             )
         } else {
@@ -439,6 +442,10 @@ mod tests {
         assert_eq!(s.cell(), "11.0 [9.04, 13.0]");
         assert_eq!(summarize(&[5.0]).cell(), "5.00");
         assert_eq!(summarize(&[f64::NAN]).cell(), "failed");
+        // One trial far out: the interval of the mean would start below zero.
+        let w = summarize(&[0.1, 0.1, 0.1, 0.1, 100.0]);
+        assert!(w.mean - w.ci < 0.0, "{w:?}");
+        assert_eq!(w.cell(), "0.100 [0.000, 75.5]");
         // Unfinished trials count towards the median but not the mean.
         let u = summarize(&[3.0, UNFINISHED, 1.0, f64::NAN]);
         assert_eq!((u.n, u.unfinished, u.median), (3, 1, 3.0));
