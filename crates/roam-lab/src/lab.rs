@@ -524,6 +524,11 @@ fn render(
                         value: v.median,
                         center: v.mean,
                         ci: v.ci,
+                        note: if v.unfinished > 0 && v.median.is_finite() {
+                            format!("{} of {} unfinished", v.unfinished, v.n)
+                        } else {
+                            String::new()
+                        },
                     });
                 }
             }

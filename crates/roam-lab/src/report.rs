@@ -245,6 +245,9 @@ pub struct Bar {
     pub center: f64,
     /// Half-width of the whisker (NaN: none).
     pub ci: f64,
+    /// A few words written along the bar, e.g. "2 of 5 unfinished" when some trials of a cell
+    /// whose median finished did not (the height alone would hide them); empty for none.
+    pub note: String,
 }
 
 const COLORS: [&str; 6] = [
@@ -349,6 +352,17 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
                 bw * 0.9,
                 COLORS[si % COLORS.len()]
             );
+            if !b.note.is_empty() {
+                // Along the bar from its foot, dark on a white halo: readable on any bar color
+                // and above a short bar.
+                let _ = write!(
+                    s,
+                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" font-size="11" stroke="white" stroke-width="3" paint-order="stroke">{}</text>"#,
+                    x + bw * 0.6,
+                    top + ph - 4.0,
+                    esc(&b.note)
+                );
+            }
             if b.ci.is_finite() {
                 let cx = x + bw * 0.45;
                 let y1 = top + ph - ph * (b.center + b.ci) / ymax;
@@ -466,6 +480,7 @@ mod tests {
                 value: 1.0,
                 center: 1.1,
                 ci: 0.1,
+                note: String::new(),
             },
             Bar {
                 group: "hotspot".into(),
@@ -473,10 +488,12 @@ mod tests {
                 value: 2.0,
                 center: 2.0,
                 ci: f64::NAN,
+                note: "2 of 5 unfinished".into(),
             },
         ];
         let svg = bar_chart("t", "ms", &bars);
         assert_eq!(svg.matches("<rect x=").count(), 2 + 2); // bars + legend swatches
+        assert_eq!(svg.matches(">2 of 5 unfinished</text>").count(), 1, "{svg}");
         assert!(svg.ends_with("</svg>\n"));
     }
 }
