@@ -524,11 +524,7 @@ fn render(
                         value: v.median,
                         center: v.mean,
                         ci: v.ci,
-                        note: if v.unfinished > 0 && v.median.is_finite() {
-                            format!("{} of {} unfinished", v.unfinished, v.n)
-                        } else {
-                            String::new()
-                        },
+                        note: v.some_unfinished().unwrap_or_default(),
                     });
                 }
             }
@@ -690,8 +686,8 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              against aggregation's 560 s), but more of its reads wait at all (1247 against 937: \
              its prefetch replies come seconds later during WiFi outages, where the uplink, \
              the server's deferral and the 3G downlink each hold them), and bursts of 25+ \
-             blocks cost both about the same (134 s against 118 s), nearly all in bursts met during a WiFi outage, 4-7 s each \
-             at the 3G's 37 KB/s; waits in all 1030 s against 1386 s, where 1.4x would need \
+             blocks cost both about the same (134 s against 118 s), nearly all in bursts met \
+             during a WiFi outage, 4-7 s each at the 3G's 37 KB/s; waits in all 1030 s against 1386 s, where 1.4x would need \
              about 800 (docs/lab.md, \"Why cells miss\")"
         }
         ("fs", s) if s.starts_with("vehicular") => {
@@ -778,7 +774,8 @@ fn markdown(
         s,
         "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
          everywhere. Cells: median over trials, and in brackets the 95% confidence interval of \
-         the mean (Student's t, clipped at zero: no metric here is negative). Every trial is in `trials.csv`. Ratios compare medians. The \
+         the mean (Student's t, clipped at zero: no metric here is negative). Every trial is \
+         in `trials.csv`. Ratios compare medians. The \
          paper's column quotes the paper (its numbers are ratios against its baselines). \
          `unfinished`: the workload did not finish within the trial's time limit (mail: every \
          body within the workload length; file system: a demand read unanswered for 120 s, a \

@@ -212,13 +212,8 @@ impl Summary {
         if self.median.is_infinite() {
             return format!("unfinished ({} of {})", self.unfinished, self.n);
         }
-        if self.unfinished > 0 {
-            return format!(
-                "{} ({} of {} unfinished)",
-                fmt_num(self.median),
-                self.unfinished,
-                self.n
-            );
+        if let Some(some) = self.some_unfinished() {
+            return format!("{} ({some})", fmt_num(self.median));
         }
         if self.ci.is_finite() {
             format!(
@@ -230,6 +225,13 @@ impl Summary {
         } else {
             fmt_num(self.median)
         }
+    }
+
+    /// "k of n unfinished" when some trials did not finish but the median did (the table's
+    /// cell and the chart's bar both say it); None otherwise.
+    pub fn some_unfinished(&self) -> Option<String> {
+        (self.unfinished > 0 && self.median.is_finite())
+            .then(|| format!("{} of {} unfinished", self.unfinished, self.n))
     }
 }
 
