@@ -202,6 +202,8 @@ fn trace_stats_plot_and_baseline() {
     );
 }
 
+/// Without root, `roam emu run` and `roam lab in-paper` stop at once with one line saying why
+/// (the lab before running any trial, rather than failing every trial with the same reason).
 #[test]
 fn without_privileges_one_line_reason() {
     if !roam_emu::sys::is_root() {
@@ -212,29 +214,55 @@ fn without_privileges_one_line_reason() {
         eprintln!("skipped: setpriv (util-linux) not installed");
         return;
     }
-    let o = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_roam"))
-        .args([
-            "emu",
-            "run",
-            "--no-log",
-            "--link",
-            "a=rate=1mbit",
-            "--",
-            "true",
-        ])
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    let (_, err) = text(&o);
-    if o.status.success() {
-        // The kernel allows unprivileged user namespaces with TUN: that is the other valid outcome.
-        return;
+    let d = tmpdir("unprivileged");
+    // Writable by the unprivileged user, so only the missing privileges can stop the lab.
+    std::fs::set_permissions(&*d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let lab_out = d.join("lab");
+    let emu: &[&str] = &[
+        "emu",
+        "run",
+        "--no-log",
+        "--link",
+        "a=rate=1mbit",
+        "--",
+        "true",
+    ];
+    let lab_out_arg = lab_out.to_str().unwrap();
+    let lab: &[&str] = &[
+        "lab",
+        "in-paper",
+        "--apps",
+        "sensing",
+        "--scenarios",
+        "hotspot",
+        "--systems",
+        "aggregation",
+        "--duration",
+        "1s",
+        "--out",
+        lab_out_arg,
+    ];
+    for args in [emu, lab] {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_roam"))
+            .args(args)
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap();
+        let (_, err) = text(&o);
+        if o.status.success() {
+            // The kernel allows unprivileged user namespaces with TUN: the other valid outcome.
+            return;
+        }
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("root"), "{args:?}: {err}");
     }
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("root"), "{err}");
+    assert!(
+        !lab_out.exists(),
+        "the lab ran nothing, so it wrote nothing"
+    );
 }
 
 #[test]
