@@ -216,6 +216,19 @@ fn note_system(note: &str) -> Option<&str> {
     name.rsplit('/').next()
 }
 
+/// The note of a trial that failed (it measured nothing): `name: failed` and then `detail`,
+/// e.g. `: <the error>`. [`note_failed`] recognises it.
+fn failed_note(name: &str, detail: &str) -> String {
+    format!("{name}: failed{detail}")
+}
+
+/// Whether a `trials.log` note says its trial failed ([`failed_note`]) rather than why it did
+/// not finish.
+fn note_failed(note: &str) -> bool {
+    note.split_once(": ")
+        .is_some_and(|(_, said)| said.starts_with("failed"))
+}
+
 /// The name of the trial a row belongs to ([`trial_name`]).
 fn row_trial_name(r: &Row) -> String {
     trial_name(&r.app, &r.scenario, &r.system, r.trial)
@@ -435,7 +448,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                     ),
                     Err(e) => (
                         vec![base("error", f64::NAN, "")],
-                        vec![format!("{name}: failed: {e:#}")],
+                        vec![failed_note(&name, &format!(": {e:#}"))],
                     ),
                 };
                 // One line each (an error may quote a multi-line log): trials.log is read by line.
@@ -490,9 +503,7 @@ fn report_only(plan: &Plan, all: &[App], app_ix: &[usize]) -> Result<(String, Ve
     for r in rows.iter().filter(|r| r.metric == "error") {
         let name = row_trial_name(r);
         if !notes.iter().any(|l| l.starts_with(&format!("{name}: "))) {
-            notes.push(format!(
-                "{name}: failed (the reason is in the log of the run)"
-            ));
+            notes.push(failed_note(&name, " (the reason is in the log of the run)"));
         }
     }
     let md = render(plan, all, app_ix, &rows, &notes, &stamp.version)?;
@@ -884,12 +895,10 @@ fn markdown(
             let _ = writeln!(s, "- {n}");
         }
         // The stall explains an MPTCP trial that ran and did not finish, not one that failed.
-        if notes.iter().any(|n| {
-            note_system(n) == Some(System::Mptcp.name())
-                && !n
-                    .split_once(": ")
-                    .is_some_and(|(_, said)| said.starts_with("failed"))
-        }) {
+        if notes
+            .iter()
+            .any(|n| note_system(n) == Some(System::Mptcp.name()) && !note_failed(n))
+        {
             let _ = writeln!(s, "\n{MPTCP_STALL}");
         }
     }
