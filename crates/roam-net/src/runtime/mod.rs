@@ -11,6 +11,20 @@
 //!
 //! The sockets are created by the runtime's threads, so they live in the network namespace of
 //! the thread that built the runtime; [`blocking`] keeps one runtime per namespace.
+//!
+//! # Lock order
+//! A multi-socket's state is behind several mutexes in `Shared`. The order is fixed:
+//!
+//! 1. the C ABI's per-socket entry (`capi`), when the call comes through it;
+//! 2. the session (`Shared::session`);
+//! 3. at most one of the leaf locks: `networks`, `conns`, `thunks`, `listeners`,
+//!    `last_open_error`, the shared-memory table's own.
+//!
+//! A lock may be taken while holding only locks above it; a leaf lock is never held while
+//! taking another lock. So a task that needs the session and a leaf (the ticker reading a
+//! network's name, the scout adding a network) takes the session first. The scout once took
+//! the networks' lock and then the session's while the timer task did the opposite: a network
+//! event during traffic could hang the multi-socket (`lock_order_tests`).
 
 pub mod blocking;
 pub mod scout;
@@ -1215,12 +1229,16 @@ impl MultiSocket {
         self.shared.session().duplicate_bytes()
     }
 
+    /// The scout saw local network `name` get address `addr` (or go away: `None`). Called from
+    /// the scout's own thread: it enters the runtime (the listener it may open needs the
+    /// reactor) and takes the session's lock before the networks' (the lock order).
     fn network_event(&self, name: &str, addr: Option<Ipv4Addr>) {
         let sh = &self.shared;
-        let mut map = sh.networks.lock().unwrap();
-        let existing = map.iter().find(|(_, n)| n.name == name).map(|(&id, _)| id);
+        let _rt = sh.handle.enter();
         let now = sh.now();
         let mut s = sh.session();
+        let mut map = sh.networks.lock().unwrap();
+        let existing = map.iter().find(|(_, n)| n.name == name).map(|(&id, _)| id);
         match (existing, addr) {
             (Some(id), Some(a)) => {
                 let n = map.get_mut(&id).unwrap();
@@ -1584,5 +1602,88 @@ mod tests {
             took < Duration::from_millis(6800),
             "connected {took:?} after the first attempt (the link returned at 6.1 s)"
         );
+    }
+}
+
+#[cfg(test)]
+mod lock_order_tests {
+    use super::*;
+
+    /// Networks come and go (the scout's `network_event`) in a tight loop while data flows both
+    /// ways over loopback: the timer task, the writers and the scout all take the session's
+    /// lock, and must take the others only after it (the module doc's lock order). With the
+    /// scout taking the networks' lock first, this hung within a second or two.
+    #[test]
+    fn network_events_during_traffic_do_not_deadlock() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        rt.spawn(async move {
+            let server_opts = Options::default();
+            let l = Listener::bind("127.0.0.1:0".parse().unwrap(), server_opts)
+                .await
+                .unwrap();
+            let addr = l.local_addr();
+            let echo = tokio::spawn(async move {
+                let ms = l.accept().await.unwrap();
+                while let Ok(Some(d)) = ms.recv().await {
+                    if d.end {
+                        ms.send(Label::BackgroundLarge, vec![1u8; 20_000], None)
+                            .await
+                            .unwrap();
+                    }
+                }
+            });
+            let opts = Options {
+                networks: Networks::Explicit(vec![LocalNetwork {
+                    name: "lo".into(),
+                    addr: Ipv4Addr::LOCALHOST,
+                    metered: false,
+                }]),
+                ..Options::default()
+            };
+            let ms = MultiSocket::connect(addr, opts).await.unwrap();
+            let flip = ms.clone();
+            let stop = Arc::new(AtomicBool::new(false));
+            let stop2 = stop.clone();
+            // The scout's calls, from their own thread as the scout makes them.
+            let scout = std::thread::spawn(move || {
+                let mut events = 0u64;
+                while !stop2.load(Ordering::Relaxed) {
+                    flip.network_event("extra", Some(Ipv4Addr::new(127, 0, 0, 2)));
+                    flip.network_event("extra", Some(Ipv4Addr::new(127, 0, 0, 3)));
+                    flip.network_event("extra", None);
+                    events += 3;
+                }
+                events
+            });
+            let t0 = std::time::Instant::now();
+            let mut replies = 0u64;
+            while t0.elapsed() < Duration::from_secs(4) {
+                ms.send(Label::ForegroundSmall, vec![7u8; 3000], None)
+                    .await
+                    .unwrap();
+                loop {
+                    let d = ms.recv().await.unwrap().unwrap();
+                    if d.end {
+                        break;
+                    }
+                }
+                replies += 1;
+            }
+            stop.store(true, Ordering::Relaxed);
+            let events = scout.join().unwrap();
+            echo.abort();
+            let _ = done_tx.send((replies, events));
+        });
+        let done = done_rx.recv_timeout(Duration::from_secs(30));
+        // A deadlocked runtime cannot be shut down by waiting for its threads.
+        rt.shutdown_background();
+        let (replies, events) = done.expect("no progress for 30 s: the multi-socket hung");
+        assert!(replies > 10, "only {replies} round trips");
+        assert!(events > 30, "only {events} network events");
     }
 }
