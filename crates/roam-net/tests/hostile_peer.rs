@@ -100,3 +100,169 @@ proptest! {
         }
     }
 }
+
+// ----- a hostile peer's limits: each of these fails on a session without the bound ---------
+
+fn server() -> Session {
+    let mut s = Session::server(Config::default(), 1, 7);
+    s.accept_connection(1, hello(), Time::ZERO);
+    while s.poll_transmit(1, Time::ZERO, 1 << 20).is_some() {}
+    s
+}
+
+/// Every frame the session has for connection 1 now, decoded as the peer decodes them.
+fn sent_frames(s: &mut Session, t: Time) -> (Vec<Frame>, usize) {
+    let mut d = Decoder::default();
+    let mut bytes = 0;
+    while let Some(x) = s.poll_transmit(1, t, 1 << 20) {
+        bytes += x.len();
+        d.push(&x.head);
+        d.push(&x.data);
+    }
+    let mut frames = Vec::new();
+    while let Some(f) = d.next_frame().expect("every frame decodes at the peer") {
+        frames.push(f);
+    }
+    (frames, bytes)
+}
+
+fn one_byte(irob: u64, offset: u64, deps: Option<Deps>, end: bool) -> Frame {
+    Frame::Data(Chunk {
+        irob,
+        label: Label::BackgroundSmall,
+        offset,
+        deps,
+        end,
+        acks: vec![],
+        data: Bytes::from_static(b"x"),
+    })
+}
+
+/// 5000 IROBs completed at once are acknowledged in frames the peer can decode (the decoder
+/// takes at most 4096 ids a list): one list of 5000 closed the connection of an honest peer.
+#[test]
+fn acknowledgements_are_split_at_the_list_limit() {
+    let mut s = server();
+    for i in 0..5000 {
+        s.handle_frame(
+            1,
+            one_byte(i, 0, Some(Deps::List(vec![])), true),
+            Time::ZERO,
+        );
+    }
+    let (frames, _) = sent_frames(&mut s, Time::ZERO);
+    let acked: usize = frames
+        .iter()
+        .map(|f| match f {
+            Frame::Ack { acks } => acks.len(),
+            Frame::Data(c) => c.acks.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(acked, 5000);
+}
+
+/// One `ResendRequest` about an IROB a peer sent as 10,000 one-byte pieces with gaps: the
+/// answer stays small and decodes (it named every range: 4096 x 160 KB = 655 MB).
+#[test]
+fn a_resend_request_does_not_amplify() {
+    let mut s = server();
+    for k in 0..10_000u64 {
+        s.handle_frame(1, one_byte(0, 2 * k + 1, None, false), Time::ZERO);
+    }
+    s.handle_frame(
+        1,
+        Frame::ResendRequest {
+            irobs: vec![0; 4096],
+        },
+        Time::ZERO,
+    );
+    let (frames, bytes) = sent_frames(&mut s, Time::ZERO);
+    let entries: usize = frames
+        .iter()
+        .map(|f| match f {
+            Frame::Have { entries } => entries.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(entries, 4096, "every IROB asked about is answered");
+    assert!(
+        bytes < 4 << 20,
+        "{bytes} bytes answered 32 KiB of questions"
+    );
+}
+
+/// A peer asking and never reading the answers loses its connection instead of growing the
+/// queue of answers without bound.
+#[test]
+fn unread_answers_are_bounded() {
+    let mut s = server();
+    for i in 0..20_000u64 {
+        s.handle_frame(1, Frame::Probe { id: i, padding: 0 }, Time::ZERO);
+    }
+    let mut closed = false;
+    while let Some(e) = s.poll_event() {
+        closed |= matches!(
+            e,
+            roam_net::proto::session::Event::CloseConnection { conn: 1, .. }
+        );
+    }
+    assert!(closed, "the flooding connection was not closed");
+    let (frames, _) = sent_frames(&mut s, Time::ZERO);
+    assert!(frames.len() < 10, "{} frames still queued", frames.len());
+}
+
+/// One IROB sent as 200,000 one-byte pieces with a gap after each: each piece costs
+/// O(log n). (Walking every held range for every new piece took minutes here.)
+#[test]
+fn one_byte_pieces_with_gaps_do_not_cost_quadratic_time() {
+    let mut s = server();
+    for k in 0..200_000u64 {
+        s.handle_frame(1, one_byte(0, 2 * k + 1, None, false), Time::ZERO);
+    }
+    assert_eq!(s.receive_buffered(), 200_000);
+}
+
+/// An `Estimate` naming thousands of usable networks, each with a port: the server keeps at
+/// most `max_networks` of them, so it opens at most that many connections.
+#[test]
+fn a_peer_cannot_announce_thousands_of_networks() {
+    let mut s = server();
+    s.send(
+        Label::BackgroundLarge,
+        Bytes::from_static(b"data"),
+        None,
+        Time::ZERO,
+    )
+    .unwrap();
+    let networks = (0..4000)
+        .map(|i| NetInfo {
+            net: 100 + i,
+            addr: [10, 0, (i >> 8) as u8, i as u8],
+            rtt_us: 0,
+            flags: 2,
+            bandwidth_bps: 0,
+            port: 9,
+        })
+        .collect();
+    s.handle_frame(1, Frame::Estimate { networks }, Time::ZERO);
+    let mut opens = 0;
+    for t in 0..20 {
+        s.handle_timeout(Time::from_millis(1000 * t));
+        while let Some(e) = s.poll_event() {
+            if let roam_net::proto::session::Event::OpenConnection { net } = e {
+                opens += 1;
+                s.open_failed(net, Time::from_millis(1000 * t));
+            }
+        }
+    }
+    assert!(
+        opens <= 20 * Config::default().max_networks,
+        "{opens} connection attempts"
+    );
+    assert!(
+        s.estimates().len() <= Config::default().max_networks,
+        "{} networks kept",
+        s.estimates().len()
+    );
+}

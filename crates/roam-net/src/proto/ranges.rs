@@ -5,10 +5,14 @@
 
 use std::collections::BTreeMap;
 
-/// Disjoint, merged ranges keyed by start.
+/// Disjoint, merged ranges keyed by start. Every operation costs O(log n) plus the ranges it
+/// touches, so a peer that sends one-byte chunks with gaps between them (n ranges) cannot make
+/// each new chunk cost O(n).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RangeSet {
     map: BTreeMap<u64, u64>,
+    /// Bytes covered (kept, so that [`RangeSet::len`] is O(1)).
+    total: u64,
 }
 
 impl RangeSet {
@@ -27,6 +31,7 @@ impl RangeSet {
                 start = s;
                 end = end.max(e);
                 self.map.remove(&s);
+                self.total -= e - s;
             }
         }
         while let Some((&s, &e)) = self.map.range(start..).next() {
@@ -35,8 +40,10 @@ impl RangeSet {
             }
             end = end.max(e);
             self.map.remove(&s);
+            self.total -= e - s;
         }
         self.map.insert(start, end);
+        self.total += end - start;
     }
 
     /// Remove `[start, end)`.
@@ -44,21 +51,48 @@ impl RangeSet {
         if start >= end {
             return;
         }
-        let overlapping: Vec<(u64, u64)> = self
-            .map
-            .range(..end)
-            .filter(|(_, &e)| e > start)
-            .map(|(&s, &e)| (s, e))
-            .collect();
-        for (s, e) in overlapping {
+        for (s, e) in self.overlapping(start, end) {
             self.map.remove(&s);
+            self.total -= e - s;
             if s < start {
                 self.map.insert(s, start);
+                self.total += start - s;
             }
             if e > end {
                 self.map.insert(end, e);
+                self.total += e - end;
             }
         }
+    }
+
+    /// The ranges that overlap `[start, end)`, in order: found from the last range starting
+    /// before `end`, walking down while they reach past `start` (they are disjoint and sorted).
+    fn overlapping(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self
+            .map
+            .range(..end)
+            .rev()
+            .take_while(|(_, &e)| e > start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        v.reverse();
+        v
+    }
+
+    /// The parts of `[start, end)` not in the set, in order.
+    pub fn gaps(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = start;
+        for (s, e) in self.overlapping(start, end) {
+            if s > at {
+                out.push((at, s));
+            }
+            at = at.max(e);
+        }
+        if at < end {
+            out.push((at, end));
+        }
+        out
     }
 
     /// Whether every byte of `[start, end)` is present.
@@ -82,6 +116,11 @@ impl RangeSet {
         self.map.iter().next().map(|(&s, &e)| (s, e))
     }
 
+    /// The highest range, if any (O(log n); `iter().last()` walks every range).
+    pub fn last(&self) -> Option<(u64, u64)> {
+        self.map.last_key_value().map(|(&s, &e)| (s, e))
+    }
+
     /// All ranges in order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.map.iter().map(|(&s, &e)| (s, e))
@@ -89,7 +128,7 @@ impl RangeSet {
 
     /// Total bytes covered.
     pub fn len(&self) -> u64 {
-        self.map.iter().map(|(s, e)| e - s).sum()
+        self.total
     }
 
     /// Whether no byte is covered.
@@ -121,6 +160,15 @@ mod tests {
             let from_set: Vec<bool> = (0..80).map(|i| set.contains(i, i + 1)).collect();
             prop_assert_eq!(from_set, bits.to_vec());
             prop_assert_eq!(set.len(), bits.iter().filter(|b| **b).count() as u64);
+            // The gaps of a window are exactly its absent bytes.
+            let mut gap_bits = [false; 80];
+            for (s, e) in set.gaps(10, 70) {
+                prop_assert!(10 <= s && s < e && e <= 70);
+                for b in &mut gap_bits[s as usize..e as usize] { *b = true; }
+            }
+            for (i, b) in gap_bits.iter().enumerate() {
+                prop_assert_eq!(*b, (10..70).contains(&i) && !bits[i]);
+            }
             // Merged: no two ranges touch.
             let v: Vec<_> = set.iter().collect();
             for w in v.windows(2) { prop_assert!(w[0].1 < w[1].0); }

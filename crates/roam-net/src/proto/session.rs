@@ -51,6 +51,18 @@ pub const NET_METERED: u32 = 1;
 /// Flag bit of [`NetInfo::flags`]: the network is usable.
 pub const NET_USABLE: u32 = 2;
 
+/// Most byte ranges one `Have` entry names. An answer naming fewer ranges than are held is
+/// still correct (the sender resends the rest, which is discarded as a duplicate); naming all
+/// of them would let one 8-byte question about an IROB that a hostile peer had sent as
+/// thousands of one-byte pieces ask for 64 KiB of answer, 256 MiB for one `ResendRequest`.
+pub const HAVE_RANGES: usize = 32;
+/// Most control frames queued on one connection. The peer's probes and resend requests queue
+/// answers here; a peer that keeps asking without reading the answers would grow the queue
+/// without bound, so past this the connection is closed (an honest peer asks a few at a time).
+pub const MAX_CONTROL: usize = 8192;
+/// Encoded length of a `Have` entry without its ranges.
+const HAVE_ENTRY_LEN: usize = 24;
+
 /// Bytes queued on a connection whose network has no bandwidth estimate yet below which a
 /// small foreground IROB still counts it by its RTT alone (see `Session::best_connection`).
 const UNKNOWN_QUEUE_OK: u64 = 4 * 1024;
@@ -103,6 +115,10 @@ pub struct Config {
     pub max_send_buffer: u64,
     /// Most TCP connections per multi-socket.
     pub max_connections: usize,
+    /// Most networks a peer may announce (server side; further network ids in its `Hello` or
+    /// `Estimate` frames are ignored). Each announced network is a connection the server may
+    /// open, so a peer must not be able to name thousands.
+    pub max_networks: usize,
     /// The application sees a failure when no connection has been up this long.
     pub failure_timeout: Duration,
     /// Probe a connection whose network has been idle this long.
@@ -145,6 +161,7 @@ impl Default for Config {
             max_pending_irobs: 1 << 16,
             max_send_buffer: 64 << 20,
             max_connections: 16,
+            max_networks: 8,
             failure_timeout: Duration::from_secs(30),
             probe_interval: Duration::from_secs(10),
             reconnect_backoff: Duration::from_secs(1),
@@ -765,6 +782,11 @@ impl Session {
             return; // the client measures its own networks; the server's view is not needed
         }
         for i in infos {
+            if !self.networks.contains_key(&i.net)
+                && self.networks.len() >= self.config.max_networks
+            {
+                continue;
+            }
             let connected = self.conns.values().any(|c| c.net == i.net);
             let n = self.networks.entry(i.net).or_default();
             let up = i.flags & NET_USABLE != 0 || connected;
@@ -1236,7 +1258,17 @@ impl Session {
                 s
             )),
         };
+        let flooded = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.state != ConnState::Closing && c.control.len() > MAX_CONTROL);
         if let Err(reason) = result {
+            self.close_conn_with_error(conn, reason, now);
+        } else if flooded {
+            let reason = format!(
+                "the peer asks for more than {MAX_CONTROL} answers (probe replies, Have) without \
+                 reading them"
+            );
             self.close_conn_with_error(conn, reason, now);
         }
         self.check_thunks(now);
@@ -1351,12 +1383,26 @@ impl Session {
                 Ok(())
             }
             Frame::ResendRequest { irobs } => {
-                let entries = irobs.iter().map(|&id| self.have_entry(id)).collect();
-                self.conns
-                    .get_mut(&conn)
-                    .unwrap()
-                    .control
-                    .push_back(Frame::Have { entries });
+                let entries: Vec<HaveEntry> = irobs.iter().map(|&id| self.have_entry(id)).collect();
+                let max_body = self.config.wire.max_body;
+                let c = self.conns.get_mut(&conn).unwrap();
+                // Split so that every frame fits the peer's decoder (its body limit).
+                let mut frame: Vec<HaveEntry> = Vec::new();
+                let mut body = 0;
+                for e in entries {
+                    let len = HAVE_ENTRY_LEN + 16 * e.ranges.len();
+                    if !frame.is_empty() && body + len > max_body {
+                        c.control.push_back(Frame::Have {
+                            entries: std::mem::take(&mut frame),
+                        });
+                        body = 0;
+                    }
+                    body += len;
+                    frame.push(e);
+                }
+                if !frame.is_empty() {
+                    c.control.push_back(Frame::Have { entries: frame });
+                }
                 Ok(())
             }
             Frame::Have { entries } => {
@@ -2058,7 +2104,7 @@ impl Session {
             return Some(t);
         }
         if !self.acks.is_empty() {
-            let acks = std::mem::take(&mut self.acks);
+            let acks = self.take_acks();
             return Some(encode(&Frame::Ack { acks }, 0));
         }
         if let Some(t) = self.maybe_probe(conn, now) {
@@ -2189,8 +2235,17 @@ impl Session {
         None
     }
 
+    /// The acknowledgements for the next frame: at most the decoder's list limit, so that a
+    /// peer that completed many IROBs at once gets them in several frames it can decode
+    /// (one list beyond the limit is a malformed frame, which closes the connection).
+    fn take_acks(&mut self) -> Vec<IrobId> {
+        let n = self.acks.len().min(self.config.wire.max_list);
+        let rest = self.acks.split_off(n);
+        std::mem::replace(&mut self.acks, rest)
+    }
+
     fn take_chunk(&mut self, conn: ConnId, id: IrobId, limit: u64, now: Time) -> Transmit {
-        let acks = std::mem::take(&mut self.acks);
+        let acks = self.take_acks();
         let o = self.out.get_mut(&id).unwrap();
         if !o.started {
             o.started = true;
@@ -2365,18 +2420,13 @@ impl Session {
             }
             irob.end = Some(end_off);
         }
-        let held_end = irob.have.iter().last().map_or(0, |(_, e)| e).max(end_off);
+        let held_end = irob.have.last().map_or(0, |(_, e)| e).max(end_off);
         if irob.end.is_some_and(|e| held_end > e) {
             return Err(format!("IROB {} has bytes beyond its end", ch.irob));
         }
         // Store only the bytes not already held (resends may overlap).
-        let mut missing = RangeSet::new();
-        missing.insert(ch.offset.max(irob.delivered), end_off);
-        for (s, e) in irob.have.iter() {
-            missing.remove(s, e);
-        }
         let mut added = 0;
-        for (s, e) in missing.iter() {
+        for (s, e) in irob.have.gaps(ch.offset.max(irob.delivered), end_off) {
             let part = ch
                 .data
                 .slice((s - ch.offset) as usize..(e - ch.offset) as usize);
@@ -2450,15 +2500,19 @@ impl Session {
                 ranges: vec![],
             },
             Some(i) => {
-                // Delivered bytes were dropped from `have`'s segments but are still held.
-                let mut have = i.have.clone();
+                // Delivered bytes were dropped from `have`'s segments but are still held. Only
+                // the first ranges are cloned: the answer names at most `HAVE_RANGES`.
+                let mut have = RangeSet::new();
                 have.insert(0, i.delivered);
+                for (s, e) in i.have.iter().take(HAVE_RANGES + 1) {
+                    have.insert(s, e);
+                }
                 HaveEntry {
                     irob: id,
                     complete: i.acked,
                     first: i.deps.is_some(),
                     end: i.end,
-                    ranges: have.iter().take(self.config.wire.max_list).collect(),
+                    ranges: have.iter().take(HAVE_RANGES).collect(),
                 }
             }
         }
