@@ -30,8 +30,19 @@ const MS_DONTWAIT: c_int = 0x40;
 struct Sock {
     ms: MultiSocket,
     pending: Option<Delivery>,
+    /// Deferred sends' thunks still waiting, by (function, argument), for `ms_cancel_thunk`.
     thunks: Vec<(usize, usize, ThunkHandle)>,
     efd: Option<Arc<EventFd>>,
+}
+
+impl Sock {
+    /// Record a deferred send's thunk, releasing the records of thunks that have run since (so
+    /// that a program deferring a send every second for days holds only the waiting ones).
+    fn deferred(&mut self, thunk: MsThunk, arg: *mut c_void, h: ThunkHandle) {
+        self.thunks.retain(|(_, _, h)| h.is_pending());
+        self.thunks
+            .push((thunk.map_or(0, |f| f as usize), arg as usize, h));
+    }
 }
 
 enum Entry {
@@ -399,10 +410,7 @@ pub unsafe extern "C" fn ms_begin_irob(
             Ok(id) if id <= 0xffff_ffff => (s << 32) | id as i64,
             Ok(_) => fail(libc::EOVERFLOW, "more than 2^32 IROBs on one multi-socket"),
             Err(Error::Deferred(h)) => {
-                x.lock()
-                    .unwrap()
-                    .thunks
-                    .push((thunk.map_or(0, |f| f as usize), arg as usize, h));
+                x.lock().unwrap().deferred(thunk, arg, h);
                 MS_DEFERRED
             }
             Err(e) => from_error(e),
@@ -485,10 +493,7 @@ pub unsafe extern "C" fn ms_send(
         match ms.send(l, data, make_thunk(thunk, arg)) {
             Ok(_) => len as isize,
             Err(Error::Deferred(h)) => {
-                x.lock()
-                    .unwrap()
-                    .thunks
-                    .push((thunk.map_or(0, |f| f as usize), arg as usize, h));
+                x.lock().unwrap().deferred(thunk, arg, h);
                 MS_DEFERRED as isize
             }
             Err(e) => from_error(e),

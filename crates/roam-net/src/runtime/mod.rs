@@ -199,6 +199,13 @@ impl ThunkHandle {
         f.is_some()
     }
 
+    /// Whether the thunk is still waiting (neither run nor cancelled).
+    pub fn is_pending(&self) -> bool {
+        self.shared
+            .upgrade()
+            .is_some_and(|sh| sh.thunks.lock().unwrap().contains_key(&self.id))
+    }
+
     /// The thunk's id (as the C ABI reports it).
     pub fn id(&self) -> u64 {
         self.id
@@ -239,6 +246,8 @@ pub(crate) struct Shared {
     conns: Mutex<BTreeMap<ConnId, ConnEntry>>,
     thunks: Mutex<HashMap<u64, Thunk>>,
     next_thunk: AtomicU64,
+    /// Where fired thunks run.
+    thunk_runner: ThunkRunner,
     peer: Option<SocketAddrV4>,
     networks: Mutex<BTreeMap<NetId, LocalNetwork>>,
     options: Options,
@@ -265,20 +274,49 @@ fn seed() -> u64 {
     u64::from_ne_bytes(b)
 }
 
-fn thunk_runner() -> &'static std::sync::mpsc::Sender<Thunk> {
-    static TX: OnceLock<std::sync::mpsc::Sender<Thunk>> = OnceLock::new();
-    TX.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Thunk>();
-        std::thread::Builder::new()
-            .name("roam-thunks".into())
-            .spawn(move || {
-                for t in rx {
-                    (t.0)();
-                }
-            })
-            .expect("spawn the thunk thread");
-        tx
-    })
+/// Runs a multi-socket's fired thunks, in the order they fired, on a thread of its own (started
+/// with the first thunk to fire, ended when the multi-socket is dropped). A thunk is the
+/// application's code: one that blocks holds up only its own multi-socket's later thunks, and
+/// one that panics is caught (and logged) so the thunks after it still run. With one thread
+/// for the whole process, a single blocking thunk stopped every multi-socket's thunks, and a
+/// panicking one ended the thread and silently dropped every thunk after it.
+struct ThunkRunner {
+    tx: OnceLock<Option<std::sync::mpsc::Sender<Thunk>>>,
+}
+
+impl ThunkRunner {
+    fn new() -> ThunkRunner {
+        ThunkRunner {
+            tx: OnceLock::new(),
+        }
+    }
+
+    fn run(&self, t: Thunk, log: bool) {
+        let tx = self.tx.get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<Thunk>();
+            std::thread::Builder::new()
+                .name("roam-thunks".into())
+                .spawn(move || {
+                    for t in rx {
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(t.0));
+                        if r.is_err() && log {
+                            log_line("a thunk panicked; the next ones still run");
+                        }
+                    }
+                })
+                .ok()
+                .map(|_| tx)
+        });
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(t);
+            }
+            // No thread could be started: run it here rather than lose it.
+            None => {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(t.0));
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -295,6 +333,7 @@ impl Shared {
             conns: Mutex::new(BTreeMap::new()),
             thunks: Mutex::new(HashMap::new()),
             next_thunk: AtomicU64::new(1),
+            thunk_runner: ThunkRunner::new(),
             peer,
             networks: Mutex::new(BTreeMap::new()),
             shm: shm::SharedCounts::open_default().ok(),
@@ -335,7 +374,7 @@ impl Shared {
                 }
                 Event::ThunkReady(id) => {
                     if let Some(t) = self.thunks.lock().unwrap().remove(&id) {
-                        let _ = thunk_runner().send(t);
+                        self.thunk_runner.run(t, self.options.log);
                     }
                 }
                 Event::Established => self.log("established"),
@@ -1685,5 +1724,51 @@ mod lock_order_tests {
         let (replies, events) = done.expect("no progress for 30 s: the multi-socket hung");
         assert!(replies > 10, "only {replies} round trips");
         assert!(events > 30, "only {events} network events");
+    }
+}
+
+#[cfg(test)]
+mod thunk_tests {
+    use super::*;
+    use std::sync::mpsc::channel;
+
+    /// One multi-socket's thunk that blocks and another's that panics: the second multi-socket's
+    /// later thunks still run, and so do the first's once its blocked thunk returns. (With one
+    /// thread for every multi-socket, the blocked thunk held up all of them.)
+    #[test]
+    fn a_blocking_or_panicking_thunk_stops_no_other_multi_socket() {
+        let (a, b) = (ThunkRunner::new(), ThunkRunner::new());
+        let (release_tx, release_rx) = channel::<()>();
+        let (ran_tx, ran_rx) = channel::<&'static str>();
+        a.run(
+            Thunk::new(move || {
+                let _ = release_rx.recv();
+            }),
+            false,
+        );
+        let t = ran_tx.clone();
+        a.run(
+            Thunk::new(move || t.send("a after the blocked one").unwrap()),
+            false,
+        );
+        b.run(Thunk::new(|| panic!("an application bug")), false);
+        let t = ran_tx.clone();
+        b.run(
+            Thunk::new(move || t.send("b after the panic").unwrap()),
+            false,
+        );
+        assert_eq!(
+            ran_rx.recv_timeout(Duration::from_secs(10)),
+            Ok("b after the panic")
+        );
+        assert!(
+            ran_rx.try_recv().is_err(),
+            "a's second thunk ran before the first returned"
+        );
+        release_tx.send(()).unwrap();
+        assert_eq!(
+            ran_rx.recv_timeout(Duration::from_secs(10)),
+            Ok("a after the blocked one")
+        );
     }
 }
