@@ -266,3 +266,53 @@ fn a_peer_cannot_announce_thousands_of_networks() {
         s.estimates().len()
     );
 }
+
+/// Networks a `Hello` announces with an address and port: the server never connects to an
+/// address it has not seen the client use (a peer could point it at any host), and over the
+/// network it has seen, it makes one attempt per announcement however often the attempt fails.
+#[test]
+fn the_server_opens_connections_only_where_the_client_was_seen() {
+    let usable = |net, addr, port| NetInfo {
+        net,
+        addr,
+        rtt_us: 0,
+        flags: 2,
+        bandwidth_bps: 0,
+        port,
+    };
+    let mut s = Session::server(Config::default(), 1, 7);
+    let hello = Frame::Hello {
+        key: [1; 32],
+        window: 1 << 20,
+        networks: vec![
+            usable(1, [192, 0, 2, 1], 9),
+            usable(2, [198, 51, 100, 7], 25),
+        ],
+    };
+    s.accept_connection(1, hello, Time::ZERO);
+    s.connection_from(1, [10, 77, 1, 2]);
+    s.send(
+        Label::BackgroundLarge,
+        Bytes::from_static(b"data"),
+        None,
+        Time::ZERO,
+    )
+    .unwrap();
+    s.connection_closed(1, Time::from_millis(100));
+    let mut attempts = Vec::new();
+    for t in 1..60 {
+        let now = Time::from_millis(500 * t);
+        s.handle_timeout(now);
+        while let Some(e) = s.poll_event() {
+            if let roam_net::proto::session::Event::OpenConnection { net } = e {
+                attempts.push((net, s.peer_address(net)));
+                s.open_failed(net, now);
+            }
+        }
+    }
+    assert_eq!(
+        attempts,
+        vec![(1, Some(([10, 77, 1, 2], 9)))],
+        "one attempt, to the address the client's connection came from"
+    );
+}

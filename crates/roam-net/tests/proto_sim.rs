@@ -30,6 +30,8 @@ impl Pipe {
 }
 
 struct SimConn {
+    /// The network it runs over.
+    net: u32,
     client_id: u64,
     server_id: u64,
     latency: Duration,
@@ -52,6 +54,7 @@ impl SimConn {
     /// A connection over network `net` opened by `by`: ids `id` (client) and `id + 1` (server).
     fn new(id: u64, net: u32, by: Side) -> SimConn {
         SimConn {
+            net,
             client_id: id,
             server_id: id + 1,
             latency: Sim::latency(net),
@@ -311,15 +314,17 @@ impl Sim {
                 let sid = self.conns[i].server_id;
                 if !self.conns[i].server_known {
                     self.conns[i].server_known = true;
+                    // The client's address on the connection's network, as the server sees it.
+                    let from = [10, 0, self.conns[i].net as u8, 2];
                     if let Frame::Hello { .. } = f {
                         let mut s = Session::server(small_config(), 7, 42);
                         s.accept_connection(sid, f, now);
+                        s.connection_from(sid, from);
                         self.server = Some(s);
                     } else {
-                        self.server
-                            .as_mut()
-                            .ok_or("join before hello")?
-                            .accept_connection(sid, f, now);
+                        let s = self.server.as_mut().ok_or("join before hello")?;
+                        s.accept_connection(sid, f, now);
+                        s.connection_from(sid, from);
                     }
                 } else {
                     self.server.as_mut().unwrap().handle_frame(sid, f, now);

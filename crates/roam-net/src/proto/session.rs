@@ -333,6 +333,8 @@ struct Conn {
     heard: Time,
     /// When this connection last carried an `Estimate` (client only; see [`ESTIMATE_EVERY`]).
     last_estimate: Option<Time>,
+    /// The peer's address, as the driver saw it ([`Session::connection_from`]).
+    peer_addr: Option<[u8; 4]>,
 }
 
 /// How often a client sends an `Estimate` on *each* connection. Besides telling the server the
@@ -412,6 +414,7 @@ impl Conn {
             suspect_since: None,
             heard: now,
             last_estimate: None,
+            peer_addr: None,
         }
     }
 }
@@ -428,6 +431,14 @@ struct Network {
     /// Client: the port of our listener on this network's address (advertised). Server: the
     /// client's port there, where we may open a connection. 0 = none.
     port: u16,
+    /// Server: the address an authenticated connection of the client over this network came
+    /// from. The server opens connections only there, never to an address merely announced
+    /// (a `Hello` or `Estimate` could otherwise point the server at any host and port).
+    seen_addr: Option<[u8; 4]>,
+    /// Server: one connection attempt is allowed; spent by the attempt, given again when the
+    /// client announces the network anew (usable again, another port) or a connection over
+    /// it is established. At most one attempt per announcement, however often it is repeated.
+    may_open: bool,
 }
 
 #[derive(Debug)]
@@ -724,12 +735,33 @@ impl Session {
     }
 
     /// Where to open a connection over the peer's network `net` (after an
-    /// [`Event::OpenConnection`] on the server): its address and accepting port.
+    /// [`Event::OpenConnection`] on the server): the address the client's connections over it
+    /// came from, and the port it announced there.
     pub fn peer_address(&self, net: NetId) -> Option<([u8; 4], u16)> {
-        self.networks
-            .get(&net)
-            .filter(|n| n.port != 0)
-            .map(|n| (n.addr, n.port))
+        let n = self.networks.get(&net).filter(|n| n.port != 0)?;
+        n.seen_addr.map(|a| (a, n.port))
+    }
+
+    /// The driver's record of where accepted connection `conn` came from (call it right after
+    /// [`Session::accept_connection`]). Once the connection is authenticated (it carried the
+    /// `Hello`, or its join proof checked out) the address becomes its network's
+    /// `peer_address`.
+    pub fn connection_from(&mut self, conn: ConnId, addr: [u8; 4]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.peer_addr = Some(addr);
+        if c.state == ConnState::Established {
+            let net = c.net;
+            self.network_seen(net, addr);
+        }
+    }
+
+    fn network_seen(&mut self, net: NetId, addr: [u8; 4]) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.seen_addr = Some(addr);
+            n.may_open = true;
+        }
     }
 
     /// A local network went away: its connection is treated as broken.
@@ -790,6 +822,9 @@ impl Session {
             let connected = self.conns.values().any(|c| c.net == i.net);
             let n = self.networks.entry(i.net).or_default();
             let up = i.flags & NET_USABLE != 0 || connected;
+            if (up && !n.up) || i.port != n.port {
+                n.may_open = true; // announced anew
+            }
             if let (true, false, false, Some(d)) =
                 (up, n.up, connected, self.config.peer_open_delay)
             {
@@ -1154,7 +1189,8 @@ impl Session {
             .filter(|(id, n)| {
                 n.up && !n.opening
                     && !have_conn.contains(id)
-                    && (self.role == Role::Client || n.port != 0)
+                    && (self.role == Role::Client
+                        || (n.port != 0 && n.may_open && n.seen_addr.is_some()))
             })
             .map(|(&id, n)| (id, n.retry_at))
             .collect()
@@ -1171,7 +1207,9 @@ impl Session {
             if self.conns.len() >= self.config.max_connections {
                 break;
             }
-            self.networks.get_mut(&net).unwrap().opening = true;
+            let n = self.networks.get_mut(&net).unwrap();
+            n.opening = true;
+            n.may_open = false;
             self.events.push_back(Event::OpenConnection { net });
         }
     }
@@ -1234,6 +1272,7 @@ impl Session {
                 } else {
                     c.control.push_back(Frame::JoinOk);
                     let net = c.net;
+                    let from = c.peer_addr;
                     self.networks.entry(net).or_default().up = true;
                     let rtt = now.saturating_since(c.opened);
                     self.establish(conn, now);
@@ -1242,6 +1281,9 @@ impl Session {
                         .unwrap()
                         .estimate
                         .adopt(Some(rtt), None);
+                    if let Some(a) = from {
+                        self.network_seen(net, a);
+                    }
                     Ok(())
                 }
             }

@@ -1456,6 +1456,9 @@ fn attach(
     {
         let mut s = sh.session();
         s.accept_connection(conn, first, sh.now());
+        if let SocketAddr::V4(a) = from {
+            s.connection_from(conn, a.ip().octets());
+        }
         sh.after(&mut s);
     }
     spawn_io(sh.clone(), conn, rd, wr, dec, entry);
