@@ -316,3 +316,32 @@ fn the_server_opens_connections_only_where_the_client_was_seen() {
         "one attempt, to the address the client's connection came from"
     );
 }
+
+/// Someone who knows the session id (it travels in clear without TLS) joins and never proves
+/// the key: the half-open join is closed after the handshake timeout, freeing its slot.
+#[test]
+fn a_half_open_join_times_out() {
+    let mut s = server();
+    let join = Frame::Join {
+        session: 7,
+        nonce: [3; 16],
+        net: 1,
+    };
+    s.accept_connection(2, join, Time::ZERO);
+    assert_eq!(s.connection_count(), 2, "the join was challenged");
+    while s.poll_event().is_some() {}
+    let timeout = Config::default().handshake_timeout;
+    assert!(s.poll_timeout().is_some_and(|t| t <= Time::ZERO + timeout));
+    s.handle_timeout(Time::ZERO + timeout);
+    let mut closed = false;
+    while let Some(e) = s.poll_event() {
+        closed |= matches!(
+            e,
+            roam_net::proto::session::Event::CloseConnection { conn: 2, .. }
+        );
+    }
+    assert!(closed, "the half-open join still holds its slot");
+    while s.poll_transmit(2, Time::ZERO + timeout, 0).is_some() {}
+    s.forget_connection(2, Time::ZERO + timeout);
+    assert_eq!(s.connection_count(), 1);
+}

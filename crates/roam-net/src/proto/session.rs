@@ -115,6 +115,10 @@ pub struct Config {
     pub max_send_buffer: u64,
     /// Most TCP connections per multi-socket.
     pub max_connections: usize,
+    /// A connection still in its handshake this long after it opened (hello or join sent,
+    /// challenged, proof sent) is closed: a half-open join must not hold a connection slot
+    /// for anyone who merely knows the session id.
+    pub handshake_timeout: Duration,
     /// Most networks a peer may announce (server side; further network ids in its `Hello` or
     /// `Estimate` frames are ignored). Each announced network is a connection the server may
     /// open, so a peer must not be able to name thousands.
@@ -162,6 +166,7 @@ impl Default for Config {
             max_send_buffer: 64 << 20,
             max_connections: 16,
             max_networks: 8,
+            handshake_timeout: Duration::from_secs(10),
             failure_timeout: Duration::from_secs(30),
             probe_interval: Duration::from_secs(10),
             reconnect_backoff: Duration::from_secs(1),
@@ -297,6 +302,17 @@ enum ConnState {
     Proved,
     Established,
     Closing,
+}
+
+impl ConnState {
+    /// Sent or answered a handshake frame and waits for the peer's next one. (`Waiting` waits
+    /// for this side's own first handshake on another connection, which has its own timeout.)
+    fn in_handshake(self) -> bool {
+        matches!(
+            self,
+            ConnState::HelloSent | ConnState::JoinSent | ConnState::Challenged | ConnState::Proved
+        )
+    }
 }
 
 #[derive(Debug)]
@@ -2674,6 +2690,20 @@ impl Session {
 
     // ----- time -----------------------------------------------------------------------------
 
+    /// Close every connection whose handshake has run past `Config::handshake_timeout`.
+    fn expire_handshakes(&mut self, now: Time) {
+        let t = self.config.handshake_timeout;
+        let late: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state.in_handshake() && now.saturating_since(c.opened) >= t)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in late {
+            self.close_conn_with_error(id, format!("handshake not done within {t:?}"), now);
+        }
+    }
+
     /// The next driver event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
@@ -2702,6 +2732,11 @@ impl Session {
                 at(irob.last_sent + ack);
             }
         }
+        for c in self.conns.values() {
+            if c.state.in_handshake() {
+                at(c.opened + self.config.handshake_timeout);
+            }
+        }
         // Hedges (`hedge_late_foreground`).
         for (_, _, due) in self.hedges() {
             at(due);
@@ -2717,6 +2752,7 @@ impl Session {
 
     /// Timers: failure timeout, reconnects, lost acknowledgements, thunks.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.expire_handshakes(now);
         self.maybe_open(now);
         self.recheck_unacknowledged(now);
         self.hedge_late_foreground(now);
