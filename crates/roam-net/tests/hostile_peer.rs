@@ -126,6 +126,18 @@ fn sent_frames(s: &mut Session, t: Time) -> (Vec<Frame>, usize) {
     (frames, bytes)
 }
 
+/// The sum of `per_frame` over `frames` (ids acknowledged, entries answered, ...).
+fn count(frames: &[Frame], per_frame: impl Fn(&Frame) -> usize) -> usize {
+    frames.iter().map(per_frame).sum()
+}
+
+/// Give the server data to send (it opens connections only then).
+fn queue_data(s: &mut Session) {
+    let data = Bytes::from_static(b"data");
+    s.send(Label::BackgroundLarge, data, None, Time::ZERO)
+        .unwrap();
+}
+
 fn one_byte(irob: u64, offset: u64, deps: Option<Deps>, end: bool) -> Frame {
     Frame::Data(Chunk {
         irob,
@@ -151,14 +163,11 @@ fn acknowledgements_are_split_at_the_list_limit() {
         );
     }
     let (frames, _) = sent_frames(&mut s, Time::ZERO);
-    let acked: usize = frames
-        .iter()
-        .map(|f| match f {
-            Frame::Ack { acks } => acks.len(),
-            Frame::Data(c) => c.acks.len(),
-            _ => 0,
-        })
-        .sum();
+    let acked = count(&frames, |f| match f {
+        Frame::Ack { acks } => acks.len(),
+        Frame::Data(c) => c.acks.len(),
+        _ => 0,
+    });
     assert_eq!(acked, 5000);
 }
 
@@ -178,13 +187,10 @@ fn a_resend_request_does_not_amplify() {
         Time::ZERO,
     );
     let (frames, bytes) = sent_frames(&mut s, Time::ZERO);
-    let entries: usize = frames
-        .iter()
-        .map(|f| match f {
-            Frame::Have { entries } => entries.len(),
-            _ => 0,
-        })
-        .sum();
+    let entries = count(&frames, |f| match f {
+        Frame::Have { entries } => entries.len(),
+        _ => 0,
+    });
     assert_eq!(entries, 4096, "every IROB asked about is answered");
     assert!(
         bytes < 4 << 20,
@@ -228,13 +234,7 @@ fn one_byte_pieces_with_gaps_do_not_cost_quadratic_time() {
 #[test]
 fn a_peer_cannot_announce_thousands_of_networks() {
     let mut s = server();
-    s.send(
-        Label::BackgroundLarge,
-        Bytes::from_static(b"data"),
-        None,
-        Time::ZERO,
-    )
-    .unwrap();
+    queue_data(&mut s);
     let networks = (0..4000)
         .map(|i| NetInfo {
             net: 100 + i,
@@ -291,13 +291,7 @@ fn the_server_opens_connections_only_where_the_client_was_seen() {
     };
     s.accept_connection(1, hello, Time::ZERO);
     s.connection_from(1, [10, 77, 1, 2]);
-    s.send(
-        Label::BackgroundLarge,
-        Bytes::from_static(b"data"),
-        None,
-        Time::ZERO,
-    )
-    .unwrap();
+    queue_data(&mut s);
     s.connection_closed(1, Time::from_millis(100));
     let mut attempts = Vec::new();
     for t in 1..60 {
