@@ -172,7 +172,8 @@ fn acknowledgements_are_split_at_the_list_limit() {
 }
 
 /// One `ResendRequest` about an IROB a peer sent as 10,000 one-byte pieces with gaps: the
-/// answer stays small and decodes (it named every range: 4096 x 160 KB = 655 MB).
+/// answer stays small and decodes (it named up to 4096 ranges an entry: 4096 x 64 KiB = 256 MiB
+/// in one frame, far past the peer decoder's 1 MiB).
 #[test]
 fn a_resend_request_does_not_amplify() {
     let mut s = server();
