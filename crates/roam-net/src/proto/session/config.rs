@@ -1,0 +1,88 @@
+//! [`Config`]: the tunables and limits of a multi-socket, with their defaults.
+
+use std::time::Duration;
+
+use super::*;
+
+/// Tunables and limits of a multi-socket.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Largest data chunk.
+    pub chunk_size: usize,
+    /// Unacknowledged bytes in flight before new IROBs wait (also announced as receive window).
+    pub window: u64,
+    /// Largest IROB accepted (either direction).
+    pub max_irob_size: u64,
+    /// Most dependencies per IROB.
+    pub max_deps: usize,
+    /// Most IROBs the receiver holds unfinished at once.
+    pub max_pending_irobs: usize,
+    /// Bytes the application may queue for sending before calls would block.
+    pub max_send_buffer: u64,
+    /// Most TCP connections per multi-socket.
+    pub max_connections: usize,
+    /// A connection still in its handshake this long after it opened (hello or join sent,
+    /// challenged, proof sent) is closed: a half-open join must not hold a connection slot
+    /// for anyone who merely knows the session id.
+    pub handshake_timeout: Duration,
+    /// Most networks a peer may announce (server side; further network ids in its `Hello` or
+    /// `Estimate` frames are ignored). Each announced network is a connection the server may
+    /// open, so a peer must not be able to name thousands.
+    pub max_networks: usize,
+    /// The application sees a failure when no connection has been up this long.
+    pub failure_timeout: Duration,
+    /// Probe a connection whose network has been idle this long.
+    pub probe_interval: Duration,
+    /// Wait before reopening a connection over a network that is up.
+    pub reconnect_backoff: Duration,
+    /// The server opens a connection over a client network that accepts them (its `NetInfo`
+    /// names a port) once the network has been usable without a connection this long and the
+    /// server has data to send. The client, which sees its networks first, normally reopens
+    /// within `reconnect_backoff`; this is the other peer's turn (paper §4.2: either peer may
+    /// open a connection). `None`: the server never opens one.
+    pub peer_open_delay: Option<Duration>,
+    /// An IROB sent completely and not acknowledged this long, or asked about (`ResendRequest`)
+    /// and not answered this long, is asked about (again): the acknowledgement or answer may
+    /// have gone out on a connection that broke before the peer noticed (see
+    /// `Session::recheck_unacknowledged`).
+    pub ack_timeout: Duration,
+    /// Send a late small foreground IROB again over another network (see
+    /// `Session::hedge_late_foreground`).
+    pub hedge: bool,
+    /// Background may use metered networks (the deferral policy's default: yes).
+    pub background_on_metered: bool,
+    /// A thunk-carrying send is deferred when its label's unsent backlog exceeds this much time
+    /// at the estimated bandwidth of its appropriate networks.
+    pub backlog_bound: Duration,
+    /// Frame decoder limits.
+    pub wire: WireLimits,
+    /// Report scheduling decisions as [`Event::Trace`] lines (where a foreground IROB went,
+    /// and why; hedges): for tracing a slow message after the fact. Off by default.
+    pub trace: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            chunk_size: 256 * 1024,
+            window: 16 << 20,
+            max_irob_size: 64 << 20,
+            max_deps: 1024,
+            max_pending_irobs: 1 << 16,
+            max_send_buffer: 64 << 20,
+            max_connections: 16,
+            max_networks: 8,
+            handshake_timeout: Duration::from_secs(10),
+            failure_timeout: Duration::from_secs(30),
+            probe_interval: Duration::from_secs(10),
+            reconnect_backoff: Duration::from_secs(1),
+            peer_open_delay: Some(Duration::from_secs(2)),
+            ack_timeout: Duration::from_secs(10),
+            hedge: true,
+            background_on_metered: true,
+            backlog_bound: Duration::from_secs(1),
+            wire: WireLimits::default(),
+            trace: false,
+        }
+    }
+}

@@ -1,0 +1,502 @@
+//! The multi-socket protocol state machine (sans-IO): one [`Session`] per multi-socket.
+//!
+//! A driver hands the session events (a connection opened or broke, a frame arrived, TCP_INFO
+//! was sampled, a timer fired, a network appeared) together with the current time, and asks it
+//! for output: the next frame to write on a connection ([`Session::poll_transmit`]), events for
+//! the driver ([`Session::poll_event`]: open or close a connection, fire a thunk) and the next
+//! deadline ([`Session::poll_timeout`]). Nothing here reads a clock or touches a socket, so the
+//! same code runs under tokio and under the virtual clock of the property tests.
+//!
+//! Sender (paper §4.2): per-label FIFOs of IROBs; a connection that can send takes the next chunk
+//! of the first IROB of its highest-priority label. Foreground small IROBs go to the
+//! lowest-latency network, foreground large ones to the highest-bandwidth network, whole (never
+//! striped); background IROBs are striped chunk by chunk over the networks not carrying
+//! foreground data. Every IROB's bytes are kept until the peer acknowledges the IROB.
+//!
+//! Receiver: chunks from all connections are reassembled; an IROB is released only when its
+//! dependencies have been delivered; once any byte of an IROB is delivered no other IROB's bytes
+//! are delivered until it completes (only foreground IROBs are streamed before they are
+//! complete); among ready IROBs, higher priority first, FIFO within a label.
+//!
+//! Failover: when a connection breaks, the sender asks the receiver (over another connection)
+//! which bytes of the IROBs it had sent on the broken one have arrived and resends the rest. The
+//! application sees a failure only when no connection has been up for `failure_timeout`.
+//!
+//! The state machine is one struct; its parts live in submodules along the protocol's seams:
+//! `config`, `connections` (and the frame dispatch), `handshake`, `networks` (and
+//! reconnection), `sending`, `deferral`, `placement`, `transmit`, `recovery`,
+//! `receiving`. They share `Session`'s fields; each documents its idea and the paper section.
+
+mod config;
+mod connections;
+mod deferral;
+mod handshake;
+mod networks;
+mod placement;
+mod receiving;
+mod recovery;
+mod sending;
+#[cfg(test)]
+mod tests;
+mod transmit;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use roam_core::Time;
+use thiserror::Error;
+
+use super::auth::Secret;
+use super::estimate::NetworkEstimate;
+use super::label::Label;
+use super::wire::{Frame, WireLimits, KEY_LEN};
+
+pub use config::Config;
+use connections::{Conn, ConnState};
+pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
+use networks::Network;
+pub use networks::{PathLoad, NET_METERED, NET_USABLE};
+pub use placement::{anticipatory_budget, UNMEASURED_CAP};
+use receiving::{IdSet, InIrob};
+pub use recovery::HAVE_RANGES;
+use sending::OutIrob;
+pub use transmit::PROBE_SIZES;
+
+/// A driver's name for one TCP connection.
+pub type ConnId = u64;
+
+/// A network, named by the client's identifier for its local interface.
+pub type NetId = u32;
+
+/// An IROB id: unique and increasing per multi-socket and direction, starting at 0.
+pub type IrobId = u64;
+
+/// A driver's name for a registered thunk.
+pub type ThunkId = u64;
+
+/// Why a send could not be accepted.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// No appropriate network can carry the label now (or its backlog is over the bound); the
+    /// thunk given will fire when it can.
+    #[error(
+        "deferred: no appropriate network can carry {0} data now; the thunk will fire when one can"
+    )]
+    Deferred(Label),
+    /// As `Deferred`, but no thunk was given: retry when the multi-socket is writable.
+    #[error("would block: {0} data cannot be sent now")]
+    WouldBlock(Label),
+    /// A dependency names an IROB that is not lower than the new one.
+    #[error("IROB {irob} cannot depend on IROB {dep}: dependencies must name lower ids")]
+    BadDependency {
+        /// The new IROB's id.
+        irob: IrobId,
+        /// The offending dependency.
+        dep: IrobId,
+    },
+    /// More dependencies than the limit.
+    #[error("{0} dependencies exceed the limit of {1}")]
+    TooManyDeps(usize, usize),
+    /// The IROB would exceed the size limit.
+    #[error("IROB {0} would exceed the size limit of {1} bytes")]
+    TooLarge(IrobId, u64),
+    /// The IROB is not open (never begun, already ended, or not ours).
+    #[error("IROB {0} is not open")]
+    NotOpen(IrobId),
+    /// The multi-socket is closed or failed.
+    #[error("the multi-socket is closed: {0}")]
+    Closed(String),
+}
+
+/// Something the driver must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Open a TCP connection to the peer over this network, then call
+    /// [`Session::add_connection`] (or [`Session::open_failed`] if it fails). The client opens
+    /// it over its local network `net`; the server to the client's network `net`, at
+    /// [`Session::peer_address`].
+    OpenConnection {
+        /// The network.
+        net: NetId,
+    },
+    /// Flush what was transmitted and close this connection; `reason` is for the log.
+    CloseConnection {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: String,
+    },
+    /// A deferred send's cause has cleared: run the thunk.
+    ThunkReady(ThunkId),
+    /// The multi-socket is established (first handshake done).
+    Established,
+    /// The multi-socket failed; every pending call should return this reason.
+    Failed(String),
+    /// A scheduling decision, for the log (only with [`Config::trace`]).
+    Trace(String),
+}
+
+/// One delivery to the application: bytes of exactly one IROB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The IROB the bytes belong to.
+    pub irob: IrobId,
+    /// Its label.
+    pub label: Label,
+    /// Offset of `data` within the IROB.
+    pub offset: u64,
+    /// The bytes.
+    pub data: Bytes,
+    /// These are the IROB's last bytes.
+    pub end: bool,
+}
+
+/// A frame to write: `head` then `data`.
+#[derive(Debug, Clone, Default)]
+pub struct Transmit {
+    /// Header and small body.
+    pub head: Vec<u8>,
+    /// Chunk payload.
+    pub data: Bytes,
+    /// Bytes of background data in this frame (to charge against the anticipatory cap).
+    pub background: u64,
+}
+
+impl Transmit {
+    /// Total length on the wire.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.data.len()
+    }
+    /// Whether empty (never produced).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Which side of the multi-socket this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Opened the multi-socket (sent `Hello`).
+    Client,
+    /// Accepted it.
+    Server,
+}
+
+/// The protocol state of one multi-socket.
+pub struct Session {
+    role: Role,
+    config: Config,
+    rng: ChaCha20Rng,
+    session_id: u64,
+    my_key: [u8; KEY_LEN],
+    secret: Option<Secret>,
+    established: bool,
+    failed: Option<String>,
+    closing: bool,
+    goodbye_sent: bool,
+    /// The connection our `Goodbye` went out on: if it breaks, the goodbye may be lost with it
+    /// and is sent again (a repeated goodbye is harmless).
+    goodbye_on: Option<ConnId>,
+    peer_window: u64,
+    conns: BTreeMap<ConnId, Conn>,
+    networks: BTreeMap<NetId, Network>,
+    events: VecDeque<Event>,
+    all_down_since: Option<Time>,
+    last_foreground: Option<Time>,
+    next_probe_id: u64,
+    // sender
+    next_irob: IrobId,
+    out: BTreeMap<IrobId, OutIrob>,
+    sendable: [BTreeSet<IrobId>; 4],
+    outstanding: u64,
+    buffered: u64,
+    doubt: BTreeSet<IrobId>,
+    /// Small foreground IROBs sent a second time by [`Session::hedge_late_foreground`].
+    hedges_sent: u64,
+    /// Payload bytes received a second time (`Session::duplicate_bytes`).
+    duplicate_bytes: u64,
+    /// Events that may let `recv` return something new (see [`Session::arrivals`]).
+    arrivals: u64,
+    /// IROBs asked about: on which connection, when.
+    requested: BTreeMap<IrobId, (ConnId, Time)>,
+    deferred: [Vec<ThunkId>; 4],
+    // receiver
+    incoming: BTreeMap<IrobId, InIrob>,
+    by_label: [BTreeSet<IrobId>; 4],
+    acked: IdSet,
+    unacked_complete: BTreeSet<IrobId>,
+    delivered: IdSet,
+    current: Option<IrobId>,
+    acks: Vec<IrobId>,
+    in_buffered: u64,
+    acked_buffered: u64,
+    peer_irobs: Option<u64>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("role", &self.role)
+            .field("session_id", &self.session_id)
+            .field("established", &self.established)
+            .field("conns", &self.conns.len())
+            .field("unacked", &self.out.len())
+            .field("incoming", &self.incoming.len())
+            .finish()
+    }
+}
+
+impl Session {
+    fn new(role: Role, config: Config, seed: u64) -> Session {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let mut my_key = [0u8; KEY_LEN];
+        rng.fill_bytes(&mut my_key);
+        let window = config.window;
+        Session {
+            role,
+            config,
+            rng,
+            session_id: 0,
+            my_key,
+            secret: None,
+            established: false,
+            failed: None,
+            closing: false,
+            goodbye_sent: false,
+            goodbye_on: None,
+            peer_window: window,
+            conns: BTreeMap::new(),
+            networks: BTreeMap::new(),
+            events: VecDeque::new(),
+            all_down_since: None,
+            last_foreground: None,
+            next_probe_id: 0,
+            next_irob: 0,
+            out: BTreeMap::new(),
+            sendable: Default::default(),
+            outstanding: 0,
+            buffered: 0,
+            doubt: BTreeSet::new(),
+            hedges_sent: 0,
+            duplicate_bytes: 0,
+            requested: BTreeMap::new(),
+            arrivals: 0,
+            deferred: Default::default(),
+            incoming: BTreeMap::new(),
+            by_label: Default::default(),
+            acked: IdSet::default(),
+            unacked_complete: BTreeSet::new(),
+            delivered: IdSet::default(),
+            current: None,
+            acks: Vec::new(),
+            in_buffered: 0,
+            acked_buffered: 0,
+            peer_irobs: None,
+        }
+    }
+
+    /// A client multi-socket. `seed` feeds the key and nonce generator: give it real randomness.
+    pub fn client(config: Config, seed: u64) -> Session {
+        Session::new(Role::Client, config, seed)
+    }
+
+    /// A server multi-socket with the given session id; hand it the connection that carried the
+    /// client's `Hello` with [`Session::accept_connection`].
+    pub fn server(config: Config, seed: u64, session_id: u64) -> Session {
+        let mut s = Session::new(Role::Server, config, seed);
+        s.session_id = session_id;
+        s
+    }
+
+    /// This side's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The session id (known to the client once the first handshake completes).
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether the first handshake has completed.
+    pub fn is_established(&self) -> bool {
+        self.established
+    }
+
+    /// The failure reason, if the multi-socket failed.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Both sides have said goodbye and everything we sent is acknowledged: the connections may
+    /// close without the session treating it as a failure.
+    pub fn is_finished(&self) -> bool {
+        self.closing && self.out.is_empty() && self.goodbye_sent && self.peer_irobs.is_some()
+    }
+
+    fn fail(&mut self, reason: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        self.arrivals += 1;
+        self.failed = Some(reason.clone());
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            let c = self.conns.get_mut(&id).unwrap();
+            c.control.clear();
+            c.control.push_back(Frame::Error {
+                reason: reason.clone(),
+                fatal: true,
+            });
+            c.state = ConnState::Closing;
+            self.events.push_back(Event::CloseConnection {
+                conn: id,
+                reason: reason.clone(),
+            });
+        }
+        self.events.push_back(Event::Failed(reason));
+        // Wake every deferred sender: they will see the failure.
+        for l in 0..4 {
+            for t in self.deferred[l].drain(..) {
+                self.events.push_back(Event::ThunkReady(t));
+            }
+        }
+    }
+
+    /// Whether `close` was called (sends are refused from then on).
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// Stop sending new IROBs; a `Goodbye` follows once every IROB is acknowledged.
+    pub fn close(&mut self) {
+        self.closing = true;
+        for l in &mut self.deferred {
+            l.clear();
+        }
+    }
+
+    /// Give up now: an `Error` frame with `reason` is queued for the peer, every connection
+    /// closes and every pending call sees the failure (an application-level reset; unsent data
+    /// is lost).
+    pub fn abort(&mut self, reason: &str) {
+        self.fail(format!("aborted: {reason}"));
+    }
+
+    /// Whether everything sent has been acknowledged and the goodbye is out.
+    pub fn is_drained(&self) -> bool {
+        self.closing && self.out.is_empty() && self.goodbye_sent
+    }
+
+    /// Bytes accepted from the application and not yet acknowledged by the peer.
+    pub fn unacknowledged(&self) -> u64 {
+        self.buffered
+    }
+
+    /// How many small foreground IROBs this session has sent a second time over another
+    /// network because they went unacknowledged too long (see `Config::hedge`). Whether a
+    /// hedge was needed is not known here (the peer acknowledges both copies alike); the
+    /// count bounds what hedging cost: at most that many small IROBs' bytes.
+    pub fn hedges_sent(&self) -> u64 {
+        self.hedges_sent
+    }
+
+    /// Payload bytes that arrived here a second time: hedged copies, and resends after a
+    /// connection broke of bytes the first connection had delivered after all. What roam's
+    /// recovery cost on the wire beyond the application's data (headers not counted).
+    pub fn duplicate_bytes(&self) -> u64 {
+        self.duplicate_bytes
+    }
+
+    /// The next driver event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Session::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut t = None::<Time>;
+        let mut at = |x: Time| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Some(since) = self.all_down_since {
+            if self.failed.is_none() {
+                at(since + self.config.failure_timeout);
+            }
+        }
+        // Reconnects: networks that are up but have no connection (re)open at `retry_at`.
+        for (_, retry_at) in self.unconnected() {
+            at(retry_at);
+        }
+        // Lost acknowledgements and answers (`recheck_unacknowledged`).
+        let ack = self.config.ack_timeout;
+        for &(_, asked) in self.requested.values() {
+            at(asked + ack);
+        }
+        for (id, irob) in &self.out {
+            if irob.sent_whole() && !self.doubt.contains(id) {
+                at(irob.last_sent + ack);
+            }
+        }
+        for c in self.conns.values() {
+            if c.state.in_handshake() {
+                at(c.opened + self.config.handshake_timeout);
+            }
+        }
+        // Hedges (`hedge_late_foreground`).
+        for (_, _, due) in self.hedges() {
+            at(due);
+        }
+        for c in self.conns.values() {
+            if c.state == ConnState::Established {
+                at(c.last_data.max(c.last_probe.unwrap_or(Time::ZERO))
+                    + self.config.probe_interval);
+            }
+        }
+        t
+    }
+
+    /// Timers: failure timeout, reconnects, lost acknowledgements, thunks.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.expire_handshakes(now);
+        self.maybe_open(now);
+        self.recheck_unacknowledged(now);
+        self.hedge_late_foreground(now);
+        self.check_thunks(now);
+    }
+}
+
+fn encode(f: &Frame, background: u64) -> Transmit {
+    let mut head = Vec::with_capacity(64);
+    let data = f.encode(&mut head);
+    Transmit {
+        head,
+        data,
+        background,
+    }
+}
+
+fn frame_name(f: &Frame) -> &'static str {
+    match f {
+        Frame::Hello { .. } => "Hello",
+        Frame::HelloAck { .. } => "HelloAck",
+        Frame::Join { .. } => "Join",
+        Frame::JoinChallenge { .. } => "JoinChallenge",
+        Frame::JoinProof { .. } => "JoinProof",
+        Frame::JoinOk => "JoinOk",
+        Frame::Data(_) => "Data",
+        Frame::Ack { .. } => "Ack",
+        Frame::ResendRequest { .. } => "ResendRequest",
+        Frame::Have { .. } => "Have",
+        Frame::Estimate { .. } => "Estimate",
+        Frame::Probe { .. } => "Probe",
+        Frame::ProbeReply { .. } => "ProbeReply",
+        Frame::Goodbye { .. } => "Goodbye",
+        Frame::Error { .. } => "Error",
+    }
+}

@@ -1,0 +1,299 @@
+//! Networks: the client's local networks as its scout reports them, and on the server the
+//! client's networks as its `Hello` and `Estimate` frames announce them (at most
+//! `Config::max_networks`). Each network carries the estimates the placement policy uses
+//! (`estimate::NetworkEstimate`: passive TCP_INFO samples, active probes, the peer's reports).
+//!
+//! Reconnection: the client (re)opens a connection over every usable network after
+//! `Config::reconnect_backoff`; the server opens one over a client network only to the address
+//! an authenticated connection of the client over it came from, once per announcement.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use roam_core::{BitRate, Time};
+
+use super::*;
+use crate::proto::wire::NetInfo;
+
+/// Flag bit of [`NetInfo::flags`]: the network is metered.
+pub const NET_METERED: u32 = 1;
+
+/// Flag bit of [`NetInfo::flags`]: the network is usable.
+pub const NET_USABLE: u32 = 2;
+
+/// How loaded a connection's path was over a throughput sample's interval, which decides what
+/// the throughput says about the network's bandwidth ([`Session::tcp_info`]). Ordered from
+/// lightest to heaviest: an interval is only as loaded as its lighter end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PathLoad {
+    /// The socket ran dry: a trickle of small messages says little of the path; a lower bound
+    /// that only raises an existing estimate (probes give the first).
+    Light,
+    /// The socket held data throughout but no queue built (the sender, or a cap, limited the
+    /// rate): a lower bound, which raises the estimate or becomes the first one.
+    Backlogged,
+    /// A queue had built on the path and the socket held data throughout: the throughput is
+    /// the bandwidth.
+    Saturated,
+}
+
+/// A network as this session knows it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Network {
+    pub(super) addr: [u8; 4],
+    pub(super) metered: bool,
+    pub(super) up: bool,
+    pub(super) estimate: NetworkEstimate,
+    pub(super) retry_at: Time,
+    pub(super) opening: bool,
+    /// Client: the port of our listener on this network's address (advertised). Server: the
+    /// client's port there, where we may open a connection. 0 = none.
+    pub(super) port: u16,
+    /// Server: the address an authenticated connection of the client over this network came
+    /// from. The server opens connections only there, never to an address merely announced
+    /// (a `Hello` or `Estimate` could otherwise point the server at any host and port).
+    pub(super) seen_addr: Option<[u8; 4]>,
+    /// Server: one connection attempt is allowed; spent by the attempt, given again when the
+    /// client announces the network anew (usable again, another port) or a connection over
+    /// it is established. At most one attempt per announcement, however often it is repeated.
+    pub(super) may_open: bool,
+}
+
+impl Session {
+    /// A local network is up (client side; from the scout).
+    pub fn network_up(&mut self, net: NetId, addr: [u8; 4], metered: bool, now: Time) {
+        let n = self.networks.entry(net).or_default();
+        n.addr = addr;
+        n.metered = metered;
+        n.up = true;
+        n.retry_at = now;
+        self.maybe_open(now);
+        self.check_thunks(now);
+    }
+
+    /// The client accepts connections from the server on local network `net` at `port` (a
+    /// listener on the network's address); 0 = no longer. Announced with the network's
+    /// estimates, so the server may open a connection there (paper §4.2: either peer may).
+    pub fn accepting_on(&mut self, net: NetId, port: u16) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.port = port;
+        }
+    }
+
+    /// Where to open a connection over the peer's network `net` (after an
+    /// [`Event::OpenConnection`] on the server): the address the client's connections over it
+    /// came from, and the port it announced there.
+    pub fn peer_address(&self, net: NetId) -> Option<([u8; 4], u16)> {
+        let n = self.networks.get(&net).filter(|n| n.port != 0)?;
+        n.seen_addr.map(|a| (a, n.port))
+    }
+
+    /// The driver's record of where accepted connection `conn` came from (call it right after
+    /// [`Session::accept_connection`]). Once the connection is authenticated (it carried the
+    /// `Hello`, or its join proof checked out) the address becomes its network's
+    /// `peer_address`.
+    pub fn connection_from(&mut self, conn: ConnId, addr: [u8; 4]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.peer_addr = Some(addr);
+        if c.state == ConnState::Established {
+            let net = c.net;
+            self.network_seen(net, addr);
+        }
+    }
+
+    pub(super) fn network_seen(&mut self, net: NetId, addr: [u8; 4]) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.seen_addr = Some(addr);
+            n.may_open = true;
+        }
+    }
+
+    /// A local network went away: its connection is treated as broken.
+    pub fn network_down(&mut self, net: NetId, now: Time) {
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.up = false;
+        }
+        let dead: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.net == net)
+            .map(|(&id, _)| id)
+            .collect();
+        for c in dead {
+            self.events.push_back(Event::CloseConnection {
+                conn: c,
+                reason: "network down".into(),
+            });
+            self.connection_closed(c, now);
+        }
+    }
+
+    /// Current estimates per network: (net, round-trip time, bandwidth).
+    pub fn estimates(&self) -> Vec<(NetId, Option<Duration>, Option<BitRate>)> {
+        self.networks
+            .iter()
+            .map(|(&id, n)| (id, n.estimate.rtt(), n.estimate.bandwidth()))
+            .collect()
+    }
+
+    pub(super) fn netinfos(&self) -> Vec<NetInfo> {
+        self.networks
+            .iter()
+            .map(|(&net, n)| NetInfo {
+                net,
+                addr: n.addr,
+                rtt_us: n
+                    .estimate
+                    .rtt()
+                    .map_or(0, |d| d.as_micros().min(u32::MAX as u128) as u32),
+                flags: (n.metered as u32 * NET_METERED) | (n.up as u32 * NET_USABLE),
+                bandwidth_bps: n.estimate.bandwidth().map_or(0, |b| b.as_bps()),
+                port: n.port,
+            })
+            .collect()
+    }
+
+    pub(super) fn absorb_netinfos(&mut self, infos: &[NetInfo], now: Time) {
+        if self.role == Role::Client {
+            return; // the client measures its own networks; the server's view is not needed
+        }
+        for i in infos {
+            if !self.networks.contains_key(&i.net)
+                && self.networks.len() >= self.config.max_networks
+            {
+                continue;
+            }
+            let connected = self.conns.values().any(|c| c.net == i.net);
+            let n = self.networks.entry(i.net).or_default();
+            let up = i.flags & NET_USABLE != 0 || connected;
+            if (up && !n.up) || i.port != n.port {
+                n.may_open = true; // announced anew
+            }
+            if let (true, false, false, Some(d)) =
+                (up, n.up, connected, self.config.peer_open_delay)
+            {
+                // Newly usable and unconnected: the client's turn first (see `peer_open_delay`).
+                n.retry_at = n.retry_at.max(now + d);
+            }
+            n.addr = i.addr;
+            n.port = i.port;
+            n.metered = i.flags & NET_METERED != 0;
+            n.up = up;
+            n.estimate.adopt(
+                (i.rtt_us > 0).then(|| Duration::from_micros(i.rtt_us as u64)),
+                (i.bandwidth_bps > 0).then_some(BitRate::bps(i.bandwidth_bps)),
+            );
+        }
+    }
+
+    /// Passive sample from TCP_INFO of a connection: minimum RTT, and throughput over the last
+    /// interval with how loaded the path was meanwhile (see [`PathLoad`]).
+    pub fn tcp_info(
+        &mut self,
+        conn: ConnId,
+        min_rtt: Option<Duration>,
+        throughput: Option<BitRate>,
+        load: PathLoad,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let Some(n) = self.networks.get_mut(&c.net) else {
+            return;
+        };
+        if let Some(r) = min_rtt {
+            n.estimate.rtt_sample(r);
+        }
+        if let Some(rate) = throughput {
+            let current = n.estimate.bandwidth().map(|b| b.as_bps());
+            let take = match load {
+                PathLoad::Saturated => true,
+                PathLoad::Backlogged => current.is_none_or(|c| rate.as_bps() > c),
+                PathLoad::Light => current.is_some_and(|c| rate.as_bps() > c),
+            };
+            if take {
+                n.estimate.bandwidth_sample(rate);
+            }
+        }
+    }
+
+    /// The driver read connection `conn`'s send queue in the kernel (bytes in flight and bytes
+    /// not yet sent). Foreground IROBs are placed by what they would queue behind (see
+    /// [`Session::best_connection`]).
+    pub fn kernel_queue(&mut self, conn: ConnId, q: KernelQueue) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.kernel_queue = Some(q);
+        }
+    }
+
+    /// The driver could not open a connection over `net` (after an `OpenConnection`).
+    pub fn open_failed(&mut self, net: NetId, now: Time) {
+        let wait = self.retry_wait();
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.opening = false;
+            n.retry_at = now + wait;
+        }
+        self.update_down_since(now);
+    }
+
+    /// How long a network waits before this side (re)opens a connection over it.
+    pub(super) fn retry_wait(&self) -> Duration {
+        match self.role {
+            Role::Client => self.config.reconnect_backoff,
+            Role::Server => self
+                .config
+                .peer_open_delay
+                .unwrap_or(self.config.reconnect_backoff),
+        }
+    }
+
+    /// Networks this side should open a connection over (once their `retry_at` has come).
+    /// The client: every usable network, also during the first handshake (the first
+    /// connection to come up carries the hello, the others wait for it and then join, so a
+    /// network in an outage or merely slow never holds the session up). The server: a client
+    /// network that is usable and accepts connections, while the session is established and
+    /// has data to send.
+    pub(super) fn unconnected(&self) -> Vec<(NetId, Time)> {
+        if self.failed.is_some() || self.is_finished() {
+            return Vec::new();
+        }
+        let server_may = self.role == Role::Server
+            && self.config.peer_open_delay.is_some()
+            && self.secret.is_some()
+            && !self.out.is_empty();
+        if self.role != Role::Client && !server_may {
+            return Vec::new();
+        }
+        let have_conn: BTreeSet<NetId> = self.conns.values().map(|c| c.net).collect();
+        self.networks
+            .iter()
+            .filter(|(id, n)| {
+                n.up && !n.opening
+                    && !have_conn.contains(id)
+                    && (self.role == Role::Client
+                        || (n.port != 0 && n.may_open && n.seen_addr.is_some()))
+            })
+            .map(|(&id, n)| (id, n.retry_at))
+            .collect()
+    }
+
+    pub(super) fn maybe_open(&mut self, now: Time) {
+        let want: Vec<NetId> = self
+            .unconnected()
+            .into_iter()
+            .filter(|&(_, at)| at <= now)
+            .map(|(id, _)| id)
+            .collect();
+        for net in want {
+            if self.conns.len() >= self.config.max_connections {
+                break;
+            }
+            let n = self.networks.get_mut(&net).unwrap();
+            n.opening = true;
+            n.may_open = false;
+            self.events.push_back(Event::OpenConnection { net });
+        }
+    }
+}

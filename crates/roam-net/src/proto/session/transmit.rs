@@ -1,0 +1,272 @@
+//! What goes out next on a connection: control frames first (handshake, answers, errors), then
+//! data chunks by label priority as the placement policy allows, then acknowledgements,
+//! active probes, the client's periodic `Estimate` and, once everything is acknowledged after
+//! `close`, the `Goodbye`.
+
+use bytes::Bytes;
+use roam_core::Time;
+
+use super::*;
+use crate::proto::label::Label;
+use crate::proto::wire::{Chunk, Frame, HEADER_LEN};
+
+/// Sizes of the two active probes; their response times separate latency from bandwidth.
+/// Together (with their frame headers) they fit in TCP's initial window of 10 segments, which
+/// is also what an idle connection restarts with: a larger probe waits a round trip for the
+/// window to open, which the fit reads as a slow network. With 16 KiB the client's first
+/// estimate of the hotspot's 3G (2 Mbit/s, 400 ms) was 0.35 Mbit/s; with 12 KiB, 1.90.
+pub const PROBE_SIZES: [u32; 2] = [64, 12 * 1024];
+
+const _: () = assert!(
+    PROBE_SIZES[0] + PROBE_SIZES[1] + 2 * HEADER_LEN as u32 <= 10 * 1448,
+    "the probes must fit in TCP's initial window"
+);
+
+impl Session {
+    /// The next frame to write on `conn`, if any. `background_room` is how many bytes of
+    /// background data the connection may still take (see [`Session::background_cap`]);
+    /// foreground data and control frames are not limited by it.
+    pub fn poll_transmit(
+        &mut self,
+        conn: ConnId,
+        now: Time,
+        background_room: u64,
+    ) -> Option<Transmit> {
+        let t = self.next_transmit(conn, now, background_room)?;
+        if let Some(q) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.kernel_queue.as_mut())
+        {
+            q.unsent += t.len() as u64;
+        }
+        Some(t)
+    }
+
+    pub(super) fn next_transmit(
+        &mut self,
+        conn: ConnId,
+        now: Time,
+        background_room: u64,
+    ) -> Option<Transmit> {
+        let state = self.conns.get(&conn)?.state;
+        let c = self.conns.get_mut(&conn).unwrap();
+        if let Some(f) = c.control.pop_front() {
+            return Some(encode(&f, 0));
+        }
+        if state != ConnState::Established {
+            return None;
+        }
+        if let Some(t) = self.next_chunk(conn, now, background_room) {
+            return Some(t);
+        }
+        if !self.acks.is_empty() {
+            let acks = self.take_acks();
+            return Some(encode(&Frame::Ack { acks }, 0));
+        }
+        if let Some(t) = self.maybe_probe(conn, now) {
+            return Some(t);
+        }
+        let c = self.conns.get_mut(&conn).unwrap();
+        if self.role == Role::Client
+            && c.last_estimate
+                .is_none_or(|t| now.saturating_since(t) >= ESTIMATE_EVERY)
+        {
+            c.last_estimate = Some(now);
+            return Some(encode(
+                &Frame::Estimate {
+                    networks: self.netinfos(),
+                },
+                0,
+            ));
+        }
+        if self.closing && !self.goodbye_sent && self.out.is_empty() {
+            self.goodbye_sent = true;
+            self.goodbye_on = Some(conn);
+            return Some(encode(
+                &Frame::Goodbye {
+                    irobs: self.next_irob,
+                },
+                0,
+            ));
+        }
+        None
+    }
+
+    pub(super) fn maybe_probe(&mut self, conn: ConnId, now: Time) -> Option<Transmit> {
+        let interval = self.config.probe_interval;
+        let c = self.conns.get_mut(&conn)?;
+        let idle = now.saturating_since(c.last_data) >= interval;
+        let due = match c.last_probe {
+            None => true, // a network that just appeared
+            Some(t) => idle && now.saturating_since(t) >= interval,
+        };
+        if !due || !c.probes.is_empty() {
+            return None;
+        }
+        c.last_probe = Some(now);
+        let mut t = Transmit::default();
+        for size in PROBE_SIZES {
+            let id = self.next_probe_id;
+            self.next_probe_id += 1;
+            c.probes.insert(id, (now, size as u64 + HEADER_LEN as u64));
+            let one = encode(&Frame::Probe { id, padding: size }, 0);
+            t.head.extend_from_slice(&one.head);
+            t.head.extend_from_slice(&one.data);
+        }
+        Some(t)
+    }
+
+    pub(super) fn next_chunk(
+        &mut self,
+        conn: ConnId,
+        now: Time,
+        background_room: u64,
+    ) -> Option<Transmit> {
+        let has_other_bg_conn = |s: &Session| {
+            s.conns.iter().any(|(&id, c)| {
+                id != conn && c.state == ConnState::Established && !s.carries_foreground(id)
+            })
+        };
+        for label in Label::ALL {
+            let fg = label.is_foreground();
+            if !fg {
+                if background_room == 0 {
+                    return None;
+                }
+                let net = self.conns[&conn].net;
+                if self
+                    .networks
+                    .get(&net)
+                    .is_some_and(|n| !self.appropriate(label, n))
+                {
+                    continue;
+                }
+                if self.carries_foreground(conn) && has_other_bg_conn(self) {
+                    return None; // background goes to networks not carrying foreground data
+                }
+            }
+            // The preferred connection of an unpinned foreground IROB (computed once it is met).
+            let mut best: Option<Option<ConnId>> = None;
+            let ids: Vec<IrobId> = self.sendable[label.rank()]
+                .iter()
+                .copied()
+                .take(64)
+                .collect();
+            for id in ids {
+                let o = &self.out[&id];
+                if !o.has_work() {
+                    if o.ended || o.pending.is_empty() {
+                        // nothing now; re-added when data arrives
+                        if !(o.need_first || (o.need_end && o.ended)) && o.pending.is_empty() {
+                            self.sendable[label.rank()].remove(&id);
+                        }
+                    }
+                    continue;
+                }
+                if fg {
+                    match o.pinned {
+                        Some(p) if p != conn => continue,
+                        Some(_) => {}
+                        None => {
+                            let b = *best
+                                .get_or_insert_with(|| self.best_connection(label, o.len, now));
+                            if b != Some(conn) {
+                                continue;
+                            }
+                        }
+                    }
+                }
+                // Window full: no new IROB starts, except the oldest unacknowledged one, whose
+                // dependencies are all acknowledged (so the receiver can always finish it).
+                if !o.started
+                    && self.outstanding >= self.peer_window
+                    && self.out.keys().next() != Some(&id)
+                {
+                    return None;
+                }
+                let limit = if fg {
+                    self.config.chunk_size as u64
+                } else {
+                    background_room.min(self.config.chunk_size as u64)
+                };
+                return Some(self.take_chunk(conn, id, limit, now));
+            }
+        }
+        None
+    }
+
+    /// The acknowledgements for the next frame: at most the decoder's list limit, so that a
+    /// peer that completed many IROBs at once gets them in several frames it can decode
+    /// (one list beyond the limit is a malformed frame, which closes the connection).
+    pub(super) fn take_acks(&mut self) -> Vec<IrobId> {
+        let n = self.acks.len().min(self.config.wire.max_list);
+        let rest = self.acks.split_off(n);
+        std::mem::replace(&mut self.acks, rest)
+    }
+
+    pub(super) fn take_chunk(
+        &mut self,
+        conn: ConnId,
+        id: IrobId,
+        limit: u64,
+        now: Time,
+    ) -> Transmit {
+        let acks = self.take_acks();
+        let o = self.out.get_mut(&id).unwrap();
+        if !o.started {
+            o.started = true;
+            self.outstanding += o.len;
+        }
+        if o.label.is_foreground() {
+            if self.config.trace && o.pinned.is_none() {
+                let line = self.placement_trace(id, conn, now);
+                self.events.push_back(Event::Trace(line));
+            }
+            let o = self.out.get_mut(&id).unwrap();
+            o.pinned = Some(conn);
+            self.last_foreground = Some(now);
+        }
+        let o = self.out.get_mut(&id).unwrap();
+        let (start, end) = match o.pending.first() {
+            Some((s, e)) => (s, e.min(s + limit.max(1))),
+            None => (o.len, o.len),
+        };
+        o.pending.remove(start, end);
+        let first = o.need_first;
+        o.need_first = false;
+        let is_end = o.ended && end == o.len && o.pending.is_empty() && o.need_end;
+        if is_end {
+            o.need_end = false;
+        }
+        o.last_sent = now;
+        o.inflight.push((conn, start, end, first, is_end));
+        let data = if end > start {
+            o.slice(start, end)
+        } else {
+            Bytes::new()
+        };
+        let chunk = Chunk {
+            irob: id,
+            label: o.label,
+            offset: start,
+            deps: first.then(|| o.deps.clone()),
+            end: is_end,
+            acks,
+            data,
+        };
+        let label = o.label;
+        if !o.has_work() {
+            self.sendable[label.rank()].remove(&id);
+        }
+        let c = self.conns.get_mut(&conn).unwrap();
+        c.last_data = now;
+        let bg = if label.is_foreground() {
+            c.fg_unacked += end - start;
+            0
+        } else {
+            end - start
+        };
+        encode(&Frame::Data(chunk), bg)
+    }
+}
