@@ -1,6 +1,6 @@
 //! The connection scout: which local networks exist, followed as they come and go.
 //!
-//! [`scan`] lists up, non-loopback IPv4 interfaces (getifaddrs). [`follow`] subscribes a
+//! [`scan`] lists up, non-loopback IPv4 interfaces (getifaddrs). `follow` subscribes a
 //! multi-socket to changes: one thread per network namespace listens on an rtnetlink socket
 //! (RTMGRP_LINK | RTMGRP_IPV4_IFADDR) and, on every notification (and every second), rescans and
 //! reports networks that appeared, changed address or disappeared. The environment variable

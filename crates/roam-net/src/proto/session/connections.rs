@@ -66,14 +66,14 @@ pub(super) struct Conn {
     pub(super) probes: BTreeMap<u64, (Time, u64)>,
     /// Foreground bytes handed to this connection whose IROBs are not yet acknowledged: what
     /// a new foreground IROB would queue behind, when the driver does not report the kernel's
-    /// send queue (see [`Session::best_connection`]).
+    /// send queue (see `Session::best_connection`).
     pub(super) fg_unacked: u64,
     /// The kernel's send queue as the driver last reported it, plus every byte handed to the
     /// connection since (counted as unsent).
     pub(super) kernel_queue: Option<KernelQueue>,
     /// When a small foreground IROB sent here went unacknowledged past its hedge delay and was
     /// hedged, if nothing has arrived on this connection since: new small foreground IROBs
-    /// avoid it ([`Session::best_connection`], [`SUSPECT_FOR`]).
+    /// avoid it (`Session::best_connection`, [`SUSPECT_FOR`]).
     pub(super) suspect_since: Option<Time>,
     /// When a frame last arrived on this connection (its opening, before any): of two
     /// suspect connections, the one silent longer is likelier dead.
@@ -145,7 +145,7 @@ pub struct KernelQueue {
     /// for longer than the kernel's RTO. A WiFi that vanished looks like this within a few
     /// hundred milliseconds, seconds before the user timeout breaks the connection; a new
     /// small foreground IROB avoids it as it avoids a suspect one
-    /// ([`Session::best_connection`]).
+    /// (`Session::best_connection`).
     pub timed_out: bool,
 }
 

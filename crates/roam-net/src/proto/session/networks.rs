@@ -221,7 +221,7 @@ impl Session {
 
     /// The driver read connection `conn`'s send queue in the kernel (bytes in flight and bytes
     /// not yet sent). Foreground IROBs are placed by what they would queue behind (see
-    /// [`Session::best_connection`]).
+    /// `Session::best_connection`).
     pub fn kernel_queue(&mut self, conn: ConnId, q: KernelQueue) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.kernel_queue = Some(q);

@@ -1,0 +1,77 @@
+//! The options of a multi-socket ([`Options`]): its protocol [`Config`], which local networks a
+//! client uses ([`Networks`]), timeouts, TLS, logging.
+
+use super::*;
+
+/// One local network a client multi-socket may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNetwork {
+    /// Interface name (for SO_BINDTODEVICE and display).
+    pub name: String,
+    /// Source address connections over it bind to.
+    pub addr: Ipv4Addr,
+    /// Whether data over it is metered (the deferral policy keeps background off it when
+    /// [`Config::background_on_metered`] is false).
+    pub metered: bool,
+}
+
+/// Which local networks a client uses.
+#[derive(Debug, Clone, Default)]
+pub enum Networks {
+    /// Every up, non-loopback IPv4 interface, followed as they come and go (rtnetlink scout).
+    #[default]
+    Auto,
+    /// Exactly these.
+    Explicit(Vec<LocalNetwork>),
+}
+
+/// Options of a multi-socket.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Protocol tunables and limits.
+    pub config: Config,
+    /// Local networks (client side).
+    pub networks: Networks,
+    /// How long `connect` waits for the first handshake.
+    pub connect_timeout: Duration,
+    /// Most accepted connections still in their handshake (listener side).
+    pub max_pending_handshakes: usize,
+    /// How long an accepted connection may take to send its first frame.
+    pub handshake_timeout: Duration,
+    /// A connection whose sent data stays unacknowledged this long is declared broken
+    /// (TCP_USER_TIMEOUT; idle connections are checked by keepalives at the same pace). An
+    /// emulated or real outage does not reset a TCP connection, it stalls it: this is how long
+    /// a stall lasts before failover. It must exceed the worst queueing delay of the links.
+    pub user_timeout: Duration,
+    /// TCP congestion control for every connection (e.g. `cubic`); `None` keeps the system
+    /// default.
+    pub congestion_control: Option<String>,
+    /// TLS on every connection (`None`: plain TCP). A client needs [`Tls::Client`], a
+    /// listener [`Tls::Server`]; both sides must agree.
+    pub tls: Option<Tls>,
+    /// Client: accept connections the server opens (joins only), on a listener at each local
+    /// network's address announced to the server, so that either peer may open a connection
+    /// (paper §4.2; the server's turn comes after `Config::peer_open_delay`). Never with TLS:
+    /// the client has no certificate to present.
+    pub accept_from_peer: bool,
+    /// Log connection events (opens, closes with reasons) and scheduling decisions
+    /// ([`Config::trace`]: where each foreground IROB went, hedges) to standard error.
+    pub log: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            config: Config::default(),
+            networks: Networks::Auto,
+            connect_timeout: Duration::from_secs(10),
+            max_pending_handshakes: 64,
+            handshake_timeout: Duration::from_secs(5),
+            user_timeout: Duration::from_secs(4),
+            congestion_control: None,
+            tls: None,
+            accept_from_peer: true,
+            log: std::env::var_os("ROAM_NET_LOG").is_some(),
+        }
+    }
+}
