@@ -5,12 +5,13 @@ pub mod auth;
 pub mod estimate;
 pub mod label;
 pub mod ranges;
+pub mod routing;
 pub mod session;
 pub mod wire;
 
 pub use label::Label;
 pub use session::{
     Config, ConnId, Delivery, Event, IrobId, KernelQueue, NetId, PathLoad, SendError, Session,
-    ThunkId, Transmit,
+    TcpSample, ThunkId, Transmit,
 };
 pub use wire::{Decoder, Deps, Frame, WireError, WireLimits};

@@ -321,6 +321,27 @@ fn hdr(kind: Kind) -> Header {
 }
 
 impl Frame {
+    /// The frame's kind, by name (for error messages and logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Frame::Hello { .. } => "Hello",
+            Frame::HelloAck { .. } => "HelloAck",
+            Frame::Join { .. } => "Join",
+            Frame::JoinChallenge { .. } => "JoinChallenge",
+            Frame::JoinProof { .. } => "JoinProof",
+            Frame::JoinOk => "JoinOk",
+            Frame::Data(_) => "Data",
+            Frame::Ack { .. } => "Ack",
+            Frame::ResendRequest { .. } => "ResendRequest",
+            Frame::Have { .. } => "Have",
+            Frame::Estimate { .. } => "Estimate",
+            Frame::Probe { .. } => "Probe",
+            Frame::ProbeReply { .. } => "ProbeReply",
+            Frame::Goodbye { .. } => "Goodbye",
+            Frame::Error { .. } => "Error",
+        }
+    }
+
     /// Encode: the header and any small body go into `head`; a data chunk's bytes are returned
     /// separately so that the driver can write them without a copy.
     pub fn encode(&self, head: &mut Vec<u8>) -> Bytes {

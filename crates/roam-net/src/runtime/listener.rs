@@ -1,9 +1,12 @@
 //! Accepting: the server's [`Listener`] (a `Hello` starts a multi-socket, a `Join` is routed to
 //! the multi-socket it names, which authenticates it) and the client's per-network listeners
 //! for connections the server opens. Handshakes in progress are bounded
-//! (`Options::max_pending_handshakes`) and timed (`Options::handshake_timeout`).
+//! (`Options::max_pending_handshakes`) and timed (`Options::handshake_timeout`); which
+//! multi-socket a connection belongs to is decided by `proto::routing`, and a listener holds
+//! at most `Options::max_sessions` multi-sockets.
 
 use super::*;
+use crate::proto::routing::{self, Route, RouteError, Router};
 
 /// Accepts multi-sockets. A `Hello` starts a new multi-socket; a `Join` is routed to the
 /// multi-socket it names, which authenticates it.
@@ -67,7 +70,10 @@ pub(super) async fn accept_bounded(
 }
 
 pub(super) async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSocket>) {
-    let sessions: Arc<Mutex<HashMap<u64, Weak<Shared>>>> = Arc::new(Mutex::new(HashMap::new()));
+    let sessions = Arc::new(Mutex::new(Router::new(
+        options.max_sessions,
+        |w: &Weak<Shared>| w.strong_count() > 0,
+    )));
     let pending = Arc::new(Semaphore::new(options.max_pending_handshakes));
     loop {
         let (stream, from, permit) = accept_bounded(&l, &pending, &options).await;
@@ -162,41 +168,30 @@ pub(super) async fn handshake(
     from: SocketAddr,
     options: &Options,
     tx: &mpsc::Sender<MultiSocket>,
-    sessions: &Mutex<HashMap<u64, Weak<Shared>>>,
+    sessions: &Mutex<Router<Weak<Shared>>>,
 ) -> Result<(), String> {
     let (mut stream, dec, first) = first_frame(stream, options, options.tls.as_ref()).await?;
     let first = match first {
         Ok(f) => f,
         Err(e) => return refuse(&mut stream, e).await,
     };
-    let (target, net) = match &first {
-        Frame::Hello { networks, .. } => (None, networks.first().map_or(0, |n| n.net)),
-        Frame::Join { session, net, .. } => {
-            let found = sessions
-                .lock()
-                .unwrap()
-                .get(session)
-                .and_then(|w| w.upgrade());
-            match found {
-                Some(sh) => (Some(sh), *net),
-                None => {
-                    return refuse(
-                        &mut stream,
-                        format!("join names unknown session {session:#x}"),
-                    )
-                    .await;
-                }
-            }
+    // The multi-socket a join names (`None` for a hello), and the client's network.
+    let routed = routing::route(&first).and_then(|r| match r {
+        Route::Start { net } => sessions.lock().unwrap().reserve().map(|()| (None, net)),
+        Route::Join { session, net } => {
+            let found = sessions.lock().unwrap().lookup(session)?;
+            let sh = found.upgrade().ok_or(RouteError::UnknownSession(session))?;
+            Ok((Some(sh), net))
         }
-        _ => return refuse(&mut stream, "first frame must be Hello or Join".into()).await,
+    });
+    let (target, net) = match routed {
+        Ok(r) => r,
+        Err(e) => return refuse(&mut stream, e.to_string()).await,
     };
     let (sh, new) = match target {
         Some(sh) => (sh, false),
         None => {
-            let mut id = seed();
-            while sessions.lock().unwrap().contains_key(&id) {
-                id = seed();
-            }
+            let id = sessions.lock().unwrap().fresh_id(seed);
             let mut config = options.config.clone();
             config.trace |= options.log;
             if options.tls.is_some() {
@@ -230,16 +225,11 @@ pub(super) async fn accept_joins(l: TcpListener, net: NetId, weak: Weak<Shared>,
         tokio::spawn(async move {
             let r = async {
                 let (mut stream, dec, first) = first_frame(stream, &options, None).await?;
-                let first = match first {
-                    Ok(Frame::Join { net: n, .. }) if n != net => {
-                        return refuse(
-                            &mut stream,
-                            format!("join names network {n}, this listener is network {net}'s"),
-                        )
-                        .await
-                    }
-                    Ok(f @ Frame::Join { .. }) => f,
-                    Ok(_) => return refuse(&mut stream, "first frame must be Join".into()).await,
+                let first = match first.and_then(|f| match routing::route_peer_join(&f, net) {
+                    Ok(()) => Ok(f),
+                    Err(e) => Err(e.to_string()),
+                }) {
+                    Ok(f) => f,
                     Err(e) => return refuse(&mut stream, e).await,
                 };
                 let sh = weak.upgrade().ok_or("the multi-socket is gone")?;

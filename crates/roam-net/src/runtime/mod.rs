@@ -61,7 +61,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::proto::session::{Config, ConnId, Delivery, Event, IrobId, NetId, SendError, Session};
-use crate::proto::{Decoder, Deps, Frame, KernelQueue, Label, PathLoad};
+use crate::proto::{Decoder, Deps, Frame, KernelQueue, Label, TcpSample};
 pub use tls::Tls;
 use tls::{Accepted, ConnRead, ConnWrite};
 

@@ -36,6 +36,9 @@ pub struct Options {
     pub connect_timeout: Duration,
     /// Most accepted connections still in their handshake (listener side).
     pub max_pending_handshakes: usize,
+    /// Most multi-sockets a listener holds at once. A `Hello` alone creates one, so past this
+    /// further hellos are refused (multi-sockets that have ended make room).
+    pub max_sessions: usize,
     /// How long an accepted connection may take to send its first frame.
     pub handshake_timeout: Duration,
     /// A connection whose sent data stays unacknowledged this long is declared broken
@@ -66,6 +69,7 @@ impl Default for Options {
             networks: Networks::Auto,
             connect_timeout: Duration::from_secs(10),
             max_pending_handshakes: 64,
+            max_sessions: 1024,
             handshake_timeout: Duration::from_secs(5),
             user_timeout: Duration::from_secs(4),
             congestion_control: None,

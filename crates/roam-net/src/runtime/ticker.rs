@@ -1,14 +1,11 @@
-//! The timer task of a multi-socket: the session's timeouts, passive estimates from TCP_INFO,
-//! and publication of each network's queue and estimates in shared memory.
+//! The timer task of a multi-socket: the session's timeouts, TCP_INFO readings for its passive
+//! estimates (`Session::tcp_sample` turns them into throughput samples), and publication of each network's queue and estimates in shared memory.
 
 use super::*;
 
 /// The timer task: session timeouts, TCP_INFO samples, shared-memory publication.
 pub(super) async fn ticker(weak: Weak<Shared>) {
     let mut last_info = Time::ZERO;
-    // Per connection: when the current throughput interval began, the acknowledged-bytes
-    // counter then, and the path's load then.
-    let mut acked: HashMap<ConnId, (Time, u64, PathLoad)> = HashMap::new();
     loop {
         let Some(sh) = weak.upgrade() else { return };
         let deadline = sh.session().poll_timeout();
@@ -30,44 +27,18 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
         let mut s = sh.session();
         if now.saturating_since(last_info) >= Duration::from_millis(100) {
             last_info = now;
-            acked.retain(|id, _| conns.iter().any(|c| c.0 == *id));
             for (id, fd, net, capped) in &conns {
                 // One SIOCOUTQ read per connection and tick: the path's load and the
                 // shared-memory table both use it.
                 let outq = sys::outq(*fd).unwrap_or(0);
                 if let Ok(info) = sys::tcp_info(*fd) {
-                    // Throughput over at least 250 ms from the acknowledged-bytes counter, with
-                    // the path's load over the interval: the lesser of its loads at the two
-                    // ends (`TcpInfo::load`). Saturated, the throughput is the bandwidth;
-                    // otherwise a lower bound (see `PathLoad`). Taking a raised smoothed RTT
-                    // alone for saturation once turned a trickle of small requests into a
-                    // 2 kbit/s WiFi estimate. (The kernel's delivery-rate samples are per
-                    // round trip and noisy upwards; a filter that accepts larger
-                    // application-limited samples would ratchet on that noise.)
-                    // Held back by our own anticipatory cap, the socket counts as backlogged
-                    // even when the path drained it between passes (loopback): otherwise a
-                    // network whose cap limits every transfer never gets a first estimate and
-                    // its cap stays at the unmeasured 256 KiB.
-                    let load_now = match info.load(outq) {
-                        PathLoad::Light if *capped => PathLoad::Backlogged,
-                        l => l,
+                    let sample = TcpSample {
+                        min_rtt: info.min_rtt,
+                        bytes_acked: info.bytes_acked,
+                        load: info.load(outq),
+                        held_by_cap: *capped,
                     };
-                    let prev = acked
-                        .entry(*id)
-                        .or_insert((now, info.bytes_acked, load_now));
-                    let dt = now.saturating_since(prev.0);
-                    let mut rate = None;
-                    let mut load = PathLoad::Light;
-                    if dt >= Duration::from_millis(250) {
-                        let bytes = info.bytes_acked.saturating_sub(prev.1);
-                        load = prev.2.min(load_now);
-                        *prev = (now, info.bytes_acked, load_now);
-                        if bytes > 0 {
-                            rate =
-                                Some(BitRate::bps((bytes as f64 * 8.0 / dt.as_secs_f64()) as u64));
-                        }
-                    }
-                    s.tcp_info(*id, info.min_rtt, rate, load);
+                    s.tcp_sample(*id, now, sample);
                     // Also between the writer's passes: a stall shows within a tick.
                     s.kernel_queue(*id, kernel_queue(Some(&info), outq));
                 }

@@ -82,6 +82,9 @@ pub(super) struct Conn {
     pub(super) last_estimate: Option<Time>,
     /// The peer's address, as the driver saw it ([`Session::connection_from`]).
     pub(super) peer_addr: Option<[u8; 4]>,
+    /// Start of the current throughput interval ([`Session::tcp_sample`]): when, the
+    /// acknowledged-bytes counter then, and the path's load then.
+    pub(super) throughput_from: Option<(Time, u64, PathLoad)>,
 }
 
 impl Conn {
@@ -112,6 +115,7 @@ impl Conn {
             heard: now,
             last_estimate: None,
             peer_addr: None,
+            throughput_from: None,
         }
     }
 }
@@ -377,7 +381,7 @@ impl Session {
             Frame::Error { reason, .. } => Err(format!("peer closed the connection: {reason}")),
             other => Err(format!(
                 "unexpected {} frame on an established connection",
-                frame_name(&other)
+                other.name()
             )),
         }
     }

@@ -92,11 +92,7 @@ impl Session {
                 self.establish(conn, now);
                 Ok(())
             }
-            (s, f) => Err(format!(
-                "unexpected {} frame during {:?}",
-                frame_name(&f),
-                s
-            )),
+            (s, f) => Err(format!("unexpected {} frame during {:?}", f.name(), s)),
         }
     }
 
@@ -247,7 +243,7 @@ impl Session {
             other => {
                 self.events.push_back(Event::CloseConnection {
                     conn,
-                    reason: format!("unexpected first frame {}", frame_name(&other)),
+                    reason: format!("unexpected first frame {}", other.name()),
                 });
                 return;
             }

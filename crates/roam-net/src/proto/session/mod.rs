@@ -57,7 +57,7 @@ pub use config::Config;
 use connections::{Conn, ConnState};
 pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
 use networks::Network;
-pub use networks::{PathLoad, NET_METERED, NET_USABLE};
+pub use networks::{PathLoad, TcpSample, NET_METERED, NET_USABLE, THROUGHPUT_INTERVAL};
 pub use placement::{anticipatory_budget, UNMEASURED_CAP};
 use receiving::{IdSet, InIrob};
 pub use recovery::HAVE_RANGES;
@@ -478,25 +478,5 @@ fn encode(f: &Frame, background: u64) -> Transmit {
         head,
         data,
         background,
-    }
-}
-
-fn frame_name(f: &Frame) -> &'static str {
-    match f {
-        Frame::Hello { .. } => "Hello",
-        Frame::HelloAck { .. } => "HelloAck",
-        Frame::Join { .. } => "Join",
-        Frame::JoinChallenge { .. } => "JoinChallenge",
-        Frame::JoinProof { .. } => "JoinProof",
-        Frame::JoinOk => "JoinOk",
-        Frame::Data(_) => "Data",
-        Frame::Ack { .. } => "Ack",
-        Frame::ResendRequest { .. } => "ResendRequest",
-        Frame::Have { .. } => "Have",
-        Frame::Estimate { .. } => "Estimate",
-        Frame::Probe { .. } => "Probe",
-        Frame::ProbeReply { .. } => "ProbeReply",
-        Frame::Goodbye { .. } => "Goodbye",
-        Frame::Error { .. } => "Error",
     }
 }

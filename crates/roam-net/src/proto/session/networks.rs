@@ -37,6 +37,24 @@ pub enum PathLoad {
     Saturated,
 }
 
+/// Shortest interval a passive throughput sample spans ([`Session::tcp_sample`]).
+pub const THROUGHPUT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// One reading of a connection's TCP_INFO (and send queue), as the driver hands it to
+/// [`Session::tcp_sample`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpSample {
+    /// The connection's minimum RTT (`tcpi_min_rtt`).
+    pub min_rtt: Option<Duration>,
+    /// Bytes the peer has acknowledged over the connection's life (`tcpi_bytes_acked`).
+    pub bytes_acked: u64,
+    /// How loaded the path is now (the driver's reading of the socket's queue and RTT).
+    pub load: PathLoad,
+    /// The writer's last pass found the anticipatory cap reached: the socket was held back by
+    /// this side, not by the path.
+    pub held_by_cap: bool,
+}
+
 /// A network as this session knows it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Network {
@@ -188,9 +206,47 @@ impl Session {
         }
     }
 
-    /// Passive sample from TCP_INFO of a connection: minimum RTT, and throughput over the last
-    /// interval with how loaded the path was meanwhile (see [`PathLoad`]).
-    pub fn tcp_info(
+    /// The driver read connection `conn`'s TCP_INFO at `now` (every 100 ms or so). The minimum
+    /// RTT feeds the network's RTT estimate at once. The acknowledged-bytes counter gives a
+    /// throughput over intervals of at least [`THROUGHPUT_INTERVAL`], with the path's load over
+    /// the interval: the lighter of its loads at the two ends. Saturated, the throughput is the
+    /// bandwidth; otherwise a lower bound (see [`PathLoad`]). (Taking a raised smoothed RTT
+    /// alone for saturation once turned a trickle of small requests into a 2 kbit/s WiFi
+    /// estimate; the kernel's per-round-trip delivery-rate samples are noisy upwards, and a
+    /// filter accepting larger application-limited samples would ratchet on that noise.)
+    ///
+    /// A socket held back by this side's own anticipatory cap ([`TcpSample::held_by_cap`])
+    /// counts as at least backlogged even when the path drained it between the writer's
+    /// passes (loopback): otherwise a network whose cap limits every transfer would never get
+    /// a first estimate, and its cap would stay at [`UNMEASURED_CAP`].
+    pub fn tcp_sample(&mut self, conn: ConnId, now: Time, sample: TcpSample) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let load_now = match sample.load {
+            PathLoad::Light if sample.held_by_cap => PathLoad::Backlogged,
+            l => l,
+        };
+        let from = c
+            .throughput_from
+            .get_or_insert((now, sample.bytes_acked, load_now));
+        let dt = now.saturating_since(from.0);
+        let mut rate = None;
+        let mut load = PathLoad::Light;
+        if dt >= THROUGHPUT_INTERVAL {
+            let bytes = sample.bytes_acked.saturating_sub(from.1);
+            load = from.2.min(load_now);
+            *from = (now, sample.bytes_acked, load_now);
+            if bytes > 0 {
+                rate = Some(BitRate::bps((bytes as f64 * 8.0 / dt.as_secs_f64()) as u64));
+            }
+        }
+        self.estimate_sample(conn, sample.min_rtt, rate, load);
+    }
+
+    /// A passive sample of connection `conn`'s network: minimum RTT, and throughput over the
+    /// last interval with how loaded the path was meanwhile (see [`PathLoad`]).
+    pub(super) fn estimate_sample(
         &mut self,
         conn: ConnId,
         min_rtt: Option<Duration>,

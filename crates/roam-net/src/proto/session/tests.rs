@@ -138,21 +138,21 @@ fn an_unmeasured_network_takes_little_background_data_beyond_the_probing_window(
 fn an_unsaturated_throughput_sample_only_raises_an_estimate() {
     let mut s = hotspot([None, None]);
     // A trickle of small requests: 2 kbit/s, path not saturated. Not an estimate.
-    s.tcp_info(1, None, Some(BitRate::bps(2_000)), PathLoad::Light);
+    s.estimate_sample(1, None, Some(BitRate::bps(2_000)), PathLoad::Light);
     assert_eq!(s.networks[&1].estimate.bandwidth(), None);
     // Saturated: it is the bandwidth.
-    s.tcp_info(1, None, Some(BitRate::bps(500_000)), PathLoad::Saturated);
+    s.estimate_sample(1, None, Some(BitRate::bps(500_000)), PathLoad::Saturated);
     let bw = |s: &Session| s.networks[&1].estimate.bandwidth().unwrap().as_bps();
     assert_eq!(bw(&s), 500_000);
     // A lower bound above it raises it; one below does not lower it.
-    s.tcp_info(1, None, Some(BitRate::bps(100_000)), PathLoad::Light);
-    s.tcp_info(1, None, Some(BitRate::bps(100_000)), PathLoad::Backlogged);
+    s.estimate_sample(1, None, Some(BitRate::bps(100_000)), PathLoad::Light);
+    s.estimate_sample(1, None, Some(BitRate::bps(100_000)), PathLoad::Backlogged);
     assert_eq!(bw(&s), 500_000);
-    s.tcp_info(1, None, Some(BitRate::bps(900_000)), PathLoad::Light);
+    s.estimate_sample(1, None, Some(BitRate::bps(900_000)), PathLoad::Light);
     assert!(bw(&s) > 500_000);
     // A sender that kept its socket full without building a queue (loopback, or our own
     // cap) gives a first estimate.
-    s.tcp_info(
+    s.estimate_sample(
         2,
         None,
         Some(BitRate::bps(40_000_000)),
@@ -162,6 +162,41 @@ fn an_unsaturated_throughput_sample_only_raises_an_estimate() {
         s.networks[&2].estimate.bandwidth(),
         Some(BitRate::bps(40_000_000))
     );
+}
+
+/// TCP_INFO readings become throughput samples over at least `THROUGHPUT_INTERVAL`, at the
+/// lighter of the path's loads at the interval's ends; a socket held back by this side's cap
+/// counts as backlogged, so a capped network gets a first estimate.
+#[test]
+fn tcp_info_readings_become_throughput_samples() {
+    let mut s = hotspot([None, None]);
+    let at = |ms| Time::ZERO + Duration::from_millis(ms);
+    let read = |acked, load, held_by_cap| TcpSample {
+        min_rtt: Some(Duration::from_millis(15)),
+        bytes_acked: acked,
+        load,
+        held_by_cap,
+    };
+    let bw = |s: &Session, net| s.networks[&net].estimate.bandwidth().map(|b| b.as_bps());
+    s.tcp_sample(1, at(0), read(0, PathLoad::Saturated, false));
+    // 100 ms later: too short an interval for a throughput.
+    s.tcp_sample(1, at(100), read(10_000, PathLoad::Saturated, false));
+    assert_eq!(bw(&s, 1), None);
+    // 250 ms after the start, saturated throughout: 50 KB in 250 ms is 1.6 Mbit/s.
+    s.tcp_sample(1, at(250), read(50_000, PathLoad::Saturated, false));
+    assert_eq!(bw(&s, 1), Some(1_600_000));
+    // The RTT came with every reading (the filter moves from the hotspot's 20 ms toward 15).
+    assert!(s.networks[&1].estimate.rtt().unwrap() < Duration::from_millis(20));
+    // Light at the start of the next interval: the interval is light, a lower bound that
+    // does not lower the estimate.
+    s.tcp_sample(2, at(0), read(0, PathLoad::Light, false));
+    s.tcp_sample(2, at(300), read(30_000, PathLoad::Light, false));
+    assert_eq!(bw(&s, 2), None, "a light interval gives no first estimate");
+    // Held back by the cap: backlogged, which gives a first estimate.
+    s.tcp_sample(2, at(600), read(60_000, PathLoad::Light, true));
+    assert_eq!(bw(&s, 2), None, "the interval began light");
+    s.tcp_sample(2, at(900), read(90_000, PathLoad::Light, true));
+    assert_eq!(bw(&s, 2), Some(800_000));
 }
 
 /// The resend requests the connections would send at `now` (control frames of both).
