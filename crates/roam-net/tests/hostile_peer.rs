@@ -340,3 +340,82 @@ fn a_half_open_join_times_out() {
     s.forget_connection(2, Time::ZERO + timeout);
     assert_eq!(s.connection_count(), 1);
 }
+
+/// The frames `s` has for connection `conn` now, as the peer decodes them.
+fn frames_for(s: &mut Session, conn: u64, t: Time) -> Vec<Frame> {
+    let mut d = Decoder::default();
+    while let Some(x) = s.poll_transmit(conn, t, 1 << 20) {
+        d.push(&x.head);
+        d.push(&x.data);
+    }
+    let mut frames = Vec::new();
+    while let Some(f) = d.next_frame().expect("every frame decodes at the peer") {
+        frames.push(f);
+    }
+    frames
+}
+
+/// Move frames both ways over the connection `conn` (the same id on both sides) until
+/// neither side has more.
+fn pump(client: &mut Session, server: &mut Session, conn: u64, t: Time) {
+    loop {
+        let up = frames_for(client, conn, t);
+        let down = frames_for(server, conn, t);
+        if up.is_empty() && down.is_empty() {
+            return;
+        }
+        for f in up {
+            server.handle_frame(conn, f, t);
+        }
+        for f in down {
+            client.handle_frame(conn, f, t);
+        }
+    }
+}
+
+/// The client's connection over `net` as its driver would open it: the first frame it sends.
+fn open_over(client: &mut Session, net: u32, t: Time) -> Frame {
+    client.network_up(net, [10, 0, net as u8, 2], false, t);
+    while let Some(e) = client.poll_event() {
+        if let roam_net::proto::session::Event::OpenConnection { net: n } = e {
+            client.add_connection(n as u64, n, t);
+        }
+    }
+    frames_for(client, net as u64, t).remove(0)
+}
+
+/// Twenty joins that never prove the key (someone who read the session id off the wire) take
+/// no connection slot: the honest client's join over its second network still gets in. With
+/// the challenged joins counted against `max_connections` (16), it was refused.
+#[test]
+fn joins_that_never_prove_the_key_cannot_keep_an_honest_join_out() {
+    let t = Time::ZERO;
+    let mut client = Session::client(Config::default(), 2);
+    let hello = open_over(&mut client, 1, t);
+    let mut server = Session::server(Config::default(), 1, 7);
+    server.accept_connection(1, hello, t);
+    pump(&mut client, &mut server, 1, t);
+    assert!(client.is_established());
+    for i in 0..20 {
+        let join = Frame::Join {
+            session: server.session_id(),
+            nonce: [i as u8; 16],
+            net: 1,
+        };
+        server.accept_connection(100 + i, join, t);
+    }
+    let held = server.connection_count() - 1;
+    assert!(
+        held <= Config::default().max_half_open,
+        "{held} unproven joins held"
+    );
+    let join = open_over(&mut client, 2, t);
+    assert!(matches!(join, Frame::Join { .. }));
+    server.accept_connection(2, join, t);
+    pump(&mut client, &mut server, 2, t);
+    assert!(
+        server.established_connections().contains(&(2, 2)),
+        "the honest join was kept out: {:?}",
+        std::iter::from_fn(|| server.poll_event()).collect::<Vec<_>>()
+    );
+}

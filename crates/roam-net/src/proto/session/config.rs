@@ -21,6 +21,10 @@ pub struct Config {
     pub max_send_buffer: u64,
     /// Most TCP connections per multi-socket.
     pub max_connections: usize,
+    /// Most accepted joins that have been challenged and not yet proved the key; they take no
+    /// connection slot, and a newer one displaces the oldest (see
+    /// `Session::accept_connection`).
+    pub max_half_open: usize,
     /// A connection still in its handshake this long after it opened (hello or join sent,
     /// challenged, proof sent) is closed: a half-open join must not hold a connection slot
     /// for anyone who merely knows the session id.
@@ -71,6 +75,7 @@ impl Default for Config {
             max_pending_irobs: 1 << 16,
             max_send_buffer: 64 << 20,
             max_connections: 16,
+            max_half_open: 4,
             max_networks: 8,
             handshake_timeout: Duration::from_secs(10),
             failure_timeout: Duration::from_secs(30),

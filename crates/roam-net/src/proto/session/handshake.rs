@@ -178,13 +178,27 @@ impl Session {
 
     /// An accepted connection whose first frame (`Hello` or `Join`) is `first`, arriving over
     /// the client's network `net` (for a `Hello`: its first network; for a `Join`: the net field).
+    ///
+    /// A join is challenged first and holds no connection slot until it proves the key: it
+    /// takes one of `Config::max_half_open` places, and a newer join displaces the oldest.
+    /// Someone who merely knows the session id (it travels in clear without TLS) can keep
+    /// only those few places busy, not the slots, and cannot keep out an honest join, which
+    /// proves the key within a round trip of arriving.
     pub fn accept_connection(&mut self, conn: ConnId, first: Frame, now: Time) {
-        if self.conns.len() >= self.config.max_connections {
+        let slots = self
+            .conns
+            .values()
+            .filter(|c| c.state != ConnState::Challenged)
+            .count();
+        if slots >= self.config.max_connections {
             self.events.push_back(Event::CloseConnection {
                 conn,
                 reason: "connection limit reached".into(),
             });
             return;
+        }
+        if matches!(first, Frame::Join { .. }) {
+            self.displace_half_open();
         }
         let mut c = Conn::new(0, ConnState::Established, now);
         match first {
@@ -266,6 +280,31 @@ impl Session {
         self.all_down_since = None;
         // Anything in doubt can now be asked about.
         self.check_thunks(now);
+    }
+
+    /// Make room for one more challenged join: close the oldest while `Config::max_half_open`
+    /// are challenged (at once, without an error frame: it has not proved anything).
+    fn displace_half_open(&mut self) {
+        loop {
+            let challenged = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.state == ConnState::Challenged);
+            if challenged.clone().count() < self.config.max_half_open.max(1) {
+                return;
+            }
+            let Some(oldest) = challenged
+                .min_by_key(|(&id, c)| (c.opened, id))
+                .map(|(&id, _)| id)
+            else {
+                return;
+            };
+            self.conns.remove(&oldest);
+            self.events.push_back(Event::CloseConnection {
+                conn: oldest,
+                reason: "displaced by a newer join before proving the key".into(),
+            });
+        }
     }
 
     /// Close every connection whose handshake has run past `Config::handshake_timeout`.
