@@ -419,3 +419,67 @@ fn joins_that_never_prove_the_key_cannot_keep_an_honest_join_out() {
         std::iter::from_fn(|| server.poll_event()).collect::<Vec<_>>()
     );
 }
+
+/// An honest sender stays within `window + max_irob_size` of unacknowledged bytes at the
+/// receiver, however many IROBs it keeps open and growing: the window counts bytes sent, not
+/// IROBs started. (Counting IROBs started, eight open IROBs each grown to 200 KiB after
+/// their first byte put 1.6 MB past a 64 KiB window, and the receiver, whose limit is now
+/// window + max_irob_size, failed the multi-socket.)
+#[test]
+fn an_honest_sender_stays_within_the_receive_limit() {
+    let t = Time::ZERO;
+    let config = Config {
+        window: 64 << 10,
+        max_irob_size: 256 << 10,
+        receive_limit: (64 << 10) + (256 << 10),
+        ..Config::default()
+    };
+    let mut client = Session::client(config.clone(), 2);
+    let hello = open_over(&mut client, 1, t);
+    let mut server = Session::server(config.clone(), 1, 7);
+    server.accept_connection(1, hello, t);
+    pump(&mut client, &mut server, 1, t);
+    let ids: Vec<u64> = (0..8)
+        .map(|_| {
+            let id = client
+                .begin_irob(Label::BackgroundLarge, Deps::List(vec![]), None, t)
+                .unwrap();
+            client.irob_send(id, Bytes::from_static(b"x")).unwrap();
+            id
+        })
+        .collect();
+    pump(&mut client, &mut server, 1, t);
+    let mut most = 0;
+    let mut step = |client: &mut Session, server: &mut Session| {
+        pump(client, server, 1, t);
+        most = most.max(server.receive_buffered() - server.receive_backlog());
+        assert!(server.failure().is_none(), "{:?}", server.failure());
+    };
+    for &id in &ids {
+        client
+            .irob_send(id, Bytes::from(vec![1u8; 200 << 10]))
+            .unwrap();
+        step(&mut client, &mut server);
+    }
+    let mut got = 0;
+    for &id in &ids {
+        client.end_irob(id).unwrap();
+        step(&mut client, &mut server);
+        while let Some(d) = server.recv() {
+            got += d.data.len();
+        }
+        step(&mut client, &mut server);
+    }
+    for _ in 0..10 {
+        step(&mut client, &mut server);
+        while let Some(d) = server.recv() {
+            got += d.data.len();
+        }
+    }
+    assert_eq!(got, 8 * (1 + (200 << 10)), "everything was delivered");
+    assert!(
+        most <= config.receive_limit,
+        "{most} unacknowledged bytes held"
+    );
+    assert!(most > config.window, "the oldest IROB went past the window");
+}

@@ -24,6 +24,9 @@ pub enum Error {
     /// The multi-socket failed (every network down past the timeout, or a peer violation).
     #[error("multi-socket failed: {0}")]
     Failed(String),
+    /// The options' protocol configuration contradicts itself.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
     /// The first handshake did not complete in time.
     #[error("could not connect to {0}: {1}")]
     Connect(SocketAddr, String),

@@ -18,6 +18,7 @@ pub struct Listener {
 impl Listener {
     /// Listen on `addr`.
     pub async fn bind(addr: SocketAddr, options: Options) -> Result<Listener, Error> {
+        options.config.validate()?;
         let l = TcpListener::bind(addr)
             .await
             .map_err(io_err(format!("listening on {addr}")))?;

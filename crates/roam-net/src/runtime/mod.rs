@@ -60,7 +60,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
-use crate::proto::session::{Config, ConnId, Delivery, Event, IrobId, NetId, SendError, Session};
+use crate::proto::session::{
+    Config, ConfigError, ConnId, Delivery, Event, IrobId, NetId, SendError, Session,
+};
 use crate::proto::{Decoder, Deps, Frame, KernelQueue, Label, TcpSample};
 pub use tls::Tls;
 use tls::{Accepted, ConnRead, ConnWrite};

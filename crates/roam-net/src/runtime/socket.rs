@@ -35,6 +35,7 @@ impl MultiSocket {
         let SocketAddr::V4(peer4) = peer else {
             return Err(Error::Connect(peer, "only IPv4 peers are supported".into()));
         };
+        options.config.validate()?;
         let mut config = options.config.clone();
         config.trace |= options.log;
         let session = Session::client(config, seed());

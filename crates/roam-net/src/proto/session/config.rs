@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use thiserror::Error;
+
 use super::*;
 
 /// Tunables and limits of a multi-socket.
@@ -9,8 +11,17 @@ use super::*;
 pub struct Config {
     /// Largest data chunk.
     pub chunk_size: usize,
-    /// Unacknowledged bytes in flight before new IROBs wait (also announced as receive window).
+    /// Bytes sent of unacknowledged IROBs before new bytes wait (the oldest unacknowledged
+    /// IROB excepted); announced to the peer as this side's receive window, and the sender uses
+    /// the smaller of both sides' windows.
     pub window: u64,
+    /// Most unacknowledged bytes the peer may make this side buffer; past it the multi-socket
+    /// fails with a reason naming the limit. An honest peer stays within `window +
+    /// max_irob_size` (its window of sent bytes, plus the oldest unacknowledged IROB, which
+    /// may always proceed), so this must be at least that ([`Config::validate`]). Default:
+    /// exactly that, 80 MiB. Acknowledged bytes the application has not read yet are bounded
+    /// apart from this: the driver stops reading from the network while they exceed `window`.
+    pub receive_limit: u64,
     /// Largest IROB accepted (either direction).
     pub max_irob_size: u64,
     /// Most dependencies per IROB.
@@ -71,6 +82,7 @@ impl Default for Config {
             chunk_size: 256 * 1024,
             window: 16 << 20,
             max_irob_size: 64 << 20,
+            receive_limit: (16 << 20) + (64 << 20),
             max_deps: 1024,
             max_pending_irobs: 1 << 16,
             max_send_buffer: 64 << 20,
@@ -89,5 +101,106 @@ impl Default for Config {
             wire: WireLimits::default(),
             trace: false,
         }
+    }
+}
+
+/// A [`Config`] whose figures contradict each other.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// An honest peer could exceed the receive limit, and would see the multi-socket fail.
+    #[error(
+        "receive_limit {receive_limit} is below window + max_irob_size ({window} + {max_irob_size}): \
+         an honest peer may send that much unacknowledged"
+    )]
+    ReceiveLimit {
+        /// `Config::receive_limit`.
+        receive_limit: u64,
+        /// `Config::window`.
+        window: u64,
+        /// `Config::max_irob_size`.
+        max_irob_size: u64,
+    },
+    /// A data chunk with its largest dependency and acknowledgement lists would not fit a frame
+    /// the decoder accepts.
+    #[error(
+        "chunk_size {chunk_size} plus 8 bytes per dependency ({max_deps}) and acknowledgement \
+         ({max_list}) exceeds the frame body limit of {max_body} bytes"
+    )]
+    ChunkSize {
+        /// `Config::chunk_size`.
+        chunk_size: usize,
+        /// `Config::max_deps`.
+        max_deps: usize,
+        /// `WireLimits::max_list`.
+        max_list: usize,
+        /// `WireLimits::max_body`.
+        max_body: usize,
+    },
+    /// A limit that must be positive is zero.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+}
+
+impl Config {
+    /// Check that the figures fit together; the runtime refuses a configuration that fails
+    /// this (`MultiSocket::connect`, `Listener::bind`).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, v) in [
+            ("chunk_size", self.chunk_size as u64),
+            ("window", self.window),
+            ("max_irob_size", self.max_irob_size),
+            ("max_connections", self.max_connections as u64),
+            ("max_half_open", self.max_half_open as u64),
+            ("max_networks", self.max_networks as u64),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        if self.receive_limit < self.window.saturating_add(self.max_irob_size) {
+            return Err(ConfigError::ReceiveLimit {
+                receive_limit: self.receive_limit,
+                window: self.window,
+                max_irob_size: self.max_irob_size,
+            });
+        }
+        let frame = self
+            .chunk_size
+            .saturating_add(8 * (self.max_deps + self.wire.max_list));
+        if frame > self.wire.max_body {
+            return Err(ConfigError::ChunkSize {
+                chunk_size: self.chunk_size,
+                max_deps: self.max_deps,
+                max_list: self.wire.max_list,
+                max_body: self.wire.max_body,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_configuration_is_valid_and_contradictions_are_named() {
+        assert_eq!(Config::default().validate(), Ok(()));
+        let small = Config {
+            receive_limit: 1 << 20,
+            ..Config::default()
+        };
+        let e = small.validate().unwrap_err().to_string();
+        assert!(e.contains("receive_limit 1048576"), "{e}");
+        let big = Config {
+            chunk_size: 1 << 20,
+            ..Config::default()
+        };
+        assert!(matches!(big.validate(), Err(ConfigError::ChunkSize { .. })));
+        let none = Config {
+            window: 0,
+            ..Config::default()
+        };
+        assert_eq!(none.validate(), Err(ConfigError::Zero("window")));
     }
 }

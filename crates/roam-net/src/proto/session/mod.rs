@@ -53,7 +53,7 @@ use super::estimate::NetworkEstimate;
 use super::label::Label;
 use super::wire::{Frame, WireLimits, KEY_LEN};
 
-pub use config::Config;
+pub use config::{Config, ConfigError};
 use connections::{Conn, ConnState};
 pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
 use networks::Network;
@@ -210,6 +210,8 @@ pub struct Session {
     next_irob: IrobId,
     out: BTreeMap<IrobId, OutIrob>,
     sendable: [BTreeSet<IrobId>; 4],
+    /// Bytes sent of unacknowledged IROBs (the sum of their `sent_hi`): what the peer's window
+    /// bounds.
     outstanding: u64,
     buffered: u64,
     doubt: BTreeSet<IrobId>,

@@ -153,10 +153,9 @@ impl Session {
         Ok(())
     }
 
-    /// Most unacknowledged bytes an honest peer can have buffered here: its window of started
-    /// IROBs plus the remainders of IROBs in progress (each at most `max_irob_size`).
+    /// Most unacknowledged bytes a peer may make this side buffer (`Config::receive_limit`).
     pub(super) fn receive_limit(&self) -> u64 {
-        self.config.window + 8 * self.config.max_irob_size
+        self.config.receive_limit
     }
 
     /// Acknowledge every complete IROB whose dependencies are acknowledged. Ids of dependencies

@@ -257,9 +257,7 @@ impl Session {
                 }
             }
             self.buffered -= irob.len;
-            if irob.started {
-                self.outstanding -= irob.len;
-            }
+            self.outstanding -= irob.sent_hi;
             self.sendable[irob.label.rank()].remove(&id);
             self.doubt.remove(&id);
             self.requested.remove(&id);

@@ -1,6 +1,6 @@
 //! The sender's queue: IROBs the application begins, appends to and ends, kept until the peer
 //! acknowledges them. Each label has a FIFO of sendable IROBs (`Session::sendable`); the
-//! window (`Config::window`, the peer's announced receive window) bounds the bytes of started,
+//! window (`Config::window`, the peer's announced receive window) bounds the bytes sent of
 //! unacknowledged IROBs.
 
 use std::collections::BTreeMap;
@@ -27,6 +27,10 @@ pub(super) struct OutIrob {
     pub(super) inflight: Vec<(ConnId, u64, u64, bool, bool)>,
     pub(super) pinned: Option<ConnId>,
     pub(super) started: bool,
+    /// The end of the highest byte range handed to a connection: bytes below it were sent (and
+    /// count against the peer's window until the IROB is acknowledged), bytes at or above it
+    /// are new.
+    pub(super) sent_hi: u64,
     /// When a chunk of it was last handed to a connection (or it was last asked about).
     pub(super) last_sent: Time,
     /// Already sent again over a second network (`Session::hedge_late_foreground`).
@@ -131,6 +135,7 @@ impl Session {
                 inflight: Vec::new(),
                 pinned: None,
                 started: false,
+                sent_hi: 0,
                 last_sent: now,
                 hedged: false,
             },
@@ -165,9 +170,6 @@ impl Session {
         irob.pending.insert(start, irob.len);
         irob.segments.insert(start, data);
         self.buffered += irob.len - start;
-        if irob.started {
-            self.outstanding += irob.len - start;
-        }
         self.sendable[irob.label.rank()].insert(id);
         Ok(())
     }

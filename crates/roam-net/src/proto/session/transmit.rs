@@ -177,19 +177,25 @@ impl Session {
                         }
                     }
                 }
-                // Window full: no new IROB starts, except the oldest unacknowledged one, whose
-                // dependencies are all acknowledged (so the receiver can always finish it).
-                if !o.started
-                    && self.outstanding >= self.peer_window
-                    && self.out.keys().next() != Some(&id)
-                {
-                    return None;
-                }
-                let limit = if fg {
+                let mut limit = if fg {
                     self.config.chunk_size as u64
                 } else {
                     background_room.min(self.config.chunk_size as u64)
                 };
+                // The window counts bytes: bytes never sent before go out only while the sent
+                // bytes of unacknowledged IROBs stay within the peer's window, except for the
+                // oldest unacknowledged IROB, whose dependencies are all acknowledged (so the
+                // receiver can always finish it). Resent bytes are not new. The receiver then
+                // holds at most window + max_irob_size unacknowledged bytes of an honest peer.
+                if self.out.keys().next() != Some(&id) {
+                    let room = self.peer_window.saturating_sub(self.outstanding);
+                    let start = o.pending.first().map_or(o.len, |(s, _)| s);
+                    let resent = o.sent_hi.saturating_sub(start);
+                    if start < o.len && resent == 0 && room == 0 {
+                        continue; // window full; another IROB (the oldest) may still go
+                    }
+                    limit = limit.min(resent.saturating_add(room));
+                }
                 return Some(self.take_chunk(conn, id, limit, now));
             }
         }
@@ -214,10 +220,7 @@ impl Session {
     ) -> Transmit {
         let acks = self.take_acks();
         let o = self.out.get_mut(&id).unwrap();
-        if !o.started {
-            o.started = true;
-            self.outstanding += o.len;
-        }
+        o.started = true;
         if o.label.is_foreground() {
             if self.config.trace && o.pinned.is_none() {
                 let line = self.placement_trace(id, conn, now);
@@ -232,6 +235,10 @@ impl Session {
             Some((s, e)) => (s, e.min(s + limit.max(1))),
             None => (o.len, o.len),
         };
+        if end > o.sent_hi {
+            self.outstanding += end - o.sent_hi;
+            o.sent_hi = end;
+        }
         o.pending.remove(start, end);
         let first = o.need_first;
         o.need_first = false;
