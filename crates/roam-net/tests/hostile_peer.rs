@@ -163,12 +163,7 @@ fn acknowledgements_are_split_at_the_list_limit() {
         );
     }
     let (frames, _) = sent_frames(&mut s, Time::ZERO);
-    let acked = count(&frames, |f| match f {
-        Frame::Ack { acks } => acks.len(),
-        Frame::Data(c) => c.acks.len(),
-        _ => 0,
-    });
-    assert_eq!(acked, 5000);
+    assert_eq!(count(&frames, acks_in), 5000);
 }
 
 /// One `ResendRequest` about an IROB a peer sent as 10,000 one-byte pieces with gaps: the
@@ -482,4 +477,40 @@ fn an_honest_sender_stays_within_the_receive_limit() {
         "{most} unacknowledged bytes held"
     );
     assert!(most > config.window, "the oldest IROB went past the window");
+}
+
+/// A peer that sends IROB after IROB and never reads the acknowledgements: once
+/// `MAX_PENDING_ACKS` wait unsent, the session tells the driver to stop reading (the pending
+/// list grew with every IROB before); the first frames written let it read again.
+#[test]
+fn unsent_acknowledgements_pause_reading() {
+    use roam_net::proto::session::MAX_PENDING_ACKS;
+    let mut s = server();
+    let mut irob = 0;
+    while !s.receive_paused() {
+        assert!(
+            irob <= MAX_PENDING_ACKS as u64,
+            "still reading with {irob} acknowledgements unsent"
+        );
+        s.handle_frame(
+            1,
+            one_byte(irob, 0, Some(Deps::List(vec![])), true),
+            Time::ZERO,
+        );
+        while s.recv().is_some() {}
+        irob += 1;
+    }
+    assert_eq!(irob, MAX_PENDING_ACKS as u64);
+    let (frames, _) = sent_frames(&mut s, Time::ZERO);
+    assert_eq!(count(&frames, acks_in), MAX_PENDING_ACKS);
+    assert!(!s.receive_paused());
+}
+
+/// The acknowledgements a frame carries.
+fn acks_in(f: &Frame) -> usize {
+    match f {
+        Frame::Ack { acks } => acks.len(),
+        Frame::Data(c) => c.acks.len(),
+        _ => 0,
+    }
 }

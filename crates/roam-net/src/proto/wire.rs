@@ -41,6 +41,25 @@ pub const FLAG_FIRST: u8 = 2;
 /// Data chunk flag (with `FLAG_FIRST`): the IROB depends on every IROB with a lower id.
 pub const FLAG_DEPS_ALL: u8 = 4;
 
+/// Data payloads shorter than this are copied out of the receive buffer when decoded. A
+/// payload is otherwise a slice of the buffer the driver read into, and keeps all of it alive
+/// until the application takes the bytes: a peer that sent a one-byte chunk in every buffer,
+/// padded with frames that are dropped, would pin a whole buffer (1 MiB in the runtime) per byte
+/// the receive limit counts. With the copy, a payload held keeps at most its own length
+/// alive, or, if it is longer than this, a buffer of a few times its length (the runtime reads
+/// at most 4 × this at a time, see `runtime::conn_io`). Bulk chunks (256 KiB by default) stay
+/// zero-copy.
+pub const COPY_BELOW: usize = 256 * 1024;
+
+/// `data` as a payload to hold: copied when shorter than [`COPY_BELOW`].
+fn own_if_small(data: Bytes) -> Bytes {
+    if data.len() < COPY_BELOW {
+        Bytes::copy_from_slice(&data)
+    } else {
+        data
+    }
+}
+
 /// Frame kinds (header byte 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -742,7 +761,7 @@ impl Decoder {
                     deps,
                     end: flags & FLAG_END != 0,
                     acks,
-                    data: body,
+                    data: own_if_small(body),
                 })
             }
             Kind::Ack => {
@@ -832,6 +851,39 @@ impl Decoder {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A small payload decoded from a large receive buffer is a copy (it does not keep the
+    /// buffer alive); a bulk one is a slice of the buffer.
+    #[test]
+    fn small_payloads_are_copied_out_of_the_receive_buffer() {
+        let chunk = |len: usize| {
+            Frame::Data(Chunk {
+                irob: 1,
+                label: Label::BackgroundLarge,
+                offset: 0,
+                deps: Some(Deps::AllEarlier),
+                end: false,
+                acks: vec![],
+                data: Bytes::from(vec![5u8; len]),
+            })
+            .to_bytes()
+        };
+        let mut d = Decoder::default();
+        d.buffer_mut().reserve(2 << 20);
+        d.push(&chunk(1));
+        d.push(&chunk(COPY_BELOW));
+        let buf = d.buffer_mut().as_ptr_range();
+        let inside = |b: &Bytes| buf.contains(&b.as_ptr());
+        let Some(Frame::Data(small)) = d.next_frame().unwrap() else {
+            panic!("a data frame")
+        };
+        let Some(Frame::Data(bulk)) = d.next_frame().unwrap() else {
+            panic!("a data frame")
+        };
+        assert_eq!((small.data.len(), bulk.data.len()), (1, COPY_BELOW));
+        assert!(!inside(&small.data), "the one-byte payload pins the buffer");
+        assert!(inside(&bulk.data), "the bulk payload was copied");
+    }
 
     fn samples() -> Vec<Frame> {
         let net = NetInfo {

@@ -27,7 +27,6 @@ pub(super) async fn reader(
     mut dec: Decoder,
     closing: Arc<AtomicBool>,
 ) {
-    let window = sh.options.config.window;
     let mut spare = VecDeque::new();
     loop {
         // Frames already buffered (the listener may have read past the first frame).
@@ -51,14 +50,15 @@ pub(super) async fn reader(
         if closing.load(Ordering::SeqCst) {
             return;
         }
-        // Back-pressure: stop reading while the application has a window's worth unread.
+        // Back-pressure: stop reading while the application has a window's worth unread, or
+        // the peer does not read our acknowledgements (`Session::receive_paused`).
         loop {
             let n = sh.changed.notified();
             tokio::pin!(n);
             n.as_mut().enable();
             let go_on = {
                 let s = sh.session();
-                s.receive_backlog() <= window || s.failure().is_some()
+                !s.receive_paused() || s.failure().is_some()
             };
             if go_on {
                 break;
@@ -87,6 +87,10 @@ pub(super) async fn reader(
 
 /// A read asks the kernel for up to this much.
 pub(super) const READ_SIZE: usize = 1 << 20;
+const _: () = assert!(
+    READ_SIZE <= 4 * crate::proto::wire::COPY_BELOW,
+    "a payload held must not pin a receive buffer many times its size (wire::COPY_BELOW)"
+);
 
 /// Filled receive buffers a reader keeps for reuse.
 pub(super) const SPARE_BUFFERS: usize = 4;

@@ -59,6 +59,7 @@ pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
 use networks::Network;
 pub use networks::{PathLoad, TcpSample, NET_METERED, NET_USABLE, THROUGHPUT_INTERVAL};
 pub use placement::{anticipatory_budget, UNMEASURED_CAP};
+pub use receiving::MAX_PENDING_ACKS;
 use receiving::{IdSet, InIrob};
 pub use recovery::HAVE_RANGES;
 use sending::OutIrob;
@@ -231,7 +232,9 @@ pub struct Session {
     unacked_complete: BTreeSet<IrobId>,
     delivered: IdSet,
     current: Option<IrobId>,
-    acks: Vec<IrobId>,
+    /// IROBs to acknowledge in the next frames (a set: a resend acknowledged again is not
+    /// queued twice); at most [`MAX_PENDING_ACKS`] before the driver stops reading.
+    acks: BTreeSet<IrobId>,
     in_buffered: u64,
     acked_buffered: u64,
     peer_irobs: Option<u64>,
@@ -292,7 +295,7 @@ impl Session {
             unacked_complete: BTreeSet::new(),
             delivered: IdSet::default(),
             current: None,
-            acks: Vec::new(),
+            acks: BTreeSet::new(),
             in_buffered: 0,
             acked_buffered: 0,
             peer_irobs: None,

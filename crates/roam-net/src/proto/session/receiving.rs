@@ -10,6 +10,10 @@ use bytes::Bytes;
 use roam_core::Time;
 
 use super::*;
+
+/// Most acknowledgements queued unsent before the driver stops reading
+/// ([`Session::receive_paused`]).
+pub const MAX_PENDING_ACKS: usize = 1 << 16;
 use crate::proto::label::Label;
 use crate::proto::ranges::RangeSet;
 use crate::proto::wire::{Chunk, Deps};
@@ -56,8 +60,8 @@ impl Session {
             // ignore it, but acknowledge its end again, as the first acknowledgement may be
             // on a connection that is gone.
             self.duplicate_bytes += ch.data.len() as u64;
-            if ch.end && !self.acks.contains(&ch.irob) {
-                self.acks.push(ch.irob);
+            if ch.end {
+                self.acks.insert(ch.irob);
             }
             return Ok(());
         }
@@ -176,7 +180,7 @@ impl Session {
                 self.acked_buffered += i.have.len() - i.delivered.min(i.have.len());
                 self.unacked_complete.remove(&id);
                 self.acked.insert(id);
-                self.acks.push(id);
+                self.acks.insert(id);
             }
         }
     }
@@ -284,6 +288,15 @@ impl Session {
     /// Bytes received and held for the application (all IROBs).
     pub fn receive_buffered(&self) -> u64 {
         self.in_buffered
+    }
+
+    /// Whether the driver should stop reading from the network for now: the application has
+    /// more than a window of acknowledged bytes unread (back-pressure that cannot deadlock:
+    /// they are deliverable once it reads), or more than [`MAX_PENDING_ACKS`]
+    /// acknowledgements wait to be sent (the peer is not reading them, and every IROB it sends
+    /// would add one more).
+    pub fn receive_paused(&self) -> bool {
+        self.acked_buffered > self.config.window || self.acks.len() >= MAX_PENDING_ACKS
     }
 
     /// Bytes of acknowledged IROBs the application has not read yet. A driver stops reading

@@ -206,9 +206,13 @@ impl Session {
     /// peer that completed many IROBs at once gets them in several frames it can decode
     /// (one list beyond the limit is a malformed frame, which closes the connection).
     pub(super) fn take_acks(&mut self) -> Vec<IrobId> {
-        let n = self.acks.len().min(self.config.wire.max_list);
-        let rest = self.acks.split_off(n);
+        let rest = match self.acks.iter().nth(self.config.wire.max_list) {
+            Some(&first_left) => self.acks.split_off(&first_left),
+            None => BTreeSet::new(),
+        };
         std::mem::replace(&mut self.acks, rest)
+            .into_iter()
+            .collect()
     }
 
     pub(super) fn take_chunk(
