@@ -405,3 +405,138 @@ fn the_server_reopens_a_connection_the_client_does_not() {
          not reopen, so the server should have"
     );
 }
+
+/// Run `ip` with `script` (one command a line, `ip -batch`) in the calling thread's namespace.
+fn ip_batch(script: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("ip")
+        .args(["-batch", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("ip runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    // Deleting what is already gone (a route the kernel flushed) is not an error here.
+    let _ = child.wait();
+}
+
+/// The interface changes a network manager makes, done with `ip` in the client namespace while
+/// data flows both ways: the WiFi's address removed and added again, then its link set down
+/// and up (the kernel flushes its routes; they are put back as a DHCP client would). The
+/// client follows them with its scout (`Networks::Auto`), whose network events take the
+/// session's lock from the scout's thread while the timer task and the connections' tasks
+/// take it too. No request, reply or bulk byte may be lost, and nothing may hang: every reply
+/// has to arrive within the deadline. (With the scout taking the networks' lock before the
+/// session's, a network event during traffic could hang the multi-socket; the unit test
+/// `runtime::lock_order_tests` plays the same over loopback with direct events.)
+#[test]
+fn interface_changes_during_two_way_traffic_lose_nothing_and_do_not_hang() {
+    let Some((emu, opts)) = cut_links() else {
+        return;
+    };
+    const N: u64 = 300;
+    const REPLY: usize = 20_000;
+    let wifi = emu.link("wifi").unwrap();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let sopts = opts.clone();
+    let server = emu.spawn_in_server(move || -> Result<(u64, usize), String> {
+        let l = Listener::bind(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7300)), sopts)
+            .map_err(|e| e.to_string())?;
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().map_err(|e| e.to_string())?;
+        let (mut requests, mut bulk) = (0, 0);
+        while let Some((_, label, data)) = ms.recv_irob().map_err(|e| e.to_string())? {
+            if label == Label::ForegroundSmall {
+                let id = u64::from_be_bytes(data[..8].try_into().unwrap());
+                if id != requests {
+                    return Err(format!("request {id} arrived as number {requests}"));
+                }
+                requests += 1;
+                let mut reply = content(id, REPLY);
+                reply[..8].copy_from_slice(&id.to_be_bytes());
+                ms.send(Label::BackgroundLarge, reply, None)
+                    .map_err(|e| e.to_string())?;
+            } else {
+                bulk += data.len();
+            }
+        }
+        Ok((requests, bulk))
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    let client = emu.spawn_in_client(move || {
+        let r = (|| -> Result<usize, String> {
+            let ms =
+                MultiSocket::connect(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7300)), opts)
+                    .map_err(|e| e.to_string())?;
+            let reader = ms.clone();
+            let replies = std::thread::spawn(move || -> Result<u64, String> {
+                let mut got = 0;
+                while got < N {
+                    let Some((_, _, data)) = reader.recv_irob().map_err(|e| e.to_string())? else {
+                        break;
+                    };
+                    let id = u64::from_be_bytes(data[..8].try_into().unwrap());
+                    if data.len() != REPLY || data[8..] != content(id, REPLY)[8..] {
+                        return Err(format!("reply {id} corrupted"));
+                    }
+                    got += 1;
+                }
+                Ok(got)
+            });
+            let mut bulk = 0;
+            for i in 0..N {
+                ms.send(Label::ForegroundSmall, i.to_be_bytes().to_vec(), None)
+                    .map_err(|e| e.to_string())?;
+                let b = content(i, 30_000);
+                bulk += b.len();
+                ms.send(Label::BackgroundLarge, b, None)
+                    .map_err(|e| e.to_string())?;
+                std::thread::sleep(Duration::from_millis(40));
+            }
+            let got = replies.join().unwrap()?;
+            if got != N {
+                return Err(format!("{got} of {N} replies"));
+            }
+            if !ms.close(Duration::from_secs(60)) {
+                return Err("not everything was acknowledged".into());
+            }
+            Ok(bulk)
+        })();
+        let _ = done_tx.send(r);
+    });
+    // The changes, for as long as the traffic lasts (about 12 s), in the client namespace.
+    let (addr, dev) = (wifi.client_addr, wifi.name.clone());
+    let routes = format!(
+        "route replace default dev {dev} metric 100\nroute replace default dev {dev} table 100\n"
+    );
+    let changer = emu.spawn_in_client(move || {
+        let start = Instant::now();
+        let mut cycles = 0;
+        while start.elapsed() < Duration::from_secs(11) {
+            ip_batch(&format!("addr del {addr}/24 dev {dev}\n"));
+            std::thread::sleep(Duration::from_millis(400));
+            ip_batch(&format!("addr add {addr}/24 dev {dev}\n{routes}"));
+            std::thread::sleep(Duration::from_millis(1200));
+            ip_batch(&format!("link set dev {dev} down\n"));
+            std::thread::sleep(Duration::from_millis(400));
+            ip_batch(&format!("link set dev {dev} up\n{routes}"));
+            std::thread::sleep(Duration::from_millis(1200));
+            cycles += 1;
+        }
+        cycles
+    });
+    let cycles = changer.join().unwrap().unwrap();
+    let result = done_rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the client hung: no result 120 s after the interface changes ended");
+    let bulk = result.unwrap();
+    client.join().unwrap().unwrap();
+    let (requests, got_bulk) = server.join().unwrap().unwrap().unwrap();
+    assert!(cycles >= 3, "{cycles} cycles of changes");
+    assert_eq!((requests, got_bulk), (N, bulk));
+}

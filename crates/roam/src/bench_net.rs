@@ -2,10 +2,15 @@
 //! stderr).
 //!
 //! - `loopback_throughput_ratio_vs_tcp`: one multi-socket (background-large IROBs of 1 MiB,
-//!   each depending on all earlier ones) against one plain TCP connection, both over loopback
-//!   (`loopback.roam_tls_gbit` adds the multi-socket with TLS on its connection);
+//!   each depending on all earlier ones) against one plain TCP connection, both over loopback:
+//!   the median of `--loopback-runs` ratios (5), each of a TCP run and a multi-socket run
+//!   back to back, interleaved so that the machine's drift hits both alike (`loopback_runs`,
+//!   `loopback_ratios`; `loopback.roam_tls_gbit` adds the multi-socket with TLS);
 //! - `small_message_rate_ratio_vs_tcp`: 64-byte foreground-small messages per second against
-//!   64-byte writes on a TCP_NODELAY connection;
+//!   64-byte messages on a TCP_NODELAY connection, both batching alike: the multi-socket's
+//!   writer coalesces the frames queued since its last pass into one system call, so the TCP
+//!   sender buffers its messages and writes each hundred at once (`tcp_unbatched_msgs_per_s`:
+//!   one write a message, for reference);
 //! - `hotspot`: the crowded-hotspot scenario (wifi 0.6 Mbit/s 20 ms RTT, cell 2.0 Mbit/s 400 ms RTT,
 //!   100-packet queues) for `roam` (multi-socket over both links), `mptcp` (Linux MPTCP, default
 //!   scheduler, subflows on both links) and `tcp_aggregation` (plain TCP over the one link that
@@ -53,6 +58,10 @@ pub struct BenchNetArgs {
     /// Seconds per loopback measurement.
     #[arg(long, default_value_t = 3)]
     loopback_seconds: u64,
+    /// Interleaved TCP / multi-socket pairs of loopback throughput runs (the ratio reported is
+    /// their median).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    loopback_runs: u32,
     /// Only these systems on the hotspot (comma-separated: roam, mptcp, tcp_aggregation; `none`
     /// for the loopback measurements only).
     #[arg(long, default_value = "roam,mptcp,tcp_aggregation")]
@@ -154,19 +163,25 @@ fn roam_throughput(secs: u64, tls: bool) -> Result<f64> {
     Ok(total as f64 / span)
 }
 
-fn tcp_message_rate(secs: u64) -> Result<f64> {
-    let (mut c, mut s) = tcp_pair()?;
+/// 64-byte messages per second over a TCP_NODELAY connection; `batched`: written a hundred at
+/// a time through a buffer (as the multi-socket's writer coalesces its frames), else one
+/// system call each.
+fn tcp_message_rate(secs: u64, batched: bool) -> Result<f64> {
+    let (c, mut s) = tcp_pair()?;
     let rx = std::thread::spawn(move || {
         let (bytes, span) = drain(&mut s);
         (bytes / 64, span)
     });
     let msg = [7u8; 64];
+    let mut c = std::io::BufWriter::with_capacity(if batched { 100 * 64 } else { 0 }, c);
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
         for _ in 0..100 {
             c.write_all(&msg)?;
         }
+        c.flush()?;
     }
+    let c = c.into_inner().map_err(|e| e.into_error())?;
     drop(c);
     let (n, span) = rx.join().map_err(|_| anyhow!("receiver panicked"))?;
     Ok(n as f64 / span)
@@ -521,20 +536,46 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
             bail!("--systems: unknown system `{s}` (roam, mptcp, tcp_aggregation)");
         }
     }
-    eprintln!("loopback throughput ({} s each)...", a.loopback_seconds);
-    let tcp_bps = tcp_throughput(a.loopback_seconds)?;
-    let roam_bps = roam_throughput(a.loopback_seconds, false)?;
+    eprintln!(
+        "loopback throughput: {} interleaved pairs of runs, {} s each...",
+        a.loopback_runs, a.loopback_seconds
+    );
+    let mut runs = Vec::new();
+    for i in 0..a.loopback_runs {
+        let tcp = tcp_throughput(a.loopback_seconds)?;
+        let roam = roam_throughput(a.loopback_seconds, false)?;
+        eprintln!(
+            "  run {}: tcp {:.2} Gbit/s, roam {:.2} Gbit/s, ratio {:.3}",
+            i + 1,
+            tcp * 8e-9,
+            roam * 8e-9,
+            roam / tcp
+        );
+        runs.push((tcp, roam));
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let ratios: Vec<f64> = runs.iter().map(|(t, r)| r / t).collect();
+    let ratio = median(ratios.clone());
+    let tcp_bps = median(runs.iter().map(|r| r.0).collect());
+    let roam_bps = median(runs.iter().map(|r| r.1).collect());
     let roam_tls_bps = roam_throughput(a.loopback_seconds, true)?;
     eprintln!(
-        "  tcp {:.2} Gbit/s, roam {:.2} Gbit/s, roam over TLS {:.2} Gbit/s",
-        tcp_bps * 8e-9,
-        roam_bps * 8e-9,
+        "  median ratio {ratio:.3}; roam over TLS {:.2} Gbit/s",
         roam_tls_bps * 8e-9
     );
     eprintln!("small messages ({} s each)...", a.loopback_seconds);
-    let tcp_rate = tcp_message_rate(a.loopback_seconds)?;
+    let tcp_rate = tcp_message_rate(a.loopback_seconds, true)?;
+    let tcp_unbatched = tcp_message_rate(a.loopback_seconds, false)?;
     let roam_rate = roam_message_rate(a.loopback_seconds)?;
-    eprintln!("  tcp {:.0}/s, roam {:.0}/s", tcp_rate, roam_rate);
+    eprintln!("  tcp {tcp_rate:.0}/s ({tcp_unbatched:.0}/s unbatched), roam {roam_rate:.0}/s");
 
     let scenario = Scenario::by_name("hotspot", 1)?;
     let mut hotspot = serde_json::Map::new();
@@ -569,9 +610,11 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
         }
     }
     let out = json!({
-        "loopback_throughput_ratio_vs_tcp": roam_bps / tcp_bps,
+        "loopback_throughput_ratio_vs_tcp": ratio,
+        "loopback_runs": a.loopback_runs,
+        "loopback_ratios": ratios,
         "small_message_rate_ratio_vs_tcp": roam_rate / tcp_rate,
-        "loopback": { "tcp_gbit": tcp_bps * 8e-9, "roam_gbit": roam_bps * 8e-9, "roam_tls_gbit": roam_tls_bps * 8e-9, "tcp_msgs_per_s": tcp_rate, "roam_msgs_per_s": roam_rate },
+        "loopback": { "tcp_gbit": tcp_bps * 8e-9, "roam_gbit": roam_bps * 8e-9, "roam_tls_gbit": roam_tls_bps * 8e-9, "tcp_msgs_per_s": tcp_rate, "tcp_unbatched_msgs_per_s": tcp_unbatched, "roam_msgs_per_s": roam_rate },
         "hotspot": hotspot,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

@@ -137,7 +137,9 @@ pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, ent
     loop {
         let mut parts: Vec<Bytes> = Vec::new();
         let mut total = 0;
-        let mut bg_blocked = false;
+        // How long to sleep unless woken: while the anticipatory cap holds background data
+        // back, until enough of it should have drained (`Session::background_recheck`).
+        let mut pause = Duration::from_millis(200);
         let finished;
         {
             let mut s = sh.session();
@@ -145,7 +147,9 @@ pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, ent
             let mut room = sh.background_room(&mut s, conn, fd, network.as_deref(), now);
             while total < WRITE_BATCH {
                 let Some(t) = s.poll_transmit(conn, now, room) else {
-                    bg_blocked = room == 0;
+                    if room == 0 {
+                        pause = s.background_recheck(conn, now);
+                    }
                     break;
                 };
                 room = room.saturating_sub(t.background);
@@ -176,11 +180,6 @@ pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, ent
             sh.after(&mut s);
             return;
         }
-        let pause = if bg_blocked {
-            Duration::from_millis(2)
-        } else {
-            Duration::from_millis(200)
-        };
         tokio::select! {
             _ = wake.notified() => {}
             _ = tokio::time::sleep(pause) => {}

@@ -195,4 +195,25 @@ impl Session {
         let bytes = bw.bytes_per_sec() * (rtt + budget).as_secs_f64();
         (bytes as u64).max(4 * 1024).max(ramp)
     }
+
+    /// How long a writer whose connection `conn` has reached its background cap may sleep
+    /// before looking again (it is woken sooner by anything the session does). The cap lets
+    /// bandwidth × budget of background data sit beyond the path's pipe, so a quarter of the
+    /// budget drains while the writer sleeps and the pipe stays full: 12.5 ms for the 50 ms
+    /// budget, at most 100 ms (the timer task wakes every writer that often anyway). Before
+    /// its network has a bandwidth estimate the cap is small and the wait 5 ms. (A fixed
+    /// 2 ms woke a capped writer 500 times a second for nothing.)
+    pub fn background_recheck(&self, conn: ConnId, now: Time) -> Duration {
+        const SHORTEST: Duration = Duration::from_millis(5);
+        let measured = self
+            .conns
+            .get(&conn)
+            .and_then(|c| self.networks.get(&c.net))
+            .is_some_and(|n| n.estimate.bandwidth().is_some());
+        if !measured {
+            return SHORTEST;
+        }
+        let budget = anticipatory_budget(self.last_foreground.map(|t| now.saturating_since(t)));
+        (budget / 4).clamp(SHORTEST, Duration::from_millis(100))
+    }
 }

@@ -164,6 +164,19 @@ fn an_unsaturated_throughput_sample_only_raises_an_estimate() {
     );
 }
 
+/// A writer held back by the cap sleeps a quarter of the anticipatory budget (the pipe stays
+/// full meanwhile), not a fixed 2 ms; on an unmeasured network, 5 ms.
+#[test]
+fn a_capped_writer_sleeps_a_quarter_of_the_budget() {
+    let mut s = hotspot([Some(600_000), None]);
+    let now = Time::ZERO + Duration::from_secs(100);
+    // No foreground seen yet: the budget is 1 s, the wait its most, 100 ms.
+    assert_eq!(s.background_recheck(1, now), Duration::from_millis(100));
+    s.last_foreground = Some(now);
+    assert_eq!(s.background_recheck(1, now), Duration::from_micros(12_500));
+    assert_eq!(s.background_recheck(2, now), Duration::from_millis(5));
+}
+
 /// TCP_INFO readings become throughput samples over at least `THROUGHPUT_INTERVAL`, at the
 /// lighter of the path's loads at the interval's ends; a socket held back by this side's cap
 /// counts as backlogged, so a capped network gets a first estimate.
