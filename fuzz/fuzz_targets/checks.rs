@@ -5,8 +5,8 @@ use roam_net::proto::wire::Decoder;
 
 /// Let the application read, run the timers, collect the driver events and every frame the
 /// session would write on `conns`; then check its bounds: every frame it writes decodes at
-/// the peer, what it buffers for the peer stays within the receive limit, and its
-/// connections within their bounds.
+/// the peer, what it buffers for the peer stays within the receive limit, its connections
+/// within their bounds, and its running counts agree with what they count.
 pub fn drive_and_check(s: &mut Session, config: &Config, conns: &[u64], now: Time) {
     while s.recv().is_some() {}
     s.handle_timeout(now);
@@ -24,4 +24,7 @@ pub fn drive_and_check(s: &mut Session, config: &Config, conns: &[u64], now: Tim
     }
     assert!(s.connection_count() <= config.max_connections + config.max_half_open);
     let _ = s.poll_timeout();
+    if let Err(e) = s.check_invariants() {
+        panic!("{e}");
+    }
 }

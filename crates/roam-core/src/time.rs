@@ -42,6 +42,13 @@ impl Time {
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
+    /// The time `d` before this one, the epoch if that is earlier.
+    pub fn saturating_sub(self, d: Duration) -> Time {
+        Time(
+            self.0
+                .saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
+    }
     /// Time elapsed since `earlier`, zero if `earlier` is later.
     pub fn saturating_since(self, earlier: Time) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))

@@ -72,6 +72,9 @@ fn drive(s: &mut Session, t: u64) {
     while s.poll_transmit(1, Time::from_millis(t), 1 << 20).is_some() {}
     while s.poll_event().is_some() {}
     s.handle_timeout(Time::from_millis(t));
+    if let Err(e) = s.check_invariants() {
+        panic!("{e}");
+    }
 }
 
 proptest! {
@@ -122,6 +125,7 @@ proptest! {
                 prop_assert!(held <= config.receive_limit, "{} bytes held", held);
             }
             prop_assert!(s.connection_count() <= config.max_connections + config.max_half_open);
+            prop_assert_eq!(s.check_invariants(), Ok(()));
         }
     }
 }

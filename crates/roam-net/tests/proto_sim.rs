@@ -354,6 +354,13 @@ impl Sim {
         if let Some(s) = self.server.as_mut() {
             s.handle_timeout(now);
         }
+        // The sessions' running counts agree with what they count, after every step.
+        self.client
+            .check_invariants()
+            .map_err(|e| format!("client: {e}"))?;
+        if let Some(s) = self.server.as_ref() {
+            s.check_invariants().map_err(|e| format!("server: {e}"))?;
+        }
         self.handle_events()
     }
 }

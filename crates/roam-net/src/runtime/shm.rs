@@ -1,17 +1,24 @@
 //! Coordination of several processes on one device through shared memory (paper §4.2).
 //!
 //! Anticipatory scheduling caps the background data a network holds; with several
-//! Intentional-Networking processes on one device, the cap must hold for their sum. Each process
-//! publishes, per network, the bytes it has outstanding in the kernel (SIOCOUTQ) and its current
-//! estimates into a small shared table; each writer subtracts what the *other* processes hold
-//! from its own allowance. `roam net estimates` reads the same table.
+//! Intentional-Networking processes on one device, the cap must hold for their sum, and one
+//! process's interactive traffic must shrink the others' budget as it shrinks its own. Each
+//! multi-socket publishes, per network, the bytes it has outstanding in the kernel (SIOCOUTQ),
+//! its current estimates and when it last saw foreground data into a small shared table; each
+//! writer subtracts what the *other* multi-sockets hold (of other processes, and of its own)
+//! from its allowance, and each session takes the latest foreground activity of any of them for
+//! its anticipatory budget (`Session::foreground_elsewhere`). `roam net estimates` reads the same
+//! table.
 //!
 //! The table is a file mapped shared: `$ROAM_NET_SHM`, or `/dev/shm/roam-net-<netns inode>`
-//! (one table per network namespace, i.e. per emulated device). It has [`SLOTS`] slots of 64
-//! bytes: `pid u32 | pad u32 | name [u8; 16] | outq u64 | rtt_us u64 | bandwidth_bps u64 |
-//! updated_ms u64 | pad u64`. A slot belongs to (process, network); a process claims a free slot
-//! (pid 0, or a pid that no longer exists) with a compare-and-swap. Entries older than two
-//! seconds are ignored.
+//! (one table per network namespace, i.e. per emulated device). It is opened without following
+//! a symbolic link, created readable and writable by its owner only, and used only if it is a
+//! regular file owned by this user: another user's file at that path (planted to feed this
+//! process false counts) is refused. It has [`SLOTS`] slots of 64 bytes: `pid u32 | owner u32 |
+//! name [u8; 16] | outq u64 | rtt_us u64 | bandwidth_bps u64 | updated_ms u64 |
+//! foreground_ms u64`. A slot belongs to (process, handle, network): `owner` tells the
+//! multi-sockets of one process apart. A handle claims a free slot (pid 0, or a pid that no
+//! longer exists) with a compare-and-swap. Entries older than two seconds are ignored.
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -50,6 +57,8 @@ pub struct Entry {
 pub struct SharedCounts {
     base: *mut u8,
     pid: u32,
+    /// Tells this handle's slots from those of the process's other handles.
+    owner: u32,
     mine: Mutex<HashMap<String, usize>>,
     path: PathBuf,
 }
@@ -70,7 +79,9 @@ impl Drop for SharedCounts {
     }
 }
 
-fn now_ms() -> u64 {
+/// The wall clock in milliseconds since the epoch (the table's time base: processes share no
+/// other clock).
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -98,14 +109,31 @@ impl SharedCounts {
         SharedCounts::open(Self::default_path())
     }
 
-    /// Open (creating if needed) the table at `path`.
+    /// Open (creating if needed) the table at `path`: not through a symbolic link, and only a
+    /// regular file owned by this user (see the module doc).
     pub fn open(path: PathBuf) -> io::Result<SharedCounts> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let f = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)?;
+        let meta = f.metadata()?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if !meta.file_type().is_file() || meta.uid() != me {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is not a regular file owned by uid {me} (owner {}): not using it",
+                    path.display(),
+                    meta.uid()
+                ),
+            ));
+        }
         if f.metadata()?.len() < (SLOTS * SLOT) as u64 {
             f.set_len((SLOTS * SLOT) as u64)?;
         }
@@ -123,9 +151,11 @@ impl SharedCounts {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        static OWNERS: AtomicU32 = AtomicU32::new(1);
         Ok(SharedCounts {
             base: p.cast(),
             pid: std::process::id(),
+            owner: OWNERS.fetch_add(1, Ordering::Relaxed),
             mine: Mutex::new(HashMap::new()),
             path,
         })
@@ -139,6 +169,16 @@ impl SharedCounts {
     fn pid_at(&self, i: usize) -> &AtomicU32 {
         // SAFETY: in bounds, 4-aligned (page-aligned base, 64-byte slots).
         unsafe { &*(self.base.add(i * SLOT) as *const AtomicU32) }
+    }
+
+    fn owner_at(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: in bounds, 4-aligned.
+        unsafe { &*(self.base.add(i * SLOT + 4) as *const AtomicU32) }
+    }
+
+    /// Whether slot `i` is this handle's.
+    fn is_mine(&self, i: usize, pid: u32) -> bool {
+        pid == self.pid && self.owner_at(i).load(Ordering::SeqCst) == self.owner
     }
 
     fn u64_at(&self, i: usize, off: usize) -> &AtomicU64 {
@@ -168,6 +208,7 @@ impl SharedCounts {
                     .is_ok()
             {
                 self.u64_at(i, 48).store(0, Ordering::SeqCst);
+                self.owner_at(i).store(self.owner, Ordering::SeqCst);
                 let mut b = [0u8; 16];
                 let n = network.len().min(16);
                 b[..n].copy_from_slice(&network.as_bytes()[..n]);
@@ -182,17 +223,21 @@ impl SharedCounts {
         None
     }
 
-    /// Publish this process's outstanding bytes and estimates for `network`.
+    /// Publish this handle's outstanding bytes and estimates for `network`, and when its
+    /// multi-socket last saw foreground data (wall clock, milliseconds since the epoch; 0:
+    /// never).
     pub fn publish(
         &self,
         network: &str,
         outstanding: u64,
         rtt: Option<Duration>,
         bandwidth: Option<BitRate>,
+        foreground_ms: u64,
     ) {
         let Some(i) = self.slot_for(network) else {
             return;
         };
+        self.u64_at(i, 56).store(foreground_ms, Ordering::Relaxed);
         self.u64_at(i, 24).store(outstanding, Ordering::Relaxed);
         self.u64_at(i, 32)
             .store(rtt.map_or(0, |d| d.as_micros() as u64), Ordering::Relaxed);
@@ -201,18 +246,34 @@ impl SharedCounts {
         self.u64_at(i, 48).store(now_ms(), Ordering::SeqCst);
     }
 
-    /// Bytes other live processes hold outstanding on `network`.
+    /// Bytes the other multi-sockets (of live processes, this one's included) hold outstanding
+    /// on `network`.
     pub fn others(&self, network: Option<&str>) -> u64 {
         let Some(network) = network else { return 0 };
         // Called for every write batch: skip our own and free slots before any system call.
         let now = now_ms();
         (0..SLOTS)
             .filter(|&i| {
-                self.fresh_pid(i, now)
-                    .is_some_and(|pid| pid != self.pid && self.name_at(i) == network && alive(pid))
+                self.fresh_pid(i, now).is_some_and(|pid| {
+                    !self.is_mine(i, pid) && self.name_at(i) == network && alive(pid)
+                })
             })
             .map(|i| self.u64_at(i, 24).load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// When any other multi-socket on this device last saw foreground data (wall clock,
+    /// milliseconds since the epoch), if one has.
+    pub fn foreground_elsewhere(&self) -> Option<u64> {
+        let now = now_ms();
+        (0..SLOTS)
+            .filter(|&i| {
+                self.fresh_pid(i, now)
+                    .is_some_and(|pid| !self.is_mine(i, pid) && alive(pid))
+            })
+            .map(|i| self.u64_at(i, 56).load(Ordering::Relaxed))
+            .filter(|&t| t != 0)
+            .max()
     }
 
     /// The owner of slot `i` if the slot is claimed and was updated within [`STALE_MS`].
@@ -248,22 +309,45 @@ impl SharedCounts {
 mod tests {
     use super::*;
 
+    /// Handles of other processes and of this one see each other's counts and foreground
+    /// times, never their own. (Handles of one process once excluded each other, by pid: two
+    /// multi-sockets of one process did not add up.)
     #[test]
-    fn two_handles_see_each_others_counts_but_not_their_own() {
+    fn handles_see_each_others_counts_but_not_their_own() {
         let dir = std::env::temp_dir().join(format!("roam-shm-test-{}", std::process::id()));
         let a = SharedCounts::open(dir.clone()).unwrap();
         let mut b = SharedCounts::open(dir.clone()).unwrap();
         b.pid = 1; // pid 1 (init) is always alive: stands in for another process
-        a.publish("wifi", 1000, Some(Duration::from_millis(20)), None);
-        b.publish("wifi", 500, None, Some(BitRate::mbps(3)));
-        b.publish("cell", 700, None, None);
-        assert_eq!(a.others(Some("wifi")), 500);
-        assert_eq!(b.others(Some("wifi")), 1000);
+        let c = SharedCounts::open(dir.clone()).unwrap(); // a second handle of this process
+        a.publish("wifi", 1000, Some(Duration::from_millis(20)), None, 0);
+        b.publish("wifi", 500, None, Some(BitRate::mbps(3)), 0);
+        b.publish("cell", 700, None, None, 0);
+        c.publish("wifi", 50, None, None, 1234);
+        assert_eq!(a.others(Some("wifi")), 550);
+        assert_eq!(b.others(Some("wifi")), 1050);
+        assert_eq!(c.others(Some("wifi")), 1500);
         assert_eq!(a.others(Some("cell")), 700);
-        assert_eq!(a.entries().len(), 3);
+        assert_eq!(a.entries().len(), 4);
+        assert_eq!(a.foreground_elsewhere(), Some(1234));
+        assert_eq!(c.foreground_elsewhere(), None);
         drop(b);
-        assert_eq!(a.others(Some("wifi")), 0);
-        drop(a);
+        assert_eq!(a.others(Some("wifi")), 50);
+        drop((a, c));
         std::fs::remove_file(dir).unwrap();
+    }
+
+    /// A symbolic link at the table's path is not followed (it could point the mapping at any
+    /// file this user may write).
+    #[test]
+    fn a_symbolic_link_is_not_followed() {
+        let dir = std::env::temp_dir().join(format!("roam-shm-link-{}", std::process::id()));
+        let target = dir.with_extension("target");
+        std::fs::write(&target, b"precious").unwrap();
+        std::os::unix::fs::symlink(&target, &dir).unwrap();
+        let e = SharedCounts::open(dir.clone()).err().expect("refused");
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+        std::fs::remove_file(dir).unwrap();
+        std::fs::remove_file(target).unwrap();
     }
 }

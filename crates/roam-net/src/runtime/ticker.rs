@@ -27,6 +27,11 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
         let mut s = sh.session();
         if now.saturating_since(last_info) >= Duration::from_millis(100) {
             last_info = now;
+            // This multi-socket's last foreground activity, as wall-clock milliseconds.
+            let wall_ms = shm::now_ms();
+            let foreground_ms = s.last_foreground().map_or(0, |t| {
+                wall_ms.saturating_sub(now.saturating_since(t).as_millis() as u64)
+            });
             for (id, fd, net, capped) in &conns {
                 // One SIOCOUTQ read per connection and tick: the path's load and the
                 // shared-memory table both use it.
@@ -44,8 +49,15 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                 }
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
                     let est = s.estimates().into_iter().find(|e| e.0 == *net);
-                    m.publish(&name, outq, est.and_then(|e| e.1), est.and_then(|e| e.2));
+                    let (rtt, bw) = (est.and_then(|e| e.1), est.and_then(|e| e.2));
+                    m.publish(&name, outq, rtt, bw, foreground_ms);
                 }
+            }
+            // The device's other multi-sockets' foreground activity shrinks this one's
+            // anticipatory budget (shared memory carries wall-clock milliseconds).
+            if let Some(t) = sh.shm.as_ref().and_then(|m| m.foreground_elsewhere()) {
+                let age = Duration::from_millis(wall_ms.saturating_sub(t));
+                s.foreground_elsewhere(now.saturating_sub(age));
             }
         }
         s.handle_timeout(now);

@@ -35,12 +35,10 @@ impl Session {
             .collect()
     }
 
+    /// Bytes of `label` not yet handed to a connection (kept as a count: summing the sendable
+    /// IROBs on every send made a burst of small sends quadratic).
     pub(super) fn backlog(&self, label: Label) -> u64 {
-        self.sendable[label.rank()]
-            .iter()
-            .filter_map(|id| self.out.get(id))
-            .map(|o| o.pending.len())
-            .sum()
+        self.unsent[label.rank()]
     }
 
     /// Whether a send with `label` would be accepted now (the deferral policy's test).

@@ -206,11 +206,17 @@ pub struct Session {
     events: VecDeque<Event>,
     all_down_since: Option<Time>,
     last_foreground: Option<Time>,
+    /// The latest foreground activity another multi-socket on this device reported (through
+    /// the driver; see [`Session::foreground_elsewhere`]).
+    foreground_elsewhere: Option<Time>,
     next_probe_id: u64,
     // sender
     next_irob: IrobId,
     out: BTreeMap<IrobId, OutIrob>,
     sendable: [BTreeSet<IrobId>; 4],
+    /// Per label, the bytes of IROBs in `out` not yet handed to a connection (the sum of their
+    /// `pending`; see [`Session::check_invariants`]).
+    unsent: [u64; 4],
     /// Bytes sent of unacknowledged IROBs (the sum of their `sent_hi`): what the peer's window
     /// bounds.
     outstanding: u64,
@@ -277,10 +283,12 @@ impl Session {
             events: VecDeque::new(),
             all_down_since: None,
             last_foreground: None,
+            foreground_elsewhere: None,
             next_probe_id: 0,
             next_irob: 0,
             out: BTreeMap::new(),
             sendable: Default::default(),
+            unsent: [0; 4],
             outstanding: 0,
             buffered: 0,
             doubt: BTreeSet::new(),
@@ -418,6 +426,61 @@ impl Session {
     /// recovery cost on the wire beyond the application's data (headers not counted).
     pub fn duplicate_bytes(&self) -> u64 {
         self.duplicate_bytes
+    }
+
+    /// Check the session's running counts against what they count (for tests and fuzzing; it
+    /// walks every IROB): per label the bytes not yet sent, the bytes sent of unacknowledged
+    /// IROBs (what the window bounds), the bytes held for sending, and the receiver's bytes
+    /// held and held acknowledged. The first mismatch, named.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut unsent = [0u64; 4];
+        let (mut sent, mut held) = (0, 0);
+        for o in self.out.values() {
+            unsent[o.label.rank()] += o.pending.len();
+            sent += o.sent_hi;
+            held += o.len;
+        }
+        let (mut received, mut acked) = (0, 0);
+        for i in self.incoming.values() {
+            let bytes: u64 = i.segments.values().map(|b| b.len() as u64).sum();
+            received += bytes;
+            if i.acked {
+                acked += bytes;
+            }
+        }
+        let counts = [
+            (
+                "unsent bytes per label",
+                format!("{:?}", self.unsent),
+                format!("{unsent:?}"),
+            ),
+            (
+                "bytes sent of unacknowledged IROBs",
+                self.outstanding.to_string(),
+                sent.to_string(),
+            ),
+            (
+                "bytes held for sending",
+                self.buffered.to_string(),
+                held.to_string(),
+            ),
+            (
+                "bytes received and held",
+                self.in_buffered.to_string(),
+                received.to_string(),
+            ),
+            (
+                "acknowledged bytes held",
+                self.acked_buffered.to_string(),
+                acked.to_string(),
+            ),
+        ];
+        for (what, kept, actual) in counts {
+            if kept != actual {
+                return Err(format!("{what}: counted {kept}, actually {actual}"));
+            }
+        }
+        Ok(())
     }
 
     /// The next driver event, if any.

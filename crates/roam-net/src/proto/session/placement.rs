@@ -184,7 +184,7 @@ impl Session {
             return 0;
         };
         let ramp = probing_cwnd.unwrap_or(0);
-        let budget = anticipatory_budget(self.last_foreground.map(|t| now.saturating_since(t)));
+        let budget = anticipatory_budget(self.since_foreground(now));
         let Some(n) = self.networks.get(&c.net) else {
             return ramp.max(UNMEASURED_CAP);
         };
@@ -213,7 +213,27 @@ impl Session {
         if !measured {
             return SHORTEST;
         }
-        let budget = anticipatory_budget(self.last_foreground.map(|t| now.saturating_since(t)));
+        let budget = anticipatory_budget(self.since_foreground(now));
         (budget / 4).clamp(SHORTEST, Duration::from_millis(100))
+    }
+
+    /// Another multi-socket on this device (another process's, or this one's) saw foreground
+    /// data at `at` (the driver reads it from shared memory): the anticipatory budget here
+    /// shrinks as if it had been seen here (paper §4.2: one application's interactive
+    /// traffic holds back every application's background data on the device).
+    pub fn foreground_elsewhere(&mut self, at: Time) {
+        self.foreground_elsewhere = self.foreground_elsewhere.max(Some(at));
+    }
+
+    /// When this multi-socket last sent or received foreground data (for the driver to share
+    /// with the device's other multi-sockets).
+    pub fn last_foreground(&self) -> Option<Time> {
+        self.last_foreground
+    }
+
+    /// How long ago foreground data was last seen, here or elsewhere on the device.
+    fn since_foreground(&self, now: Time) -> Option<Duration> {
+        let last = self.last_foreground.max(self.foreground_elsewhere)?;
+        Some(now.saturating_since(last))
     }
 }

@@ -46,7 +46,7 @@ impl Session {
                 && irob.label.is_foreground()
                 && irob.label.is_small()
             {
-                irob.send_whole_again();
+                self.unsent[irob.label.rank()] += irob.send_whole_again();
                 self.doubt.remove(&id);
                 self.sendable[irob.label.rank()].insert(id);
                 continue;
@@ -229,7 +229,7 @@ impl Session {
             }
             let o = self.out.get_mut(&id).unwrap();
             o.hedged = true;
-            o.send_whole_again();
+            self.unsent[o.label.rank()] += o.send_whole_again();
             o.pinned = Some(alt);
             self.sendable[o.label.rank()].insert(id);
             self.hedges_sent += 1;
@@ -258,6 +258,7 @@ impl Session {
             }
             self.buffered -= irob.len;
             self.outstanding -= irob.sent_hi;
+            self.unsent[irob.label.rank()] -= irob.pending.len();
             self.sendable[irob.label.rank()].remove(&id);
             self.doubt.remove(&id);
             self.requested.remove(&id);
@@ -295,6 +296,8 @@ impl Session {
                 end_in_flight |= f.4;
             }
         }
+        let rank = irob.label.rank();
+        self.unsent[rank] = self.unsent[rank] - irob.pending.len() + pending.len();
         irob.pending = pending;
         irob.need_first = !e.first && !first_in_flight;
         irob.need_end = e.end.is_none() && !end_in_flight;

@@ -49,12 +49,16 @@ impl OutIrob {
     }
 
     /// Mark every byte, the first chunk and the end to be sent again (a hedge, or a small
-    /// foreground IROB lost with its connection); the caller makes it sendable.
-    pub(super) fn send_whole_again(&mut self) {
+    /// foreground IROB lost with its connection); the caller makes it sendable. Returns how
+    /// many bytes became unsent (for `Session::unsent`).
+    #[must_use]
+    pub(super) fn send_whole_again(&mut self) -> u64 {
+        let added = self.len - self.pending.len();
         self.pending = RangeSet::new();
         self.pending.insert(0, self.len);
         self.need_first = true;
         self.need_end = true;
+        added
     }
 
     /// The bytes `[start, end)` (one slice when a single segment covers them).
@@ -168,6 +172,7 @@ impl Session {
         let start = irob.len;
         irob.len += data.len() as u64;
         irob.pending.insert(start, irob.len);
+        self.unsent[irob.label.rank()] += irob.len - start;
         irob.segments.insert(start, data);
         self.buffered += irob.len - start;
         self.sendable[irob.label.rank()].insert(id);

@@ -244,6 +244,7 @@ impl Session {
             o.sent_hi = end;
         }
         o.pending.remove(start, end);
+        self.unsent[o.label.rank()] -= end - start;
         let first = o.need_first;
         o.need_first = false;
         let is_end = o.ended && end == o.len && o.pending.is_empty() && o.need_end;
