@@ -5,6 +5,7 @@ mod bench_net;
 mod drive;
 mod emu_plot;
 mod lab_cmd;
+mod net_proxy;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -246,6 +247,12 @@ enum NetCmd {
         #[arg(long)]
         watch: bool,
     },
+    /// On the device: carry unmodified programs' TCP connections (SOCKS5, or redirected by the
+    /// firewall) over multi-sockets to a `roam net relay`, labelled by destination port.
+    Proxy(net_proxy::ProxyArgs),
+    /// At the server side: open the TCP connections `roam net proxy` asks for (where --allow
+    /// permits) and copy their bytes over the multi-sockets.
+    Relay(net_proxy::RelayArgs),
 }
 
 fn net_estimates(shm: Option<PathBuf>, watch: bool) -> Result<()> {
@@ -415,6 +422,8 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Bench(BenchCmd::Emu(a)) => bench::emu(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Net(a)) => bench_net::net(&a).map(|_| 0),
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
+        Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
+        Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),
         Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
         Cmd::Lab(LabCmd::InPaper(a)) => lab_cmd::in_paper(&a).map(|_| 0),
     }
