@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use roam_net::proto::wire::{Decoder, Frame};
-use roam_net::proto::{Deps, Label};
+use roam_net::proto::{Deps, Failure, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::{Error, LocalNetwork, Networks, Options, Thunk};
 
@@ -257,7 +257,7 @@ fn abort_wakes_a_blocked_receiver() {
     s.abort("test over");
     let r = blocked.join().unwrap();
     assert!(
-        matches!(r, Err(Error::Failed(ref m)) if m.contains("test over")),
+        matches!(r, Err(Error::Failed(Failure::Aborted(ref m))) if m == "test over"),
         "{r:?}"
     );
 }
@@ -276,7 +276,7 @@ fn the_peer_of_an_abort_fails_at_once() {
     s.abort("server shutting down");
     let (r, took) = blocked.join().unwrap();
     assert!(
-        matches!(r, Err(Error::Failed(ref m)) if m.contains("server shutting down")),
+        matches!(r, Err(Error::Failed(Failure::PeerFailed(ref m))) if m.contains("server shutting down")),
         "{r:?}"
     );
     assert!(

@@ -87,7 +87,7 @@ fn from_error<T: From<i8>>(e: Error) -> T {
         | Error::Send(crate::SendError::TooManyDeps(..)) => libc::EINVAL,
         Error::Send(crate::SendError::TooLarge(..)) => libc::EMSGSIZE,
         Error::Send(crate::SendError::NotOpen(_)) => libc::EBADF,
-        Error::Connect(..) => libc::ECONNREFUSED,
+        Error::Connect { .. } => libc::ECONNREFUSED,
         Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         _ => libc::EPIPE,
     };

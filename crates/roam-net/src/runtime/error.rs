@@ -21,15 +21,49 @@ pub enum Error {
         /// The OS error.
         source: io::Error,
     },
-    /// The multi-socket failed (every network down past the timeout, or a peer violation).
+    /// The multi-socket failed (every network down past the timeout, a peer violation, an
+    /// abort by either side).
     #[error("multi-socket failed: {0}")]
-    Failed(String),
+    Failed(Failure),
+    /// The listener's accept loop has ended.
+    #[error("the listener stopped")]
+    ListenerStopped,
     /// The options' protocol configuration contradicts itself.
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
-    /// The first handshake did not complete in time.
-    #[error("could not connect to {0}: {1}")]
-    Connect(SocketAddr, String),
+    /// The multi-socket could not be opened.
+    #[error("could not connect to {peer}: {why}")]
+    Connect {
+        /// The peer.
+        peer: SocketAddr,
+        /// Why.
+        why: ConnectError,
+    },
+}
+
+/// Why [`MultiSocket::connect`] could not open a multi-socket.
+#[derive(Debug, ThisError)]
+pub enum ConnectError {
+    /// The peer's address is IPv6.
+    #[error("only IPv4 peers are supported")]
+    Ipv6,
+    /// No local network to connect over.
+    #[error("no usable local network (no up, non-loopback IPv4 interface)")]
+    NoNetwork,
+    /// The multi-socket failed during its first handshake (the peer refused it, say).
+    #[error("{0}")]
+    Failed(Failure),
+    /// No connection finished the first handshake in time.
+    #[error(
+        "no handshake within {timeout:?} over any network{}",
+        last_attempt.as_ref().map_or(String::new(), |e| format!("; last attempt: {e}"))
+    )]
+    Timeout {
+        /// `Options::connect_timeout`.
+        timeout: Duration,
+        /// How the latest connection attempt failed, if one did.
+        last_attempt: Option<String>,
+    },
 }
 
 pub(super) fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {

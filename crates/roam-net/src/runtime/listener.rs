@@ -43,7 +43,7 @@ impl Listener {
             .await
             .recv()
             .await
-            .ok_or_else(|| Error::Failed("the listener stopped".into()))
+            .ok_or(Error::ListenerStopped)
     }
 }
 

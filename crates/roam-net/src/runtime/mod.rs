@@ -63,7 +63,7 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 use crate::proto::session::{
     Config, ConfigError, ConnId, Delivery, Event, IrobId, NetId, SendError, Session,
 };
-use crate::proto::{Decoder, Deps, Frame, KernelQueue, Label, TcpSample};
+use crate::proto::{Decoder, Deps, Failure, Frame, KernelQueue, Label, TcpSample};
 pub use tls::Tls;
 use tls::{Accepted, ConnRead, ConnWrite};
 
@@ -71,7 +71,7 @@ use conn_io::spawn_io;
 use connect::prepare;
 pub use connect::{NOTSENT_LOWAT, SYN_RESTART};
 use error::io_err;
-pub use error::Error;
+pub use error::{ConnectError, Error};
 pub use listener::Listener;
 pub use options::{LocalNetwork, Networks, Options};
 pub use socket::{MultiSocket, NetworkView};

@@ -33,7 +33,10 @@ impl MultiSocket {
     /// Returns once the first connection's handshake is done.
     pub async fn connect(peer: SocketAddr, options: Options) -> Result<MultiSocket, Error> {
         let SocketAddr::V4(peer4) = peer else {
-            return Err(Error::Connect(peer, "only IPv4 peers are supported".into()));
+            return Err(Error::Connect {
+                peer,
+                why: ConnectError::Ipv6,
+            });
         };
         options.config.validate()?;
         let mut config = options.config.clone();
@@ -51,10 +54,10 @@ impl MultiSocket {
             Networks::Auto => scout::scan().map_err(io_err("listing interfaces"))?,
         };
         if nets.is_empty() {
-            return Err(Error::Connect(
+            return Err(Error::Connect {
                 peer,
-                "no usable local network (no up, non-loopback IPv4 interface)".into(),
-            ));
+                why: ConnectError::NoNetwork,
+            });
         }
         let auto = matches!(options.networks, Networks::Auto) && !peer4.ip().is_loopback();
         let sh = Shared::new(session, Some(peer4), options);
@@ -84,17 +87,22 @@ impl MultiSocket {
         .await;
         let s = ms.shared.session();
         if let Some(f) = s.failure() {
-            return Err(Error::Connect(peer, f.to_string()));
+            return Err(Error::Connect {
+                peer,
+                why: ConnectError::Failed(f.clone()),
+            });
         }
         if waited.is_err() || !s.is_established() {
             drop(s);
             ms.shared.session().close();
-            let last = ms.shared.last_open_error.lock().unwrap().take();
-            let why = last.map_or(String::new(), |e| format!("; last attempt: {e}"));
-            return Err(Error::Connect(
+            let last_attempt = ms.shared.last_open_error.lock().unwrap().take();
+            return Err(Error::Connect {
                 peer,
-                format!("no handshake within {timeout:?} over any network{why}"),
-            ));
+                why: ConnectError::Timeout {
+                    timeout,
+                    last_attempt,
+                },
+            });
         }
         drop(s);
         Ok(ms)
@@ -214,7 +222,7 @@ impl MultiSocket {
             return Ok(d);
         }
         if let Some(f) = s.failure() {
-            return Err(Error::Failed(f.to_string()));
+            return Err(Error::Failed(f.clone()));
         }
         Ok(None)
     }
@@ -236,7 +244,7 @@ impl MultiSocket {
                     return Ok(None);
                 }
                 if let Some(f) = s.failure() {
-                    return Err(Error::Failed(f.to_string()));
+                    return Err(Error::Failed(f.clone()));
                 }
             }
             n.await;

@@ -375,7 +375,7 @@ impl Session {
             } => {
                 // The peer gave up on the multi-socket (aborted, or we exceeded a limit): fail
                 // now rather than after every connection has stayed down `failure_timeout`.
-                self.fail(format!("the peer failed the multi-socket: {reason}"));
+                self.fail(Failure::PeerFailed(reason));
                 Ok(())
             }
             Frame::Error { reason, .. } => Err(format!("peer closed the connection: {reason}")),

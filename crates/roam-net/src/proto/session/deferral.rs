@@ -84,10 +84,7 @@ impl Session {
     pub(super) fn check_thunks(&mut self, now: Time) {
         if let Some(since) = self.all_down_since {
             if self.failed.is_none() && now.saturating_since(since) >= self.config.failure_timeout {
-                self.fail(format!(
-                    "no network has been usable for {:?}",
-                    self.config.failure_timeout
-                ));
+                self.fail(Failure::NoNetwork(self.config.failure_timeout));
             }
         }
         for label in Label::ALL {

@@ -41,6 +41,7 @@ mod tests;
 mod transmit;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use bytes::Bytes;
 use rand::{RngCore, SeedableRng};
@@ -106,9 +107,47 @@ pub enum SendError {
     /// The IROB is not open (never begun, already ended, or not ours).
     #[error("IROB {0} is not open")]
     NotOpen(IrobId),
-    /// The multi-socket is closed or failed.
-    #[error("the multi-socket is closed: {0}")]
-    Closed(String),
+    /// `close` was called: no new IROBs.
+    #[error("the multi-socket is closing: no new IROBs")]
+    Closing,
+    /// The multi-socket failed.
+    #[error("the multi-socket failed: {0}")]
+    Failed(Failure),
+}
+
+/// Why a multi-socket failed: what every pending and later call reports.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No connection was up for `Config::failure_timeout`.
+    #[error("no network has been usable for {0:?}")]
+    NoNetwork(Duration),
+    /// This side gave up ([`Session::abort`]), for the reason given.
+    #[error("aborted: {0}")]
+    Aborted(String),
+    /// The peer gave up (a fatal `Error` frame), with its reason.
+    #[error("the peer failed the multi-socket: {0}")]
+    PeerFailed(String),
+    /// The peer sent bytes of an IROB beyond `Config::max_irob_size`.
+    #[error("peer sent IROB {irob} beyond the size limit of {limit} bytes")]
+    IrobTooLarge {
+        /// The IROB.
+        irob: IrobId,
+        /// `Config::max_irob_size`.
+        limit: u64,
+    },
+    /// The peer had more than `Config::max_pending_irobs` IROBs unfinished here.
+    #[error("peer has more than {0} unfinished IROBs")]
+    TooManyPending(usize),
+    /// The peer made this side hold more than `Config::receive_limit` unacknowledged bytes.
+    #[error(
+        "peer exceeded the receive limit: {held} unacknowledged bytes buffered (limit {limit})"
+    )]
+    ReceiveLimit {
+        /// Bytes held.
+        held: u64,
+        /// `Config::receive_limit`.
+        limit: u64,
+    },
 }
 
 /// Something the driver must do.
@@ -134,7 +173,7 @@ pub enum Event {
     /// The multi-socket is established (first handshake done).
     Established,
     /// The multi-socket failed; every pending call should return this reason.
-    Failed(String),
+    Failed(Failure),
     /// A scheduling decision, for the log (only with [`Config::trace`]).
     Trace(String),
 }
@@ -194,7 +233,7 @@ pub struct Session {
     my_key: [u8; KEY_LEN],
     secret: Option<Secret>,
     established: bool,
-    failed: Option<String>,
+    failed: Option<Failure>,
     closing: bool,
     goodbye_sent: bool,
     /// The connection our `Goodbye` went out on: if it breaks, the goodbye may be lost with it
@@ -343,9 +382,9 @@ impl Session {
         self.established
     }
 
-    /// The failure reason, if the multi-socket failed.
-    pub fn failure(&self) -> Option<&str> {
-        self.failed.as_deref()
+    /// Why the multi-socket failed, if it did.
+    pub fn failure(&self) -> Option<&Failure> {
+        self.failed.as_ref()
     }
 
     /// Both sides have said goodbye and everything we sent is acknowledged: the connections may
@@ -354,12 +393,13 @@ impl Session {
         self.closing && self.out.is_empty() && self.goodbye_sent && self.peer_irobs.is_some()
     }
 
-    fn fail(&mut self, reason: String) {
+    fn fail(&mut self, failure: Failure) {
         if self.failed.is_some() {
             return;
         }
         self.arrivals += 1;
-        self.failed = Some(reason.clone());
+        let reason = failure.to_string();
+        self.failed = Some(failure.clone());
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
             let c = self.conns.get_mut(&id).unwrap();
@@ -374,7 +414,7 @@ impl Session {
                 reason: reason.clone(),
             });
         }
-        self.events.push_back(Event::Failed(reason));
+        self.events.push_back(Event::Failed(failure));
         // Wake every deferred sender: they will see the failure.
         for l in 0..4 {
             for t in self.deferred[l].drain(..) {
@@ -400,7 +440,7 @@ impl Session {
     /// closes and every pending call sees the failure (an application-level reset; unsent data
     /// is lost).
     pub fn abort(&mut self, reason: &str) {
-        self.fail(format!("aborted: {reason}"));
+        self.fail(Failure::Aborted(reason.to_string()));
     }
 
     /// Whether everything sent has been acknowledged and the goodbye is out.

@@ -78,18 +78,15 @@ impl Session {
         }
         let end_off = ch.offset + ch.data.len() as u64;
         if end_off > self.config.max_irob_size {
-            self.fail(format!(
-                "peer sent IROB {} beyond the size limit of {} bytes",
-                ch.irob, self.config.max_irob_size
-            ));
+            self.fail(Failure::IrobTooLarge {
+                irob: ch.irob,
+                limit: self.config.max_irob_size,
+            });
             return Ok(());
         }
         if !self.incoming.contains_key(&ch.irob) {
             if self.incoming.len() >= self.config.max_pending_irobs {
-                self.fail(format!(
-                    "peer has more than {} unfinished IROBs",
-                    self.config.max_pending_irobs
-                ));
+                self.fail(Failure::TooManyPending(self.config.max_pending_irobs));
                 return Ok(());
             }
             self.incoming.insert(
@@ -149,10 +146,10 @@ impl Session {
         }
         let unacked = self.in_buffered - self.acked_buffered;
         if unacked > self.receive_limit() {
-            self.fail(format!(
-                "peer exceeded the receive limit: {unacked} unacknowledged bytes buffered (limit {})",
-                self.receive_limit()
-            ));
+            self.fail(Failure::ReceiveLimit {
+                held: unacked,
+                limit: self.receive_limit(),
+            });
         }
         Ok(())
     }

@@ -93,10 +93,10 @@ impl Session {
         now: Time,
     ) -> Result<IrobId, SendError> {
         if let Some(f) = &self.failed {
-            return Err(SendError::Closed(f.clone()));
+            return Err(SendError::Failed(f.clone()));
         }
         if self.closing {
-            return Err(SendError::Closed("close() was called".into()));
+            return Err(SendError::Closing);
         }
         let id = self.next_irob;
         if let Deps::List(list) = &deps {
@@ -155,7 +155,7 @@ impl Session {
     /// Append bytes to an open IROB. Sending starts before `end_irob`.
     pub fn irob_send(&mut self, id: IrobId, data: Bytes) -> Result<(), SendError> {
         if let Some(f) = &self.failed {
-            return Err(SendError::Closed(f.clone()));
+            return Err(SendError::Failed(f.clone()));
         }
         let max = self.config.max_irob_size;
         let irob = self
