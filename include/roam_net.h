@@ -40,7 +40,8 @@ typedef void (*ms_thunk_t)(void *arg);
 #define MS_DEFERRED (-2)
 
 /* Flags of ms_recv. */
-#define MS_DONTWAIT 0x40 /* = MSG_DONTWAIT: return -1 with errno EAGAIN instead of waiting */
+#define MS_DONTWAIT 0x40 /* = MSG_DONTWAIT: return -1 with errno EAGAIN instead of waiting
+                           (ms_recv; ms_send without a thunk; ms_irob_send) */
 
 /* A new, unconnected multi-socket handle. */
 ms_socket_t ms_socket(void);
@@ -65,11 +66,14 @@ ms_socket_t ms_accept(ms_socket_t listener);
  * only). Returns the IROB, MS_DEFERRED (thunk given, label deferred) or MS_ERROR. */
 irob_id_t ms_begin_irob(ms_socket_t s, int label, int numdeps, const irob_id_t *deps,
                         ms_thunk_t thunk, void *arg);
-/* Append bytes to an open IROB. Returns len or -1. */
+/* Append bytes to an open IROB. Returns len or -1; with MS_DONTWAIT, -1 and EAGAIN while the
+ * send buffer is full (instead of waiting). */
 ssize_t ms_irob_send(irob_id_t irob, const void *buf, size_t len, int flags);
 /* End an IROB. 0 or -1. */
 int ms_end_irob(irob_id_t irob);
-/* One IROB depending on every earlier one ("TCP with labels"). Returns len, MS_DEFERRED or -1. */
+/* One IROB depending on every earlier one ("TCP with labels"). Returns len, MS_DEFERRED or -1.
+ * Without a thunk and with MS_DONTWAIT, -1 and EAGAIN when the label cannot be sent now or the
+ * send buffer is full (instead of waiting); ms_poll_fd then signals once it can. */
 ssize_t ms_send(ms_socket_t s, const void *buf, size_t len, int flags, int label,
                 ms_thunk_t thunk, void *arg);
 /* Receive bytes of at most one IROB. Sets *label, *irob and *irob_end (1 when these are the
@@ -79,8 +83,12 @@ ssize_t ms_recv(ms_socket_t s, void *buf, size_t len, int flags, int *label, iro
 /* Cancel pending thunks registered with this (thunk, arg); returns how many were cancelled
  * (their argument is then the caller's again). */
 int ms_cancel_thunk(ms_socket_t s, ms_thunk_t thunk, void *arg);
-/* A file descriptor that is readable while ms_recv would not block: use it with select/poll. */
+/* A file descriptor for select/poll: readable while ms_recv would not block, and once a send
+ * that failed with EAGAIN (MS_DONTWAIT) could proceed. Ask ms_writable which, or just retry. */
 int ms_poll_fd(ms_socket_t s);
+/* 1 if a send with `label` would be accepted now (a network can carry it and the send buffer has
+ * room), 0 if not, -1 on error. */
+int ms_writable(ms_socket_t s, int label);
 /* Close: no new IROBs; waits up to timeout_ms for everything sent to be acknowledged, then
  * releases the handle. 0 when everything was acknowledged, -1 otherwise. */
 int ms_close(ms_socket_t s, int timeout_ms);

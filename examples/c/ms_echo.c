@@ -106,7 +106,11 @@ int main(int argc, char **argv) {
             got_req = 1;
         }
     }
-    ssize_t n = ms_send(s, "x", 1, 0, MS_LABEL_FG_SMALL, NULL, NULL);
+    /* Non-blocking: the label is writable, so a MS_DONTWAIT send is taken at once (a full
+     * buffer or an unusable label would give EAGAIN, and ms_poll_fd would signal when it
+     * clears). */
+    CHECK(ms_writable(s, MS_LABEL_FG_SMALL) == 1, "ms_writable");
+    ssize_t n = ms_send(s, "x", 1, MS_DONTWAIT, MS_LABEL_FG_SMALL, NULL, NULL);
     CHECK(n == 1, "ms_send");
     /* A foreground IROB may be delivered before its end has arrived (the echo's end can
      * follow its byte in a separate chunk): read until the end. */

@@ -284,3 +284,74 @@ fn the_peer_of_an_abort_fails_at_once() {
         "the client failed after {took:?}"
     );
 }
+
+/// Non-blocking sends: with the peer not reading, `try_send` says the label would block (its
+/// backlog passed the deferral bound) and `try_irob_send` that the send buffer is full, at once
+/// instead of waiting; `sendable` wakes once the peer reads.
+#[test]
+fn non_blocking_sends_say_would_block_and_sendable_wakes_when_they_can() {
+    use roam_net::SendError;
+    let small = |o: Options| Options {
+        config: roam_net::proto::Config {
+            max_send_buffer: 256 << 10,
+            window: 64 << 10,
+            receive_limit: (64 << 10) + (64 << 20),
+            ..o.config
+        },
+        ..o
+    };
+    let (c, s, _l) = pair(small(lo_options()), small(lo_options()));
+    let open = c
+        .begin_irob(Label::BackgroundLarge, Deps::List(vec![]), None)
+        .unwrap();
+    c.irob_send(open, vec![1u8; 1]).unwrap();
+    // The server does not read: its backlog passes its window, it stops reading, and the
+    // client's buffer fills.
+    let chunk = vec![5u8; 32 << 10];
+    let mut sent = 0;
+    let full = loop {
+        match c.try_send(Label::BackgroundLarge, chunk.clone()) {
+            Ok(_) => sent += chunk.len(),
+            Err(Error::Send(SendError::WouldBlock(l))) => break l,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(sent < 64 << 20, "{sent} bytes taken without blocking");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(full, Label::BackgroundLarge);
+    assert!(!c.writable(Label::BackgroundLarge));
+    // The label is blocked (its backlog is over the bound); appending to the open IROB goes
+    // on until the send buffer itself is full.
+    loop {
+        match c.try_irob_send(open, vec![1u8; 32 << 10]) {
+            Ok(()) => sent += 32 << 10,
+            Err(Error::Send(SendError::BufferFull)) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(sent < 64 << 20, "{sent} bytes taken without blocking");
+    }
+    c.end_irob(open).unwrap();
+    sent += 1;
+    // The server reads everything: `sendable` returns and the next try_send is taken.
+    let reader = std::thread::spawn(move || {
+        let mut got = 0;
+        while got < sent {
+            match s.recv_timeout(Duration::from_secs(10)) {
+                Ok(Some(d)) => got += d.data.len(),
+                other => panic!("{other:?} after {got} of {sent}"),
+            }
+        }
+        s
+    });
+    let rt = roam_net::runtime::blocking::runtime();
+    let waited = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            c.as_async().sendable(Label::BackgroundLarge),
+        )
+        .await
+    });
+    assert!(waited.is_ok(), "sendable did not wake");
+    assert!(c.try_send(Label::BackgroundLarge, chunk).is_ok());
+    let _s = reader.join().unwrap();
+}

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::proto::{Delivery, Deps, Label};
+use crate::proto::{Delivery, Deps, Label, SendError};
 use crate::runtime::blocking::{Listener, MultiSocket};
 use crate::runtime::{Error, Options, Thunk, ThunkHandle};
 
@@ -33,6 +33,26 @@ struct Sock {
     /// Deferred sends' thunks still waiting, by (function, argument), for `ms_cancel_thunk`.
     thunks: Vec<(usize, usize, ThunkHandle)>,
     efd: Option<Arc<EventFd>>,
+    /// What non-blocking sends found full since `ms_poll_fd` last signalled writability.
+    want: Arc<WantWrite>,
+}
+
+/// The labels (bit `1 << rank`) and the send buffer ([`BUFFER_FULL`]) that a non-blocking send
+/// found unavailable; `ms_poll_fd`'s watcher waits for them and then signals the descriptor.
+#[derive(Default)]
+struct WantWrite {
+    bits: std::sync::atomic::AtomicU8,
+    notify: tokio::sync::Notify,
+}
+
+/// Bit of `WantWrite::bits`: an `ms_irob_send` found the send buffer full.
+const BUFFER_FULL: u8 = 1 << 4;
+
+impl WantWrite {
+    fn want(&self, bits: u8) {
+        self.bits.fetch_or(bits, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
 }
 
 impl Sock {
@@ -82,7 +102,8 @@ fn fail<T: From<i8>>(errno: c_int, msg: impl Into<String>) -> T {
 
 fn from_error<T: From<i8>>(e: Error) -> T {
     let errno = match &e {
-        Error::Send(crate::SendError::WouldBlock(_)) => libc::EAGAIN,
+        Error::Send(crate::SendError::WouldBlock(_))
+        | Error::Send(crate::SendError::BufferFull) => libc::EAGAIN,
         Error::Send(crate::SendError::BadDependency { .. })
         | Error::Send(crate::SendError::TooManyDeps(..)) => libc::EINVAL,
         Error::Send(crate::SendError::TooLarge(..)) => libc::EMSGSIZE,
@@ -261,6 +282,7 @@ fn insert_connected(id: MsSocket, ms: MultiSocket) {
         pending: None,
         thunks: vec![],
         efd: None,
+        want: Arc::default(),
     };
     table()
         .lock()
@@ -427,7 +449,7 @@ pub unsafe extern "C" fn ms_irob_send(
     irob: IrobHandle,
     buf: *const c_void,
     len: usize,
-    _flags: c_int,
+    flags: c_int,
 ) -> isize {
     guard(|| {
         let (s, id) = split(irob);
@@ -441,7 +463,18 @@ pub unsafe extern "C" fn ms_irob_send(
             Err(r) => return r,
         };
         let ms = x.lock().unwrap().ms.clone();
-        match ms.irob_send(id, data) {
+        let r = if flags & MS_DONTWAIT != 0 {
+            let r = ms.try_irob_send(id, data);
+            let g = x.lock().unwrap();
+            if matches!(r, Err(Error::Send(SendError::BufferFull))) {
+                g.want.want(BUFFER_FULL);
+            }
+            rearm(&g);
+            r
+        } else {
+            ms.irob_send(id, data)
+        };
+        match r {
             Ok(()) => len as isize,
             Err(e) => from_error(e),
         }
@@ -474,7 +507,7 @@ pub unsafe extern "C" fn ms_send(
     s: MsSocket,
     buf: *const c_void,
     len: usize,
-    _flags: c_int,
+    flags: c_int,
     label: c_int,
     thunk: MsThunk,
     arg: *mut c_void,
@@ -490,7 +523,18 @@ pub unsafe extern "C" fn ms_send(
             Err(r) => return r,
         };
         let ms = x.lock().unwrap().ms.clone();
-        match ms.send(l, data, make_thunk(thunk, arg)) {
+        let r = if flags & MS_DONTWAIT != 0 && thunk.is_none() {
+            let r = ms.try_send(l, data);
+            let g = x.lock().unwrap();
+            if matches!(r, Err(Error::Send(SendError::WouldBlock(_)))) {
+                g.want.want(1 << l.rank());
+            }
+            rearm(&g);
+            r
+        } else {
+            ms.send(l, data, make_thunk(thunk, arg))
+        };
+        match r {
             Ok(_) => len as isize,
             Err(Error::Deferred(h)) => {
                 x.lock().unwrap().deferred(thunk, arg, h);
@@ -570,16 +614,23 @@ pub unsafe extern "C" fn ms_recv(
         if !rest.data.is_empty() {
             g.pending = Some(rest);
         }
-        if let Some(e) = &g.efd {
-            let mut v = 0u64;
-            // SAFETY: draining our nonblocking eventfd.
-            unsafe { libc::read(e.0, (&mut v as *mut u64).cast(), 8) };
-            if g.pending.is_some() || ms.as_async().readable_now() {
-                signal(e.0);
-            }
-        }
+        rearm(&g);
         n as isize
     })
+}
+
+/// After a call that may have consumed what `ms_poll_fd` signalled: clear the descriptor, and
+/// signal it again if a receive would still not block (a writability the watcher is waiting
+/// for signals it when it comes).
+fn rearm(g: &Sock) {
+    if let Some(e) = &g.efd {
+        let mut v = 0u64;
+        // SAFETY: draining our nonblocking eventfd.
+        unsafe { libc::read(e.0, (&mut v as *mut u64).cast(), 8) };
+        if g.pending.is_some() || g.ms.as_async().readable_now() {
+            signal(e.0);
+        }
+    }
 }
 
 fn signal(fd: c_int) {
@@ -634,7 +685,9 @@ pub extern "C" fn ms_poll_fd(s: MsSocket) -> c_int {
         g.efd = Some(efd.clone());
         let ms = g.ms.as_async().clone();
         let weak = Arc::downgrade(&efd);
-        crate::runtime::blocking::runtime().spawn(async move {
+        let rt = crate::runtime::blocking::runtime();
+        let (ms2, weak2, want) = (ms.clone(), weak.clone(), g.want.clone());
+        rt.spawn(async move {
             loop {
                 ms.readable().await;
                 let Some(e) = weak.upgrade() else { return };
@@ -644,7 +697,38 @@ pub extern "C" fn ms_poll_fd(s: MsSocket) -> c_int {
                 ms.consumed().await;
             }
         });
+        // Writability: once a non-blocking send found a label or the buffer unavailable, wait
+        // until it is available and signal.
+        rt.spawn(async move {
+            loop {
+                want.notify.notified().await;
+                let bits = want.bits.swap(0, Ordering::SeqCst);
+                for l in Label::ALL {
+                    if bits & (1 << l.rank()) != 0 {
+                        ms2.sendable(l).await;
+                    }
+                }
+                if bits & BUFFER_FULL != 0 {
+                    ms2.send_buffer_room().await;
+                }
+                let Some(e) = weak2.upgrade() else { return };
+                signal(e.0);
+            }
+        });
         fd
+    })
+}
+
+/// See `roam_net.h`.
+#[no_mangle]
+pub extern "C" fn ms_writable(s: MsSocket, label: c_int) -> c_int {
+    guard(|| {
+        let (x, l) = match sock_and_label(s, label) {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        let ms = x.lock().unwrap().ms.clone();
+        ms.writable(l) as c_int
     })
 }
 

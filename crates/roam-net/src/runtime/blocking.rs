@@ -130,6 +130,16 @@ impl MultiSocket {
         self.inner.writable(label)
     }
 
+    /// See [`super::MultiSocket::try_send`].
+    pub fn try_send(&self, label: Label, data: impl Into<Bytes>) -> Result<IrobId, Error> {
+        self.inner.try_send(label, data)
+    }
+
+    /// See [`super::MultiSocket::try_irob_send`].
+    pub fn try_irob_send(&self, irob: IrobId, data: impl Into<Bytes>) -> Result<(), Error> {
+        self.inner.try_irob_send(irob, data)
+    }
+
     /// See [`super::MultiSocket::close`].
     pub fn close(&self, timeout: Duration) -> bool {
         self.rt.block_on(self.inner.close(timeout))

@@ -279,9 +279,68 @@ impl MultiSocket {
             .await
     }
 
-    /// Whether a send with `label` would be accepted now.
+    /// Whether a send with `label` would be accepted now (an appropriate network can carry it
+    /// and the send buffer has room).
     pub fn writable(&self, label: Label) -> bool {
         self.shared.session().can_send(label)
+    }
+
+    /// Wait until a send with `label` would be accepted ([`MultiSocket::writable`]), or the
+    /// multi-socket is closing or failed (the send then reports why).
+    pub async fn sendable(&self, label: Label) {
+        let blocked = &self.shared.blocked;
+        self.wait_on(&self.shared.space, |s| {
+            let go = s.can_send(label) || s.is_closing() || s.failure().is_some();
+            if !go {
+                // Under the session's lock, so `after` sees it on its next change.
+                blocked.fetch_or(1 << label.rank(), Ordering::SeqCst);
+            }
+            go
+        })
+        .await
+    }
+
+    /// Wait until the send buffer has room (an `irob_send` would not wait), or the
+    /// multi-socket failed.
+    pub async fn send_buffer_room(&self) {
+        let max = self.shared.options.config.max_send_buffer;
+        let blocked = &self.shared.blocked;
+        self.wait_on(&self.shared.space, |s| {
+            let go = s.unacknowledged() < max || s.failure().is_some();
+            if !go {
+                blocked.fetch_or(BUFFER_BIT, Ordering::SeqCst);
+            }
+            go
+        })
+        .await
+    }
+
+    /// [`MultiSocket::send`] without waiting: [`SendError::WouldBlock`] when `label` cannot be
+    /// sent now or the send buffer is full (wait with [`MultiSocket::sendable`]).
+    pub fn try_send(&self, label: Label, data: impl Into<Bytes>) -> Result<IrobId, Error> {
+        let mut s = self.shared.session();
+        let r = s.send(label, data.into(), None, self.shared.now());
+        if let Err(SendError::WouldBlock(_)) = r {
+            self.shared
+                .blocked
+                .fetch_or(1 << label.rank(), Ordering::SeqCst);
+        }
+        self.shared.after(&mut s);
+        Ok(r?)
+    }
+
+    /// [`MultiSocket::irob_send`] without waiting: [`SendError::BufferFull`] while the send
+    /// buffer is full.
+    pub fn try_irob_send(&self, irob: IrobId, data: impl Into<Bytes>) -> Result<(), Error> {
+        let mut s = self.shared.session();
+        if s.failure().is_none() && s.unacknowledged() >= self.shared.options.config.max_send_buffer
+        {
+            self.shared.blocked.fetch_or(BUFFER_BIT, Ordering::SeqCst);
+            return Err(SendError::BufferFull.into());
+        }
+        let r = s.irob_send(irob, data.into());
+        self.shared.after(&mut s);
+        Ok(r?)
     }
 
     /// Close: no new IROBs; waits until everything sent has been acknowledged (or `timeout`).

@@ -104,6 +104,10 @@ pub enum SendError {
     /// The IROB would exceed the size limit.
     #[error("IROB {0} would exceed the size limit of {1} bytes")]
     TooLarge(IrobId, u64),
+    /// The send buffer (`Config::max_send_buffer`) is full: retry once the peer has
+    /// acknowledged some of it (a non-blocking `irob_send`).
+    #[error("the send buffer is full")]
+    BufferFull,
     /// The IROB is not open (never begun, already ended, or not ours).
     #[error("IROB {0} is not open")]
     NotOpen(IrobId),
