@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use roam_core::Time;
-use roam_net::proto::session::{Config, Event, Session};
+use roam_net::proto::session::{Config, Event, LabelPolicy, Session};
 use roam_net::proto::{Decoder, Deps, Frame, Label, SendError};
 
 struct Pipe {
@@ -375,7 +375,10 @@ fn small_config() -> Config {
         peer_open_delay: Some(Duration::from_millis(40)),
         // Lost acknowledgements are asked about after a second (the default is 10 s).
         ack_timeout: Duration::from_secs(1),
-        backlog_bound: Duration::from_secs(3600),
+        policies: Label::ALL.map(|l| LabelPolicy {
+            backlog_bound: Duration::from_secs(3600),
+            ..LabelPolicy::default_for(l)
+        }),
         ..Config::default()
     }
 }

@@ -86,7 +86,9 @@ fn thunks_defer_fire_once_and_cancel() {
         addr: Ipv4Addr::LOCALHOST,
         metered: true,
     }]);
-    opts.config.background_on_metered = false;
+    for l in [Label::BackgroundSmall, Label::BackgroundLarge] {
+        opts.config.policy_mut(l).metered = false;
+    }
     let (c, s, _l) = pair(opts, lo_options());
     let dropped = Arc::new(AtomicUsize::new(0));
     struct Arg(Arc<AtomicUsize>);
@@ -122,7 +124,7 @@ fn thunks_defer_fire_once_and_cancel() {
 
     // Backlog bound: a tiny bound defers the next background send until the backlog drains.
     let mut opts = lo_options();
-    opts.config.backlog_bound = Duration::from_nanos(1);
+    opts.config.policy_mut(Label::BackgroundLarge).backlog_bound = Duration::from_nanos(1);
     let (c, s, _l) = pair(opts, lo_options());
     let fired = Arc::new(AtomicUsize::new(0));
     let mut deferred = 0;

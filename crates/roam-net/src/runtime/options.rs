@@ -11,7 +11,7 @@ pub struct LocalNetwork {
     /// Source address connections over it bind to.
     pub addr: Ipv4Addr,
     /// Whether data over it is metered (the deferral policy keeps background off it when
-    /// [`Config::background_on_metered`] is false).
+    /// a label's [`crate::proto::session::LabelPolicy::metered`] is false).
     pub metered: bool,
 }
 

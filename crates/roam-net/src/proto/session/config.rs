@@ -61,14 +61,8 @@ pub struct Config {
     /// have gone out on a connection that broke before the peer noticed (see
     /// `Session::recheck_unacknowledged`).
     pub ack_timeout: Duration,
-    /// Send a late small foreground IROB again over another network (see
-    /// `Session::hedge_late_foreground`).
-    pub hedge: bool,
-    /// Background may use metered networks (the deferral policy's default: yes).
-    pub background_on_metered: bool,
-    /// A thunk-carrying send is deferred when its label's unsent backlog exceeds this much time
-    /// at the estimated bandwidth of its appropriate networks.
-    pub backlog_bound: Duration,
+    /// The policy of each label, by [`Label::rank`] (see [`Config::policy`]).
+    pub policies: [LabelPolicy; 4],
     /// Frame decoder limits.
     pub wire: WireLimits,
     /// Report scheduling decisions as [`Event::Trace`] lines (where a foreground IROB went,
@@ -95,12 +89,50 @@ impl Default for Config {
             reconnect_backoff: Duration::from_secs(1),
             peer_open_delay: Some(Duration::from_secs(2)),
             ack_timeout: Duration::from_secs(10),
-            hedge: true,
-            background_on_metered: true,
-            backlog_bound: Duration::from_secs(1),
+            policies: Label::ALL.map(LabelPolicy::default_for),
             wire: WireLimits::default(),
             trace: false,
         }
+    }
+}
+
+/// What a label may do (paper §3.3, the deferral policy, and Meatballs' redundancy): per label,
+/// because an application's background sync may stay off a metered network while its
+/// interactive traffic may not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LabelPolicy {
+    /// The label may use metered networks (default: yes, for every label).
+    pub metered: bool,
+    /// A send is deferred (its thunk fires later) or would block while the label's unsent
+    /// backlog exceeds this much time at the estimated bandwidth of its appropriate networks
+    /// (at least 64 KiB). Default: 1 s.
+    pub backlog_bound: Duration,
+    /// A late IROB of the label, sent completely and unacknowledged past its hedge delay, is
+    /// sent again over another network (see `Session::hedge_late_foreground`). Only small
+    /// foreground IROBs are ever hedged; default: on for them.
+    pub hedge: bool,
+}
+
+impl LabelPolicy {
+    /// The default policy of `label`.
+    pub fn default_for(label: Label) -> LabelPolicy {
+        LabelPolicy {
+            metered: true,
+            backlog_bound: Duration::from_secs(1),
+            hedge: label == Label::ForegroundSmall,
+        }
+    }
+}
+
+impl Config {
+    /// The policy of `label`.
+    pub fn policy(&self, label: Label) -> &LabelPolicy {
+        &self.policies[label.rank()]
+    }
+
+    /// The policy of `label`, to change it.
+    pub fn policy_mut(&mut self, label: Label) -> &mut LabelPolicy {
+        &mut self.policies[label.rank()]
     }
 }
 

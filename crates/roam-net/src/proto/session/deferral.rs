@@ -1,5 +1,5 @@
 //! Deferral (paper §3.3): a send whose label no appropriate network can carry now, or whose
-//! label already has more than `Config::backlog_bound` of unsent data queued, is refused; with
+//! label already has more than its policy's `backlog_bound` of unsent data queued, is refused; with
 //! a thunk, the thunk fires (an [`Event::ThunkReady`]) once the label can be sent, so the
 //! application re-decides what to send with what it knows then.
 
@@ -14,7 +14,7 @@ use crate::proto::wire::Frame;
 impl Session {
     /// Whether `label` may be sent over network `net` under the deferral policy.
     pub(super) fn appropriate(&self, label: Label, net: &Network) -> bool {
-        label.is_foreground() || !net.metered || self.config.background_on_metered
+        !net.metered || self.config.policy(label).metered
     }
 
     /// The networks with an established connection.
@@ -65,7 +65,8 @@ impl Session {
                     .map_or(1e6, |b| b.as_bps() as f64)
             })
             .sum();
-        let bound = ((bw / 8.0) * self.config.backlog_bound.as_secs_f64()).max(64.0 * 1024.0);
+        let bound =
+            ((bw / 8.0) * self.config.policy(label).backlog_bound.as_secs_f64()).max(64.0 * 1024.0);
         (self.backlog(label) as f64) <= bound
     }
 

@@ -54,7 +54,7 @@ use super::estimate::NetworkEstimate;
 use super::label::Label;
 use super::wire::{Frame, WireLimits, KEY_LEN};
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, LabelPolicy};
 use connections::{Conn, ConnState};
 pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
 use networks::Network;

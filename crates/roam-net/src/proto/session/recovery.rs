@@ -157,7 +157,7 @@ impl Session {
     /// within [250 ms, 2 s].
     pub(super) fn hedges(&self) -> Vec<(IrobId, NetId, Time)> {
         let nets = self.established_networks();
-        if !self.config.hedge || nets.len() < 2 {
+        if !self.config.policy(Label::ForegroundSmall).hedge || nets.len() < 2 {
             return Vec::new();
         }
         let back = nets

@@ -164,6 +164,41 @@ fn an_unsaturated_throughput_sample_only_raises_an_estimate() {
     );
 }
 
+/// Per-label policy: with only a metered network, the labels whose policy keeps them off
+/// metered networks cannot be sent (and are deferred), the others can; a label's own backlog
+/// bound applies to it alone.
+#[test]
+fn each_label_follows_its_own_policy() {
+    let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+    for n in s.networks.values_mut() {
+        n.metered = true;
+    }
+    s.config.policy_mut(Label::BackgroundLarge).metered = false;
+    s.config.policy_mut(Label::ForegroundLarge).metered = false;
+    assert!(s.can_send(Label::ForegroundSmall));
+    assert!(s.can_send(Label::BackgroundSmall));
+    assert!(!s.can_send(Label::BackgroundLarge));
+    assert!(!s.can_send(Label::ForegroundLarge));
+    assert_eq!(
+        s.begin_irob(
+            Label::BackgroundLarge,
+            Deps::List(vec![]),
+            Some(9),
+            Time::ZERO
+        ),
+        Err(SendError::Deferred(Label::BackgroundLarge))
+    );
+    // A tiny bound on background-small: its 100 KB backlog defers the next one, while
+    // foreground-small's default bound still takes more.
+    s.config.policy_mut(Label::BackgroundSmall).backlog_bound = Duration::from_nanos(1);
+    let id = s
+        .begin_irob(Label::BackgroundSmall, Deps::List(vec![]), None, Time::ZERO)
+        .unwrap();
+    s.irob_send(id, Bytes::from(vec![0u8; 100_000])).unwrap();
+    assert!(!s.can_send(Label::BackgroundSmall));
+    assert!(s.can_send(Label::ForegroundSmall));
+}
+
 /// A writer held back by the cap sleeps a quarter of the anticipatory budget (the pipe stays
 /// full meanwhile), not a fixed 2 ms; on an unmeasured network, 5 ms.
 #[test]
@@ -235,7 +270,7 @@ fn questions(s: &mut Session, now: Time) -> Vec<Vec<IrobId>> {
 #[test]
 fn a_lost_acknowledgement_is_asked_about_after_the_ack_timeout() {
     let mut s = hotspot([Some(600_000), Some(2_000_000)]);
-    s.config.hedge = false; // a hedge would resend it long before
+    s.config.policy_mut(Label::ForegroundSmall).hedge = false; // a hedge would resend it long before
 
     queue_small_irobs(&mut s, 1, 100);
     assert_eq!(drain(&mut s).iter().sum::<usize>(), 1);
@@ -353,7 +388,7 @@ fn every_connection_carries_an_estimate_each_second() {
 fn a_late_small_foreground_irob_is_sent_again_over_the_other_network() {
     for hedge in [true, false] {
         let mut s = hotspot([Some(600_000), Some(2_000_000)]);
-        s.config.hedge = hedge;
+        s.config.policy_mut(Label::ForegroundSmall).hedge = hedge;
         queue_small_irobs(&mut s, 1, 100);
         for label in [Label::BackgroundSmall, Label::ForegroundLarge] {
             let id = s
