@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         if !opened[conn as usize - 1] {
             opened[conn as usize - 1] = true;
             s.accept_connection(conn, f, now);
-            s.connection_from(conn, [10, 0, conn as u8, 2]);
+            s.connection_from(conn, [10, 0, conn as u8, 2].into());
         } else {
             s.handle_frame(conn, f, now);
         }

@@ -49,7 +49,7 @@ fn networks(emu: &Emulator) -> Vec<LocalNetwork> {
         .iter()
         .map(|l| LocalNetwork {
             name: l.name.clone(),
-            addr: l.client_addr,
+            addr: l.client_addr.into(),
             metered: false,
         })
         .collect()

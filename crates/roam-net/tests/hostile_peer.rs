@@ -50,7 +50,7 @@ fn frame() -> impl Strategy<Value = Frame> {
         5 => proptest::collection::vec(0u64..40, 0..5).prop_map(|irobs| Frame::ResendRequest { irobs }),
         5 => (0u64..40, any::<bool>(), any::<bool>(), proptest::option::of(0u64..5000), proptest::collection::vec((0u64..5000, 1u64..100), 0..3))
             .prop_map(|(irob, complete, first, end, r)| Frame::Have { entries: vec![HaveEntry { irob, complete, first, end, ranges: r.into_iter().map(|(s, l)| (s, s + l)).collect() }] }),
-        1 => Just(Frame::Estimate { networks: vec![NetInfo { net: 1, addr: [1, 2, 3, 4], rtt_us: 5, flags: 3, bandwidth_bps: 9, port: 7 }] }),
+        1 => Just(Frame::Estimate { networks: vec![NetInfo { net: 1, addr: [1, 2, 3, 4].into(), rtt_us: 5, flags: 3, bandwidth_bps: 9, port: 7 }] }),
         1 => (0u64..5, 0u32..100).prop_map(|(id, padding)| Frame::Probe { id, padding }),
         1 => (0u64..5, 0u64..100).prop_map(|(id, probe_size)| Frame::ProbeReply { id, probe_size }),
         1 => (0u64..40).prop_map(|irobs| Frame::Goodbye { irobs }),
@@ -180,7 +180,7 @@ fn frame_near_limits() -> impl Strategy<Value = Frame> {
     });
     let net = |i: u64| NetInfo {
         net: i as u32,
-        addr: [10, 0, (i % 256) as u8, 2],
+        addr: [10, 0, (i % 256) as u8, 2].into(),
         rtt_us: 1000,
         flags: 3,
         bandwidth_bps: 1_000_000,
@@ -330,7 +330,7 @@ fn a_peer_cannot_announce_thousands_of_networks() {
     let networks = (0..4000)
         .map(|i| NetInfo {
             net: 100 + i,
-            addr: [10, 0, (i >> 8) as u8, i as u8],
+            addr: [10, 0, (i >> 8) as u8, i as u8].into(),
             rtt_us: 0,
             flags: 2,
             bandwidth_bps: 0,
@@ -377,12 +377,12 @@ fn the_server_opens_connections_only_where_the_client_was_seen() {
         key: [1; 32],
         window: 1 << 20,
         networks: vec![
-            usable(1, [192, 0, 2, 1], 9),
-            usable(2, [198, 51, 100, 7], 25),
+            usable(1, [192, 0, 2, 1].into(), 9),
+            usable(2, [198, 51, 100, 7].into(), 25),
         ],
     };
     s.accept_connection(1, hello, Time::ZERO);
-    s.connection_from(1, [10, 77, 1, 2]);
+    s.connection_from(1, [10, 77, 1, 2].into());
     queue_data(&mut s);
     s.connection_closed(1, Time::from_millis(100));
     let mut attempts = Vec::new();
@@ -398,7 +398,7 @@ fn the_server_opens_connections_only_where_the_client_was_seen() {
     }
     assert_eq!(
         attempts,
-        vec![(1, Some(([10, 77, 1, 2], 9)))],
+        vec![(1, Some(([10, 77, 1, 2].into(), 9)))],
         "one attempt, to the address the client's connection came from"
     );
 }
@@ -466,7 +466,7 @@ fn pump(client: &mut Session, server: &mut Session, conn: u64, t: Time) {
 
 /// The client's connection over `net` as its driver would open it: the first frame it sends.
 fn open_over(client: &mut Session, net: u32, t: Time) -> Frame {
-    client.network_up(net, [10, 0, net as u8, 2], false, t);
+    client.network_up(net, [10, 0, net as u8, 2].into(), false, t);
     while let Some(e) = client.poll_event() {
         if let roam_net::proto::session::Event::OpenConnection { net: n } = e {
             client.add_connection(n as u64, n, t);

@@ -319,12 +319,12 @@ impl Sim {
                     if let Frame::Hello { .. } = f {
                         let mut s = Session::server(small_config(), 7, 42);
                         s.accept_connection(sid, f, now);
-                        s.connection_from(sid, from);
+                        s.connection_from(sid, from.into());
                         self.server = Some(s);
                     } else {
                         let s = self.server.as_mut().ok_or("join before hello")?;
                         s.accept_connection(sid, f, now);
-                        s.connection_from(sid, from);
+                        s.connection_from(sid, from.into());
                     }
                 } else {
                     self.server.as_mut().unwrap().handle_frame(sid, f, now);
@@ -435,7 +435,7 @@ fn run(
     };
     for n in NETS {
         sim.client
-            .network_up(n, [10, 0, n as u8, 2], false, Time::ZERO);
+            .network_up(n, [10, 0, n as u8, 2].into(), false, Time::ZERO);
         sim.client.accepting_on(n, 4000 + n as u16);
     }
     sim.handle_events()?;
@@ -523,7 +523,7 @@ fn run(
                 for n in NETS {
                     if sim.nets_up.insert(n) {
                         sim.client
-                            .network_up(n, [10, 0, n as u8, 2], false, sim.now);
+                            .network_up(n, [10, 0, n as u8, 2].into(), false, sim.now);
                         sim.client.accepting_on(n, 4000 + n as u16);
                     }
                 }

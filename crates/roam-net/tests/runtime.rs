@@ -2,7 +2,7 @@
 //! forged connections.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ fn lo_options() -> Options {
     Options {
         networks: Networks::Explicit(vec![LocalNetwork {
             name: "lo".into(),
-            addr: Ipv4Addr::LOCALHOST,
+            addr: Ipv4Addr::LOCALHOST.into(),
             metered: false,
         }]),
         ..Options::default()
@@ -83,7 +83,7 @@ fn thunks_defer_fire_once_and_cancel() {
     let mut opts = lo_options();
     opts.networks = Networks::Explicit(vec![LocalNetwork {
         name: "lo".into(),
-        addr: Ipv4Addr::LOCALHOST,
+        addr: Ipv4Addr::LOCALHOST.into(),
         metered: true,
     }]);
     for l in [Label::BackgroundSmall, Label::BackgroundLarge] {
@@ -356,4 +356,50 @@ fn non_blocking_sends_say_would_block_and_sendable_wakes_when_they_can() {
     assert!(waited.is_ok(), "sendable did not wake");
     assert!(c.try_send(Label::BackgroundLarge, chunk).is_ok());
     let _s = reader.join().unwrap();
+}
+
+/// IPv6: a multi-socket to an IPv6 listener over the IPv6 loopback, and a dual-stack listener
+/// (`[::]`) taking an IPv4 client and an IPv6 one; each echoes an IROB both ways, and the
+/// server opens its own connections to where the client's came from (here: it joins back
+/// over the client's network, of the client's family). Skips where the host has no IPv6
+/// loopback.
+#[test]
+fn ipv6_and_dual_stack_listeners_carry_multi_sockets() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipped: no IPv6 loopback here");
+        return;
+    }
+    let v6 = || Options {
+        networks: Networks::Auto,
+        ..Options::default()
+    };
+    let echo = |c: &MultiSocket, s: &MultiSocket| {
+        c.send(Label::ForegroundSmall, &b"ping"[..], None).unwrap();
+        assert_eq!(s.recv_irob().unwrap().unwrap().2, b"ping");
+        s.send(Label::BackgroundLarge, vec![6u8; 100_000], None)
+            .unwrap();
+        assert_eq!(c.recv_irob().unwrap().unwrap().2, vec![6u8; 100_000]);
+    };
+    let connect = |l: &Listener, to: SocketAddr, o: Options| {
+        let t = std::thread::spawn(move || MultiSocket::connect(to, o).unwrap());
+        let s = l.accept().unwrap();
+        (t.join().unwrap(), s)
+    };
+    // IPv6 only.
+    let l = Listener::bind("[::1]:0".parse().unwrap(), Options::default()).unwrap();
+    let (c, s) = connect(&l, l.local_addr(), v6());
+    echo(&c, &s);
+    let nets = c.estimates();
+    assert!(
+        nets.iter().all(|n| n.name == "lo"),
+        "the client uses the IPv6 loopback: {nets:?}"
+    );
+    // Dual stack: one listener, an IPv4 client and an IPv6 one.
+    let l = Listener::bind("[::]:0".parse().unwrap(), Options::default()).unwrap();
+    let port = l.local_addr().port();
+    let (c4, s4) = connect(&l, SocketAddr::from(([127, 0, 0, 1], port)), lo_options());
+    echo(&c4, &s4);
+    let (c6, s6) = connect(&l, SocketAddr::from((Ipv6Addr::LOCALHOST, port)), v6());
+    echo(&c6, &s6);
+    assert_ne!(c4.session_id(), c6.session_id());
 }

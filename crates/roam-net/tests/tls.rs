@@ -27,7 +27,7 @@ fn pki() -> Pki {
 fn net(addr: [u8; 4]) -> LocalNetwork {
     LocalNetwork {
         name: "lo".into(),
-        addr: Ipv4Addr::from(addr),
+        addr: Ipv4Addr::from(addr).into(),
         metered: false,
     }
 }

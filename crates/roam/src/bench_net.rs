@@ -79,7 +79,7 @@ fn roam_options(networks: Networks) -> Options {
 fn lo() -> Networks {
     Networks::Explicit(vec![LocalNetwork {
         name: "lo".into(),
-        addr: Ipv4Addr::LOCALHOST,
+        addr: Ipv4Addr::LOCALHOST.into(),
         metered: false,
     }])
 }

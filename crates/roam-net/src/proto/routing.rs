@@ -175,7 +175,7 @@ mod tests {
             window: 1 << 20,
             networks: vec![NetInfo {
                 net,
-                addr: [10, 0, 0, 2],
+                addr: [10, 0, 0, 2].into(),
                 rtt_us: 0,
                 flags: 0,
                 bandwidth_bps: 0,

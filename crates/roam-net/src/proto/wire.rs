@@ -16,13 +16,15 @@
 //! acknowledged ids, then the data. The decoder checks every length against [`WireLimits`] before
 //! allocating, so a peer cannot make us reserve memory it has not sent.
 
+use std::net::{IpAddr, Ipv6Addr};
+
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
 
 use super::label::Label;
 
 /// The protocol version this implementation speaks.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Length of the fixed chunk header.
 pub const HEADER_LEN: usize = 32;
 /// Length of the per-multi-socket keys exchanged on the first connection.
@@ -32,7 +34,7 @@ pub const NONCE_LEN: usize = 16;
 /// Length of an HMAC-SHA256 proof.
 pub const MAC_LEN: usize = 32;
 /// Encoded size of one [`NetInfo`].
-pub const NETINFO_LEN: usize = 28;
+pub const NETINFO_LEN: usize = 40;
 
 /// Data chunk flag: this chunk ends its IROB.
 pub const FLAG_END: u8 = 1;
@@ -126,8 +128,8 @@ impl Kind {
 pub struct NetInfo {
     /// The peer's identifier for the network (stable for the session).
     pub net: u32,
-    /// Its IPv4 address.
-    pub addr: [u8; 4],
+    /// Its address (IPv4 or IPv6; on the wire, 16 bytes, IPv4 as an IPv4-mapped IPv6 address).
+    pub addr: IpAddr,
     /// Estimated one-way-plus-return latency (round-trip time), microseconds; 0 = unknown.
     pub rtt_us: u32,
     /// Bit 0: metered. Bit 1: usable.
@@ -318,7 +320,11 @@ fn put_ids(out: &mut Vec<u8>, ids: &[u64]) {
 fn put_nets(out: &mut Vec<u8>, nets: &[NetInfo]) {
     for n in nets {
         out.extend_from_slice(&n.net.to_be_bytes());
-        out.extend_from_slice(&n.addr);
+        let v6 = match n.addr {
+            IpAddr::V4(a) => a.to_ipv6_mapped(),
+            IpAddr::V6(a) => a,
+        };
+        out.extend_from_slice(&v6.octets());
         out.extend_from_slice(&n.rtt_us.to_be_bytes());
         out.extend_from_slice(&n.flags.to_be_bytes());
         out.extend_from_slice(&n.bandwidth_bps.to_be_bytes());
@@ -544,8 +550,10 @@ fn take_nets(body: &mut Bytes, n: usize) -> Vec<NetInfo> {
     (0..n)
         .map(|_| {
             let net = body.get_u32();
-            let mut addr = [0u8; 4];
-            body.copy_to_slice(&mut addr);
+            let mut a = [0u8; 16];
+            body.copy_to_slice(&mut a);
+            let v6 = Ipv6Addr::from(a);
+            let addr = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
             NetInfo {
                 net,
                 addr,
@@ -888,17 +896,22 @@ mod tests {
     fn samples() -> Vec<Frame> {
         let net = NetInfo {
             net: 2,
-            addr: [10, 77, 1, 2],
+            addr: IpAddr::V4(std::net::Ipv4Addr::new(10, 77, 1, 2)),
             rtt_us: 20_000,
             flags: 3,
             bandwidth_bps: 600_000,
             port: 40_123,
         };
+        let net6 = NetInfo {
+            net: 3,
+            addr: "2001:db8::7".parse().unwrap(),
+            ..net
+        };
         vec![
             Frame::Hello {
                 key: [7; 32],
                 window: 1 << 24,
-                networks: vec![net],
+                networks: vec![net, net6],
             },
             Frame::HelloAck {
                 session: 99,
@@ -991,12 +1004,12 @@ mod tests {
     #[test]
     fn malformed_frames_are_named() {
         let mut bad = Frame::Ack { acks: vec![1] }.to_bytes();
-        bad[0] = 1; // a version-1 peer (NetInfo without a port)
+        bad[0] = 2; // a version-2 peer (NetInfo with an IPv4 address only)
         let mut d = Decoder::default();
         d.push(&bad);
         assert_eq!(
             d.next_frame().unwrap_err().to_string(),
-            "unsupported protocol version 1 (this side speaks 2)"
+            "unsupported protocol version 2 (this side speaks 3)"
         );
 
         let mut huge = Frame::JoinOk.to_bytes();

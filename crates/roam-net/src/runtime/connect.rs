@@ -20,16 +20,12 @@ pub(super) const MAX_ATTEMPTS: usize = 20;
 /// a fresh attempt (a fresh SYN) starts every [`SYN_RESTART`] and the first to connect wins:
 /// a network coming back is found within about half a second plus one round trip (the
 /// vehicular drives' WiFi sessions last a few seconds).
-pub(super) async fn connect_on(
-    addr: Ipv4Addr,
-    dev: &str,
-    peer: SocketAddrV4,
-) -> io::Result<TcpStream> {
+pub(super) async fn connect_on(addr: IpAddr, dev: &str, peer: SocketAddr) -> io::Result<TcpStream> {
     let attempt = |dev: String| async move {
-        let sock = TcpSocket::new_v4()?;
+        let sock = new_socket(addr)?;
         let _ = sys::bind_to_device(sock.as_raw_fd(), &dev);
-        sock.bind(SocketAddr::V4(SocketAddrV4::new(addr, 0)))?;
-        sock.connect(SocketAddr::V4(peer)).await
+        sock.bind(SocketAddr::new(addr, 0))?;
+        sock.connect(peer).await
     };
     let mut attempts = tokio::task::JoinSet::new();
     attempts.spawn(attempt(dev.to_string()));
@@ -52,6 +48,14 @@ pub(super) async fn connect_on(
                 attempts.spawn(attempt(dev.to_string()));
             }
         }
+    }
+}
+
+/// A TCP socket of `addr`'s family.
+pub(super) fn new_socket(addr: IpAddr) -> io::Result<TcpSocket> {
+    match addr {
+        IpAddr::V4(_) => TcpSocket::new_v4(),
+        IpAddr::V6(_) => TcpSocket::new_v6(),
     }
 }
 
@@ -97,7 +101,7 @@ impl Shared {
             None => self
                 .session()
                 .peer_address(net)
-                .map(|(a, port)| (SocketAddrV4::new(a.into(), port), None)),
+                .map(|(a, port)| (SocketAddr::new(a, port), None)),
         };
         let Some((peer, local)) = target else {
             let mut s = self.session();
@@ -187,9 +191,9 @@ mod tests {
                 .unwrap();
             let t0 = Instant::now();
             let r = rt.block_on(connect_on(
-                addr,
+                addr.into(),
                 "wifi",
-                SocketAddrV4::new(SERVER_ADDR, 7400),
+                SocketAddr::from((SERVER_ADDR, 7400)),
             ));
             r.map(|_| t0.elapsed())
         });

@@ -44,11 +44,8 @@ pub enum Error {
 /// Why [`MultiSocket::connect`] could not open a multi-socket.
 #[derive(Debug, ThisError)]
 pub enum ConnectError {
-    /// The peer's address is IPv6.
-    #[error("only IPv4 peers are supported")]
-    Ipv6,
-    /// No local network to connect over.
-    #[error("no usable local network (no up, non-loopback IPv4 interface)")]
+    /// No local network of the peer's address family to connect over.
+    #[error("no usable local network (no up, non-loopback interface with an address of the peer's family)")]
     NoNetwork,
     /// The multi-socket failed during its first handshake (the peer refused it, say).
     #[error("{0}")]

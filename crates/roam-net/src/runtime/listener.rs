@@ -155,9 +155,7 @@ pub(super) fn attach(
     {
         let mut s = sh.session();
         s.accept_connection(conn, first, sh.now());
-        if let SocketAddr::V4(a) = from {
-            s.connection_from(conn, a.ip().octets());
-        }
+        s.connection_from(conn, from.ip().to_canonical());
         sh.after(&mut s);
     }
     spawn_io(sh.clone(), conn, rd, wr, dec, entry);
@@ -265,9 +263,9 @@ impl Shared {
             return;
         }
         let bound = (|| {
-            let sock = TcpSocket::new_v4()?;
+            let sock = new_socket(local.addr)?;
             let _ = sys::bind_to_device(sock.as_raw_fd(), &local.name);
-            sock.bind(SocketAddr::V4(SocketAddrV4::new(local.addr, 0)))?;
+            sock.bind(SocketAddr::new(local.addr, 0))?;
             sock.listen(16)
         })();
         match bound.and_then(|l| Ok((l.local_addr()?.port(), l))) {

@@ -48,7 +48,7 @@ mod ticker;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -68,7 +68,7 @@ pub use tls::Tls;
 use tls::{Accepted, ConnRead, ConnWrite};
 
 use conn_io::spawn_io;
-use connect::prepare;
+use connect::{new_socket, prepare};
 pub use connect::{NOTSENT_LOWAT, SYN_RESTART};
 use error::io_err;
 pub use error::{ConnectError, Error};
@@ -118,7 +118,7 @@ pub(crate) struct Shared {
     next_thunk: AtomicU64,
     /// Where fired thunks run.
     thunk_runner: ThunkRunner,
-    peer: Option<SocketAddrV4>,
+    peer: Option<SocketAddr>,
     networks: Mutex<BTreeMap<NetId, LocalNetwork>>,
     options: Options,
     shm: Option<shm::SharedCounts>,
@@ -176,7 +176,7 @@ fn net_key(sh: &Shared, net: NetId) -> Option<String> {
 }
 
 impl Shared {
-    fn new(session: Session, peer: Option<SocketAddrV4>, options: Options) -> Arc<Shared> {
+    fn new(session: Session, peer: Option<SocketAddr>, options: Options) -> Arc<Shared> {
         Arc::new(Shared {
             session: Mutex::new(session),
             clock: Clock::start(),

@@ -9,7 +9,7 @@ pub struct LocalNetwork {
     /// Interface name (for SO_BINDTODEVICE and display).
     pub name: String,
     /// Source address connections over it bind to.
-    pub addr: Ipv4Addr,
+    pub addr: IpAddr,
     /// Whether data over it is metered (the deferral policy keeps background off it when
     /// a label's [`crate::proto::session::LabelPolicy::metered`] is false).
     pub metered: bool,

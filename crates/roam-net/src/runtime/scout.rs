@@ -1,6 +1,7 @@
 //! The connection scout: which local networks exist, followed as they come and go.
 //!
-//! [`scan`] lists up, non-loopback IPv4 interfaces (getifaddrs). `follow` subscribes a
+//! [`scan`] lists the addresses of up, non-loopback interfaces (getifaddrs): IPv4, and IPv6
+//! other than link-local. A multi-socket uses those of its peer's family. `follow` subscribes a
 //! multi-socket to changes: one thread per network namespace listens on an rtnetlink socket
 //! (RTMGRP_LINK | RTMGRP_IPV4_IFADDR) and, on every notification (and every second), rescans and
 //! reports networks that appeared, changed address or disappeared. The environment variable
@@ -8,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -26,7 +27,8 @@ fn metered_names() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Up, non-loopback interfaces with an IPv4 address, in the calling thread's namespace.
+/// Up, non-loopback interfaces' IPv4 and (not link-local) IPv6 addresses, one network each, in
+/// the calling thread's namespace.
 pub fn scan() -> io::Result<Vec<LocalNetwork>> {
     let metered = metered_names();
     let mut out = Vec::new();
@@ -49,12 +51,24 @@ pub fn scan() -> io::Result<Vec<LocalNetwork>> {
         }
         // SAFETY: ifa_addr is non-null and its family tells its type.
         let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-        if family != libc::AF_INET {
-            continue;
-        }
-        // SAFETY: an AF_INET address is a sockaddr_in.
-        let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-        let addr = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+        let addr = match family {
+            libc::AF_INET => {
+                // SAFETY: an AF_INET address is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: an AF_INET6 address is a sockaddr_in6.
+                let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                let a = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+                // Link-local addresses need a scope to bind to; the interface has others.
+                if a.segments()[0] & 0xffc0 == 0xfe80 {
+                    continue;
+                }
+                IpAddr::V6(a)
+            }
+            _ => continue,
+        };
         // SAFETY: ifa_name is a NUL-terminated string.
         let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
             .to_string_lossy()
@@ -161,14 +175,20 @@ fn watch(ns: u64, subs: Subscribers) {
         };
         for sh in &live {
             let ms = MultiSocket { shared: sh.clone() };
-            for n in &now {
+            // Only networks of the peer's family can reach it.
+            let v6 = sh.peer.is_some_and(|p| p.is_ipv6());
+            let of_family = |n: &&LocalNetwork| n.addr.is_ipv6() == v6;
+            for n in now.iter().filter(of_family) {
                 if !known.contains(n) {
                     sh.log(format!("scout: network {} ({}) is up", n.name, n.addr));
                     ms.network_event(&n.name, Some(n.addr));
                 }
             }
-            for n in &known {
-                if !now.iter().any(|m| m.name == n.name) {
+            for n in known.iter().filter(of_family) {
+                if !now
+                    .iter()
+                    .any(|m| m.name == n.name && m.addr.is_ipv6() == v6)
+                {
                     sh.log(format!("scout: network {} is gone", n.name));
                     ms.network_event(&n.name, None);
                 }

@@ -32,12 +32,6 @@ impl MultiSocket {
     /// Open a multi-socket to `peer` (an IPv4 address and port where a [`Listener`] runs).
     /// Returns once the first connection's handshake is done.
     pub async fn connect(peer: SocketAddr, options: Options) -> Result<MultiSocket, Error> {
-        let SocketAddr::V4(peer4) = peer else {
-            return Err(Error::Connect {
-                peer,
-                why: ConnectError::Ipv6,
-            });
-        };
         options.config.validate()?;
         let mut config = options.config.clone();
         config.trace |= options.log;
@@ -46,21 +40,29 @@ impl MultiSocket {
         let nets = match &options.networks {
             Networks::Explicit(v) => v.clone(),
             // A peer on this host is reached over loopback only.
-            Networks::Auto if peer4.ip().is_loopback() => vec![LocalNetwork {
+            Networks::Auto if peer.ip().is_loopback() => vec![LocalNetwork {
                 name: "lo".into(),
-                addr: Ipv4Addr::LOCALHOST,
+                addr: match peer {
+                    SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+                },
                 metered: false,
             }],
             Networks::Auto => scout::scan().map_err(io_err("listing interfaces"))?,
         };
+        // Only networks of the peer's family can reach it.
+        let nets: Vec<LocalNetwork> = nets
+            .into_iter()
+            .filter(|n| n.addr.is_ipv6() == peer.is_ipv6())
+            .collect();
         if nets.is_empty() {
             return Err(Error::Connect {
                 peer,
                 why: ConnectError::NoNetwork,
             });
         }
-        let auto = matches!(options.networks, Networks::Auto) && !peer4.ip().is_loopback();
-        let sh = Shared::new(session, Some(peer4), options);
+        let auto = matches!(options.networks, Networks::Auto) && !peer.ip().is_loopback();
+        let sh = Shared::new(session, Some(peer), options);
         {
             let mut s = sh.session();
             let now = sh.now();
@@ -70,7 +72,7 @@ impl MultiSocket {
             }
             drop(map);
             for (i, n) in nets.iter().enumerate() {
-                s.network_up(i as NetId + 1, n.addr.octets(), n.metered, now);
+                s.network_up(i as NetId + 1, n.addr, n.metered, now);
                 sh.listen_on(&mut s, i as NetId + 1, Some(n));
             }
             sh.after(&mut s);
@@ -417,7 +419,7 @@ impl MultiSocket {
     /// The scout saw local network `name` get address `addr` (or go away: `None`). Called from
     /// the scout's own thread: it enters the runtime (the listener it may open needs the
     /// reactor) and takes the session's lock before the networks' (the lock order).
-    pub(super) fn network_event(&self, name: &str, addr: Option<Ipv4Addr>) {
+    pub(super) fn network_event(&self, name: &str, addr: Option<IpAddr>) {
         let sh = &self.shared;
         let _rt = sh.handle.enter();
         let now = sh.now();
@@ -431,7 +433,7 @@ impl MultiSocket {
                 n.addr = a;
                 let local = n.clone();
                 drop(map);
-                s.network_up(id, a.octets(), local.metered, now);
+                s.network_up(id, a, local.metered, now);
                 if moved || !sh.listeners.lock().unwrap().contains_key(&id) {
                     sh.listen_on(&mut s, id, Some(&local));
                 }
@@ -445,7 +447,7 @@ impl MultiSocket {
                 };
                 map.insert(id, local.clone());
                 drop(map);
-                s.network_up(id, a.octets(), false, now);
+                s.network_up(id, a, false, now);
                 sh.listen_on(&mut s, id, Some(&local));
             }
             (Some(id), None) => {
@@ -494,7 +496,7 @@ mod lock_order_tests {
             let opts = Options {
                 networks: Networks::Explicit(vec![LocalNetwork {
                     name: "lo".into(),
-                    addr: Ipv4Addr::LOCALHOST,
+                    addr: Ipv4Addr::LOCALHOST.into(),
                     metered: false,
                 }]),
                 ..Options::default()
@@ -507,8 +509,8 @@ mod lock_order_tests {
             let scout = std::thread::spawn(move || {
                 let mut events = 0u64;
                 while !stop2.load(Ordering::Relaxed) {
-                    flip.network_event("extra", Some(Ipv4Addr::new(127, 0, 0, 2)));
-                    flip.network_event("extra", Some(Ipv4Addr::new(127, 0, 0, 3)));
+                    flip.network_event("extra", Some(Ipv4Addr::new(127, 0, 0, 2).into()));
+                    flip.network_event("extra", Some(Ipv4Addr::new(127, 0, 0, 3).into()));
                     flip.network_event("extra", None);
                     events += 3;
                 }

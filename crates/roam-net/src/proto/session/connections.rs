@@ -81,7 +81,7 @@ pub(super) struct Conn {
     /// When this connection last carried an `Estimate` (client only; see [`ESTIMATE_EVERY`]).
     pub(super) last_estimate: Option<Time>,
     /// The peer's address, as the driver saw it ([`Session::connection_from`]).
-    pub(super) peer_addr: Option<[u8; 4]>,
+    pub(super) peer_addr: Option<IpAddr>,
     /// Start of the current throughput interval ([`Session::tcp_sample`]): when, the
     /// acknowledged-bytes counter then, and the path's load then.
     pub(super) throughput_from: Option<(Time, u64, PathLoad)>,

@@ -142,7 +142,7 @@ impl Session {
                 0,
                 NetInfo {
                     net,
-                    addr: [0; 4],
+                    addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
                     rtt_us: 0,
                     flags: NET_USABLE,
                     bandwidth_bps: 0,

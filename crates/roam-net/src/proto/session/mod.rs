@@ -41,6 +41,7 @@ mod tests;
 mod transmit;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use bytes::Bytes;

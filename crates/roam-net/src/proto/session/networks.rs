@@ -56,9 +56,11 @@ pub struct TcpSample {
 }
 
 /// A network as this session knows it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct Network {
-    pub(super) addr: [u8; 4],
+    /// Its address (client: the local one; server: as the client announced it). Unspecified
+    /// until known.
+    pub(super) addr: IpAddr,
     pub(super) metered: bool,
     pub(super) up: bool,
     pub(super) estimate: NetworkEstimate,
@@ -70,16 +72,32 @@ pub(super) struct Network {
     /// Server: the address an authenticated connection of the client over this network came
     /// from. The server opens connections only there, never to an address merely announced
     /// (a `Hello` or `Estimate` could otherwise point the server at any host and port).
-    pub(super) seen_addr: Option<[u8; 4]>,
+    pub(super) seen_addr: Option<IpAddr>,
     /// Server: one connection attempt is allowed; spent by the attempt, given again when the
     /// client announces the network anew (usable again, another port) or a connection over
     /// it is established. At most one attempt per announcement, however often it is repeated.
     pub(super) may_open: bool,
 }
 
+impl Default for Network {
+    fn default() -> Self {
+        Network {
+            addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            metered: false,
+            up: false,
+            estimate: NetworkEstimate::default(),
+            retry_at: Time::ZERO,
+            opening: false,
+            port: 0,
+            seen_addr: None,
+            may_open: false,
+        }
+    }
+}
+
 impl Session {
     /// A local network is up (client side; from the scout).
-    pub fn network_up(&mut self, net: NetId, addr: [u8; 4], metered: bool, now: Time) {
+    pub fn network_up(&mut self, net: NetId, addr: IpAddr, metered: bool, now: Time) {
         let n = self.networks.entry(net).or_default();
         n.addr = addr;
         n.metered = metered;
@@ -101,7 +119,7 @@ impl Session {
     /// Where to open a connection over the peer's network `net` (after an
     /// [`Event::OpenConnection`] on the server): the address the client's connections over it
     /// came from, and the port it announced there.
-    pub fn peer_address(&self, net: NetId) -> Option<([u8; 4], u16)> {
+    pub fn peer_address(&self, net: NetId) -> Option<(IpAddr, u16)> {
         let n = self.networks.get(&net).filter(|n| n.port != 0)?;
         n.seen_addr.map(|a| (a, n.port))
     }
@@ -110,7 +128,7 @@ impl Session {
     /// [`Session::accept_connection`]). Once the connection is authenticated (it carried the
     /// `Hello`, or its join proof checked out) the address becomes its network's
     /// `peer_address`.
-    pub fn connection_from(&mut self, conn: ConnId, addr: [u8; 4]) {
+    pub fn connection_from(&mut self, conn: ConnId, addr: IpAddr) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -121,7 +139,7 @@ impl Session {
         }
     }
 
-    pub(super) fn network_seen(&mut self, net: NetId, addr: [u8; 4]) {
+    pub(super) fn network_seen(&mut self, net: NetId, addr: IpAddr) {
         if let Some(n) = self.networks.get_mut(&net) {
             n.seen_addr = Some(addr);
             n.may_open = true;

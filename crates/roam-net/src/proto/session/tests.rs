@@ -10,7 +10,7 @@ fn hotspot(bw: [Option<u64>; 2]) -> Session {
     let now = Time::ZERO;
     let mut s = Session::client(Config::default(), 1);
     for (net, rtt, bw) in [(1, 20, bw[0]), (2, 400, bw[1])] {
-        s.network_up(net, [10, 0, net as u8, 2], false, now);
+        s.network_up(net, [10, 0, net as u8, 2].into(), false, now);
         let n = s.networks.get_mut(&net).unwrap();
         n.estimate.rtt_sample(Duration::from_millis(rtt));
         if let Some(b) = bw {
