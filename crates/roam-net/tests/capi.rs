@@ -66,3 +66,116 @@ fn c_example_builds_and_runs() {
         assert!(stdout.contains(want), "{stdout}{stderr}");
     }
 }
+
+/// The C ABI without waiting: `ms_send(.., MS_DONTWAIT, ..)` fails with EAGAIN instead of
+/// waiting, and `ms_poll_fd`'s descriptor signals when the send can go again: while the peer
+/// reads, and, once it has stopped and the sender is stuck (a second without a signal), as
+/// soon as it reads again; `ms_writable` and the next non-blocking send agree.
+#[test]
+fn a_non_blocking_send_gets_eagain_and_poll_signals_when_it_can_go() {
+    use roam_net::capi::*;
+    use std::ffi::CString;
+    const MS_DONTWAIT: i32 = 0x40;
+    const FG_SMALL: i32 = 0; // MS_LABEL_FG_SMALL
+    const BG_LARGE: i32 = 3; // MS_LABEL_BG_LARGE
+    let host = CString::new("127.0.0.1").unwrap();
+    let l = ms_socket();
+    assert_eq!(ms_listen(l, host.as_ptr(), 0), 0);
+    let port = ms_local_port(l) as u16;
+    let client = std::thread::spawn(move || {
+        let host = CString::new("127.0.0.1").unwrap();
+        let c = ms_socket();
+        assert_eq!(ms_connect(c, host.as_ptr(), port), 0);
+        c
+    });
+    let s = ms_accept(l);
+    assert!(s > 0);
+    let c = client.join().unwrap();
+    let fd = ms_poll_fd(c);
+    let chunk = vec![7u8; 256 << 10];
+    let mut sent = 0usize;
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Send until EAGAIN; while the server still takes data (it reads until a window's worth
+    // waits unread) the descriptor signals that the send can go again, and it does.
+    let mut signals = 0;
+    loop {
+        // SAFETY: `chunk` is valid for its length; no thunk.
+        let n = unsafe {
+            ms_send(
+                c,
+                chunk.as_ptr().cast(),
+                chunk.len(),
+                MS_DONTWAIT,
+                BG_LARGE,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+        if n >= 0 {
+            sent += n as usize;
+            assert!(sent < 1 << 30, "{sent} bytes taken without EAGAIN");
+            continue;
+        }
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EAGAIN)
+        );
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, 1000) } == 0 {
+            break; // stuck: the server has stopped reading
+        }
+        signals += 1;
+    }
+    assert_eq!(ms_writable(c, BG_LARGE), 0);
+    // The server reads everything.
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0;
+        while got < sent {
+            // SAFETY: `buf` is writable for its length; the out pointers may be NULL.
+            let n = unsafe {
+                ms_recv(
+                    s,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            assert!(n > 0, "ms_recv: {n} after {got} of {sent}");
+            got += n as usize;
+        }
+        s
+    });
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::poll(&mut p, 1, 20_000) },
+        1,
+        "no signal once the peer read"
+    );
+    assert_eq!(ms_writable(c, BG_LARGE), 1);
+    // SAFETY: as above.
+    let n = unsafe {
+        ms_send(
+            c,
+            chunk.as_ptr().cast(),
+            1,
+            MS_DONTWAIT,
+            FG_SMALL,
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(n, 1);
+    let s = reader.join().unwrap();
+    eprintln!("{sent} bytes sent without waiting, {signals} signals while the peer read");
+    assert_eq!(ms_close(c, 5000), 0);
+    let _ = ms_close(s, 1000);
+    let _ = ms_close(l, 0);
+}
