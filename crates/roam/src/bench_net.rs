@@ -553,15 +553,7 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
         );
         runs.push((tcp, roam));
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
+    let median = |mut v: Vec<f64>| roam_trace::stats::median(&mut v);
     let ratios: Vec<f64> = runs.iter().map(|(t, r)| r / t).collect();
     let ratio = median(ratios.clone());
     let tcp_bps = median(runs.iter().map(|r| r.0).collect());

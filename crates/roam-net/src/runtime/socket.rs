@@ -178,16 +178,7 @@ impl MultiSocket {
 
     /// Append bytes to an open IROB (waits while the send buffer is full).
     pub async fn irob_send(&self, irob: IrobId, data: impl Into<Bytes>) -> Result<(), Error> {
-        let max = self.shared.options.config.max_send_buffer;
-        let blocked = &self.shared.blocked;
-        self.wait_on(&self.shared.space, |s| {
-            let go = s.unacknowledged() < max || s.failure().is_some();
-            if !go {
-                blocked.fetch_or(BUFFER_BIT, Ordering::SeqCst);
-            }
-            go
-        })
-        .await;
+        self.send_buffer_room().await;
         let mut s = self.shared.session();
         let r = s.irob_send(irob, data.into());
         self.shared.after(&mut s);
