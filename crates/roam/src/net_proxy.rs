@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -78,8 +78,9 @@ pub struct RelayArgs {
     #[arg(long)]
     listen: SocketAddr,
     /// Where the relay may connect: an address or network with an optional port
-    /// (`10.77.0.1`, `10.0.0.0/8`, `192.0.2.7:80`, `0.0.0.0/0:443`), repeated. Required: without
-    /// it the relay would connect wherever any peer asked.
+    /// (`10.77.0.1`, `10.0.0.0/8`, `192.0.2.7:80`, `0.0.0.0/0:443`, `2001:db8::/32`,
+    /// `[2001:db8::]/32:443`), repeated. Required: without it the relay would connect wherever
+    /// any peer asked.
     #[arg(long, value_name = "NET[:PORT]", required = true)]
     allow: Vec<String>,
     /// Most connections relayed at once (further requests are refused).
@@ -150,9 +151,11 @@ impl LabelRules {
 }
 
 /// Where a relay may connect: a network (address and prefix length) and optionally one port.
+/// Written `10.0.0.0/8`, `192.0.2.7:80`, `2001:db8::/32`, `[2001:db8::7]:443` or
+/// `[2001:db8::]/32:443` (an IPv6 network with a port goes in brackets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allow {
-    net: Ipv4Addr,
+    net: IpAddr,
     prefix: u8,
     port: Option<u16>,
 }
@@ -160,39 +163,61 @@ pub struct Allow {
 impl std::str::FromStr for Allow {
     type Err = String;
     fn from_str(s: &str) -> Result<Allow, String> {
-        let (addr, port) = match s.rsplit_once(':') {
-            Some((a, p)) => (
-                a,
-                Some(
-                    p.parse::<u16>()
-                        .map_err(|_| format!("`{s}`: `{p}` is not a port"))?,
-                ),
-            ),
-            None => (s, None),
+        let port = |p: &str| {
+            p.parse::<u16>()
+                .map_err(|_| format!("`{s}`: `{p}` is not a port"))
         };
-        let (net, prefix) = match addr.split_once('/') {
-            Some((n, l)) => (
-                n,
-                l.parse::<u8>()
-                    .ok()
-                    .filter(|&l| l <= 32)
-                    .ok_or_else(|| format!("`{s}`: `{l}` is not a prefix length (0-32)"))?,
-            ),
-            None => (addr, 32),
+        // Split off the port: after a bracketed IPv6 network, or after IPv4's one colon.
+        let (addr, port) = if let Some(rest) = s.strip_prefix('[') {
+            let (inside, after) = rest
+                .split_once(']')
+                .ok_or_else(|| format!("`{s}`: `[` without `]`"))?;
+            let (len, p) = match after.split_once(':') {
+                Some((len, p)) => (len, Some(port(p)?)),
+                None => (after, None),
+            };
+            (format!("{inside}{len}"), p)
+        } else if s.matches(':').count() == 1 {
+            let (a, p) = s.split_once(':').unwrap_or((s, ""));
+            (a.to_string(), Some(port(p)?))
+        } else {
+            (s.to_string(), None)
+        };
+        let (net, len) = match addr.split_once('/') {
+            Some((n, l)) => (n, Some(l)),
+            None => (addr.as_str(), None),
         };
         let net = net
-            .parse::<Ipv4Addr>()
-            .map_err(|_| format!("`{s}`: `{net}` is not an IPv4 address"))?;
+            .parse::<IpAddr>()
+            .map_err(|_| format!("`{s}`: `{net}` is not an IP address"))?;
+        let bits = if net.is_ipv4() { 32 } else { 128 };
+        let prefix = match len {
+            Some(l) => l
+                .parse::<u8>()
+                .ok()
+                .filter(|&l| l <= bits)
+                .ok_or_else(|| format!("`{s}`: `{l}` is not a prefix length (0-{bits})"))?,
+            None => bits,
+        };
         Ok(Allow { net, prefix, port })
     }
 }
 
 impl Allow {
     /// Whether `to` is allowed.
-    pub fn permits(&self, to: SocketAddrV4) -> bool {
-        let mask = u32::MAX.checked_shl(32 - self.prefix as u32).unwrap_or(0);
-        (u32::from(*to.ip()) & mask) == (u32::from(self.net) & mask)
-            && self.port.is_none_or(|p| p == to.port())
+    pub fn permits(&self, to: SocketAddr) -> bool {
+        let within = match (self.net, to.ip()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - self.prefix as u32).unwrap_or(0);
+                u32::from(a) & mask == u32::from(n) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - self.prefix as u32).unwrap_or(0);
+                u128::from(a) & mask == u128::from(n) & mask
+            }
+            _ => false,
+        };
+        within && self.port.is_none_or(|p| p == to.port())
     }
 }
 
@@ -326,9 +351,14 @@ fn socks5_accept(s: &mut TcpStream) -> Result<(String, u16)> {
             s.read_exact(&mut name)?;
             String::from_utf8(name).map_err(|_| anyhow!("domain name is not text"))?
         }
+        4 => {
+            let mut a = [0u8; 16];
+            s.read_exact(&mut a)?;
+            format!("[{}]", Ipv6Addr::from(a))
+        }
         t => {
             socks5_reply(s, 8)?; // address type not supported
-            bail!("SOCKS address type {t} (IPv4 and domain names are supported)");
+            bail!("SOCKS address type {t} (IPv4, IPv6 and domain names are supported)");
         }
     };
     let mut port = [0u8; 2];
@@ -341,20 +371,23 @@ fn socks5_reply(s: &mut TcpStream, code: u8) -> Result<()> {
     Ok(())
 }
 
-/// The destination a connection redirected by the firewall was first addressed to.
+/// The destination a connection redirected by the firewall was first addressed to
+/// (SO_ORIGINAL_DST, or IP6T_SO_ORIGINAL_DST on an IPv6 connection; both are option 80).
 fn original_destination(s: &TcpStream) -> Result<(String, u16)> {
     use std::os::fd::AsRawFd;
     const SO_ORIGINAL_DST: libc::c_int = 80;
-    // SAFETY: a sockaddr_in-sized buffer the kernel fills.
-    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: getsockopt on our socket into the buffer above.
+    let v6 = s.local_addr()?.is_ipv6();
+    // SAFETY: all-zero is a valid sockaddr_in6, large enough for either family.
+    let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+    let level = if v6 { libc::SOL_IPV6 } else { libc::SOL_IP };
+    // SAFETY: getsockopt on our socket into the buffer above, `len` its size.
     let r = unsafe {
         libc::getsockopt(
             s.as_raw_fd(),
-            libc::SOL_IP,
+            level,
             SO_ORIGINAL_DST,
-            (&mut sa as *mut libc::sockaddr_in).cast(),
+            (&mut sa as *mut libc::sockaddr_in6).cast(),
             &mut len,
         )
     };
@@ -362,8 +395,15 @@ fn original_destination(s: &TcpStream) -> Result<(String, u16)> {
         return Err(std::io::Error::last_os_error())
             .context("SO_ORIGINAL_DST (was the connection redirected by the firewall?)");
     }
-    let ip = Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr));
-    Ok((ip.to_string(), u16::from_be(sa.sin_port)))
+    if v6 {
+        let ip = Ipv6Addr::from(sa.sin6_addr.s6_addr);
+        return Ok((format!("[{ip}]"), u16::from_be(sa.sin6_port)));
+    }
+    // SAFETY: for IPv4 the kernel wrote a sockaddr_in at the start of the buffer.
+    let sin: libc::sockaddr_in =
+        unsafe { std::ptr::read((&sa as *const libc::sockaddr_in6).cast()) };
+    let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+    Ok((ip.to_string(), u16::from_be(sin.sin_port)))
 }
 
 fn proxy_one(mut client: TcpStream, a: &ProxyArgs, rules: &LabelRules) -> Result<()> {
@@ -456,7 +496,7 @@ pub fn proxy(a: ProxyArgs) -> Result<()> {
 // ----- relay ------------------------------------------------------------------------------------
 
 /// The target of a relay request line, its label, checked against `allow`.
-fn parse_request(line: &str, allow: &[Allow]) -> Result<(SocketAddrV4, Label)> {
+fn parse_request(line: &str, allow: &[Allow]) -> Result<(SocketAddr, Label)> {
     let mut w = line.split(' ');
     let (Some("roam-relay"), Some("1"), Some(target), Some(label), None) =
         (w.next(), w.next(), w.next(), w.next(), w.next())
@@ -470,19 +510,17 @@ fn parse_request(line: &str, allow: &[Allow]) -> Result<(SocketAddrV4, Label)> {
     let port = port
         .parse::<u16>()
         .map_err(|_| anyhow!("target `{target}`: bad port"))?;
-    let to = match host.parse::<IpAddr>() {
-        Ok(IpAddr::V4(ip)) => SocketAddrV4::new(ip, port),
-        Ok(IpAddr::V6(_)) => bail!("IPv6 targets are not supported"),
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let to = match bare.parse::<IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, port),
         Err(_) => {
             use std::net::ToSocketAddrs;
+            // A name: the first of its addresses that --allow permits.
             (host, port)
                 .to_socket_addrs()
                 .with_context(|| format!("resolving {host}"))?
-                .find_map(|a| match a {
-                    SocketAddr::V4(v4) => Some(v4),
-                    SocketAddr::V6(_) => None,
-                })
-                .ok_or_else(|| anyhow!("{host} has no IPv4 address"))?
+                .find(|a| allow.iter().any(|x| x.permits(*a)))
+                .ok_or_else(|| anyhow!("{host} has no address that --allow permits"))?
         }
     };
     if !allow.iter().any(|a| a.permits(to)) {
@@ -505,7 +543,7 @@ fn relay_one(ms: MultiSocket, allow: &[Allow]) -> Result<()> {
             return Err(e);
         }
     };
-    let tcp = match TcpStream::connect_timeout(&SocketAddr::V4(to), HANDSHAKE_TIMEOUT) {
+    let tcp = match TcpStream::connect_timeout(&to, HANDSHAKE_TIMEOUT) {
         Ok(t) => t,
         Err(e) => {
             let _ = ms.send(
@@ -598,5 +636,20 @@ mod tests {
             .parse::<Allow>()
             .unwrap()
             .permits("1.2.3.4:5".parse().unwrap()));
+        assert!(ok("roam-relay 1 [2001:db8::5]:80 foreground-small").is_err());
+        // IPv6: networks, with a port in brackets, never matching IPv4.
+        let v6: Vec<Allow> = ["2001:db8::/32", "[fd00::7]:443"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let ok6 = |l: &str| parse_request(l, &v6).map(|(to, _)| to.to_string());
+        assert_eq!(
+            ok6("roam-relay 1 [2001:db8::5]:80 foreground-small").unwrap(),
+            "[2001:db8::5]:80"
+        );
+        assert!(ok6("roam-relay 1 [fd00::7]:443 foreground-small").is_ok());
+        assert!(ok6("roam-relay 1 [fd00::7]:80 foreground-small").is_err());
+        assert!(ok6("roam-relay 1 10.77.0.1:80 foreground-small").is_err());
+        assert!("2001:db8::/129".parse::<Allow>().is_err());
     }
 }
