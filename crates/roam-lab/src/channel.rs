@@ -302,7 +302,7 @@ impl Conn {
 /// What roam's recovery cost in a trial, from the given ends (none unless an end is a roam
 /// multi-socket): `hedges`, small foreground messages sent a second time over the other
 /// network because the first copy went unacknowledged too long (see
-/// `roam_net::Config::hedge`), and `duplicate_kB`, payload that arrived twice (hedges, and
+/// `roam_net::proto::session::LabelPolicy::hedge`), and `duplicate_kB`, payload that arrived twice (hedges, and
 /// resends after a connection broke of bytes it had delivered after all).
 pub fn recovery_metrics<'a>(ends: impl IntoIterator<Item = &'a Conn>) -> Vec<Metric> {
     let roam: Vec<&Conn> = ends

@@ -459,7 +459,7 @@ impl Session {
     }
 
     /// How many small foreground IROBs this session has sent a second time over another
-    /// network because they went unacknowledged too long (see `Config::hedge`). Whether a
+    /// network because they went unacknowledged too long (see [`LabelPolicy::hedge`]). Whether a
     /// hedge was needed is not known here (the peer acknowledges both copies alike); the
     /// count bounds what hedging cost: at most that many small IROBs' bytes.
     pub fn hedges_sent(&self) -> u64 {

@@ -22,7 +22,7 @@ pub const NET_METERED: u32 = 1;
 pub const NET_USABLE: u32 = 2;
 
 /// How loaded a connection's path was over a throughput sample's interval, which decides what
-/// the throughput says about the network's bandwidth ([`Session::tcp_info`]). Ordered from
+/// the throughput says about the network's bandwidth ([`Session::tcp_sample`]). Ordered from
 /// lightest to heaviest: an interval is only as loaded as its lighter end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PathLoad {
