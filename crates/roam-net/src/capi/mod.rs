@@ -703,13 +703,22 @@ pub extern "C" fn ms_poll_fd(s: MsSocket) -> c_int {
             loop {
                 want.notify.notified().await;
                 let bits = want.bits.swap(0, Ordering::SeqCst);
-                for l in Label::ALL {
-                    if bits & (1 << l.rank()) != 0 {
-                        ms2.sendable(l).await;
+                // Signalled once any of them can go (one label that never can, say one kept
+                // off the only, metered, network, must not hold up the others).
+                let labels: Vec<Label> = Label::ALL
+                    .into_iter()
+                    .filter(|l| bits & (1 << l.rank()) != 0)
+                    .collect();
+                match (labels.is_empty(), bits & BUFFER_FULL != 0) {
+                    (false, true) => {
+                        tokio::select! {
+                            _ = ms2.sendable_any(&labels) => {}
+                            _ = ms2.send_buffer_room() => {}
+                        }
                     }
-                }
-                if bits & BUFFER_FULL != 0 {
-                    ms2.send_buffer_room().await;
+                    (false, false) => ms2.sendable_any(&labels).await,
+                    (true, true) => ms2.send_buffer_room().await,
+                    (true, false) => continue,
                 }
                 let Some(e) = weak2.upgrade() else { return };
                 signal(e.0);

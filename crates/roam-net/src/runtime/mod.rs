@@ -247,21 +247,33 @@ impl Shared {
         }
         let blocked = self.blocked.load(Ordering::SeqCst);
         if blocked != 0 {
-            let max = self.options.config.max_send_buffer;
-            let room = s.unacknowledged() < max - max / 4;
+            let room = self.buffer_room(s);
             let open = s.is_closing()
                 || s.failure().is_some()
                 || (room && blocked & BUFFER_BIT != 0)
-                || (room
-                    && Label::ALL
-                        .iter()
-                        .any(|l| blocked & (1 << l.rank()) != 0 && s.can_send(*l)));
+                || Label::ALL
+                    .iter()
+                    .any(|l| blocked & (1 << l.rank()) != 0 && self.ready_to_send(s, *l));
             if open {
                 self.blocked.store(0, Ordering::SeqCst);
                 self.space.notify_waiters();
             }
         }
         self.changed.notify_waiters();
+    }
+
+    /// The send buffer is under three quarters full: a blocked sender is woken (and a
+    /// multi-socket reported writable) only then, so that it wakes per several IROBs, not per
+    /// acknowledgement.
+    fn buffer_room(&self, s: &Session) -> bool {
+        let max = self.options.config.max_send_buffer;
+        s.unacknowledged() < max - max / 4
+    }
+
+    /// A send with `label` would be accepted and the buffer has room (see `buffer_room`): what
+    /// `MultiSocket::writable` reports and what a blocked sender of `label` is woken for.
+    fn ready_to_send(&self, s: &Session, label: Label) -> bool {
+        s.can_send(label) && self.buffer_room(s)
     }
 
     /// Background bytes connection `conn` may still take (anticipatory scheduling).

@@ -272,21 +272,33 @@ impl MultiSocket {
             .await
     }
 
-    /// Whether a send with `label` would be accepted now (an appropriate network can carry it
-    /// and the send buffer has room).
+    /// Whether a send with `label` would be accepted now (an appropriate network can carry it)
+    /// with room for more: the send buffer is under three quarters full. (A send is accepted up
+    /// to the full buffer, but readiness, like a TCP socket's, waits for room for several.)
     pub fn writable(&self, label: Label) -> bool {
-        self.shared.session().can_send(label)
+        let s = self.shared.session();
+        self.shared.ready_to_send(&s, label)
     }
 
     /// Wait until a send with `label` would be accepted ([`MultiSocket::writable`]), or the
     /// multi-socket is closing or failed (the send then reports why).
     pub async fn sendable(&self, label: Label) {
-        let blocked = &self.shared.blocked;
+        self.sendable_any(&[label]).await
+    }
+
+    /// Wait until a send with any of `labels` would be accepted, or the multi-socket is
+    /// closing or failed.
+    pub async fn sendable_any(&self, labels: &[Label]) {
+        let (sh, blocked) = (&self.shared, &self.shared.blocked);
         self.wait_on(&self.shared.space, |s| {
-            let go = s.can_send(label) || s.is_closing() || s.failure().is_some();
+            let go = labels.iter().any(|&l| sh.ready_to_send(s, l))
+                || s.is_closing()
+                || s.failure().is_some();
             if !go {
                 // Under the session's lock, so `after` sees it on its next change.
-                blocked.fetch_or(1 << label.rank(), Ordering::SeqCst);
+                for l in labels {
+                    blocked.fetch_or(1 << l.rank(), Ordering::SeqCst);
+                }
             }
             go
         })
