@@ -86,8 +86,9 @@ int ms_cancel_thunk(ms_socket_t s, ms_thunk_t thunk, void *arg);
 /* A file descriptor for select/poll: readable while ms_recv would not block, and once a send
  * that failed with EAGAIN (MS_DONTWAIT) could proceed. Ask ms_writable which, or just retry. */
 int ms_poll_fd(ms_socket_t s);
-/* 1 if a send with `label` would be accepted now (a network can carry it and the send buffer has
- * room), 0 if not, -1 on error. */
+/* 1 if a send with `label` would be accepted now with room for more (a network can carry it and
+ * the send buffer is under three quarters full: what ms_poll_fd signals), 0 if not, -1 on
+ * error. */
 int ms_writable(ms_socket_t s, int label);
 /* Close: no new IROBs; waits up to timeout_ms for everything sent to be acknowledged, then
  * releases the handle. 0 when everything was acknowledged, -1 otherwise. */
