@@ -55,6 +55,14 @@ impl WantWrite {
     }
 }
 
+impl Drop for Sock {
+    fn drop(&mut self) {
+        // End `ms_poll_fd`'s writability watcher, which would otherwise wait for a send that
+        // will never come, holding the multi-socket.
+        self.want.notify.notify_one();
+    }
+}
+
 impl Sock {
     /// Record a deferred send's thunk, releasing the records of thunks that have run since (so
     /// that a program deferring a send every second for days holds only the waiting ones).
@@ -466,10 +474,12 @@ pub unsafe extern "C" fn ms_irob_send(
         let r = if flags & MS_DONTWAIT != 0 {
             let r = ms.try_irob_send(id, data);
             let g = x.lock().unwrap();
+            // Clear the descriptor before asking for the writability signal, which may come
+            // at once: cleared after, that signal would be lost.
+            rearm(&g);
             if matches!(r, Err(Error::Send(SendError::BufferFull))) {
                 g.want.want(BUFFER_FULL);
             }
-            rearm(&g);
             r
         } else {
             ms.irob_send(id, data)
@@ -526,10 +536,10 @@ pub unsafe extern "C" fn ms_send(
         let r = if flags & MS_DONTWAIT != 0 && thunk.is_none() {
             let r = ms.try_send(l, data);
             let g = x.lock().unwrap();
+            rearm(&g); // before asking for the signal, as in `ms_irob_send`
             if matches!(r, Err(Error::Send(SendError::WouldBlock(_)))) {
                 g.want.want(1 << l.rank());
             }
-            rearm(&g);
             r
         } else {
             ms.send(l, data, make_thunk(thunk, arg))
@@ -702,6 +712,9 @@ pub extern "C" fn ms_poll_fd(s: MsSocket) -> c_int {
         rt.spawn(async move {
             loop {
                 want.notify.notified().await;
+                if weak2.strong_count() == 0 {
+                    return; // the handle was closed (`Sock`'s drop wakes us)
+                }
                 let bits = want.bits.swap(0, Ordering::SeqCst);
                 // Signalled once any of them can go (one label that never can, say one kept
                 // off the only, metered, network, must not hold up the others).
