@@ -11,7 +11,7 @@ pub mod wire;
 
 pub use label::Label;
 pub use session::{
-    Config, ConfigError, ConnId, Delivery, Event, Failure, IrobId, KernelQueue, NetId, PathLoad,
-    SendError, Session, TcpSample, ThunkId, Transmit,
+    Config, ConfigError, ConnId, Delivery, Event, Failure, IrobId, KernelQueue, KernelWindow,
+    NetId, PathLoad, SendError, Session, TcpSample, ThunkId, Transmit,
 };
 pub use wire::{Decoder, Deps, Frame, WireError, WireLimits};

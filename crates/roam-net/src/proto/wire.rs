@@ -600,6 +600,15 @@ impl Decoder {
         self.buf.len()
     }
 
+    /// Bytes still to arrive to complete the frame at the front of the buffer, once its header
+    /// has arrived (`None` before that, and for a header `next_frame` will refuse).
+    pub fn missing(&self) -> Option<usize> {
+        let h = self.buf.get(..HEADER_LEN)?;
+        let body_len = u32::from_be_bytes(h[4..8].try_into().unwrap()) as usize;
+        (body_len <= self.limits.max_body)
+            .then(|| (HEADER_LEN + body_len).saturating_sub(self.buf.len()))
+    }
+
     /// Decode the next complete frame, if one has arrived. After an error the stream is
     /// unusable (frame boundaries are lost): close the connection.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
@@ -859,6 +868,31 @@ impl Decoder {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// `missing` counts what the front frame still lacks once its header is in, and nothing
+    /// for a header the decoder will refuse.
+    #[test]
+    fn missing_counts_the_rest_of_the_front_frame() {
+        let frame = Frame::Ack {
+            acks: vec![1, 2, 3],
+        }
+        .to_bytes();
+        let mut d = Decoder::default();
+        assert_eq!(d.missing(), None);
+        d.push(&frame[..HEADER_LEN - 1]);
+        assert_eq!(d.missing(), None);
+        d.push(&frame[HEADER_LEN - 1..HEADER_LEN + 1]);
+        assert_eq!(d.missing(), Some(frame.len() - HEADER_LEN - 1));
+        d.push(&frame[HEADER_LEN + 1..]);
+        d.push(&frame);
+        assert_eq!(d.missing(), Some(0));
+        let mut huge = frame.to_vec();
+        huge[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        let mut d = Decoder::default();
+        d.push(&huge);
+        assert_eq!(d.missing(), None);
+        assert!(d.next_frame().is_err());
+    }
 
     /// A small payload decoded from a large receive buffer is a copy (it does not keep the
     /// buffer alive); a bulk one is a slice of the buffer.

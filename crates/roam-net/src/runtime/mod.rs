@@ -286,7 +286,7 @@ impl Shared {
         now: Time,
     ) -> u64 {
         let info = sys::tcp_info(fd).ok();
-        let cap = s.background_cap(conn, now, info.and_then(|i| i.probing_cwnd()));
+        let cap = s.background_cap(conn, now, info.map(|i| i.window()));
         let mine = sys::outq(fd).unwrap_or(0);
         s.kernel_queue(conn, kernel_queue(info.as_ref(), mine));
         let others = self.shm.as_ref().map_or(0, |m| m.others(network));

@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use crate::proto::PathLoad;
+use crate::proto::{KernelWindow, PathLoad};
 
 /// Bytes a socket must hold for its sender to count as backlogged (four full-size segments):
 /// more than a trickle of small messages leaves behind.
@@ -56,10 +56,13 @@ impl TcpInfo {
         }
     }
 
-    /// The congestion window while the kernel is still probing for the path's capacity: in
-    /// slow start and with no queue built yet (see `Session::background_cap`).
-    pub fn probing_cwnd(&self) -> Option<u64> {
-        (self.slow_start && !self.queueing()).then_some(self.cwnd_bytes)
+    /// The congestion window, for `Session::background_cap`.
+    pub fn window(&self) -> KernelWindow {
+        KernelWindow {
+            cwnd: self.cwnd_bytes,
+            slow_start: self.slow_start,
+            queue_built: self.queueing(),
+        }
     }
 }
 

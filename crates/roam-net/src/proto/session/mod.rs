@@ -60,7 +60,7 @@ use connections::{Conn, ConnState};
 pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
 use networks::Network;
 pub use networks::{PathLoad, TcpSample, NET_METERED, NET_USABLE, THROUGHPUT_INTERVAL};
-pub use placement::{anticipatory_budget, UNMEASURED_CAP};
+pub use placement::{anticipatory_budget, KernelWindow, UNMEASURED_CAP};
 pub use receiving::MAX_PENDING_ACKS;
 use receiving::{IdSet, InIrob};
 pub use recovery::HAVE_RANGES;

@@ -16,8 +16,28 @@ use crate::proto::label::Label;
 pub(super) const UNKNOWN_QUEUE_OK: u64 = 4 * 1024;
 
 /// Background bytes a connection may hold before its network has a bandwidth estimate,
-/// beyond the kernel's window while it probes (see [`Session::background_cap`]).
+/// beyond the kernel's window while no queue has built (see [`Session::background_cap`]).
 pub const UNMEASURED_CAP: u64 = 16 * 1024;
+
+/// A connection's congestion window as the driver reads it from the kernel (TCP_INFO), for
+/// [`Session::background_cap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelWindow {
+    /// The congestion window in bytes.
+    pub cwnd: u64,
+    /// In slow start: the window is below the slow-start threshold.
+    pub slow_start: bool,
+    /// A queue has built on the path (the smoothed RTT is well above the minimum).
+    pub queue_built: bool,
+}
+
+impl KernelWindow {
+    /// The kernel is still probing for the path's capacity: in slow start, with no queue
+    /// built yet.
+    pub fn probing(&self) -> bool {
+        self.slow_start && !self.queue_built
+    }
+}
 
 /// The anticipatory-scheduling budget: how much time's worth of background data may sit in a
 /// connection beyond its base round trip, given how long ago foreground data was last seen.
@@ -170,30 +190,39 @@ impl Session {
     /// scheduling): the network's bandwidth × (its minimum RTT + [`anticipatory_budget`]). The
     /// driver compares this with the socket's unacknowledged bytes (SIOCOUTQ).
     ///
-    /// `probing_cwnd` is the kernel's congestion window in bytes while the connection is still
-    /// probing for the path's capacity: in slow start, and with no queue built on the path yet
-    /// (smoothed RTT near the minimum); `None` otherwise. The bandwidth estimate is built from
-    /// transfers this very cap limits, so on a network that just appeared the estimate would
-    /// trail the path by seconds (the vehicular drives' WiFi sessions last a few). While the
-    /// kernel probes, its window is allowed in full: background data ramps as fast as TCP's
+    /// `window` is the kernel's congestion window as the driver last read it. While the kernel
+    /// is still probing for the path's capacity ([`KernelWindow::probing`]) the window is
+    /// allowed in full. The bandwidth estimate is built from transfers this very cap limits, so
+    /// on a network that just appeared the estimate would trail the path by seconds (the
+    /// vehicular drives' WiFi sessions last a few). Background data thus ramps as fast as TCP's
     /// own slow start and no faster, and the estimate learns the path from transfers that fill
     /// it. Once a queue builds (or a loss ends slow start) the estimate rules again, so a slow,
     /// deep-buffered link is not filled with background data ahead of the next foreground one.
-    pub fn background_cap(&self, conn: ConnId, now: Time, probing_cwnd: Option<u64>) -> u64 {
+    ///
+    /// Before the first estimate, the window is allowed whenever no queue has built, even after
+    /// slow start ended: a window that fills no queue holds at most the path's pipe, which
+    /// delays no foreground IROB. Slow start ends without a loss when cubic's HyStart sees the
+    /// ACK train fill the pipe, at once on loopback; capping the window at
+    /// [`UNMEASURED_CAP`] then held bulk transfers to a trickle until the first throughput
+    /// sample ([`THROUGHPUT_INTERVAL`], 250 ms), and to the lower bound that trickle gave for
+    /// another interval.
+    pub fn background_cap(&self, conn: ConnId, now: Time, window: Option<KernelWindow>) -> u64 {
         let Some(c) = self.conns.get(&conn) else {
             return 0;
         };
-        let ramp = probing_cwnd.unwrap_or(0);
+        let cwnd_if = |keep: fn(&KernelWindow) -> bool| window.filter(keep).map_or(0, |w| w.cwnd);
+        let unmeasured = || cwnd_if(|w| !w.queue_built).max(UNMEASURED_CAP);
         let budget = anticipatory_budget(self.since_foreground(now));
         let Some(n) = self.networks.get(&c.net) else {
-            return ramp.max(UNMEASURED_CAP);
+            return unmeasured();
         };
         let (Some(rtt), Some(bw)) = (n.estimate.rtt(), n.estimate.bandwidth()) else {
-            // Unmeasured: a modest start that lets delivery-rate samples grow.
-            return ramp.max(UNMEASURED_CAP);
+            return unmeasured();
         };
         let bytes = bw.bytes_per_sec() * (rtt + budget).as_secs_f64();
-        (bytes as u64).max(4 * 1024).max(ramp)
+        (bytes as u64)
+            .max(4 * 1024)
+            .max(cwnd_if(KernelWindow::probing))
     }
 
     /// How long a writer whose connection `conn` has reached its background cap may sleep

@@ -124,14 +124,37 @@ fn a_network_without_a_bandwidth_estimate_counts_only_while_its_queue_is_empty()
 }
 
 #[test]
-fn an_unmeasured_network_takes_little_background_data_beyond_the_probing_window() {
+fn an_unmeasured_network_takes_little_background_data_beyond_an_unqueued_window() {
     let s = hotspot([Some(600_000), None]);
     let now = Time::ZERO;
-    // 3G has no bandwidth estimate: a modest cap, or TCP's window while it still probes.
+    let window = |slow_start, queue_built| {
+        Some(KernelWindow {
+            cwnd: 64 * 1024,
+            slow_start,
+            queue_built,
+        })
+    };
+    // 3G has no bandwidth estimate: a modest cap, or TCP's window while no queue has built
+    // (in slow start, or after HyStart ended it without a loss).
     assert_eq!(s.background_cap(2, now, None), UNMEASURED_CAP);
-    assert_eq!(s.background_cap(2, now, Some(64 * 1024)), 64 * 1024);
-    // Measured WiFi (0.6 Mbit/s, 20 ms; no foreground yet: a 1 s budget): its pipe.
+    assert_eq!(s.background_cap(2, now, window(true, false)), 64 * 1024);
+    assert_eq!(s.background_cap(2, now, window(false, false)), 64 * 1024);
+    assert_eq!(s.background_cap(2, now, window(true, true)), UNMEASURED_CAP);
+    assert_eq!(
+        s.background_cap(2, now, window(false, true)),
+        UNMEASURED_CAP
+    );
+    // Measured WiFi (0.6 Mbit/s, 20 ms; no foreground yet: a 1 s budget): its pipe, or the
+    // window while the kernel still probes.
     assert_eq!(s.background_cap(1, now, None), 76_500);
+    assert_eq!(s.background_cap(1, now, window(false, false)), 76_500);
+    assert_eq!(s.background_cap(1, now, window(true, true)), 76_500);
+    let big = Some(KernelWindow {
+        cwnd: 1 << 20,
+        slow_start: true,
+        queue_built: false,
+    });
+    assert_eq!(s.background_cap(1, now, big), 1 << 20);
 }
 
 #[test]
