@@ -209,10 +209,9 @@ impl MultiSocket {
     /// The next delivery, if one is ready now. `Ok(None)` also when nothing is ready.
     pub fn try_recv(&self) -> Result<Option<Delivery>, Error> {
         let mut s = self.shared.session();
-        let d = s.recv();
-        if d.is_some() {
-            self.shared.after(&mut s);
-            return Ok(d);
+        if let Some(d) = s.recv() {
+            self.shared.after_recv(&mut s, &d);
+            return Ok(Some(d));
         }
         if let Some(f) = s.failure() {
             return Err(Error::Failed(f.clone()));
@@ -230,7 +229,7 @@ impl MultiSocket {
             {
                 let mut s = self.shared.session();
                 if let Some(d) = s.recv() {
-                    self.shared.after(&mut s);
+                    self.shared.after_recv(&mut s, &d);
                     return Ok(Some(d));
                 }
                 if s.peer_finished() {
