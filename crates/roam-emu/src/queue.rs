@@ -28,12 +28,14 @@ use roam_trace::Piecewise;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-/// Drop-tail queue bound.
+/// Drop-tail queue bound. It counts every packet the link holds, the one at its head (being
+/// sent, or waiting for a delivery opportunity) included, as Mahimahi's drop-tail queue does:
+/// a 100-packet queue holds 100 packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueLimit {
-    /// At most this many packets waiting (not counting the one being sent).
+    /// At most this many packets held.
     Packets(usize),
-    /// At most this many bytes waiting.
+    /// At most this many bytes held.
     Bytes(u64),
     /// No bound.
     Unlimited,
@@ -98,6 +100,8 @@ pub struct LinkQueue {
     last_release: Time,
     bin_width: Duration,
     bins: BTreeMap<u64, BinStats>,
+    /// The first bin not yet taken: bins are handed out without gaps from here on.
+    next_bin: u64,
 }
 
 impl LinkQueue {
@@ -128,6 +132,7 @@ impl LinkQueue {
             last_release: Time::ZERO,
             bin_width: Duration::from_millis(100),
             bins: BTreeMap::new(),
+            next_bin: 0,
         }
     }
 
@@ -175,12 +180,9 @@ impl LinkQueue {
         } else if self.loss > 0.0 && self.rng.gen::<f64>() < self.loss {
             Some(DropReason::Loss)
         } else {
-            let waiting = self.queue.len().saturating_sub(1);
-            let waiting_bytes =
-                self.queue_bytes - self.queue.front().map_or(0, |q| q.pkt.len() as u64);
             match self.limit {
-                QueueLimit::Packets(n) if waiting >= n => Some(DropReason::Queue),
-                QueueLimit::Bytes(b) if waiting_bytes + pkt.len() as u64 > b => {
+                QueueLimit::Packets(n) if self.queue.len() >= n => Some(DropReason::Queue),
+                QueueLimit::Bytes(b) if self.queue_bytes + pkt.len() as u64 > b => {
                     Some(DropReason::Queue)
                 }
                 _ => None,
@@ -375,28 +377,28 @@ impl LinkQueue {
     }
 
     /// Statistics bins that are complete as of the processed time, in time order, with their
-    /// start times.
+    /// start times. Every bin is handed out, those in which nothing happened as zeros, so a
+    /// log is a time series without gaps.
     pub fn take_complete_bins(&mut self) -> Vec<(Time, BinStats)> {
-        let w = self.bin_width.as_nanos() as u64;
-        let current = self.clock.as_nanos() / w;
-        let mut out = Vec::new();
-        while let Some((&idx, _)) = self.bins.first_key_value() {
-            if idx >= current {
-                break;
-            }
-            let b = self.bins.remove(&idx).unwrap();
-            out.push((Time(idx * w), b));
-        }
-        out
+        let current = self.clock.as_nanos() / self.bin_width.as_nanos() as u64;
+        self.take_bins_before(current)
     }
 
-    /// All remaining statistics bins (at shutdown).
+    /// All remaining statistics bins (at shutdown): through the current one, and through the
+    /// last that counted anything.
     pub fn take_all_bins(&mut self) -> Vec<(Time, BinStats)> {
+        let current = self.clock.as_nanos() / self.bin_width.as_nanos() as u64;
+        let last = self.bins.last_key_value().map_or(0, |(&i, _)| i);
+        self.take_bins_before(current.max(last) + 1)
+    }
+
+    fn take_bins_before(&mut self, end: u64) -> Vec<(Time, BinStats)> {
         let w = self.bin_width.as_nanos() as u64;
-        std::mem::take(&mut self.bins)
-            .into_iter()
-            .map(|(i, b)| (Time(i * w), b))
-            .collect()
+        let out = (self.next_bin..end)
+            .map(|i| (Time(i * w), self.bins.remove(&i).unwrap_or_default()))
+            .collect();
+        self.next_bin = self.next_bin.max(end);
+        out
     }
 
     /// The width of statistics bins.
@@ -522,11 +524,19 @@ mod tests {
             QueueLimit::Packets(2),
             1,
         );
-        // One in service + two waiting fit; the fourth is dropped.
-        for i in 0..3 {
+        // Two packets fit, the one being sent counted (as Mahimahi counts); the third is
+        // dropped, and once the first has left there is room for one more.
+        for i in 0..2 {
             assert_eq!(q.receive(ms(0), vec![i; 100]), None);
         }
         assert_eq!(q.receive(ms(0), vec![9; 100]), Some(DropReason::Queue));
+        assert_eq!(
+            drain(&mut q, ms(101)).len(),
+            1,
+            "100 B at 8 kbit/s take 100 ms"
+        );
+        assert_eq!(q.receive(ms(101), vec![3; 100]), None);
+        assert_eq!(q.receive(ms(101), vec![9; 100]), Some(DropReason::Queue));
         let mut lossy = LinkQueue::new(
             Capacity::Unlimited,
             Piecewise::constant(Duration::ZERO),
@@ -539,6 +549,31 @@ mod tests {
             .filter(|i| lossy.receive(Time(*i), vec![0; 10]).is_some())
             .count();
         assert!((2300..2700).contains(&lost), "{lost}");
+    }
+
+    /// Bins in which nothing happened are handed out as zeros: a log has a row for every bin.
+    #[test]
+    fn bins_come_without_gaps() {
+        let mut q = LinkQueue::new(
+            Capacity::constant(BitRate::mbps(10)),
+            Piecewise::constant(Duration::ZERO),
+            Piecewise::constant(true),
+            0.0,
+            QueueLimit::Unlimited,
+            1,
+        );
+        q.receive(ms(250), vec![0; 100]);
+        q.advance(ms(320));
+        let first = q.take_complete_bins();
+        let starts: Vec<Time> = first.iter().map(|b| b.0).collect();
+        assert_eq!(starts, [ms(0), ms(100), ms(200)]);
+        assert_eq!(first[0].1, BinStats::default());
+        assert_eq!(first[2].1.arrived_bytes, 100);
+        q.receive(ms(650), vec![0; 10]);
+        let rest = q.take_all_bins();
+        let starts: Vec<Time> = rest.iter().map(|b| b.0).collect();
+        assert_eq!(starts, [ms(300), ms(400), ms(500), ms(600)]);
+        assert_eq!(rest[3].1.arrived_bytes, 10);
     }
 
     #[test]

@@ -380,14 +380,15 @@ fn events_and_control_socket_cut_a_link() {
     }
     let d = tmpdir("events");
     let ev = d.join("events");
-    std::fs::write(&ev, "0.3 a down\n").unwrap();
+    std::fs::write(&ev, "0.4 a down\n").unwrap();
     let sock = d.join("ctl.sock");
     let log = d.join("log");
-    // The client pings the server with UDP every 10 ms for 1.2 s; the events file cuts the
-    // link at 0.3 s and the client restores it at 0.8 s through the control socket.
+    // The client pings the server with UDP every 10 ms for 1.5 s; the events file cuts the
+    // link at 0.4 s and the client restores it at 1 s through the control socket. (The
+    // margins allow for Python starting slowly on a loaded machine.)
     let bin = env!("CARGO_BIN_EXE_roam");
     let script = format!(
-        "python3 -c 'import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nt=time.time()\nwhile time.time()-t<1.2:\n    s.sendto(b\"x\"*100,(\"10.77.0.1\",9))\n    time.sleep(0.01)' & sleep 0.8; {bin} emu ctl $ROAM_EMU_CONTROL a up; wait"
+        "python3 -c 'import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nt=time.time()\nwhile time.time()-t<1.5:\n    s.sendto(b\"x\"*100,(\"10.77.0.1\",9))\n    time.sleep(0.01)' & sleep 1; {bin} emu ctl $ROAM_EMU_CONTROL a up; wait"
     );
     let o = roam()
         .args([
@@ -419,25 +420,27 @@ fn events_and_control_socket_cut_a_link() {
                 .collect()
         })
         .collect();
+    // Rows: t_s, ..., [2] delivered_bytes, ..., [10] drops_outage; one for every 100 ms bin.
     let at = |t: f64| {
         rows.iter()
             .find(|r| (r[0] - t).abs() < 1e-6)
-            .unwrap()
+            .unwrap_or_else(|| panic!("no row for {t} s in {csv}"))
             .clone()
     };
+    let (before, after): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r[0] < 0.35);
     assert!(
-        at(0.1)[2] > 0.0 && at(0.1)[10] == 0.0,
-        "delivers before the cut"
+        before.iter().any(|r| r[2] > 0.0) && before.iter().all(|r| r[10] == 0.0),
+        "delivers before the cut: {before:?}"
     );
     assert!(
-        at(0.5)[2] == 0.0 && at(0.5)[10] > 0.0,
+        at(0.6)[2] == 0.0 && at(0.6)[10] > 0.0,
         "drops during the cut: {:?}",
-        at(0.5)
+        at(0.6)
     );
+    let restored: Vec<_> = after.iter().filter(|r| r[0] >= 1.15).collect();
     assert!(
-        at(1.0)[2] > 0.0 && at(1.0)[10] == 0.0,
-        "delivers after the restore: {:?}",
-        at(1.0)
+        restored.iter().any(|r| r[2] > 0.0) && restored.iter().all(|r| r[10] == 0.0),
+        "delivers after the restore: {restored:?}"
     );
     assert!(!sock.exists(), "control socket removed at exit");
     let summary: serde_json::Value =
