@@ -33,8 +33,9 @@ pub const USER: (&str, &str) = ("roam", "roam-lab");
 
 /// Where Dovecot is installed, if it is.
 pub fn binary() -> Option<PathBuf> {
-    ["/usr/sbin/dovecot", "/usr/local/sbin/dovecot"]
-        .into_iter()
+    crate::setup::DOVECOT
+        .paths
+        .iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
 }

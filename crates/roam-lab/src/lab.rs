@@ -309,14 +309,14 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     if plan.report_only {
         return report_only(plan, &all, &app_ix);
     }
-    // What every trial needs, checked once: otherwise each trial fails with the same reason.
+    // What every trial needs, checked (and installed, as root) once: otherwise each trial
+    // fails with the same reason.
     roam_emu::sys::check_privileges().map_err(anyhow::Error::msg)?;
-    if plan.apps.iter().any(|a| a == "mail") && crate::dovecot::binary().is_none() {
-        bail!(
-            "the mail application needs Dovecot (apt-get install -y dovecot-imapd), \
-             or leave it out with --apps"
-        );
+    let mut needs = vec![crate::setup::IPROUTE2];
+    if plan.apps.iter().any(|a| a == "mail") {
+        needs.push(crate::setup::DOVECOT);
     }
+    crate::setup::ensure(&needs)?;
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating {}", plan.out.display()))?;
     let stamp = RunStamp::of(plan, &all);

@@ -18,5 +18,6 @@ pub mod mail;
 pub mod paper;
 pub mod report;
 pub mod sensing;
+pub mod setup;
 pub mod system;
 pub mod trial;
