@@ -7,7 +7,7 @@
 # other than init's (the emulator's anonymous client and server namespaces), appends
 # `=== <unix time> <namespace>` and that namespace's `ss -tinM` to OUT. Needs root (nsenter).
 # scripts/ss-subflows.py reads the result. Start it beside `roam lab in-paper ...`; it is how
-# docs/lab.md ("Linux MPTCP after a long WiFi absence") saw data parked in a WiFi subflow.
+# docs/results/notebook.md ("Linux MPTCP after a long WiFi absence") saw data parked in a WiFi subflow.
 set -u
 out=${1:?usage: scripts/ss-sample.sh OUT [SECONDS] [INTERVAL]}
 secs=${2:-600}

@@ -682,7 +682,7 @@ pub fn expected_outcome(rows: &[Row], app: &App, scenario: &str) -> Option<Strin
 }
 
 /// Why roam misses the paper's outcome for `app` on `scenario`, where we have looked (the
-/// runs and commands are in docs/lab.md, "Why cells miss"). Shown beside a miss only; a cell
+/// runs and commands are in docs/results/notebook.md, "Why cells miss"). Shown beside a miss only; a cell
 /// without an entry says nothing of why.
 pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
     Some(match (app, scenario) {
@@ -691,7 +691,7 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              blocks), which need bandwidth; the aggregation link gives every burst 2.6 Mbit/s at \
              20 ms, and over the two real links even the best split of each burst with no \
              other traffic would wait only about 8% less in total than aggregation measured \
-             (docs/lab.md, \"Why cells miss\")"
+             (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("fs", "intermittent") => {
             "traced on five seeds with logs: roam's demand reads overtake the write-back \
@@ -701,7 +701,7 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              the server's deferral and the 3G downlink each hold them), and bursts of 25+ \
              blocks cost both about the same (134 s against 118 s), nearly all in bursts met \
              during a WiFi outage, 4-7 s each at the 3G's 37 KB/s; waits in all 1030 s against 1386 s, where 1.4x would need \
-             about 800 (docs/lab.md, \"Why cells miss\")"
+             about 800 (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("fs", s) if s.starts_with("vehicular") => {
             "traced on one trial of the vehicular drive: our 3G uplink (median 960 kbit/s) is \
@@ -709,7 +709,7 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              percentile in aggregation's uplink where the paper's would have held a \
              demand request for minutes; roam won the single-block reads (31 s of waiting \
              against 47 s) and lost large bursts to the per-second aggregated link's summed \
-             bandwidth (27 s against 9.5 s), as on the hotspot (docs/lab.md, \"Why cells \
+             bandwidth (27 s against 9.5 s), as on the hotspot (docs/results/notebook.md, \"Why cells \
              miss\")"
         }
         ("mail", "hotspot") => {
@@ -717,20 +717,20 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              joins the multi-socket during the transfer and its new connection climbs out of \
              slow start at 400 ms per round trip, about 475 KB short, 1.5 s of the aggregated \
              link, which is one connection at 20 ms; the paper's roam was 18% slower here \
-             (docs/lab.md, \"Why cells miss\")"
+             (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("mail", "intermittent") => {
             "traced on one trial (background): as on the vehicular drive, roam's new WiFi \
              connection reaches full rate about 0.65 s after the WiFi appears, while the \
              per-second aggregation link has the WiFi's share from the start of that second; \
              after the WiFi leaves, 3G's 37 KB/s makes each 100 KB behind cost 2.7 s \
-             (docs/lab.md, \"Why cells miss\")"
+             (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("mail", "vehicular") => {
             "traced on one quick trial (background): each time the WiFi appears, roam's new \
              connection needs about 0.3-1 s to reach full rate (the per-second aggregation \
              link has it at once), and after the WiFi leaves 3G carries about 35 KB/s, so each \
-             100 KB behind costs 3 s (docs/lab.md, \"Why cells miss\")"
+             100 KB behind costs 3 s (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("mail", "vehicular-umts") => {
             "traced (interactive): the user opens one message after another; while \
@@ -742,14 +742,14 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              roam and aggregation share one UMTS link (1.4-3.6 Mbit/s, 400 ms); roam keeps its \
              queue short for the user's fetches (124-460 ms against 240-780 ms) and so fills \
              the link later while its estimate grows (68 KB by the 4th second against 215 KB) \
-             (docs/lab.md, \"Why cells miss\")"
+             (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("sensing", "hotspot") => {
             "traced on two quick trials: an urgent message (512 bytes, with roam's and TCP/IP's \
              headers about 600) takes 8 ms to serialise on the 0.6 Mbit/s WiFi and 2 ms on the \
              idealized 2.6 Mbit/s link, so roam's typical 18.3 ms is the WiFi's floor (10 ms \
              one way + 8 ms) and aggregation's 11.9 ms its own; the paper reported about 30 ms \
-             for both (docs/lab.md, \"Why cells miss\")"
+             for both (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("sensing", "vehicular") => {
             "traced on the full run's logs: our 3G uplink (median 960 kbit/s, 17x the paper's) \
@@ -757,13 +757,13 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
              3 of 5 drives; there roam's urgent messages took 0.4-2.6 s against aggregation's \
              1.0-9.2 s, and over all 75 messages roam's mean is 2.46x lower (329 against \
              809 ms), but the median trial had the mildest such episode; elsewhere every \
-             system sees the 3G's one-way delay (docs/lab.md, \"Why cells miss\")"
+             system sees the 3G's one-way delay (docs/results/notebook.md, \"Why cells miss\")"
         }
         ("sensing", "vehicular-umts") => {
             "traced on the full run's logs: the UMTS uplink (median 1068 kbit/s, 19x the \
              paper's) never collapsed in these drives, so sensing's 29 KB/s did not queue and \
              urgent messages saw the 3G's one-way delay on every system (1 of roam's 62 over 3G \
-             took 400 ms or more, 2 of aggregation's); nothing to overtake (docs/lab.md, \
+             took 400 ms or more, 2 of aggregation's); nothing to overtake (docs/results/notebook.md, \
              \"Why cells miss\")"
         }
         _ => return None,
@@ -872,7 +872,7 @@ fn markdown(
         "## Expected outcome\n\nChecked, not tuned: roam's interactive metric better than \
          idealized aggregation's by the paper's ratio, its background metric at most {:.0}% \
          worse than aggregation's, and its interactive metric better than MPTCP's (medians). \
-         A miss says why where we know (docs/lab.md, \"Why cells miss\").\n\n| application | \
+         A miss says why where we know (docs/results/notebook.md, \"Why cells miss\").\n\n| application | \
          scenario | \
          outcome |\n|---|---|---|",
         paper::BACKGROUND_WITHIN * 100.0
@@ -906,13 +906,13 @@ fn markdown(
 }
 
 /// What the report says under unfinished MPTCP trials: the one kind of MPTCP stall traced so
-/// far, with `ss -tinM` samples of both ends (docs/lab.md has the run).
+/// far, with `ss -tinM` samples of both ends (docs/results/notebook.md has the run).
 const MPTCP_STALL: &str = "The MPTCP stalls traced so far (the file system on the vehicular \
      drive) were Linux MPTCP parking data in a WiFi subflow whose retransmission timer had \
      backed off to its 120 s maximum during a long WiFi absence: a packet arriving on that \
      subflow clears its stale mark, the scheduler hands it new data, and the data waits unsent \
      behind the unacknowledged segments until the timer fires, while the 3G subflow idles \
-     (docs/lab.md, \"Linux MPTCP after a long WiFi absence\").";
+     (docs/results/notebook.md, \"Linux MPTCP after a long WiFi absence\").";
 
 /// The table a newcomer should see first: interactive latency and background throughput of
 /// roam, MPTCP and the best one-link baseline, for each application on `scenario`.
