@@ -16,6 +16,7 @@ use roam_trace::stats::scenario_stats;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, fmt_num, summarize, Bar, Row, Summary};
+use crate::stats;
 use crate::system::System;
 use crate::trial::{self, Metric, Trial};
 use crate::{fs, mail, paper, sensing};
@@ -88,6 +89,10 @@ pub struct Plan {
     pub systems: Vec<System>,
     /// Trials per cell.
     pub trials: u32,
+    /// The seed of the first trial of every cell; trial k has seed `first_seed + k - 1`. The
+    /// development seeds start at 1 ([`DEVELOPMENT_SEEDS`]), the held-out ones at
+    /// [`HELD_OUT_SEEDS`].
+    pub first_seed: u64,
     /// Reduced workloads.
     pub quick: bool,
     /// Workload length for every application (overrides their defaults).
@@ -107,6 +112,15 @@ pub struct Plan {
     pub report_only: bool,
 }
 
+/// The first seed of the trials roam-net was developed and tuned against (every run on
+/// record before 2026-11-24 used seeds 1-5).
+pub const DEVELOPMENT_SEEDS: u64 = 1;
+
+/// The first of the seeds kept out of development (101-105 for five trials): no run used them
+/// while roam-net was built, so figures measured on them cannot have been tuned to them. The
+/// README's headline figures are to come from these.
+pub const HELD_OUT_SEEDS: u64 = 101;
+
 /// The source the lab was built from (`git describe --always --dirty`; see `build.rs`).
 pub const VERSION: &str = env!("ROAM_VERSION");
 
@@ -116,8 +130,15 @@ pub const VERSION: &str = env!("ROAM_VERSION");
 struct RunStamp {
     version: String,
     quick: bool,
+    /// The seed of every cell's first trial (runs before this field used 1).
+    #[serde(default = "development_seeds")]
+    first_seed: u64,
     /// Workload length per application (ms).
     workload_ms: BTreeMap<String, u64>,
+}
+
+fn development_seeds() -> u64 {
+    DEVELOPMENT_SEEDS
 }
 
 impl RunStamp {
@@ -125,6 +146,7 @@ impl RunStamp {
         RunStamp {
             version: VERSION.into(),
             quick: plan.quick,
+            first_seed: plan.first_seed,
             workload_ms: all
                 .iter()
                 .map(|a| (a.name.to_string(), plan.workload(a).as_millis() as u64))
@@ -139,9 +161,10 @@ impl RunStamp {
             .map(|(a, ms)| format!("{a} {}s", ms / 1000))
             .collect();
         format!(
-            "roam {}, {}{}",
+            "roam {}, {}seeds from {}, {}",
             self.version,
             if self.quick { "quick, " } else { "" },
+            self.first_seed,
             w.join(", ")
         )
     }
@@ -402,7 +425,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                     r.push(name.clone());
                     show_running(&r);
                 }
-                let seed = j.trial as u64;
+                let seed = plan.first_seed + j.trial as u64 - 1;
                 let done = Arc::new(Mutex::new(0u64));
                 let (b2, d2) = (bar.clone(), done.clone());
                 let progress: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |s| {
@@ -531,19 +554,21 @@ fn render(
             for s in &plan.scenarios {
                 for sys in &plan.systems {
                     let v = cell(rows, app.name, s, sys.name(), metric);
+                    let interval = v.interval();
                     bars.push(Bar {
                         group: s.clone(),
                         series: sys.name().into(),
-                        value: v.median,
+                        value: v.value(),
                         center: v.mean,
-                        ci: v.ci,
+                        ci: interval.map_or(f64::NAN, |_| v.ci),
                         note: v.some_unfinished().unwrap_or_default(),
                     });
                 }
             }
             let svg = report::bar_chart(
                 &format!(
-                    "{}: {label}; bars: median, whiskers: 95% CI of the mean",
+                    "{}: {label}; bars: mean of the trials (median where one did not finish), \
+                     whiskers: its 95% t interval (none where skewed)",
                     app.name
                 ),
                 label,
@@ -565,6 +590,103 @@ pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str)
         .map(|r| r.value)
         .collect();
     summarize(&v)
+}
+
+/// roam's advantage over `system` on `metric`, seed by seed (trials of every system share
+/// their seeds): `other / roam` for a lower-is-better metric, `roam / other` for a
+/// higher-is-better one, so above 1 is roam better. Seeds where either did not finish or failed
+/// are left out.
+pub fn advantages(
+    rows: &[Row],
+    app: &str,
+    scenario: &str,
+    system: &str,
+    metric: &str,
+    higher_better: bool,
+) -> Vec<f64> {
+    let by_seed = |sys: &str| -> Vec<(u64, f64)> {
+        rows.iter()
+            .filter(|r| {
+                r.app == app && r.scenario == scenario && r.system == sys && r.metric == metric
+            })
+            .map(|r| (r.seed, r.value))
+            .collect()
+    };
+    let (roam, other) = (by_seed(System::Roam.name()), by_seed(system));
+    let pairs = if higher_better {
+        stats::paired_ratios(&roam, &other)
+    } else {
+        stats::paired_ratios(&other, &roam)
+    };
+    pairs.into_iter().map(|(_, r)| r).collect()
+}
+
+/// "3.1x faster (2.0-4.5x, 5 seeds)": the geometric mean of per-seed advantages of a
+/// lower-is-better metric, their range, and how many seeds paired.
+fn speedups(adv: &[f64]) -> String {
+    let g = stats::geometric_mean(adv);
+    if !g.is_finite() {
+        return "-".into();
+    }
+    let head = if g >= 1.0 {
+        format!("{}x faster", fmt_num(g))
+    } else {
+        format!("{}x slower", fmt_num(1.0 / g))
+    };
+    if adv.len() < 2 {
+        return head;
+    }
+    let (lo, hi) = min_max(adv);
+    format!(
+        "{head} ({}-{}x, {} seeds)",
+        fmt_num(lo),
+        fmt_num(hi),
+        adv.len()
+    )
+}
+
+/// "+5% (-2% to +9%)": the geometric mean of per-seed advantages as roam's relative gain
+/// (positive: roam better), and the range over seeds.
+fn gains(adv: &[f64]) -> String {
+    let g = stats::geometric_mean(adv);
+    if !g.is_finite() {
+        return "-".into();
+    }
+    let pct = |r: f64| format!("{:+.0}%", (r - 1.0) * 100.0);
+    if adv.len() < 2 {
+        return pct(g);
+    }
+    let (lo, hi) = min_max(adv);
+    format!("{} ({} to {})", pct(g), pct(lo), pct(hi))
+}
+
+fn min_max(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
+/// Which seeds the trials used, and whether they were held out of development.
+fn seeds_line(rows: &[Row]) -> String {
+    let seeds: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.seed).collect();
+    let (Some(lo), Some(hi)) = (seeds.first(), seeds.last()) else {
+        return "No trials.".into();
+    };
+    let range = if lo == hi {
+        format!("seed {lo}")
+    } else {
+        format!("seeds {lo}-{hi}")
+    };
+    let which = if *lo >= HELD_OUT_SEEDS {
+        "held out of development: no run used them while roam-net was built"
+    } else if *hi < HELD_OUT_SEEDS {
+        "the development seeds, which roam-net was developed and tuned against; \
+         `--seeds held-out` measures on seeds none of that saw"
+    } else {
+        "development and held-out seeds mixed"
+    };
+    format!("Trials used {range} ({which}).")
 }
 
 /// "roam 3.1x faster" for a lower-is-better metric.
@@ -605,10 +727,14 @@ fn at_least(a: f64, b: f64) -> bool {
 /// The outcome issue 4 asks to check (not tune) for one application on one scenario: roam's
 /// interactive metric better than idealized aggregation's by the paper's ratio
 /// ([`paper::aggregation_ratio`]), its background metric within [`paper::BACKGROUND_WITHIN`]
-/// of aggregation's, and its interactive metric better than MPTCP's. Medians over trials.
+/// of aggregation's, and its interactive metric better than MPTCP's. Each comparison is the
+/// geometric mean of the per-seed ratios ([`advantages`]); where no seed pairs (a system
+/// finished no trial), the ratio of the medians.
 pub fn expected_outcome(rows: &[Row], app: &App, scenario: &str) -> Option<String> {
     let ratio = paper::aggregation_ratio(app.name, scenario)?;
     let get = |sys: System, m: &str| cell(rows, app.name, scenario, sys.name(), m).median;
+    let adv =
+        |sys: System, m: &str, hb: bool| advantages(rows, app.name, scenario, sys.name(), m, hb);
     let (ri, rb) = (
         get(System::Roam, app.interactive.0),
         get(System::Roam, app.background.0),
@@ -620,11 +746,33 @@ pub fn expected_outcome(rows: &[Row], app: &App, scenario: &str) -> Option<Strin
     if ri.is_nan() || ai.is_nan() {
         return None;
     }
+    // roam's advantage (above 1: better) as the geometric mean of the paired ratios, with
+    // its text (a speed-up, or with `percent` a relative gain); the medians' where none pair.
+    let compare = |adv: Vec<f64>, other: f64, roam: f64, hb: bool, percent: bool| {
+        if adv.is_empty() {
+            let r = if hb { roam / other } else { other / roam };
+            let text = if percent {
+                better_by(other, roam, hb)
+            } else {
+                speedup(other, roam)
+            };
+            (r, format!("{text} (medians)"))
+        } else if percent {
+            (stats::geometric_mean(&adv), gains(&adv))
+        } else {
+            (stats::geometric_mean(&adv), speedups(&adv))
+        }
+    };
     let mut misses = Vec::new();
-    let got = ai / ri;
+    let (got, text) = compare(
+        adv(System::Aggregation, app.interactive.0, false),
+        ai,
+        ri,
+        false,
+        false,
+    );
     let vs_agg = format!(
-        "interactive {} vs aggregation (paper: {}x)",
-        speedup(ai, ri),
+        "interactive {text} vs aggregation (paper: {}x)",
         fmt_num(ratio)
     );
     // Where even a zero-wait roam could not reach the paper's ratio, that is the reason.
@@ -644,22 +792,39 @@ pub fn expected_outcome(rows: &[Row], app: &App, scenario: &str) -> Option<Strin
             ));
         }
     }
-    let bg = gain(ab, rb, app.background.2);
+    let hb = app.background.2;
+    let (bg, text) = compare(
+        adv(System::Aggregation, app.background.0, hb),
+        ab,
+        rb,
+        hb,
+        true,
+    );
+    let bg = bg - 1.0;
     let bg_text = format!(
-        "background {} vs aggregation (at most {:.0}% worse)",
-        better_by(ab, rb, app.background.2),
+        "background {text} vs aggregation (at most {:.0}% worse)",
         paper::BACKGROUND_WITHIN * 100.0
     );
     if !at_least(bg, -paper::BACKGROUND_WITHIN) {
         misses.push(bg_text.clone());
     }
     let mi = get(System::Mptcp, app.interactive.0);
-    let vs_mptcp = (!mi.is_nan()).then(|| format!("interactive {} vs MPTCP", speedup(mi, ri)));
-    if let Some(t) = &vs_mptcp {
-        if at_least(ri, mi) {
+    let vs_mptcp = (!mi.is_nan()).then(|| {
+        let (r, text) = compare(
+            adv(System::Mptcp, app.interactive.0, false),
+            mi,
+            ri,
+            false,
+            false,
+        );
+        (r, format!("interactive {text} vs MPTCP"))
+    });
+    if let Some((r, t)) = &vs_mptcp {
+        if r.partial_cmp(&1.0) != Some(std::cmp::Ordering::Greater) {
             misses.push(t.clone());
         }
     }
+    let vs_mptcp = vs_mptcp.map(|(_, t)| t);
     let all = [Some(vs_agg), Some(bg_text), vs_mptcp]
         .into_iter()
         .flatten()
@@ -786,15 +951,19 @@ fn markdown(
     let _ = writeln!(
         s,
         "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
-         everywhere. Cells: median over trials, and in brackets the 95% confidence interval of \
-         the mean (Student's t, clipped at zero: no metric here is negative). Every trial is \
-         in `trials.csv`. Ratios compare medians. The \
+         everywhere. Cells: the mean over trials, as the paper reports, with the 95% confidence \
+         interval of the mean in brackets (Student's t; not shown where the trials are skewed, \
+         |skewness| > 1, or the interval would reach below zero: one trial far out makes it \
+         misleading), then the median. Trials of every system share their seeds, so roam's \
+         advantage over a system is the geometric mean of the per-seed ratios, with their \
+         range. Every trial is in `trials.csv`. The \
          paper's column quotes the paper (its numbers are ratios against its baselines). \
          `unfinished`: the workload did not finish within the trial's time limit (mail: every \
          body within the workload length; file system: a demand read unanswered for 120 s, a \
          replay longer than 60 times the recorded span it replays (at least 5 minutes), or \
          write-back not done within 60 s or as long again as the replay); such a trial counts towards \
-         the median as slower than every finished one, not towards the mean and interval.\n",
+         the median as slower than every finished one; a cell with one shows the median, and its seed \
+         pairs with no other.\n",
         if measured == VERSION {
             String::new()
         } else {
@@ -808,6 +977,7 @@ fn markdown(
         },
         crate::system::QUEUE.trim_end_matches("pkt"),
     );
+    let _ = writeln!(s, "{}\n", seeds_line(rows));
     let _ = writeln!(
         s,
         "## Scenarios\n\nThe paper's vehicular traces:\n\n{}",
@@ -842,17 +1012,16 @@ fn markdown(
                 "| system | {} | {} | roam vs this: interactive | background (+: roam better) | paper |\n|---|---:|---:|---|---|---|",
                 app.interactive.1, app.background.1
             );
-            let roam_i = cell(rows, app.name, sc, "roam", app.interactive.0);
-            let roam_b = cell(rows, app.name, sc, "roam", app.background.0);
             for sys in &plan.systems {
                 let i = cell(rows, app.name, sc, sys.name(), app.interactive.0);
                 let b = cell(rows, app.name, sc, sys.name(), app.background.0);
                 let (ri, rb) = if *sys == System::Roam {
                     ("".to_string(), "".to_string())
                 } else {
+                    let adv = |m: &str, hb| advantages(rows, app.name, sc, sys.name(), m, hb);
                     (
-                        speedup(i.median, roam_i.median),
-                        better_by(b.median, roam_b.median, app.background.2),
+                        speedups(&adv(app.interactive.0, false)),
+                        gains(&adv(app.background.0, app.background.2)),
                     )
                 };
                 let _ = writeln!(
@@ -871,7 +1040,7 @@ fn markdown(
         s,
         "## Expected outcome\n\nChecked, not tuned: roam's interactive metric better than \
          idealized aggregation's by the paper's ratio, its background metric at most {:.0}% \
-         worse than aggregation's, and its interactive metric better than MPTCP's (medians). \
+         worse than aggregation's, and its interactive metric better than MPTCP's (each the geometric mean of the per-seed ratios). \
          A miss says why where we know (docs/results/notebook.md, \"Why cells miss\").\n\n| application | \
          scenario | \
          outcome |\n|---|---|---|",
@@ -970,6 +1139,35 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
 mod tests {
     use super::*;
 
+    /// roam's advantage pairs trials by seed: the geometric mean of the per-seed ratios, with
+    /// their range, where the ratio of the medians would pair a fast seed with a slow one.
+    #[test]
+    fn advantages_pair_trials_by_seed() {
+        let row = |system: &str, seed: u64, value: f64| Row {
+            app: "mail".into(),
+            scenario: "hotspot".into(),
+            system: system.into(),
+            trial: seed as u32,
+            seed,
+            metric: "open_ms".into(),
+            value,
+            unit: "ms".into(),
+        };
+        let rows = vec![
+            row("roam", 1, 100.0),
+            row("roam", 2, 1000.0),
+            row("roam", 3, 50.0),
+            row("aggregation", 1, 400.0),
+            row("aggregation", 2, 1000.0),
+            row("aggregation", 3, report::UNFINISHED),
+        ];
+        let adv = advantages(&rows, "mail", "hotspot", "aggregation", "open_ms", false);
+        assert_eq!(adv, [4.0, 1.0], "seed 3 did not finish on aggregation: no pair");
+        assert_eq!(speedups(&adv), "2.00x faster (1.00-4.00x, 2 seeds)");
+        let up = advantages(&rows, "mail", "hotspot", "aggregation", "open_ms", true);
+        assert_eq!(gains(&up), "-50% (-75% to +0%)");
+    }
+
     /// A full (not quick) plan of mail on the hotspot over roam, writing to `out`.
     fn mail_plan(out: &std::path::Path, trials: u32, resume: bool) -> Plan {
         Plan {
@@ -977,6 +1175,7 @@ mod tests {
             scenarios: vec!["hotspot".into()],
             systems: vec![System::Roam],
             trials,
+            first_seed: DEVELOPMENT_SEEDS,
             quick: false,
             duration: None,
             jobs: 1,

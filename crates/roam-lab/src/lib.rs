@@ -19,5 +19,6 @@ pub mod paper;
 pub mod report;
 pub mod sensing;
 pub mod setup;
+pub mod stats;
 pub mod system;
 pub mod trial;

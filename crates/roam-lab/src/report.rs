@@ -1,5 +1,5 @@
-//! Trial rows, statistics (median, 95% confidence interval of the mean over trials), the CSV,
-//! and SVG bar charts.
+//! Trial rows, their summary per cell (mean with a 95% t interval, as the papers report, and
+//! the median as a second view), the CSV, and SVG bar charts.
 
 use std::fmt::Write as _;
 
@@ -121,20 +121,6 @@ pub fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-/// Two-sided 97.5% quantile of Student's t with `df` degrees of freedom.
-fn t975(df: usize) -> f64 {
-    const T: [f64; 10] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    ];
-    match df {
-        0 => f64::NAN,
-        1..=10 => T[df - 1],
-        11..=20 => 2.1,
-        21..=40 => 2.03,
-        _ => 1.96,
-    }
-}
-
 /// Summary of one cell over its trials.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Summary {
@@ -144,14 +130,20 @@ pub struct Summary {
     pub unfinished: usize,
     /// Median.
     pub median: f64,
-    /// Mean.
+    /// Mean (NaN when a trial is unfinished: its value is only known to exceed a limit).
     pub mean: f64,
-    /// Half-width of the 95% confidence interval of the mean (NaN with one trial, or when a
-    /// trial is unfinished).
+    /// Half-width of the 95% confidence interval of the mean (Student's t; NaN with one
+    /// trial, or when a trial is unfinished).
     pub ci: f64,
+    /// Sample skewness of the values (NaN with fewer than three).
+    pub skew: f64,
 }
 
-/// Median over the trials with a value; mean and 95% CI over them when all finished.
+/// Above this sample skewness (in magnitude) a t interval over a handful of trials is not
+/// shown: one trial far out makes it symmetric where the data are not (and reach below zero).
+pub const SKEWED: f64 = 1.0;
+
+/// Mean, 95% CI and median over the trials with a value; mean and CI only when all finished.
 pub fn summarize(v: &[f64]) -> Summary {
     let f: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
     let n = f.len();
@@ -163,12 +155,13 @@ pub fn summarize(v: &[f64]) -> Summary {
             median: median(&f),
             mean: f64::NAN,
             ci: f64::NAN,
+            skew: f64::NAN,
         };
     }
     let mean = f.iter().sum::<f64>() / n as f64;
     let ci = if n > 1 {
         let var = f.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        t975(n - 1) * (var / n as f64).sqrt()
+        crate::stats::t_critical(0.95, n - 1) * (var / n as f64).sqrt()
     } else {
         f64::NAN
     };
@@ -178,6 +171,7 @@ pub fn summarize(v: &[f64]) -> Summary {
         median: median(&f),
         mean,
         ci,
+        skew: crate::stats::skewness(&f),
     }
 }
 
@@ -199,12 +193,29 @@ pub fn fmt_num(x: f64) -> String {
 }
 
 impl Summary {
-    /// "median [lo, hi]" (the interval is the 95% CI of the mean), or "median" alone;
-    /// "unfinished" when the median trial did not finish, and "(k unfinished)" after a median
-    /// that some trials did not reach. The interval is clipped at zero: every metric of the lab
-    /// is a time, a latency or a throughput, whose mean cannot be negative, so a Student's t
-    /// interval reaching below zero (five trials, one far out) still covers only zero and up
-    /// (the charts' whiskers stop at the axis likewise).
+    /// The value a table or a bar shows: the mean of the trials, as the papers report; the
+    /// median where some trial did not finish (the mean is then unknown).
+    pub fn value(&self) -> f64 {
+        if self.mean.is_finite() {
+            self.mean
+        } else {
+            self.median
+        }
+    }
+
+    /// The 95% t interval of the mean as (low, high), when it suits the data: all trials
+    /// finished, more than one, not skewed beyond [`SKEWED`] and not reaching below zero (no
+    /// metric here is negative; an interval that does is the t interval failing, not a fact).
+    pub fn interval(&self) -> Option<(f64, f64)> {
+        let skewed = self.skew.abs() > SKEWED; // NaN (under three trials) is not skewed
+        let ok = self.ci.is_finite() && !skewed && self.mean - self.ci >= 0.0;
+        ok.then_some((self.mean - self.ci, self.mean + self.ci))
+    }
+
+    /// "mean [lo, hi] (median m)", the interval the 95% CI of the mean; "mean (median m;
+    /// skewed)" where a t interval would not suit the data (see `interval`); "unfinished (k of
+    /// n)" when the median trial did not finish, and "median m (k of n unfinished)" when some
+    /// other trial did not (the mean is then unknown).
     pub fn cell(&self) -> String {
         if self.n == 0 {
             return "failed".into();
@@ -213,17 +224,24 @@ impl Summary {
             return format!("unfinished ({} of {})", self.unfinished, self.n);
         }
         if let Some(some) = self.some_unfinished() {
-            return format!("{} ({some})", fmt_num(self.median));
+            return format!("median {} ({some})", fmt_num(self.median));
         }
-        if self.ci.is_finite() {
-            format!(
-                "{} [{}, {}]",
-                fmt_num(self.median),
-                fmt_num((self.mean - self.ci).max(0.0)),
-                fmt_num(self.mean + self.ci)
-            )
-        } else {
-            fmt_num(self.median)
+        if self.n == 1 {
+            return fmt_num(self.mean);
+        }
+        match self.interval() {
+            Some((lo, hi)) => format!(
+                "{} [{}, {}] (median {})",
+                fmt_num(self.mean),
+                fmt_num(lo),
+                fmt_num(hi),
+                fmt_num(self.median)
+            ),
+            None => format!(
+                "{} (median {}; skewed, no t interval)",
+                fmt_num(self.mean),
+                fmt_num(self.median)
+            ),
         }
     }
 
@@ -449,24 +467,27 @@ mod tests {
         let s = summarize(&[10.0, 12.0, 11.0, 9.0, 13.0]);
         assert_eq!(s.n, 5);
         assert!((s.mean - 11.0).abs() < 1e-12);
-        // sd = 1.5811, se = 0.7071, t(4) = 2.776
+        // sd = 1.5811, se = 0.7071, t(4) = 2.7764
         assert!(
-            (s.ci - 2.776 * (2.5f64 / 5.0).sqrt()).abs() < 1e-3,
+            (s.ci - 2.7764 * (2.5f64 / 5.0).sqrt()).abs() < 1e-4,
             "{}",
             s.ci
         );
-        assert_eq!(s.cell(), "11.0 [9.04, 13.0]");
+        assert_eq!(s.cell(), "11.0 [9.04, 13.0] (median 11.0)");
         assert_eq!(summarize(&[5.0]).cell(), "5.00");
         assert_eq!(summarize(&[f64::NAN]).cell(), "failed");
-        // One trial far out: the interval of the mean would start below zero.
+        // One trial far out: no t interval (it would reach below zero), the mean and median.
         let w = summarize(&[0.1, 0.1, 0.1, 0.1, 100.0]);
-        assert!(w.mean - w.ci < 0.0, "{w:?}");
-        assert_eq!(w.cell(), "0.100 [0.000, 75.5]");
+        assert!(w.mean - w.ci < 0.0 && w.skew > SKEWED, "{w:?}");
+        assert_eq!(w.interval(), None);
+        assert_eq!(w.cell(), "20.1 (median 0.100; skewed, no t interval)");
+        assert_eq!(w.value(), w.mean);
         // Unfinished trials count towards the median but not the mean.
         let u = summarize(&[3.0, UNFINISHED, 1.0, f64::NAN]);
         assert_eq!((u.n, u.unfinished, u.median), (3, 1, 3.0));
         assert!(u.ci.is_nan());
-        assert_eq!(u.cell(), "3.00 (1 of 3 unfinished)");
+        assert_eq!(u.cell(), "median 3.00 (1 of 3 unfinished)");
+        assert_eq!(u.value(), 3.0);
         assert_eq!(
             summarize(&[UNFINISHED, UNFINISHED, 1.0]).cell(),
             "unfinished (2 of 3)"

@@ -27,6 +27,11 @@ pub struct InPaperArgs {
     /// Trials per cell (default 5; 1 with --quick).
     #[arg(long)]
     trials: Option<u32>,
+    /// Which seeds the trials use: `development` (1, 2, ...: the seeds roam-net was developed
+    /// against) or `held-out` (101, 102, ...: never used while developing it; the headline
+    /// figures come from these), or the first seed as a number.
+    #[arg(long, default_value = "development", value_parser = parse_seeds)]
+    seeds: u64,
     /// Workload length for every application, e.g. `90s` (default: the paper's; short with
     /// --quick).
     #[arg(long, value_parser = crate::parse_dur)]
@@ -52,6 +57,17 @@ pub struct InPaperArgs {
     /// --systems as the run.
     #[arg(long, conflicts_with = "resume")]
     report_only: bool,
+}
+
+/// `--seeds`: a set's name, or the first seed.
+fn parse_seeds(s: &str) -> Result<u64, String> {
+    match s {
+        "development" => Ok(lab::DEVELOPMENT_SEEDS),
+        "held-out" => Ok(lab::HELD_OUT_SEEDS),
+        n => n.parse::<u64>().ok().filter(|&n| n >= 1).ok_or_else(|| {
+            format!("`{n}`: expected `development`, `held-out` or a first seed of 1 or more")
+        }),
+    }
 }
 
 /// Run it; print the report's headline table.
@@ -80,6 +96,7 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
         jobs: a.jobs.unwrap_or(if a.quick { systems.len() } else { 1 }),
         systems,
         trials: a.trials.unwrap_or(if a.quick { 1 } else { 5 }),
+        first_seed: a.seeds,
         quick: a.quick,
         duration: a.duration,
         out: a.out.clone(),
