@@ -91,7 +91,20 @@ pub struct DirCounters {
     pub drops_loss: AtomicU64,
     /// Drops: link unavailable.
     pub drops_outage: AtomicU64,
+    /// Packets forwarded (the emulator's lateness is counted over these).
+    pub forwarded_pkts: AtomicU64,
+    /// Sum over forwarded packets of how late the forwarder wrote each (ns after it was due).
+    pub late_sum_ns: AtomicU64,
+    /// The latest a packet was forwarded (ns after it was due).
+    pub late_max_ns: AtomicU64,
+    /// Packets forwarded more than [`LATE`] after they were due.
+    pub late_pkts: AtomicU64,
 }
+
+/// A packet forwarded later than this after it was due counts as late in `summary.json`: a
+/// run with many has a forwarder that could not keep up (a loaded machine), and its timings
+/// are the emulator's as much as the network's.
+pub const LATE: Duration = Duration::from_millis(1);
 
 impl DirCounters {
     fn add(&self, b: &BinStats) {
@@ -106,8 +119,25 @@ impl DirCounters {
         self.drops_outage
             .fetch_add(b.drops_outage, Ordering::Relaxed);
     }
+    /// Count one packet forwarded `late` after it was due.
+    fn forwarded(&self, late: Duration) {
+        let ns = late.as_nanos() as u64;
+        self.forwarded_pkts.fetch_add(1, Ordering::Relaxed);
+        self.late_sum_ns.fetch_add(ns, Ordering::Relaxed);
+        self.late_max_ns.fetch_max(ns, Ordering::Relaxed);
+        if late > LATE {
+            self.late_pkts.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// A plain snapshot.
     pub fn snapshot(&self) -> serde_json::Value {
+        let pkts = self.forwarded_pkts.load(Ordering::Relaxed);
+        let mean_ms = if pkts > 0 {
+            self.late_sum_ns.load(Ordering::Relaxed) as f64 / pkts as f64 / 1e6
+        } else {
+            0.0
+        };
         serde_json::json!({
             "arrived_bytes": self.arrived_bytes.load(Ordering::Relaxed),
             "delivered_bytes": self.delivered_bytes.load(Ordering::Relaxed),
@@ -115,6 +145,13 @@ impl DirCounters {
             "drops_queue": self.drops_queue.load(Ordering::Relaxed),
             "drops_loss": self.drops_loss.load(Ordering::Relaxed),
             "drops_outage": self.drops_outage.load(Ordering::Relaxed),
+            "forwarding_lateness": {
+                "packets": pkts,
+                "mean_ms": mean_ms,
+                "max_ms": self.late_max_ns.load(Ordering::Relaxed) as f64 / 1e6,
+                "late_packets": self.late_pkts.load(Ordering::Relaxed),
+                "late_threshold_ms": LATE.as_secs_f64() * 1e3,
+            },
         })
     }
 }
@@ -530,9 +567,26 @@ impl Emulator {
             let unix_now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(f64::NAN, |d| d.as_secs_f64());
+            let (mut pkts, mut late) = (0u64, 0u64);
+            for l in &self.links {
+                for d in [&l.up, &l.down] {
+                    pkts += d.forwarded_pkts.load(Ordering::Relaxed);
+                    late += d.late_pkts.load(Ordering::Relaxed);
+                }
+            }
+            // Read where the client's sockets live: congestion control and MPTCP settings are
+            // per network namespace.
+            let client = spawn_in(&self.client_ns, run_metadata)
+                .join()
+                .ok()
+                .and_then(|r| r.ok())
+                .unwrap_or(serde_json::Value::Null);
             let summary = serde_json::json!({
                 "duration_s": elapsed,
                 "started_unix_s": unix_now - elapsed,
+                "late_packets_fraction": if pkts > 0 { late as f64 / pkts as f64 } else { 0.0 },
+                "host": run_metadata(),
+                "client_namespace": client,
                 "links": self.links.iter().map(|l| serde_json::json!({
                     "name": l.name,
                     "client_addr": l.client_addr.to_string(),
@@ -549,6 +603,40 @@ impl Emulator {
         }
         Ok(())
     }
+}
+
+/// What a run's figures depend on besides the links: the kernel, TCP's congestion control and
+/// buffers, MPTCP's settings (in the calling thread's network namespace) and the host's load
+/// average, for `summary.json`. Files that cannot be read are left out.
+fn run_metadata() -> serde_json::Value {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let mut m = serde_json::Map::new();
+    for (key, path) in [
+        ("kernel", "/proc/sys/kernel/osrelease"),
+        (
+            "tcp_congestion_control",
+            "/proc/sys/net/ipv4/tcp_congestion_control",
+        ),
+        ("tcp_rmem", "/proc/sys/net/ipv4/tcp_rmem"),
+        ("tcp_wmem", "/proc/sys/net/ipv4/tcp_wmem"),
+        (
+            "tcp_slow_start_after_idle",
+            "/proc/sys/net/ipv4/tcp_slow_start_after_idle",
+        ),
+        ("mptcp_enabled", "/proc/sys/net/mptcp/enabled"),
+        ("mptcp_path_manager", "/proc/sys/net/mptcp/path_manager"),
+        ("mptcp_scheduler", "/proc/sys/net/mptcp/scheduler"),
+        ("loadavg", "/proc/loadavg"),
+    ] {
+        if let Some(v) = read(path) {
+            m.insert(key.into(), serde_json::Value::String(v));
+        }
+    }
+    serde_json::Value::Object(m)
 }
 
 impl Drop for Emulator {
@@ -596,8 +684,10 @@ impl Forwarder {
         while !self.stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             self.queue.advance(now);
-            while let Some(p) = self.queue.pop_ready(now) {
+            while let Some((due, p)) = self.queue.pop_ready_due(now) {
                 let _ = sys::write_packet(outf, &p);
+                self.counters
+                    .forwarded(self.clock.now().saturating_since(due));
             }
             if now >= next_flush {
                 let bins = self.queue.take_complete_bins();

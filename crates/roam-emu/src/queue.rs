@@ -326,8 +326,14 @@ impl LinkQueue {
 
     /// The next packet whose delay has elapsed by `now`.
     pub fn pop_ready(&mut self, now: Time) -> Option<Vec<u8>> {
+        self.pop_ready_due(now).map(|(_, p)| p)
+    }
+
+    /// As [`pop_ready`](Self::pop_ready), with the time the packet was due: the driver's
+    /// `now` minus that is how late it forwards the packet (the emulator's own lateness).
+    pub fn pop_ready_due(&mut self, now: Time) -> Option<(Time, Vec<u8>)> {
         match self.delay_line.front() {
-            Some((r, _)) if *r <= now => self.delay_line.pop_front().map(|(_, p)| p),
+            Some((r, _)) if *r <= now => self.delay_line.pop_front(),
             _ => None,
         }
     }

@@ -445,6 +445,17 @@ fn events_and_control_socket_cut_a_link() {
     assert!(!sock.exists(), "control socket removed at exit");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(log.join("summary.json")).unwrap()).unwrap();
+    let up = &summary["links"][0]["up"]["forwarding_lateness"];
+    assert!(
+        up["packets"].as_u64().unwrap() > 0 && up["max_ms"].as_f64().unwrap() >= 0.0,
+        "the emulator's own lateness is recorded: {up}"
+    );
+    assert!(summary["late_packets_fraction"].as_f64().is_some());
+    assert!(
+        summary["host"]["kernel"].is_string()
+            && summary["client_namespace"]["tcp_congestion_control"].is_string(),
+        "run metadata: {summary}"
+    );
     let started = summary["started_unix_s"].as_f64().unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
