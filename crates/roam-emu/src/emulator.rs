@@ -377,6 +377,7 @@ impl Emulator {
                     seed,
                 );
                 queue.set_bin_width(bin);
+                queue.set_jitter(l.jitter);
                 let (tx, rx) = channel();
                 let wake = Arc::new(EventFd::new().map_err(io_err("creating an eventfd"))?);
                 mailboxes.entry(l.name.clone()).or_default().push(Mailbox {

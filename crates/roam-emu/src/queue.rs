@@ -14,7 +14,8 @@
 //!    - a rate: the packet occupies the link for its serialisation time, FIFO;
 //!    - unlimited: it leaves at once;
 //! 5. **delay**: it is released one-way-delay after it left the queue (FIFO, so a delay that
-//!    shrinks over time never reorders packets).
+//!    shrinks over time never reorders packets), plus, with [`Jitter`], a uniformly drawn
+//!    extra delay per packet: packets stay in order unless the jitter allows reordering.
 //!
 //! The driver calls [`LinkQueue::advance`] with the current time, takes released packets from
 //! [`LinkQueue::pop_ready`], and sleeps until [`LinkQueue::next_deadline`].
@@ -50,6 +51,18 @@ pub enum DropReason {
     Loss,
     /// The link was unavailable.
     Outage,
+}
+
+/// Per-packet delay variation: each packet's one-way delay is raised by an amount drawn
+/// uniformly from zero to `max` (seeded with the link). Without `reorder` a packet is never
+/// released before the one ahead of it, as behind a FIFO link; with it each is released at
+/// its own time, so packets overtake each other (netem's jitter, which reorders).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Jitter {
+    /// The largest extra delay.
+    pub max: Duration,
+    /// Whether packets may overtake each other.
+    pub reorder: bool,
 }
 
 /// Counters for one time bin of one direction.
@@ -98,6 +111,7 @@ pub struct LinkQueue {
     head_finish: Option<Time>,
     delay_line: VecDeque<(Time, Vec<u8>)>,
     last_release: Time,
+    jitter: Jitter,
     bin_width: Duration,
     bins: BTreeMap<u64, BinStats>,
     /// The first bin not yet taken: bins are handed out without gaps from here on.
@@ -130,10 +144,16 @@ impl LinkQueue {
             head_finish: None,
             delay_line: VecDeque::new(),
             last_release: Time::ZERO,
+            jitter: Jitter::default(),
             bin_width: Duration::from_millis(100),
             bins: BTreeMap::new(),
             next_bin: 0,
         }
+    }
+
+    /// Vary each packet's delay (default: none).
+    pub fn set_jitter(&mut self, jitter: Jitter) {
+        self.jitter = jitter;
     }
 
     /// Set the width of statistics bins (default 100 ms).
@@ -307,9 +327,20 @@ impl LinkQueue {
         b.delivered_pkts += 1;
         b.qdelay_sum_ns += qdelay;
         b.qdelay_max_ns = b.qdelay_max_ns.max(qdelay);
-        let release = (t + *self.delay.value_at(t)).max(self.last_release);
-        self.last_release = release;
-        self.delay_line.push_back((release, q.pkt));
+        let mut delay = *self.delay.value_at(t);
+        if self.jitter.max > Duration::ZERO {
+            delay += self.jitter.max.mul_f64(self.rng.gen::<f64>());
+        }
+        let release = t + delay;
+        if self.jitter.reorder {
+            // Released at its own time: the delay line stays sorted by release time.
+            let at = self.delay_line.partition_point(|(r, _)| *r <= release);
+            self.delay_line.insert(at, (release, q.pkt));
+        } else {
+            let release = release.max(self.last_release);
+            self.last_release = release;
+            self.delay_line.push_back((release, q.pkt));
+        }
     }
 
     fn drop_queue(&mut self, t: Time) {
@@ -555,6 +586,49 @@ mod tests {
             .filter(|i| lossy.receive(Time(*i), vec![0; 10]).is_some())
             .count();
         assert!((2300..2700).contains(&lost), "{lost}");
+    }
+
+    /// Jitter spreads each packet's delay over [delay, delay + max]; without reordering the
+    /// packets leave in order, with it some overtake others, and none is lost either way.
+    #[test]
+    fn jitter_spreads_delays_and_reorders_only_when_allowed() {
+        let run = |reorder: bool| {
+            let mut q = LinkQueue::new(
+                Capacity::Unlimited,
+                Piecewise::constant(Duration::from_millis(20)),
+                Piecewise::constant(true),
+                0.0,
+                QueueLimit::Unlimited,
+                3,
+            );
+            q.set_jitter(Jitter {
+                max: Duration::from_millis(10),
+                reorder,
+            });
+            for i in 0..200u32 {
+                q.receive(Time(i as u64 * 1_000_000), i.to_be_bytes().to_vec());
+            }
+            drain(&mut q, Time::MAX)
+                .into_iter()
+                .map(|(t, p)| (t, u32::from_be_bytes(p[..4].try_into().unwrap())))
+                .collect::<Vec<_>>()
+        };
+        let fifo = run(false);
+        assert_eq!(fifo.len(), 200);
+        assert!(fifo.windows(2).all(|w| w[0].1 < w[1].1), "in order");
+        let reordered = run(true);
+        assert_eq!(reordered.len(), 200);
+        let late = reordered.windows(2).filter(|w| w[0].1 > w[1].1).count();
+        assert!(
+            late > 20,
+            "{late} overtakings with 10 ms of jitter at 1 ms spacing"
+        );
+        for (t, i) in &reordered {
+            let sent = Time(*i as u64 * 1_000_000);
+            let d = t.saturating_since(sent);
+            let (lo, hi) = (Duration::from_millis(20), Duration::from_millis(30));
+            assert!(d >= lo && d <= hi, "{i}: {d:?}");
+        }
     }
 
     /// Bins in which nothing happened are handed out as zeros: a log has a row for every bin.

@@ -13,7 +13,7 @@
 //! | `onoff=cabernet` / `onoff=FILE` / `onoff=ON.cdf:OFF.cdf` | availability: Cabernet on/off, an on/off schedule file, or on/off durations drawn from two CDF files |
 //! | `seed=N` | seed for loss and on/off |
 
-use crate::queue::QueueLimit;
+use crate::queue::{Jitter, QueueLimit};
 use roam_core::{parse_duration, BitRate, Bytes};
 use roam_trace::capacity::Capacity;
 use roam_trace::cdf::EmpiricalCdf;
@@ -36,7 +36,9 @@ pub struct LinkConfig {
     pub trace: LinkTrace,
     /// Drop-tail bound, per direction.
     pub queue: QueueLimit,
-    /// Seed for random loss.
+    /// Per-packet delay variation, per direction.
+    pub jitter: Jitter,
+    /// Seed for random loss and jitter.
     pub seed: u64,
 }
 
@@ -92,6 +94,8 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
     let mut loss = 0.0;
     let mut queue = DEFAULT_QUEUE;
     let mut onoff_arg = None;
+    let mut jitter = Jitter::default();
+    let mut reorder = None;
     let mut seed = default_seed;
     let mut seen = std::collections::HashSet::new();
     for item in spec.split(',').filter(|s| !s.is_empty()) {
@@ -119,6 +123,14 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
                     })?
             }
             "queue" => queue = parse_queue(v).map_err(err)?,
+            "jitter" => jitter.max = parse_duration(v).map_err(|e| err(e.to_string()))?,
+            "reorder" => {
+                reorder = Some(match v {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(err(format!("reorder `{v}` must be yes or no"))),
+                })
+            }
             "onoff" => onoff_arg = Some(v.to_string()),
             "seed" => {
                 seed = v
@@ -127,7 +139,7 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
             }
             other => {
                 return Err(err(format!(
-                    "unknown key `{other}` (expected rate, down, up, trace, delay, loss, queue, onoff, seed)"
+                    "unknown key `{other}` (expected rate, down, up, trace, delay, loss, queue, jitter, reorder, onoff, seed)"
                 )))
             }
         }
@@ -139,6 +151,12 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
     }
     if csv.is_some() && (down.is_some() || up.is_some()) {
         return Err(err("`trace` cannot be combined with `down` or `up`".into()));
+    }
+    if let Some(r) = reorder {
+        if jitter.max.is_zero() {
+            return Err(err("`reorder` needs `jitter` (packets overtake each other only when their delays vary)".into()));
+        }
+        jitter.reorder = r;
     }
     if down.is_some() != up.is_some() {
         return Err(err("give both `down` and `up` (or `rate` for both)".into()));
@@ -188,6 +206,7 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
         kind,
         trace,
         queue,
+        jitter,
         seed,
     })
 }
@@ -235,6 +254,33 @@ mod tests {
     use super::*;
     use roam_core::Time;
     use std::time::Duration;
+
+    #[test]
+    fn jitter_and_reordering() {
+        let l = parse_link("a=rate=1mbit,jitter=5ms", 1).unwrap();
+        assert_eq!(
+            l.jitter,
+            Jitter {
+                max: Duration::from_millis(5),
+                reorder: false
+            }
+        );
+        let l = parse_link("a=rate=1mbit,jitter=5ms,reorder=yes", 1).unwrap();
+        assert!(l.jitter.reorder);
+        assert_eq!(
+            parse_link("a=rate=1mbit", 1).unwrap().jitter,
+            Jitter::default()
+        );
+        let e = parse_link("a=rate=1mbit,reorder=yes", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`reorder` needs `jitter`"), "{e}");
+        let e = parse_link("a=jitter=1ms,reorder=often", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reorder `often` must be yes or no"), "{e}");
+        assert!(parse_link("a=jitter=fast", 1).is_err());
+    }
 
     #[test]
     fn full_spec() {

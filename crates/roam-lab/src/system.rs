@@ -101,6 +101,7 @@ pub fn links(scenario: &Scenario, system: System, duration: Duration) -> Result<
             kind: LinkKind::Other,
             trace: t.to_link(),
             queue,
+            jitter: Default::default(),
             seed: 1,
         }]);
     }
@@ -116,6 +117,7 @@ pub fn links(scenario: &Scenario, system: System, duration: Duration) -> Result<
             kind: l.kind,
             trace: l.trace.clone(),
             queue,
+            jitter: Default::default(),
             seed: 1 + i as u64,
         })
         .collect())

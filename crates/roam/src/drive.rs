@@ -62,6 +62,7 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
             kind: l.kind,
             trace: l.trace.clone(),
             queue,
+            jitter: Default::default(),
             seed: a.seed + i as u64,
         })
         .collect();

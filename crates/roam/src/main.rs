@@ -119,6 +119,7 @@ impl LinkArgs {
                     kind: LinkKind::Other,
                     trace: t.to_link(),
                     queue,
+                    jitter: Default::default(),
                     seed: self.seed,
                 });
             } else {
@@ -128,6 +129,7 @@ impl LinkArgs {
                         kind,
                         trace,
                         queue,
+                        jitter: Default::default(),
                         seed: self.seed.wrapping_add(i as u64 * 1000),
                     });
                 }
