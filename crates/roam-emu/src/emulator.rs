@@ -407,6 +407,14 @@ impl Emulator {
                     log,
                     capacity: cap,
                     clock,
+                    carrier: (dir == "up")
+                        .then_some(l.carrier_after)
+                        .flatten()
+                        .map(|after| Carrier {
+                            after,
+                            down_since: None,
+                            off: false,
+                        }),
                 };
                 threads.push(
                     std::thread::Builder::new()
@@ -672,9 +680,43 @@ struct Forwarder {
     log: Option<BufWriter<std::fs::File>>,
     capacity: Capacity,
     clock: Clock,
+    /// For the client-to-server direction of a link with `carrier=`: the client's interface
+    /// (this direction's ingress) loses its carrier once an outage has lasted this long.
+    carrier: Option<Carrier>,
+}
+
+/// The client interface's carrier, following the link's outages (`LinkConfig::carrier_after`).
+struct Carrier {
+    after: Duration,
+    /// When the current outage began.
+    down_since: Option<Time>,
+    off: bool,
 }
 
 impl Forwarder {
+    /// Follow the link's availability with the client interface's carrier (checked at least
+    /// once a log interval, so within 100 ms by default).
+    fn follow_carrier(&mut self, now: Time) {
+        let Some(c) = self.carrier.as_mut() else {
+            return;
+        };
+        let fd = self.ingress.as_raw_fd();
+        if self.queue.available_at(now) {
+            c.down_since = None;
+            if c.off && sys::set_carrier(fd, true).is_ok() {
+                c.off = false;
+            }
+        } else {
+            let since = *c.down_since.get_or_insert(now);
+            if !c.off
+                && now.saturating_since(since) >= c.after
+                && sys::set_carrier(fd, false).is_ok()
+            {
+                c.off = true;
+            }
+        }
+    }
+
     fn run(mut self) {
         sys::precise_timers();
         let mut buf = vec![0u8; 65536];
@@ -685,6 +727,7 @@ impl Forwarder {
         while !self.stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             self.queue.advance(now);
+            self.follow_carrier(now);
             while let Some((due, p)) = self.queue.pop_ready_due(now) {
                 let _ = sys::write_packet(outf, &p);
                 self.counters

@@ -21,6 +21,7 @@ use roam_trace::interval::IntervalTrace;
 use roam_trace::{onoff, LinkKind, LinkTrace, PdoTrace, Piecewise};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Default drop-tail bound, as Linux's default `txqueuelen`.
 pub const DEFAULT_QUEUE: QueueLimit = QueueLimit::Packets(1000);
@@ -38,6 +39,11 @@ pub struct LinkConfig {
     pub queue: QueueLimit,
     /// Per-packet delay variation, per direction.
     pub jitter: Jitter,
+    /// How an outage looks to the client's kernel: `None`, a silent drop (the interface stays
+    /// up, as when a car drives out of range and nothing tells it); `Some(d)`, once the link
+    /// has been unavailable for `d` its interface loses its carrier until the link returns, as
+    /// after a WiFi disassociation the kernel is told of.
+    pub carrier_after: Option<Duration>,
     /// Seed for random loss and jitter.
     pub seed: u64,
 }
@@ -96,6 +102,7 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
     let mut onoff_arg = None;
     let mut jitter = Jitter::default();
     let mut reorder = None;
+    let mut carrier_after = None;
     let mut seed = default_seed;
     let mut seen = std::collections::HashSet::new();
     for item in spec.split(',').filter(|s| !s.is_empty()) {
@@ -124,6 +131,11 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
             }
             "queue" => queue = parse_queue(v).map_err(err)?,
             "jitter" => jitter.max = parse_duration(v).map_err(|e| err(e.to_string()))?,
+            "carrier" => {
+                carrier_after = Some(parse_duration(v).map_err(|e| {
+                    err(format!("carrier `{v}`: {e} (the outage's length after which the client's interface loses its carrier, e.g. 2s)"))
+                })?)
+            }
             "reorder" => {
                 reorder = Some(match v {
                     "yes" => true,
@@ -139,7 +151,7 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
             }
             other => {
                 return Err(err(format!(
-                    "unknown key `{other}` (expected rate, down, up, trace, delay, loss, queue, jitter, reorder, onoff, seed)"
+                    "unknown key `{other}` (expected rate, down, up, trace, delay, loss, queue, jitter, reorder, onoff, carrier, seed)"
                 )))
             }
         }
@@ -207,6 +219,7 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
         trace,
         queue,
         jitter,
+        carrier_after,
         seed,
     })
 }
@@ -280,6 +293,10 @@ mod tests {
             .to_string();
         assert!(e.contains("reorder `often` must be yes or no"), "{e}");
         assert!(parse_link("a=jitter=fast", 1).is_err());
+        let l = parse_link("a=rate=1mbit,carrier=2s", 1).unwrap();
+        assert_eq!(l.carrier_after, Some(Duration::from_secs(2)));
+        assert_eq!(parse_link("a=rate=1mbit", 1).unwrap().carrier_after, None);
+        assert!(parse_link("a=carrier=soon", 1).is_err());
     }
 
     #[test]

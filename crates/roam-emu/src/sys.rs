@@ -59,6 +59,16 @@ pub fn ns_inode(ns: &OwnedFd) -> io::Result<u64> {
 }
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+/// `_IOW('T', 226, int)`, kernel >= 5.0.
+const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
+
+/// Set a TUN device's carrier. Off, the kernel sees the link as down (`NO-CARRIER`), as after a
+/// WiFi disassociation: routes over it are dropped and the device's address watchers hear of it.
+pub fn set_carrier(fd: RawFd, on: bool) -> io::Result<()> {
+    let v: libc::c_int = on.into();
+    // SAFETY: TUNSETCARRIER reads an int through the pointer.
+    cvt(unsafe { libc::ioctl(fd, TUNSETCARRIER, &v) }).map(|_| ())
+}
 
 #[repr(C)]
 struct IfReq {

@@ -143,3 +143,50 @@ fn rtt_is_never_below_the_configured_delay_and_cuts_stop_traffic() {
         })
         .is_err());
 }
+
+/// With `carrier=`, an outage that lasts takes the client interface's carrier down (the kernel
+/// sees NO-CARRIER, as after a WiFi disassociation) and the link's return brings it back;
+/// without, the interface stays up through the outage (a silent drop).
+#[test]
+fn a_long_outage_takes_the_carrier_down_only_when_asked() {
+    let Some(emu) = emu(&["a=rate=10mbit,carrier=200ms", "b=rate=10mbit"]) else {
+        return;
+    };
+    let no_carrier = |dev: &'static str| {
+        emu.spawn_in_client(move || {
+            let o = std::process::Command::new("ip")
+                .args(["-o", "link", "show", "dev", dev])
+                .output()
+                .expect("ip");
+            String::from_utf8_lossy(&o.stdout).contains("NO-CARRIER")
+        })
+        .join()
+        .unwrap()
+        .unwrap()
+    };
+    let set = |link: &str, action: LinkCommand| {
+        emu.command(&Command {
+            link: link.into(),
+            action,
+        })
+        .unwrap()
+    };
+    assert!(!no_carrier("a") && !no_carrier("b"));
+    set("a", LinkCommand::Down);
+    set("b", LinkCommand::Down);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !no_carrier("a"),
+        "an outage shorter than 200 ms keeps the carrier"
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(no_carrier("a"), "a 500 ms outage took the carrier down");
+    assert!(
+        !no_carrier("b"),
+        "without carrier=, an outage is a silent drop"
+    );
+    set("a", LinkCommand::Up);
+    set("b", LinkCommand::Up);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!no_carrier("a"), "the link's return restores the carrier");
+}

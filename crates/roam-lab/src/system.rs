@@ -102,6 +102,7 @@ pub fn links(scenario: &Scenario, system: System, duration: Duration) -> Result<
             trace: t.to_link(),
             queue,
             jitter: Default::default(),
+            carrier_after: None,
             seed: 1,
         }]);
     }
@@ -118,6 +119,7 @@ pub fn links(scenario: &Scenario, system: System, duration: Duration) -> Result<
             trace: l.trace.clone(),
             queue,
             jitter: Default::default(),
+            carrier_after: None,
             seed: 1 + i as u64,
         })
         .collect())

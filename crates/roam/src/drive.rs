@@ -63,6 +63,7 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
             trace: l.trace.clone(),
             queue,
             jitter: Default::default(),
+            carrier_after: None,
             seed: a.seed + i as u64,
         })
         .collect();

@@ -120,6 +120,7 @@ impl LinkArgs {
                     trace: t.to_link(),
                     queue,
                     jitter: Default::default(),
+                    carrier_after: None,
                     seed: self.seed,
                 });
             } else {
@@ -130,6 +131,7 @@ impl LinkArgs {
                         trace,
                         queue,
                         jitter: Default::default(),
+                        carrier_after: None,
                         seed: self.seed.wrapping_add(i as u64 * 1000),
                     });
                 }
