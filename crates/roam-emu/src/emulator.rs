@@ -70,6 +70,9 @@ pub struct EmuConfig {
     pub log_dir: Option<PathBuf>,
     /// Width of a log row (default 100 ms).
     pub log_interval: Option<Duration>,
+    /// Where to write packet captures of what each link delivers
+    /// (`<link>.<up|down>.pcap`, see [`crate::pcap`]).
+    pub pcap_dir: Option<PathBuf>,
     /// Scripted link changes.
     pub events: Vec<ScheduledCommand>,
     /// Where to listen for control commands.
@@ -330,11 +333,20 @@ impl Emulator {
         }
 
         let clock = Clock::start();
+        let started_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         let stop = Arc::new(AtomicBool::new(false));
         let bin = cfg.log_interval.unwrap_or(Duration::from_millis(100));
         if let Some(d) = &cfg.log_dir {
             std::fs::create_dir_all(d)
                 .map_err(io_err(format!("creating log directory {}", d.display())))?;
+        }
+        if let Some(d) = &cfg.pcap_dir {
+            std::fs::create_dir_all(d).map_err(io_err(format!(
+                "creating capture directory {}",
+                d.display()
+            )))?;
         }
         let mut threads = Vec::new();
         let mut wakes = Vec::new();
@@ -396,6 +408,16 @@ impl Emulator {
                     }
                     None => None,
                 };
+                let pcap = match &cfg.pcap_dir {
+                    Some(d) => {
+                        let path = d.join(format!("{}.{dir}.pcap", l.name));
+                        Some(
+                            crate::pcap::PcapWriter::create(&path)
+                                .map_err(io_err(format!("creating {}", path.display())))?,
+                        )
+                    }
+                    None => None,
+                };
                 let fwd = Forwarder {
                     queue,
                     ingress,
@@ -407,6 +429,8 @@ impl Emulator {
                     log,
                     capacity: cap,
                     clock,
+                    pcap,
+                    started_unix,
                     carrier: (dir == "up")
                         .then_some(l.carrier_after)
                         .flatten()
@@ -680,6 +704,10 @@ struct Forwarder {
     log: Option<BufWriter<std::fs::File>>,
     capacity: Capacity,
     clock: Clock,
+    /// The capture of what this direction delivers (`EmuConfig::pcap_dir`).
+    pcap: Option<crate::pcap::PcapWriter>,
+    /// The wall-clock time of the emulator's time zero (for the capture's stamps).
+    started_unix: Duration,
     /// For the client-to-server direction of a link with `carrier=`: the client's interface
     /// (this direction's ingress) loses its carrier once an outage has lasted this long.
     carrier: Option<Carrier>,
@@ -730,8 +758,14 @@ impl Forwarder {
             self.follow_carrier(now);
             while let Some((due, p)) = self.queue.pop_ready_due(now) {
                 let _ = sys::write_packet(outf, &p);
-                self.counters
-                    .forwarded(self.clock.now().saturating_since(due));
+                let sent = self.clock.now();
+                self.counters.forwarded(sent.saturating_since(due));
+                if let Some(w) = self.pcap.as_mut() {
+                    let at = self.started_unix + sent.saturating_since(Time::ZERO);
+                    if w.write(at, &p).is_err() {
+                        self.pcap = None; // a full disk ends the capture, not the run
+                    }
+                }
             }
             if now >= next_flush {
                 let bins = self.queue.take_complete_bins();
@@ -775,6 +809,9 @@ impl Forwarder {
         let bins = self.queue.take_all_bins();
         self.flush(bins);
         if let Some(w) = self.log.as_mut() {
+            let _ = w.flush();
+        }
+        if let Some(w) = self.pcap.as_mut() {
             let _ = w.flush();
         }
     }

@@ -8,6 +8,7 @@
 
 pub mod control;
 pub mod emulator;
+pub mod pcap;
 pub mod queue;
 pub mod run;
 pub mod spec;

@@ -188,6 +188,10 @@ struct RunArgs {
     /// Width of a log row.
     #[arg(long, default_value = "100ms", value_parser = parse_dur)]
     log_interval: Duration,
+    /// Capture the packets each link delivers into DIR/<link>.<up|down>.pcap (raw IP, readable
+    /// by tcpdump and Wireshark; stamped when they left the link).
+    #[arg(long, value_name = "DIR")]
+    pcap: Option<PathBuf>,
     /// The client command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -348,6 +352,7 @@ fn real_main(cli: Cli) -> Result<i32> {
                 links,
                 log_dir: (!a.no_log).then(|| a.log_dir.clone()),
                 log_interval: Some(a.log_interval),
+                pcap_dir: a.pcap.clone(),
                 events,
                 control_socket: a.control.clone(),
             })?;

@@ -373,6 +373,61 @@ fn nothing_leaks_on_normal_exit_crash_and_signals() {
     assert_no_leak("sigterm", "wait", Some(libc::SIGTERM));
 }
 
+/// `--pcap DIR` captures what each link delivers: a pcap file per link and direction whose
+/// records are the client's UDP datagrams to the server, whole, stamped in order and within the
+/// run's wall-clock span.
+#[test]
+fn pcap_captures_what_a_link_delivers() {
+    if !emu_available() {
+        return;
+    }
+    let d = tmpdir("pcap");
+    let caps = d.join("caps");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let o = roam()
+        .args(["emu", "run", "--no-log", "--link", "a=rate=10mbit,delay=5ms", "--pcap"])
+        .arg(&caps)
+        .args([
+            "--",
+            "python3",
+            "-c",
+            "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range(20):\n    s.sendto(bytes([i])*300,('10.77.0.1',9))\n    time.sleep(0.005)",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let after = before + 60.0;
+    let b = std::fs::read(caps.join("a.up.pcap")).unwrap();
+    assert!(caps.join("a.down.pcap").exists());
+    assert_eq!(&b[..4], &0xa1b2_c3d4u32.to_le_bytes(), "pcap magic");
+    assert_eq!(
+        u32::from_le_bytes(b[20..24].try_into().unwrap()),
+        101,
+        "raw IP"
+    );
+    let (mut at, mut udp, mut last) = (24, 0, 0.0);
+    while at + 16 <= b.len() {
+        let u = |o: usize| u32::from_le_bytes(b[at + o..at + o + 4].try_into().unwrap());
+        let t = u(0) as f64 + u(4) as f64 / 1e6;
+        let (incl, orig) = (u(8) as usize, u(12) as usize);
+        assert_eq!(incl, orig, "whole packets");
+        assert!(t >= before && t <= after && t >= last, "stamp {t}");
+        last = t;
+        let p = &b[at + 16..at + 16 + incl];
+        // IPv4, UDP to 10.77.0.1:9 with a 300-byte payload.
+        if p[0] >> 4 == 4 && p[9] == 17 && p[16..20] == [10, 77, 0, 1] && p.len() == 20 + 8 + 300 {
+            assert_eq!(u16::from_be_bytes([p[22], p[23]]), 9);
+            udp += 1;
+        }
+        at += 16 + incl;
+    }
+    assert_eq!(at, b.len(), "records fill the file");
+    assert_eq!(udp, 20, "every datagram captured once");
+}
+
 #[test]
 fn events_and_control_socket_cut_a_link() {
     if !emu_available() {
