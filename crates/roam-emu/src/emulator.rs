@@ -15,11 +15,12 @@
 //! MPTCP socket uses all links.
 
 use crate::control::{Command, LinkCommand, ScheduledCommand};
-use crate::queue::{BinStats, LinkQueue};
+use crate::queue::{BinStats, LinkQueue, PacketEvent};
 use crate::spec::{env_name, LinkConfig};
 use crate::sys::{self, EventFd};
 use roam_core::{Clock, Time};
 use roam_trace::capacity::Capacity;
+use roam_trace::pdo::MTU_BYTES;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::net::Ipv4Addr;
@@ -70,6 +71,10 @@ pub struct EmuConfig {
     pub log_dir: Option<PathBuf>,
     /// Width of a log row (default 100 ms).
     pub log_interval: Option<Duration>,
+    /// With `log_dir`, also write per-packet logs in Mahimahi's `mm-link --log` format,
+    /// `<link>.<up|down>.mm.log`, which Mahimahi's `mm-throughput-graph` and
+    /// `mm-delay-graph` read.
+    pub packet_log: bool,
     /// Where to write packet captures of what each link delivers
     /// (`<link>.<up|down>.pcap`, see [`crate::pcap`]).
     pub pcap_dir: Option<PathBuf>,
@@ -408,6 +413,27 @@ impl Emulator {
                     }
                     None => None,
                 };
+                let packet_log = match &cfg.log_dir {
+                    Some(d) if cfg.packet_log => {
+                        let name = format!("{}.{dir}.mm.log", l.name);
+                        let path = d.join(&name);
+                        let f = std::fs::File::create(&path)
+                            .map_err(io_err(format!("creating {}", path.display())))?;
+                        let mut w = BufWriter::new(f);
+                        let _ = writeln!(
+                            w,
+                            "# mahimahi mm-link ({} {dir}) [roam emu] > {name}\n# init timestamp: 0\n# base timestamp: 0",
+                            l.name
+                        );
+                        queue.record_packet_events();
+                        Some(PacketLog {
+                            out: w,
+                            pending: Vec::new(),
+                            carry: 0,
+                        })
+                    }
+                    _ => None,
+                };
                 let pcap = match &cfg.pcap_dir {
                     Some(d) => {
                         let path = d.join(format!("{}.{dir}.pcap", l.name));
@@ -429,6 +455,7 @@ impl Emulator {
                     log,
                     capacity: cap,
                     clock,
+                    packet_log,
                     pcap,
                     started_unix,
                     carrier: (dir == "up")
@@ -704,6 +731,9 @@ struct Forwarder {
     log: Option<BufWriter<std::fs::File>>,
     capacity: Capacity,
     clock: Clock,
+    /// The per-packet log (`EmuConfig::packet_log`) and the events not yet written (those
+    /// past the last complete bin, whose delivery opportunities are not written yet).
+    packet_log: Option<PacketLog>,
     /// The capture of what this direction delivers (`EmuConfig::pcap_dir`).
     pcap: Option<crate::pcap::PcapWriter>,
     /// The wall-clock time of the emulator's time zero (for the capture's stamps).
@@ -711,6 +741,15 @@ struct Forwarder {
     /// For the client-to-server direction of a link with `carrier=`: the client's interface
     /// (this direction's ingress) loses its carrier once an outage has lasted this long.
     carrier: Option<Carrier>,
+}
+
+/// A per-packet log being written (`Forwarder::write_packet_log`).
+struct PacketLog {
+    out: BufWriter<std::fs::File>,
+    /// Events past the last bin written.
+    pending: Vec<PacketEvent>,
+    /// Capacity bytes short of a whole delivery opportunity, carried into the next bin.
+    carry: u64,
 }
 
 /// The client interface's carrier, following the link's outages (`LinkConfig::carrier_after`).
@@ -814,6 +853,9 @@ impl Forwarder {
         if let Some(w) = self.pcap.as_mut() {
             let _ = w.flush();
         }
+        if let Some(log) = self.packet_log.as_mut() {
+            let _ = log.out.flush();
+        }
     }
 
     fn apply(&mut self, cmd: LinkCommand) {
@@ -841,7 +883,55 @@ impl Forwarder {
         }
     }
 
+    /// Write the per-packet log up to the end of `bins`: the packets' arrivals (`+ bytes`),
+    /// departures (`- bytes delay_ms`) and drops (`d 1 bytes`), and the bins' delivery
+    /// opportunities (`# 1500`), in time order, times in ms since the emulator started.
+    /// Opportunities are the link's capacity over each bin in 1500-byte units, spread evenly
+    /// within it (exact for rate links; for a Mahimahi trace, its opportunities within 100 ms).
+    fn write_packet_log(&mut self, bins: &[(Time, BinStats)]) {
+        let Some(log) = self.packet_log.as_mut() else {
+            return;
+        };
+        log.pending.extend(self.queue.take_packet_events());
+        let Some(&(last, _)) = bins.last() else {
+            return;
+        };
+        let width = self.queue.bin_width();
+        let end = last + width;
+        let ms = |t: Time| t.as_nanos() / 1_000_000;
+        let mut lines: Vec<(Time, String)> = Vec::new();
+        for &(t, _) in bins {
+            let bytes = self.capacity.bytes_between(t, t + width).unwrap_or(0) + log.carry;
+            let n = bytes / MTU_BYTES;
+            log.carry = bytes % MTU_BYTES;
+            for k in 0..n {
+                let at = t + width.mul_f64(k as f64 / n as f64);
+                lines.push((at, format!("{} # {MTU_BYTES}", ms(at))));
+            }
+        }
+        let later = log
+            .pending
+            .iter()
+            .position(|e| e.at() >= end)
+            .unwrap_or(log.pending.len());
+        for e in log.pending.drain(..later) {
+            let line = match e {
+                PacketEvent::Arrival { at, bytes } => format!("{} + {bytes}", ms(at)),
+                PacketEvent::Departure { at, bytes, queued } => {
+                    format!("{} - {bytes} {}", ms(at), queued.as_millis())
+                }
+                PacketEvent::Drop { at, bytes } => format!("{} d 1 {bytes}", ms(at)),
+            };
+            lines.push((e.at(), line));
+        }
+        lines.sort_by_key(|l| l.0);
+        for (_, l) in lines {
+            let _ = writeln!(log.out, "{l}");
+        }
+    }
+
     fn flush(&mut self, bins: Vec<(Time, BinStats)>) {
+        self.write_packet_log(&bins);
         let width = self.queue.bin_width();
         for (t, b) in bins {
             self.counters.add(&b);

@@ -18,5 +18,5 @@ pub mod traffic;
 
 pub use control::{Command, LinkCommand, ScheduledCommand};
 pub use emulator::{EmuConfig, EmuError, Emulator, LinkHandle, SERVER_ADDR};
-pub use queue::Jitter;
+pub use queue::{Jitter, PacketEvent};
 pub use spec::{parse_link, LinkConfig};

@@ -65,6 +65,46 @@ pub struct Jitter {
     pub reorder: bool,
 }
 
+/// What happened to one packet, for per-packet logs in Mahimahi's `mm-link --log` terms
+/// (recorded only after [`LinkQueue::record_packet_events`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketEvent {
+    /// A packet of `bytes` arrived at the link.
+    Arrival {
+        /// When.
+        at: Time,
+        /// Its size.
+        bytes: u64,
+    },
+    /// A packet left the queue after waiting `queued` in it.
+    Departure {
+        /// When.
+        at: Time,
+        /// Its size.
+        bytes: u64,
+        /// Arrival to departure.
+        queued: Duration,
+    },
+    /// A packet was dropped: the queue was full, random loss, or an outage.
+    Drop {
+        /// When.
+        at: Time,
+        /// Its size.
+        bytes: u64,
+    },
+}
+
+impl PacketEvent {
+    /// When it happened.
+    pub fn at(&self) -> Time {
+        match *self {
+            PacketEvent::Arrival { at, .. }
+            | PacketEvent::Departure { at, .. }
+            | PacketEvent::Drop { at, .. } => at,
+        }
+    }
+}
+
 /// Counters for one time bin of one direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BinStats {
@@ -112,6 +152,8 @@ pub struct LinkQueue {
     delay_line: VecDeque<(Time, Vec<u8>)>,
     last_release: Time,
     jitter: Jitter,
+    /// Per-packet events, when asked for (`record_packet_events`).
+    packet_events: Option<Vec<PacketEvent>>,
     bin_width: Duration,
     bins: BTreeMap<u64, BinStats>,
     /// The first bin not yet taken: bins are handed out without gaps from here on.
@@ -145,9 +187,30 @@ impl LinkQueue {
             delay_line: VecDeque::new(),
             last_release: Time::ZERO,
             jitter: Jitter::default(),
+            packet_events: None,
             bin_width: Duration::from_millis(100),
             bins: BTreeMap::new(),
             next_bin: 0,
+        }
+    }
+
+    /// Record every packet's arrival, departure and drop from now on (for `mm-link --log`
+    /// style logs); take them with [`take_packet_events`](Self::take_packet_events).
+    pub fn record_packet_events(&mut self) {
+        self.packet_events.get_or_insert_with(Vec::new);
+    }
+
+    /// The packet events recorded since the last call, in time order.
+    pub fn take_packet_events(&mut self) -> Vec<PacketEvent> {
+        self.packet_events
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn packet_event(&mut self, e: PacketEvent) {
+        if let Some(v) = self.packet_events.as_mut() {
+            v.push(e);
         }
     }
 
@@ -195,6 +258,8 @@ impl LinkQueue {
         self.advance(now);
         let now = self.clock;
         self.bin(now).arrived_bytes += pkt.len() as u64;
+        let bytes = pkt.len() as u64;
+        self.packet_event(PacketEvent::Arrival { at: now, bytes });
         let why = if !self.available_at(now) {
             Some(DropReason::Outage)
         } else if self.loss > 0.0 && self.rng.gen::<f64>() < self.loss {
@@ -210,6 +275,7 @@ impl LinkQueue {
         };
         if let Some(w) = why {
             self.record_drop(now, w);
+            self.packet_event(PacketEvent::Drop { at: now, bytes });
             return Some(w);
         }
         let len = pkt.len() as u64;
@@ -327,6 +393,11 @@ impl LinkQueue {
         b.delivered_pkts += 1;
         b.qdelay_sum_ns += qdelay;
         b.qdelay_max_ns = b.qdelay_max_ns.max(qdelay);
+        self.packet_event(PacketEvent::Departure {
+            at: t,
+            bytes: len,
+            queued: Duration::from_nanos(qdelay),
+        });
         let mut delay = *self.delay.value_at(t);
         if self.jitter.max > Duration::ZERO {
             delay += self.jitter.max.mul_f64(self.rng.gen::<f64>());
@@ -345,6 +416,12 @@ impl LinkQueue {
 
     fn drop_queue(&mut self, t: Time) {
         let n = self.queue.len() as u64;
+        if self.packet_events.is_some() {
+            for q in std::mem::take(&mut self.queue) {
+                let bytes = q.pkt.len() as u64;
+                self.packet_event(PacketEvent::Drop { at: t, bytes });
+            }
+        }
         self.queue.clear();
         self.queue_bytes = 0;
         self.opp = None;
@@ -629,6 +706,44 @@ mod tests {
             let (lo, hi) = (Duration::from_millis(20), Duration::from_millis(30));
             assert!(d >= lo && d <= hi, "{i}: {d:?}");
         }
+    }
+
+    /// Recorded packet events account for every packet: each arrival departs or is dropped.
+    #[test]
+    fn packet_events_account_for_every_packet() {
+        let mut q = LinkQueue::new(
+            Capacity::constant(BitRate::kbps(800)), // 1000 B = 10 ms
+            Piecewise::constant(Duration::ZERO),
+            Piecewise::constant(true),
+            0.0,
+            QueueLimit::Packets(2),
+            1,
+        );
+        q.record_packet_events();
+        for _ in 0..3 {
+            q.receive(ms(0), vec![0; 1000]);
+        }
+        drain(&mut q, ms(100));
+        let ev = q.take_packet_events();
+        let count = |f: fn(&PacketEvent) -> bool| ev.iter().filter(|e| f(e)).count();
+        assert_eq!(count(|e| matches!(e, PacketEvent::Arrival { .. })), 3);
+        assert_eq!(count(|e| matches!(e, PacketEvent::Drop { .. })), 1);
+        let departures: Vec<_> = ev
+            .iter()
+            .filter_map(|e| match e {
+                PacketEvent::Departure { at, queued, .. } => Some((*at, *queued)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            departures,
+            [
+                (ms(10), Duration::from_millis(10)),
+                (ms(20), Duration::from_millis(20))
+            ]
+        );
+        assert!(ev.windows(2).all(|w| w[0].at() <= w[1].at()));
+        assert!(q.take_packet_events().is_empty());
     }
 
     /// Bins in which nothing happened are handed out as zeros: a log has a row for every bin.

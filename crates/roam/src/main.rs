@@ -188,6 +188,11 @@ struct RunArgs {
     /// Width of a log row.
     #[arg(long, default_value = "100ms", value_parser = parse_dur)]
     log_interval: Duration,
+    /// Also log every packet in Mahimahi's `mm-link --log` format, LOG_DIR/<link>.<up|down>.mm.log
+    /// (arrivals, departures with their queueing delay, drops, delivery opportunities), which
+    /// Mahimahi's mm-throughput-graph and mm-delay-graph read.
+    #[arg(long, conflicts_with = "no_log")]
+    packet_log: bool,
     /// Capture the packets each link delivers into DIR/<link>.<up|down>.pcap (raw IP, readable
     /// by tcpdump and Wireshark; stamped when they left the link).
     #[arg(long, value_name = "DIR")]
@@ -352,6 +357,7 @@ fn real_main(cli: Cli) -> Result<i32> {
                 links,
                 log_dir: (!a.no_log).then(|| a.log_dir.clone()),
                 log_interval: Some(a.log_interval),
+                packet_log: a.packet_log,
                 pcap_dir: a.pcap.clone(),
                 events,
                 control_socket: a.control.clone(),

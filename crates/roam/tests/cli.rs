@@ -373,6 +373,61 @@ fn nothing_leaks_on_normal_exit_crash_and_signals() {
     assert_no_leak("sigterm", "wait", Some(libc::SIGTERM));
 }
 
+/// `--packet-log` writes Mahimahi's `mm-link --log` format: every arrival, departure (with
+/// its queueing delay) and drop, and the link's delivery opportunities, in time order.
+#[test]
+fn packet_log_is_in_mahimahi_format() {
+    if !emu_available() {
+        return;
+    }
+    let d = tmpdir("mmlog");
+    let logs = d.join("logs");
+    let o = roam()
+        .args(["emu", "run", "--packet-log", "--log-dir"])
+        .arg(&logs)
+        .args([
+            "--link",
+            "a=rate=1mbit,queue=5pkt",
+            "--",
+            "python3",
+            "-c",
+            "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range(10):\n    s.sendto(b'x'*1000,('10.77.0.1',9))\ntime.sleep(0.5)",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let log = std::fs::read_to_string(logs.join("a.up.mm.log")).unwrap();
+    assert!(log.lines().any(|l| l == "# base timestamp: 0"), "{log}");
+    let rows: Vec<Vec<&str>> = log
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(' ').collect())
+        .collect();
+    let times: Vec<u64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "time order");
+    let kind = |k: &str| {
+        rows.iter()
+            .filter(|r| r[1] == k)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    // Ten 1028-byte IP packets: five fit the queue, five are dropped.
+    assert_eq!(kind("+").len(), 10, "{log}");
+    assert_eq!(kind("d").len(), 5, "{log}");
+    let departures = kind("-");
+    assert_eq!(departures.len(), 5, "{log}");
+    // At 1 Mbit/s each takes 8.2 ms: the queueing delays grow by about that much.
+    let delays: Vec<u64> = departures.iter().map(|r| r[3].parse().unwrap()).collect();
+    assert!(delays.windows(2).all(|w| w[1] >= w[0] + 7), "{delays:?}");
+    // Opportunities: 1 Mbit/s is 83 a second of 1500 bytes.
+    let opps = kind("#").len() as f64;
+    let span = *times.last().unwrap() as f64 / 1e3;
+    assert!(
+        (opps / span - 83.3).abs() < 10.0,
+        "{opps} opportunities in {span} s"
+    );
+}
+
 /// `--pcap DIR` captures what each link delivers: a pcap file per link and direction whose
 /// records are the client's UDP datagrams to the server, whole, stamped in order and within the
 /// run's wall-clock span.
