@@ -553,7 +553,8 @@ fn render(
             let mut bars = Vec::new();
             for s in &plan.scenarios {
                 for sys in &plan.systems {
-                    let v = cell(rows, app.name, s, sys.name(), metric);
+                    let points = values(rows, app.name, s, sys.name(), metric);
+                    let v = summarize(&points);
                     let interval = v.interval();
                     bars.push(Bar {
                         group: s.clone(),
@@ -562,13 +563,14 @@ fn render(
                         center: v.mean,
                         ci: interval.map_or(f64::NAN, |_| v.ci),
                         note: v.some_unfinished().unwrap_or_default(),
+                        points,
                     });
                 }
             }
             let svg = report::bar_chart(
                 &format!(
-                    "{}: {label}; bars: mean of the trials (median where one did not finish), \
-                     whiskers: its 95% t interval (none where skewed)",
+                    "{}: {label}\nbars: mean of the trials (median where one did not finish); \
+                     whiskers: its 95% t interval (none where skewed); dots: the trials",
                     app.name
                 ),
                 label,
@@ -580,16 +582,19 @@ fn render(
     Ok(md)
 }
 
-/// Summary of one metric of one cell.
-pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Summary {
-    let v: Vec<f64> = rows
-        .iter()
+/// One metric of one cell, trial by trial.
+pub fn values(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Vec<f64> {
+    rows.iter()
         .filter(|r| {
             r.app == app && r.scenario == scenario && r.system == system && r.metric == metric
         })
         .map(|r| r.value)
-        .collect();
-    summarize(&v)
+        .collect()
+}
+
+/// Summary of one metric of one cell.
+pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Summary {
+    summarize(&values(rows, app, scenario, system, metric))
 }
 
 /// roam's advantage over `system` on `metric`, seed by seed (trials of every system share

@@ -253,7 +253,8 @@ impl Summary {
     }
 }
 
-/// One bar of a chart.
+/// One bar of a chart. (`bar_chart`'s title may have a second line, after a newline, saying
+/// what the marks show.)
 pub struct Bar {
     /// Group on the x axis (e.g. a scenario).
     pub group: String,
@@ -268,6 +269,8 @@ pub struct Bar {
     /// A few words written along the bar, e.g. "2 of 5 unfinished" when some trials of a cell
     /// whose median finished did not (the height alone would hide them); empty for none.
     pub note: String,
+    /// Every trial's value, drawn as a dot on the bar (unfinished and failed ones left out).
+    pub points: Vec<f64>,
 }
 
 const COLORS: [&str; 6] = [
@@ -301,6 +304,7 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
                 0.0
             })
         })
+        .chain(bars.iter().flat_map(|b| b.points.iter().copied()))
         .filter(|x| x.is_finite())
         .fold(0.0f64, f64::max)
         .max(1e-9);
@@ -312,11 +316,15 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
     let gw = pw / groups.len().max(1) as f64;
     let bw = gw * 0.8 / series.len().max(1) as f64;
     let mut s = String::new();
+    // The title's first line large, a second (what the marks show) small beneath it.
+    let (head, sub) = title.split_once('\n').unwrap_or((title, ""));
     let _ = write!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="22" font-size="15" text-anchor="middle">{}</text>"#,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="18" font-size="15" text-anchor="middle">{}</text><text x="{}" y="33" font-size="10.5" fill="#444" text-anchor="middle">{}</text>"##,
         w / 2.0,
-        esc(title)
+        esc(head),
+        w / 2.0,
+        esc(sub)
     );
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     for k in 0..=ticks {
@@ -381,6 +389,16 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
                     x + bw * 0.6,
                     top + ph - 4.0,
                     esc(&b.note)
+                );
+            }
+            // The trials, spread across the bar so that equal values stay visible.
+            let finite: Vec<f64> = b.points.iter().copied().filter(|p| p.is_finite()).collect();
+            for (k, p) in finite.iter().enumerate() {
+                let px = x + bw * 0.9 * (k as f64 + 1.0) / (finite.len() as f64 + 1.0);
+                let py = top + ph - ph * p / ymax;
+                let _ = write!(
+                    s,
+                    r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="white" stroke="black" stroke-width="0.8"/>"#
                 );
             }
             if b.ci.is_finite() {
@@ -504,6 +522,7 @@ mod tests {
                 center: 1.1,
                 ci: 0.1,
                 note: String::new(),
+                points: vec![0.9, 1.0, 1.0, 1.2, 1.4],
             },
             Bar {
                 group: "hotspot".into(),
@@ -512,11 +531,18 @@ mod tests {
                 center: 2.0,
                 ci: f64::NAN,
                 note: "2 of 5 unfinished".into(),
+                points: vec![2.0, 3.0, 5.0, UNFINISHED, UNFINISHED],
             },
         ];
         let svg = bar_chart("t", "ms", &bars);
         assert_eq!(svg.matches("<rect x=").count(), 2 + 2); // bars + legend swatches
         assert_eq!(svg.matches(">2 of 5 unfinished</text>").count(), 1, "{svg}");
+        // A dot per finished trial, and the axis reaches the highest (5.0 above a 2.0 bar).
+        assert_eq!(svg.matches("<circle ").count(), 5 + 3, "{svg}");
+        assert!(
+            svg.contains(">5</text>") || svg.contains(">5.0</text>"),
+            "{svg}"
+        );
         assert!(svg.ends_with("</svg>\n"));
     }
 }
