@@ -11,6 +11,7 @@ pub mod emulator;
 pub mod pcap;
 pub mod queue;
 pub mod run;
+pub mod scenario_file;
 pub mod spec;
 pub mod sys;
 pub mod testing;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use roam_trace::scenario::Scenario;
+use roam_emu::scenario_file;
 use roam_trace::stats::scenario_stats;
 use serde::{Deserialize, Serialize};
 
@@ -324,7 +324,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
         }
     }
     for s in &plan.scenarios {
-        Scenario::by_name(s, 1).with_context(|| format!("scenario `{s}`"))?;
+        scenario_file::scenario(s, 1).map_err(|e| anyhow::anyhow!("scenario `{s}`: {e}"))?;
     }
     if plan.trials == 0 || plan.jobs == 0 {
         bail!("--trials and --jobs must be at least 1");
@@ -435,14 +435,14 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                         *d = s;
                     }
                 });
-                let result = Scenario::by_name(&j.scenario, seed)
-                    .map_err(anyhow::Error::from)
+                let result = scenario_file::scenario(&j.scenario, seed)
+                    .map_err(|e| anyhow::anyhow!("scenario `{}`: {e}", j.scenario))
                     .and_then(|sc| {
                         let logs = plan.emu_logs.as_ref().map(|d| {
                             d.join(format!(
                                 "{}-{}-{}-{}",
                                 app.name,
-                                j.scenario,
+                                sc.name,
                                 j.system.name(),
                                 j.trial
                             ))
@@ -924,7 +924,7 @@ fn markdown(
         .max()
         .unwrap_or(Duration::from_secs(60));
     for sc in &plan.scenarios {
-        if let Ok(scn) = Scenario::by_name(sc, 1) {
+        if let Ok(scn) = scenario_file::scenario(sc, 1) {
             let _ = writeln!(
                 s,
                 "Ours (seed 1): {}",

@@ -10,14 +10,13 @@ use roam_core::Time;
 use roam_emu::spec::parse_queue;
 use roam_emu::traffic::{bulk_download, bulk_server, echo_server, median_ms, rtt_probe};
 use roam_emu::{EmuConfig, Emulator};
-use roam_trace::scenario::Scenario;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Options of `roam drive`.
 #[derive(Args, Debug)]
 pub struct DriveArgs {
-    /// Scenario to drive through.
+    /// Scenario to drive through (a name, or a scenario file FILE.toml).
     #[arg(long, default_value = "vehicular")]
     scenario: String,
     /// How long to drive.
@@ -50,7 +49,8 @@ struct LinkResult {
 
 /// Run the drive.
 pub fn drive(a: &DriveArgs) -> Result<()> {
-    let scenario = Scenario::by_name(&a.scenario, a.seed)?;
+    let scenario = roam_emu::scenario_file::scenario(&a.scenario, a.seed)
+        .map_err(|e| anyhow::anyhow!("--scenario {}: {e}", a.scenario))?;
     let queue = parse_queue(&a.queue).map_err(|e| anyhow::anyhow!("--queue {}: {e}", a.queue))?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let links: Vec<_> = scenario

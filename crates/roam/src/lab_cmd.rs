@@ -18,7 +18,8 @@ pub struct InPaperArgs {
     /// Applications, comma-separated.
     #[arg(long, value_delimiter = ',')]
     apps: Option<Vec<String>>,
-    /// Scenarios, comma-separated (hotspot, intermittent, vehicular, vehicular-umts).
+    /// Scenarios, comma-separated (hotspot, intermittent, vehicular, vehicular-umts, or a
+    /// scenario file FILE.toml).
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<String>>,
     /// Systems, comma-separated (roam, mptcp, aggregation, best-latency, best-bandwidth).

@@ -86,7 +86,8 @@ pub struct LinkArgs {
     /// trace=FILE.csv; delay=20ms; loss=0.01; queue=100pkt|64kb; onoff=cabernet|FILE; seed=N.
     #[arg(long = "link", value_name = "NAME=SPEC")]
     links: Vec<String>,
-    /// A named scenario: hotspot, intermittent, vehicular, vehicular-umts.
+    /// A named scenario (hotspot, intermittent, vehicular, vehicular-umts) or a scenario file
+    /// (FILE.toml: links in the --link syntax; docs/emulator.md).
     #[arg(long)]
     scenario: Option<String>,
     /// With --scenario: emulate one link (named `link`) derived per second from the scenario:
@@ -110,7 +111,8 @@ impl LinkArgs {
             None => DEFAULT_QUEUE,
         };
         if let Some(name) = &self.scenario {
-            let s = Scenario::by_name(name, self.seed)?;
+            let s = roam_emu::scenario_file::scenario(name, self.seed)
+                .map_err(|e| anyhow::anyhow!("--scenario {name}: {e}"))?;
             if let Some(b) = &self.baseline {
                 let b = Baseline::parse(b)?;
                 let t = derive_baseline(&s, b, Duration::from_secs(3600))?;
