@@ -8,6 +8,7 @@
 
 pub mod control;
 pub mod emulator;
+mod forward;
 pub mod pcap;
 pub mod queue;
 pub mod run;
