@@ -15,6 +15,7 @@ pub mod fs;
 pub mod imap;
 pub mod lab;
 pub mod mail;
+pub mod outcome;
 pub mod paper;
 pub mod report;
 pub mod sensing;
