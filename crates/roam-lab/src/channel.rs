@@ -139,7 +139,7 @@ const MPTCP_ATTEMPT: Duration = Duration::from_millis(1500);
 /// whose links have the addresses `locals` (in the emulator's order).
 ///
 /// TCP over a one-link baseline connects from its only link. MPTCP's first subflow goes over
-/// whichever link answers, trying each in turn until [`CONNECT_WAIT`], as a phone's default
+/// whichever link answers, trying each in turn until `CONNECT_WAIT` (20 s), as a phone's default
 /// route follows the interface that is up: bound to the WiFi alone, a trial that starts during
 /// a WiFi outage (the vehicular drives, the intermittent scenario) failed to connect at all.
 /// MPTCP adds the other link's subflow once connected.
@@ -338,10 +338,15 @@ pub fn background_sender(conn: Arc<Conn>) -> (Outbox, std::thread::JoinHandle<Re
     (tx, t)
 }
 
-/// Sends that carry a thunk, for messages composed when they can go (the file system's
-/// prefetch replies, mail's prefetch responses): [`Readiness::send`] either hands the message
-/// to roam or, when roam defers it, waits until the thunk says the label can be sent, so the
-/// caller can compose the message again (it may have changed meanwhile) and retry.
+/// Sends of messages composed when they can go (the file system's prefetch replies, mail's
+/// prefetch responses), written once for every system: [`Readiness::send`] either hands the
+/// message to the connection or, when the connection cannot take it now, waits until it can,
+/// so the caller composes the message again (it may have changed meanwhile) and retries.
+///
+/// Over roam "can go" is roam's thunk: the label's backlog is under its bound. Over a plain
+/// connection it is the socket taking the previous message: nothing queued, no write blocked
+/// on a full send buffer, as an application that composes on the socket's writability (select
+/// or poll) sees it. The application logic is the same; only the transport decides when.
 pub struct Readiness {
     tx: std::sync::mpsc::Sender<()>,
     rx: std::sync::mpsc::Receiver<()>,
@@ -354,11 +359,31 @@ impl Default for Readiness {
     }
 }
 
+/// How long [`Readiness::send`] waits for a connection that cannot take a message before
+/// letting the caller compose it again.
+pub const READY_WAIT: Duration = Duration::from_secs(1);
+
 impl Readiness {
-    /// Send `data` labelled `label` with a thunk: true when roam (or a plain connection) took
-    /// it; false when roam deferred it, after waiting for the thunk to fire (at most a second;
-    /// then the thunk is cancelled and the caller simply tries again).
+    /// Send `data` labelled `label` if the connection can take it now: true when it did;
+    /// false when it could not, after waiting until it can (roam's thunk fired, or the plain
+    /// connection's socket took what it had) or [`READY_WAIT`] passed.
     pub fn send(&self, conn: &Conn, label: Label, data: Vec<u8>) -> Result<bool> {
+        if let Conn::Plain(p) = conn {
+            // A failed or closed connection is not busy: the send below reports it.
+            let busy = |q: &Queue| {
+                q.error.is_none() && !q.closed && (q.writing.is_some() || !q.items.is_empty())
+            };
+            let (lock, cv) = &*p.queue;
+            let g = lock.lock().unwrap();
+            if busy(&g) {
+                // The writer thread notifies after every write.
+                let _ = cv.wait_timeout_while(g, READY_WAIT, |q| busy(q)).unwrap();
+                return Ok(false);
+            }
+            drop(g);
+            conn.send(label, &[], data, None)?;
+            return Ok(true);
+        }
         let tx = self.tx.clone();
         let thunk = Thunk::new(move || {
             let _ = tx.send(());
@@ -366,7 +391,7 @@ impl Readiness {
         match conn.send(label, &[], data, Some(thunk))? {
             Sent::Id(_) => Ok(true),
             Sent::Deferred(h) => {
-                if self.rx.recv_timeout(Duration::from_secs(1)).is_err() {
+                if self.rx.recv_timeout(READY_WAIT).is_err() {
                     h.cancel();
                 }
                 Ok(false)
@@ -396,6 +421,33 @@ impl Server {
         ))
     }
 
+    /// The next client, or `None` if none came within `wait` (so a server can give up once its
+    /// trial is over: the client may have failed to connect).
+    pub fn accept_timeout(&self, wait: Duration) -> Result<Option<Conn>> {
+        match self {
+            Server::Roam(l) => Ok(l.accept_timeout(wait)?.map(Conn::Roam)),
+            Server::Plain(l) => {
+                l.set_nonblocking(true)?;
+                let deadline = Instant::now() + wait;
+                loop {
+                    match l.accept() {
+                        Ok((s, _)) => {
+                            s.set_nonblocking(false)?;
+                            return Ok(Some(Conn::Plain(Plain::new(s)?)));
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            if Instant::now() >= deadline {
+                                return Ok(None);
+                            }
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+    }
+
     /// The next client.
     pub fn accept(&self) -> Result<Conn> {
         match self {
@@ -405,5 +457,55 @@ impl Server {
                 Ok(Conn::Plain(Plain::new(s)?))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plain connection over loopback whose peer does not read until told.
+    fn stalled_pair() -> Result<(Conn, TcpStream)> {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let client = TcpStream::connect(l.local_addr()?)?;
+        let (peer, _) = l.accept()?;
+        Ok((Conn::Plain(Plain::new(client)?), peer))
+    }
+
+    #[test]
+    fn over_a_plain_connection_a_message_is_composed_only_when_the_socket_took_the_last(
+    ) -> Result<()> {
+        let (conn, mut peer) = stalled_pair()?;
+        let ready = Readiness::default();
+        let chunk = vec![7u8; 256 * 1024];
+        // The peer reads nothing: the socket buffers fill, the writer blocks, and readiness
+        // says no instead of queueing without end.
+        // (A "no" may also come while the writer thread has yet to pick up the last message;
+        // a stalled one leaves it waiting for the whole wait.)
+        let mut taken = 0;
+        loop {
+            if ready.send(&conn, Label::BackgroundLarge, chunk.clone())? {
+                taken += 1;
+                assert!(
+                    taken < 400,
+                    "100 MB taken by a connection whose peer reads nothing"
+                );
+            } else if conn.stalled_for() >= READY_WAIT / 2 {
+                break;
+            }
+        }
+        // Once the peer drains what was taken, the connection takes messages again.
+        let want = taken * (5 + chunk.len());
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; want];
+            peer.read_exact(&mut buf).map(|_| peer)
+        });
+        let mut tries = 0;
+        while !ready.send(&conn, Label::BackgroundLarge, chunk.clone())? {
+            tries += 1;
+            assert!(tries < 30, "the connection never became ready again");
+        }
+        reader.join().unwrap()?;
+        Ok(())
     }
 }

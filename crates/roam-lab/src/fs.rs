@@ -246,14 +246,14 @@ impl Prefetch {
 /// Answer requests. Background replies go through their own threads, so a background send
 /// that has to wait never holds up a demand fetch behind it.
 ///
-/// Prefetch replies carry a thunk, as the paper's BlueFS RPCs did (§4.1): over roam a reply
-/// is deferred while its label's backlog is over the bound, and is composed only when it can
-/// go, leaving out blocks the client has meanwhile fetched on demand, so those do not cross
-/// the network twice. Write-back acknowledgements have a thread of their own: each RPC is
+/// Prefetch replies are composed only when they can go ([`Readiness`]; over roam with a
+/// thunk, as the paper's BlueFS RPCs did, §4.1), leaving out blocks the client has meanwhile
+/// fetched on demand, so those do not cross the network twice. The logic is the same for
+/// every system; over roam a reply waits while its label's backlog is over the bound, over
+/// TCP or MPTCP while the socket has not taken the previous message. Write-back acknowledgements have a thread of their own: each RPC is
 /// answered on its own, so an acknowledgement waits for roam to take it, not behind prefetch
 /// replies still deferred in the server (on the vehicular drive's collapsed 3G that queue
-/// held the last acknowledgements for 20 s after the write-backs had arrived). Over plain TCP
-/// an unmodified server writes every reply into its socket at once.
+/// held the last acknowledgements for 20 s after the write-backs had arrived).
 fn serve(conn: Arc<Conn>) -> Result<()> {
     let sent_on_demand: Arc<Mutex<HashSet<(u32, u64)>>> = Arc::default();
     let (ack_tx, acks) = background_sender(conn.clone());
@@ -470,7 +470,7 @@ impl Replay {
     }
 }
 
-/// How long a replay of `span` of the recorded build may take (see [`REPLAY_LIMIT_FACTOR`]).
+/// How long a replay of `span` of the recorded build may take (see `REPLAY_LIMIT_FACTOR`).
 pub fn replay_limit(span: Duration) -> Duration {
     (span * REPLAY_LIMIT_FACTOR).max(MIN_REPLAY_LIMIT)
 }

@@ -10,15 +10,19 @@
 //! prefetch is under way. Requests are labelled small; responses carry the request's
 //! foreground/background label and are small or large by size ([`SMALL_MAX`]).
 //!
-//! - With roam, the proxy's upstream is a multi-socket to a server-side **roam endpoint**
-//!   that speaks plain IMAP to Dovecot over loopback, relaying whole commands and whole
-//!   responses (one IROB each) and matching them by IMAP tag; Dovecot is unmodified.
-//! - Without roam (the unmodified proxy) the upstream is one TCP or MPTCP connection carrying
-//!   plain IMAP to a byte-copying front end in the server namespace, which relays to Dovecot
-//!   over loopback. The front end exists because Dovecot cannot open MPTCP sockets, and so
-//!   that the sender of every system's responses uses the lab's congestion control (cubic):
-//!   Dovecot's own sockets take the namespace default, BBR on this machine, and a non-initial
-//!   namespace may not set a default outside `tcp_allowed_congestion_control`.
+//! Every system runs the same application: the proxy's upstream is one [`Conn`] to a
+//! server-side **endpoint** that speaks plain IMAP to Dovecot over loopback, relaying whole
+//! commands and whole responses (one message each, matched by IMAP tag); Dovecot is
+//! unmodified. Only the transport differs: a roam multi-socket, where labels schedule the
+//! messages, or one TCP or MPTCP connection, where they travel in order and change nothing.
+//! The endpoint gives Dovecot one command at a time, foreground first, and composes each
+//! prefetch response only when the connection can take it ([`Readiness`]), leaving out a body
+//! the user has meanwhile fetched on demand. Over roam that is when the background backlog is
+//! under its bound; over TCP, when the socket has taken the previous response. The endpoint
+//! also makes every system's responses leave through the lab's congestion control (cubic):
+//! Dovecot's own sockets take the namespace default, BBR on this machine, a non-initial
+//! namespace may not set a default outside `tcp_allowed_congestion_control`, and Dovecot
+//! cannot open MPTCP sockets.
 //!
 //! The user side is called in-process instead of over a loopback IMAP connection from a GUI
 //! client (that hop would add microseconds to what the links add in hundreds of ms).
@@ -40,13 +44,11 @@ use crate::report::UNFINISHED;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use roam_emu::traffic::{listen, set_congestion_control};
 use roam_net::Label;
 
-use crate::channel::{connect_plain, Conn, Readiness, Server, CC};
+use crate::channel::{Conn, Readiness, Server};
 use crate::dovecot::{self, Dovecot, IMAP_PORT};
 use crate::imap::{self, Response};
-use crate::system::System;
 use crate::trial::{Metric, Trial};
 
 /// Responses up to this size are labelled small, larger ones large.
@@ -55,85 +57,18 @@ pub const SMALL_MAX: usize = 4096;
 pub const OPENS: usize = 5;
 /// How long the user reads the header list before opening the first message.
 pub const READ_HEADERS: Duration = Duration::from_secs(1);
-/// The roam endpoint's port.
+/// The server-side endpoint's port.
 const ENDPOINT_PORT: u16 = 6300;
-/// The plain (TCP or MPTCP) front end's port.
-const FRONT_PORT: u16 = 1143;
 
-/// The proxy's connection to the server side.
-enum Upstream {
-    /// A multi-socket to the roam endpoint: one IROB per command and per response.
-    Roam(Conn),
-    /// One TCP or MPTCP connection carrying plain IMAP.
-    Plain {
-        w: Mutex<TcpStream>,
-        r: Mutex<BufReader<TcpStream>>,
-    },
-}
-
-impl Upstream {
-    fn connect(system: System, locals: &[Ipv4Addr]) -> Result<Upstream> {
-        if system.is_roam() {
-            return Ok(Upstream::Roam(Conn::connect(
-                system,
-                locals,
-                ENDPOINT_PORT,
-            )?));
-        }
-        let s = connect_plain(system, locals, FRONT_PORT)?;
-        s.set_nodelay(true)?;
-        set_congestion_control(&s, CC).ok();
-        Ok(Upstream::Plain {
-            r: Mutex::new(BufReader::with_capacity(256 * 1024, s.try_clone()?)),
-            w: Mutex::new(s),
-        })
-    }
-
-    fn greeting(&self) -> Result<()> {
-        match self {
-            Upstream::Roam(c) => {
-                let m = c
-                    .recv()?
-                    .ok_or_else(|| anyhow!("the roam endpoint closed without a greeting"))?;
-                imap::read_greeting(&mut &m.data[..])?;
-            }
-            Upstream::Plain { r, .. } => {
-                imap::read_greeting(&mut *r.lock().unwrap())?;
-            }
-        }
-        Ok(())
-    }
-
-    fn send(&self, label: Label, cmd: &str) -> Result<()> {
-        match self {
-            Upstream::Roam(c) => {
-                c.send(label, &[], cmd.as_bytes().to_vec(), None)?;
-            }
-            Upstream::Plain { w, .. } => w.lock().unwrap().write_all(cmd.as_bytes())?,
-        }
-        Ok(())
-    }
-
-    fn recv(&self) -> Result<Option<Response>> {
-        match self {
-            Upstream::Roam(c) => match c.recv()? {
-                None => Ok(None),
-                Some(m) => Ok(Some(Response {
-                    tag: imap::response_tag(&m.data)?,
-                    bytes: m.data,
-                })),
-            },
-            Upstream::Plain { r, .. } => imap::read_response(&mut *r.lock().unwrap()),
-        }
-    }
-
-    fn abort(&self) {
-        match self {
-            Upstream::Roam(c) => c.abort(),
-            Upstream::Plain { w, .. } => {
-                let _ = w.lock().unwrap().shutdown(Shutdown::Both);
-            }
-        }
+/// The next response from the server side: one message, one whole IMAP response (its untagged
+/// data and tagged completion), as the endpoint relays them.
+fn recv_response(up: &Conn) -> Result<Option<Response>> {
+    match up.recv()? {
+        None => Ok(None),
+        Some(m) => Ok(Some(Response {
+            tag: imap::response_tag(&m.data)?,
+            bytes: m.data,
+        })),
     }
 }
 
@@ -160,7 +95,8 @@ struct Cache {
 
 /// The client-side caching proxy.
 struct Proxy {
-    up: Upstream,
+    /// The connection to the endpoint (roam, TCP or MPTCP: the proxy is the same).
+    up: Conn,
     cache: Mutex<Cache>,
     cv: Condvar,
     next_tag: AtomicU64,
@@ -171,7 +107,9 @@ impl Proxy {
     fn request(&self, label: Label, what: Pending, args: &str) -> Result<()> {
         let tag = format!("p{}", self.next_tag.fetch_add(1, Ordering::Relaxed));
         self.cache.lock().unwrap().pending.insert(tag.clone(), what);
-        self.up.send(label, &format!("{tag} {args}\r\n"))
+        self.up
+            .send(label, &[], format!("{tag} {args}\r\n").into_bytes(), None)?;
+        Ok(())
     }
 
     fn fetch_body(&self, label: Label, uid: u32) -> Result<()> {
@@ -186,7 +124,7 @@ impl Proxy {
     /// UID (Dovecot may interleave the responses of pipelined commands), tagged completions to
     /// commands by tag.
     fn read_loop(&self) -> Result<()> {
-        while let Some(resp) = self.up.recv()? {
+        while let Some(resp) = recv_response(&self.up)? {
             let mut c = self.cache.lock().unwrap();
             for line in imap::logical_lines(&resp.bytes)? {
                 if let Some(f) = parse_fetch(&line)? {
@@ -230,7 +168,7 @@ impl Proxy {
                         let list = std::mem::take(&mut c.listed);
                         c.headers = Some(list);
                     }
-                    // A command's data precedes its completion. Over roam a prefetch of a
+                    // A command's data precedes its completion. A prefetch of a
                     // body the user fetched on demand completes without it (the endpoint
                     // leaves it out), possibly before the on-demand response arrives.
                     Pending::Body(uid)
@@ -317,10 +255,14 @@ fn parse_fetch(line: &[u8]) -> Result<Option<Fetch>> {
 }
 
 /// Send one command and wait for its response (before the reader thread starts).
-fn command(up: &Upstream, tag: &str, args: &str) -> Result<()> {
-    up.send(Label::ForegroundSmall, &format!("{tag} {args}\r\n"))?;
-    let r = up
-        .recv()?
+fn command(up: &Conn, tag: &str, args: &str) -> Result<()> {
+    up.send(
+        Label::ForegroundSmall,
+        &[],
+        format!("{tag} {args}\r\n").into_bytes(),
+        None,
+    )?;
+    let r = recv_response(up)?
         .ok_or_else(|| anyhow!("the server closed the connection during `{args}`"))?;
     if r.tag != tag || !r.ok() {
         bail!("IMAP `{args}` failed: {}", r.status_line());
@@ -328,13 +270,13 @@ fn command(up: &Upstream, tag: &str, args: &str) -> Result<()> {
     Ok(())
 }
 
-/// Commands waiting at the roam endpoint, foreground first.
+/// Commands waiting at the endpoint, foreground first.
 #[derive(Default)]
 struct Waiting {
     fg: VecDeque<(String, Vec<u8>)>,
     bg: VecDeque<(String, Vec<u8>)>,
-    /// A background response is composed and not yet accepted by roam: the next background
-    /// command waits (it is composed only when it can go).
+    /// A background response is composed and not yet taken by the connection: the next
+    /// background command waits (it is composed only when it can go).
     bg_held: bool,
     /// UIDs whose body the endpoint has fetched for a foreground command.
     on_demand: HashSet<u32>,
@@ -369,25 +311,26 @@ fn compose_prefetch(tag: &str, cmd: Vec<u8>, on_demand: &HashSet<u32>) -> Vec<u8
     }
 }
 
-/// The roam endpoint: serve one multi-socket, relaying each command IROB to Dovecot over
-/// loopback and each complete response back as one IROB with the command's foreground or
-/// background label, small or large by size.
+/// The server-side endpoint, the same for every system: serve one connection (a roam
+/// multi-socket, or one TCP or MPTCP connection), relaying each command message to Dovecot
+/// over loopback and each complete response back as one message with the command's
+/// foreground or background label, small or large by size.
 ///
 /// Dovecot runs pipelined commands concurrently and may interleave their untagged responses,
 /// so the endpoint gives it one command at a time (about a millisecond each on loopback),
-/// foreground commands first: a user's fetch never waits behind queued prefetches, here or on
-/// the links.
+/// foreground commands first: a user's fetch never waits behind prefetches queued here.
 ///
-/// Background responses carry a thunk, as the file system's prefetch replies do: one
-/// prefetch at a time is composed, and the next only once roam has
-/// taken it, so prefetches wait here, as commands, while roam's background backlog is over its
-/// bound. A prefetch of a message the user has meanwhile opened (fetched in the foreground)
-/// is then composed without the body ([`compose_prefetch`]), so that body does not cross the
-/// network twice. The unmodified proxy over TCP or MPTCP has no such choice: its server
-/// writes every response into the socket as soon as it has it.
+/// Prefetch responses are composed when they can go ([`Readiness`]): one at a time, and the
+/// next only once the connection has taken it, so prefetches wait here, as commands, while
+/// the connection cannot take more. Over roam that is while the background backlog is over
+/// its bound (roam's thunk); over TCP or MPTCP, while the socket has not taken the previous
+/// response. A prefetch of a message the user has meanwhile opened (fetched in the
+/// foreground) is then composed without the body (`compose_prefetch`), so that body does
+/// not cross the network twice. How often that happens is the transport's doing: a socket's
+/// send buffer takes most of a mailbox at once, roam's bound a round trip's worth.
 pub fn endpoint(conn: Arc<Conn>) -> Result<()> {
     let dove = TcpStream::connect((Ipv4Addr::LOCALHOST, IMAP_PORT))
-        .context("the roam endpoint connecting to Dovecot")?;
+        .context("the endpoint connecting to Dovecot")?;
     dove.set_nodelay(true)?;
     let mut r = BufReader::with_capacity(256 * 1024, dove.try_clone()?);
     let greeting = imap::read_greeting(&mut r)?;
@@ -487,10 +430,11 @@ struct Prefetch {
     resp: Vec<u8>,
 }
 
-/// Hand composed prefetch responses to roam, each with a thunk: while roam defers it, the
-/// response waits here; when the thunk fires, a body the user has meanwhile fetched on
-/// demand sends the command back to the driver to be composed again. Clears
-/// [`Waiting::bg_held`] once roam has taken the response (or the command went back).
+/// Hand composed prefetch responses to the connection when it can take them ([`Readiness`]):
+/// until then the response waits here; when the connection is ready again, a body the user
+/// has meanwhile fetched on demand sends the command back to the driver to be composed
+/// again. Clears [`Waiting::bg_held`] once the connection has taken the response (or the
+/// command went back).
 fn prefetch_sender(
     conn: Arc<Conn>,
     waiting: Arc<(Mutex<Waiting>, Condvar)>,
@@ -526,45 +470,6 @@ fn prefetch_sender(
         Ok(())
     });
     (tx, t)
-}
-
-/// The next connection on `l`, or `None` once `stop` is set.
-fn accept_until(l: &std::net::TcpListener, stop: &AtomicBool) -> Result<Option<TcpStream>> {
-    l.set_nonblocking(true)?;
-    while !stop.load(Ordering::Relaxed) {
-        match l.accept() {
-            Ok((c, _)) => {
-                c.set_nonblocking(false)?;
-                return Ok(Some(c));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(None)
-}
-
-/// The plain front end: copy bytes both ways between a client's connection (TCP or MPTCP, as
-/// its listener was) and Dovecot on loopback.
-fn plain_front(c: TcpStream) -> Result<()> {
-    c.set_nodelay(true)?;
-    set_congestion_control(&c, CC).ok();
-    let d = TcpStream::connect((Ipv4Addr::LOCALHOST, IMAP_PORT))?;
-    d.set_nodelay(true)?;
-    let copy = |mut a: TcpStream, mut b: TcpStream| {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut a, &mut b);
-            let _ = a.shutdown(Shutdown::Both);
-            let _ = b.shutdown(Shutdown::Both);
-        })
-    };
-    let up = copy(c.try_clone()?, d.try_clone()?);
-    let down = copy(d, c);
-    let _ = up.join();
-    let _ = down.join();
-    Ok(())
 }
 
 /// What the scripted user measured.
@@ -620,10 +525,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let server = t.emu.spawn_in_server(move || -> Result<()> {
         let started = (|| {
             let dove = Dovecot::start(seed)?;
-            let front = match system {
-                System::Roam => Front::Roam(Server::bind(system, ENDPOINT_PORT)?),
-                _ => Front::Plain(listen(FRONT_PORT, system.is_mptcp())?),
-            };
+            let front = Server::bind(system, ENDPOINT_PORT)?;
             Ok((dove, front))
         })();
         let (dove, front) = match started {
@@ -635,23 +537,16 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             }
         };
         ready_tx.send(Ok(())).ok();
-        let served = match front {
-            // Accepting gives up once the client side is over (it may have failed to connect).
-            Front::Roam(Server::Roam(l)) => loop {
-                if sstop.load(Ordering::Relaxed) {
-                    break Ok(());
-                }
-                if let Some(ms) = l.accept_timeout(Duration::from_millis(200))? {
-                    let c = Arc::new(Conn::Roam(ms));
-                    *sc.lock().unwrap() = Some(c.clone());
-                    break endpoint(c);
-                }
-            },
-            Front::Roam(Server::Plain(_)) => bail!("the roam endpoint needs a roam listener"),
-            Front::Plain(l) => match accept_until(&l, &sstop)? {
-                Some(c) => plain_front(c),
-                None => Ok(()),
-            },
+        // Accepting gives up once the client side is over (it may have failed to connect).
+        let served = loop {
+            if sstop.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            if let Some(c) = front.accept_timeout(Duration::from_millis(200))? {
+                let c = Arc::new(c);
+                *sc.lock().unwrap() = Some(c.clone());
+                break endpoint(c);
+            }
         };
         let _ = stop_rx.recv();
         served.map_err(|e| anyhow!("{e:#}{}", dove.log_tail()))
@@ -665,8 +560,11 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let proxy_slot: Arc<Mutex<Option<Arc<Proxy>>>> = Arc::default();
     let ps = proxy_slot.clone();
     let client = t.emu.spawn_in_client(move || -> Result<Outcome> {
-        let up = Upstream::connect(system, &locals)?;
-        up.greeting()?;
+        let up = Conn::connect(system, &locals, ENDPOINT_PORT)?;
+        let greeting = up
+            .recv()?
+            .ok_or_else(|| anyhow!("the endpoint closed without a greeting"))?;
+        imap::read_greeting(&mut &greeting.data[..])?;
         command(
             &up,
             "l1",
@@ -809,10 +707,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     stop.store(true, Ordering::Relaxed);
     let proxy = proxy_slot.lock().unwrap().take();
     let server_end = server_conn.lock().unwrap().take();
-    let proxy_end = proxy.as_ref().and_then(|p| match &p.up {
-        Upstream::Roam(c) => Some(c),
-        Upstream::Plain { .. } => None,
-    });
+    let proxy_end = proxy.as_ref().map(|p| &p.up);
     let recovery =
         crate::channel::recovery_metrics(proxy_end.into_iter().chain(server_end.as_deref()));
     if let Some(p) = proxy {
@@ -868,11 +763,6 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     .into_iter()
     .chain(recovery)
     .collect())
-}
-
-enum Front {
-    Roam(Server),
-    Plain(std::net::TcpListener),
 }
 
 #[cfg(test)]
