@@ -25,7 +25,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::report::UNFINISHED;
 use roam_net::Label;
 
-use crate::channel::{background_sender, Conn, Readiness, Sent, Server};
+use crate::channel::{background_sender, Conn, Readiness, Sent};
 use crate::trial::{Metric, Trial};
 
 /// Block size of the file service.
@@ -482,25 +482,13 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     // The replay sleeps the build's recorded gaps: no network makes it shorter than this.
     let span_s = ops.last().map_or(0.0, |o| o.t_ms as f64 / 1e3);
     let system = t.system;
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
-    let sc = server_conn.clone();
-    let server = t.emu.spawn_in_server(move || -> Result<()> {
-        let l = Server::bind(system, PORT)?;
-        ready_tx.send(()).ok();
-        let c = Arc::new(l.accept()?);
-        *sc.lock().unwrap() = Some(c.clone());
-        serve(c)
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|_| anyhow!("the file server did not start"))?;
+    let server = t.start_server("file", PORT, || Ok(()), |(), c| serve(c))?;
     let locals = t.client_addrs();
     let progress = t.progress.clone();
     let limit = replay_limit(t.duration);
     let emu_epoch = t.emu.clock().epoch();
     type Out = (Replay, Arc<Conn>);
-    let client = t.emu.spawn_in_client(move || -> Result<Out> {
+    let client = move || -> Result<Out> {
         let conn = Arc::new(Conn::connect(system, &locals, PORT)?);
         let cache = Arc::new((Mutex::new(Cache::default()), Condvar::new()));
         let last_ack_ns = Arc::new(AtomicU64::new(0));
@@ -674,19 +662,10 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             unfinished,
         };
         Ok((replay, conn))
-    });
-    let (r, conn) = client
-        .join()
-        .map_err(|_| anyhow!("the file-system client panicked"))???;
-    let server_end = server_conn.lock().unwrap().take();
-    let recovery = crate::channel::recovery_metrics(
-        [Some(&*conn), server_end.as_deref()].into_iter().flatten(),
-    );
-    conn.abort();
-    if let Some(c) = server_end {
-        c.abort();
-    }
-    let _ = server.join();
+    };
+    let out = t.run_client("file-system", client);
+    let (recovery, _) = server.finish(out.as_ref().ok().map(|(_, c)| &**c));
+    let (r, _) = out?;
     t.keep_log("fs-waits.csv", || waits_csv(&r.waits))?;
     if let Some(why) = &r.unfinished {
         t.note(why.clone());

@@ -7,10 +7,13 @@
 //! - [`channel`]: labelled messages over a multi-socket or one ordinary connection;
 //! - [`sensing`], [`fs`], [`mail`]: the applications ([`dovecot`] and [`imap`] serve the
 //!   mail application);
-//! - [`trial`], [`lab`], [`report`], [`paper`]: running the matrix and writing it up.
+//! - [`trial`], [`ends`], [`lab`], [`outcome`], [`report`], [`stats`], [`paper`]: running the
+//!   matrix (one trial: an emulator, the application's server and client ends) and writing it
+//!   up.
 
 pub mod channel;
 pub mod dovecot;
+pub mod ends;
 pub mod fs;
 pub mod imap;
 pub mod lab;

@@ -34,7 +34,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufReader, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use roam_net::Label;
 
-use crate::channel::{Conn, Readiness, Server};
+use crate::channel::{Conn, Readiness};
 use crate::dovecot::{self, Dovecot, IMAP_PORT};
 use crate::imap::{self, Response};
 use crate::trial::{Metric, Trial};
@@ -516,50 +516,19 @@ fn opens_csv(opens: &[Open]) -> String {
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let system = t.system;
     let seed = t.seed;
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
-    let sc = server_conn.clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let sstop = stop.clone();
-    let server = t.emu.spawn_in_server(move || -> Result<()> {
-        let started = (|| {
-            let dove = Dovecot::start(seed)?;
-            let front = Server::bind(system, ENDPOINT_PORT)?;
-            Ok((dove, front))
-        })();
-        let (dove, front) = match started {
-            Ok(x) => x,
-            Err(e) => {
-                let msg = format!("{e:#}");
-                ready_tx.send(Err(e)).ok();
-                bail!("{msg}");
-            }
-        };
-        ready_tx.send(Ok(())).ok();
-        // Accepting gives up once the client side is over (it may have failed to connect).
-        let served = loop {
-            if sstop.load(Ordering::Relaxed) {
-                break Ok(());
-            }
-            if let Some(c) = front.accept_timeout(Duration::from_millis(200))? {
-                let c = Arc::new(c);
-                *sc.lock().unwrap() = Some(c.clone());
-                break endpoint(c);
-            }
-        };
-        let _ = stop_rx.recv();
-        served.map_err(|e| anyhow!("{e:#}{}", dove.log_tail()))
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(30))
-        .map_err(|_| anyhow!("the mail server side did not start"))??;
+    let server = t.start_server(
+        "mail",
+        ENDPOINT_PORT,
+        move || Dovecot::start(seed),
+        // Dovecot's log explains most of what goes wrong behind the endpoint.
+        |dove, c| endpoint(c).map_err(|e| anyhow!("{e:#}{}", dove.log_tail())),
+    )?;
     let locals = t.client_addrs();
     let progress = t.progress.clone();
     let cap = t.duration;
     let proxy_slot: Arc<Mutex<Option<Arc<Proxy>>>> = Arc::default();
     let ps = proxy_slot.clone();
-    let client = t.emu.spawn_in_client(move || -> Result<Outcome> {
+    let client = move || -> Result<Outcome> {
         let up = Conn::connect(system, &locals, ENDPOINT_PORT)?;
         let greeting = up
             .recv()?
@@ -700,29 +669,15 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             unfinished,
             background_s: all_at.map_or(UNFINISHED, |a| (a - start).as_secs_f64()),
         })
-    });
-    let out = client
-        .join()
-        .map_err(|_| anyhow!("the mail client panicked"));
-    stop.store(true, Ordering::Relaxed);
+    };
+    let out = t.run_client("mail", client);
     let proxy = proxy_slot.lock().unwrap().take();
-    let server_end = server_conn.lock().unwrap().take();
-    let proxy_end = proxy.as_ref().map(|p| &p.up);
-    let recovery =
-        crate::channel::recovery_metrics(proxy_end.into_iter().chain(server_end.as_deref()));
-    if let Some(p) = proxy {
-        p.up.abort();
-    }
-    if let Some(c) = server_end {
-        c.abort();
-    }
-    stop_tx.send(()).ok();
-    let served = server.join();
-    let out = match out?? {
+    let (recovery, served) = server.finish(proxy.as_ref().map(|p| &p.up));
+    let out = match out {
         Ok(o) => o,
         Err(e) => {
             // The server side's error (with Dovecot's log) explains a client failure best.
-            if let Ok(Ok(Err(se))) = served {
+            if let Err(se) = served {
                 bail!("{e:#}; server side: {se:#}");
             }
             return Err(e);

@@ -17,13 +17,13 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use roam_net::runtime::{Thunk, ThunkHandle};
 use roam_net::{IrobId, Label};
 
-use crate::channel::{Conn, Sent, Server};
+use crate::channel::{Conn, Sent};
 use crate::trial::{Metric, Trial};
 
 /// Raw sample bytes per second.
@@ -170,122 +170,120 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     // Send times are on the emulator's clock, so the urgent log lines up with the link logs.
     let epoch = t.emu.clock().epoch();
     let arrivals: Arc<Mutex<Vec<Arrival>>> = Arc::default();
-    let server_conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
-    let (ready_tx, ready_rx) = mpsc::channel();
     let system = t.system;
-    let (arr, sc) = (arrivals.clone(), server_conn.clone());
-    let server = t.emu.spawn_in_server(move || -> Result<()> {
-        let l = Server::bind(system, PORT)?;
-        ready_tx.send(()).ok();
-        let c = Arc::new(l.accept()?);
-        *sc.lock().unwrap() = Some(c.clone());
-        while let Some(m) = c.recv()? {
-            let at_ns = epoch.elapsed().as_nanos() as u64;
-            if m.data.len() < 17 {
-                continue;
+    let arr = arrivals.clone();
+    let server = t.start_server(
+        "sensing",
+        PORT,
+        || Ok(()),
+        move |(), c| {
+            while let Some(m) = c.recv()? {
+                let at_ns = epoch.elapsed().as_nanos() as u64;
+                if m.data.len() < 17 {
+                    continue;
+                }
+                arr.lock().unwrap().push(Arrival {
+                    kind: m.data[0],
+                    bytes: m.data.len(),
+                    sent_ns: u64::from_le_bytes(m.data[5..13].try_into().unwrap()),
+                    at_ns,
+                });
             }
-            arr.lock().unwrap().push(Arrival {
-                kind: m.data[0],
-                bytes: m.data.len(),
-                sent_ns: u64::from_le_bytes(m.data[5..13].try_into().unwrap()),
-                at_ns,
-            });
-        }
-        Ok(())
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|_| anyhow!("the sensing server did not start"))?;
+            Ok(())
+        },
+    )?;
     let locals = t.client_addrs();
     let progress = t.progress.clone();
-    let client = t
-        .emu
-        .spawn_in_client(move || -> Result<(u64, u64, u32, Conn)> {
-            let conn = Conn::connect(system, &locals, PORT)?;
-            let (ready, ready_rx) = mpsc::channel();
-            let mut cl = Client {
-                conn: &conn,
-                epoch,
-                ready,
-                raw_dropped: 0,
-            };
-            let start = Instant::now();
-            let mut pending: Option<Pending> = None;
-            let mut plain_cover = 0u32; // plain app: seconds aggregated while unable to send
-            let mut urgent = urgent_at.into_iter().peekable();
-            let mut urgent_seq = 0;
-            let secs = duration.as_secs() as u32;
-            let mut raw_generated = 0u64;
-            for sec in 0..secs {
-                let tick = start + Duration::from_secs(sec as u64);
-                // Wait for the tick, sending urgent messages and retrying deferred data meanwhile.
-                loop {
-                    let next_u = urgent
-                        .peek()
-                        .map(|&u| start + Duration::from_secs_f64(u))
-                        .filter(|&u| u <= tick);
-                    let wake = next_u.unwrap_or(tick);
-                    let left = wake.saturating_duration_since(Instant::now());
-                    if ready_rx.recv_timeout(left).is_ok() {
-                        if let Some(p) = pending.take() {
-                            pending = cl.push(p)?;
-                        }
-                        continue;
+    let client = move || -> Result<(u64, u64, u32, Conn)> {
+        let conn = Conn::connect(system, &locals, PORT)?;
+        let (ready, ready_rx) = mpsc::channel();
+        let mut cl = Client {
+            conn: &conn,
+            epoch,
+            ready,
+            raw_dropped: 0,
+        };
+        let start = Instant::now();
+        let mut pending: Option<Pending> = None;
+        let mut plain_cover = 0u32; // plain app: seconds aggregated while unable to send
+        let mut urgent = urgent_at.into_iter().peekable();
+        let mut urgent_seq = 0;
+        let secs = duration.as_secs() as u32;
+        let mut raw_generated = 0u64;
+        for sec in 0..secs {
+            let tick = start + Duration::from_secs(sec as u64);
+            // Wait for the tick, sending urgent messages and retrying deferred data meanwhile.
+            loop {
+                let next_u = urgent
+                    .peek()
+                    .map(|&u| start + Duration::from_secs_f64(u))
+                    .filter(|&u| u <= tick);
+                let wake = next_u.unwrap_or(tick);
+                let left = wake.saturating_duration_since(Instant::now());
+                if ready_rx.recv_timeout(left).is_ok() {
+                    if let Some(p) = pending.take() {
+                        pending = cl.push(p)?;
                     }
-                    if next_u.is_some() {
-                        urgent.next();
-                        let m = message(Kind::Urgent, urgent_seq, cl.now_ns(), 0, URGENT);
-                        urgent_seq += 1;
-                        conn.send(Label::ForegroundSmall, &[], m, None)?;
-                        continue;
-                    }
-                    break;
+                    continue;
                 }
-                progress(sec as u64 + 1);
-                raw_generated += RAW_PER_S as u64;
-                if cl.conn_is_roam() {
-                    let cover = match pending.take() {
-                        // The thunk did not fire before this sample: drop the old raw sample,
-                        // re-average the summary over one more second.
-                        Some(p) => {
-                            if let Some(h) = &p.handle {
-                                h.cancel();
-                            }
-                            cl.raw_dropped += RAW_PER_S as u64;
-                            (p.cover + 1).min(MAX_COVER)
+                if next_u.is_some() {
+                    urgent.next();
+                    let m = message(Kind::Urgent, urgent_seq, cl.now_ns(), 0, URGENT);
+                    urgent_seq += 1;
+                    conn.send(Label::ForegroundSmall, &[], m, None)?;
+                    continue;
+                }
+                break;
+            }
+            progress(sec as u64 + 1);
+            raw_generated += RAW_PER_S as u64;
+            if cl.conn_is_roam() {
+                let cover = match pending.take() {
+                    // The thunk did not fire before this sample: drop the old raw sample,
+                    // re-average the summary over one more second.
+                    Some(p) => {
+                        if let Some(h) = &p.handle {
+                            h.cancel();
                         }
-                        None => 1,
-                    };
-                    pending = cl.push(Pending {
-                        cover,
-                        summary: None,
-                        raw_seq: sec,
-                        handle: None,
-                    })?;
-                } else if conn.stalled_for() > Duration::from_secs(1) {
-                    cl.raw_dropped += RAW_PER_S as u64;
-                    plain_cover = (plain_cover + 1).min(MAX_COVER);
-                } else {
-                    let p = Pending {
-                        cover: plain_cover + 1,
-                        summary: None,
-                        raw_seq: sec,
-                        handle: None,
-                    };
-                    plain_cover = 0;
-                    cl.push(p)?;
-                }
+                        cl.raw_dropped += RAW_PER_S as u64;
+                        (p.cover + 1).min(MAX_COVER)
+                    }
+                    None => 1,
+                };
+                pending = cl.push(Pending {
+                    cover,
+                    summary: None,
+                    raw_seq: sec,
+                    handle: None,
+                })?;
+            } else if conn.stalled_for() > Duration::from_secs(1) {
+                cl.raw_dropped += RAW_PER_S as u64;
+                plain_cover = (plain_cover + 1).min(MAX_COVER);
+            } else {
+                let p = Pending {
+                    cover: plain_cover + 1,
+                    summary: None,
+                    raw_seq: sec,
+                    handle: None,
+                };
+                plain_cover = 0;
+                cl.push(p)?;
             }
-            let dropped = cl.raw_dropped;
-            // Pending data is abandoned; the connection stays open for urgent messages in flight.
-            if let Some(h) = pending.and_then(|p| p.handle) {
-                h.cancel();
-            }
-            Ok((raw_generated, dropped, urgent_seq, conn))
-        });
-    let (raw_generated, raw_dropped, urgent_sent, conn) = client
-        .join()
-        .map_err(|_| anyhow!("the sensing client panicked"))???;
+        }
+        let dropped = cl.raw_dropped;
+        // Pending data is abandoned; the connection stays open for urgent messages in flight.
+        if let Some(h) = pending.and_then(|p| p.handle) {
+            h.cancel();
+        }
+        Ok((raw_generated, dropped, urgent_seq, conn))
+    };
+    let (raw_generated, raw_dropped, urgent_sent, conn) = match t.run_client("sensing", client) {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = server.finish(None);
+            return Err(e);
+        }
+    };
     // Give in-flight urgent messages up to 30 s to arrive.
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
@@ -300,15 +298,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let server_end = server_conn.lock().unwrap().take();
-    let recovery = crate::channel::recovery_metrics(
-        [Some(&conn), server_end.as_deref()].into_iter().flatten(),
-    );
-    conn.abort();
-    if let Some(c) = server_end {
-        c.abort();
-    }
-    let _ = server.join();
+    let (recovery, _) = server.finish(Some(&conn));
     let a = arrivals.lock().unwrap();
     let end_ns = duration.as_nanos() as u64;
     let mut urgent: Vec<f64> = a

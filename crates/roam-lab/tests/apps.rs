@@ -271,3 +271,48 @@ fn an_unfinished_mail_trial_says_how_far_it_got() {
         ran.notes
     );
 }
+
+/// A server side that cannot start says why; one whose client never connects stops when the
+/// trial is over instead of waiting for it.
+#[test]
+fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
+    if !privileged() {
+        return;
+    }
+    fn broken(t: &trial::Trial) -> anyhow::Result<Vec<Metric>> {
+        t.start_server(
+            "test",
+            7001,
+            || -> anyhow::Result<()> { anyhow::bail!("its data directory is missing") },
+            |(), _| Ok(()),
+        )?;
+        Ok(Vec::new())
+    }
+    fn lonely(t: &trial::Trial) -> anyhow::Result<Vec<Metric>> {
+        let server = t.start_server("test", 7002, || Ok(()), |(), _| Ok(()))?;
+        let started = std::time::Instant::now();
+        let (recovery, served) = server.finish(None);
+        served?;
+        assert!(recovery.is_empty());
+        Ok(vec![Metric::new(
+            "finish_s",
+            started.elapsed().as_secs_f64(),
+            "s",
+        )])
+    }
+    let sc = Scenario::by_name("hotspot", 1).unwrap();
+    let d = Duration::from_secs(5);
+    for system in [System::Roam, System::Aggregation] {
+        let e = trial::run(broken, &sc, system, d, 1, Arc::new(|_| {}), None)
+            .err()
+            .unwrap_or_else(|| panic!("{system:?}: a broken server side started"));
+        assert_eq!(
+            format!("{e:#}"),
+            "the test server side did not start: its data directory is missing"
+        );
+        let ms = trial::run(lonely, &sc, system, d, 1, Arc::new(|_| {}), None)
+            .unwrap_or_else(|e| panic!("{system:?}: {e:#}"))
+            .metrics;
+        assert!(get(&ms, "finish_s") < 5.0, "{system:?}: {ms:?}");
+    }
+}
