@@ -475,6 +475,11 @@ pub fn replay_limit(span: Duration) -> Duration {
     (span * REPLAY_LIMIT_FACTOR).max(MIN_REPLAY_LIMIT)
 }
 
+/// The interactive event whose latencies a trial records ([`Trial::event_latencies`]): each
+/// demand fetch's round trip, from the request to its block's arrival (what a read of a
+/// missing block waits for at least).
+pub const EVENT: &str = "demand_fetch_ms";
+
 /// Run one trial.
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let trace = build_trace()?;
@@ -606,9 +611,16 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
                     } else {
                         format!("the replay ran past its limit of {limit:?}")
                     };
+                    // The demand fetches answered so far, and those never answered.
+                    let mut demand_ms = std::mem::take(&mut c.demand_ms);
+                    demand_ms.extend(std::iter::repeat_n(UNFINISHED, c.asked.len()));
                     drop(c);
                     drop((wb_tx, pf_tx));
-                    return Ok((Replay::unfinished(why), conn));
+                    let replay = Replay {
+                        demand_ms,
+                        ..Replay::unfinished(why)
+                    };
+                    return Ok((replay, conn));
                 }
             }
             let waited = asked.elapsed();
@@ -667,6 +679,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let (recovery, _) = server.finish(out.as_ref().ok().map(|(_, c)| &**c));
     let (r, _) = out?;
     t.keep_log("fs-waits.csv", || waits_csv(&r.waits))?;
+    t.event_latencies(EVENT, r.demand_ms.iter().copied());
     if let Some(why) = &r.unfinished {
         t.note(why.clone());
     }

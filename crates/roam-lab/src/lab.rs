@@ -15,8 +15,9 @@ use roam_emu::scenario_file;
 use roam_trace::stats::scenario_stats;
 use serde::{Deserialize, Serialize};
 
+use crate::chart::{self, Bar};
 use crate::outcome::{advantages, cell, expected_outcome, gains, speedups, values};
-use crate::report::{self, summarize, Bar, Row};
+use crate::report::{self, summarize, Row};
 use crate::system::System;
 use crate::trial::{self, Metric, Trial};
 use crate::{fs, mail, paper, sensing};
@@ -35,6 +36,9 @@ pub struct App {
     pub interactive: (&'static str, &'static str),
     /// The background metric, how reports name it, and whether higher is better.
     pub background: (&'static str, &'static str, bool),
+    /// The interactive event whose every latency a trial records (`events.csv`), and how
+    /// the distribution charts name it.
+    pub event: (&'static str, &'static str),
     /// A metric giving the least the interactive metric can be on any network (the file
     /// system's replay cannot be shorter than the recorded build it replays), if there is one.
     pub interactive_floor: Option<&'static str>,
@@ -51,6 +55,7 @@ pub fn apps() -> Vec<App> {
             quick: Duration::from_secs(6),
             interactive: ("interactive_s", "interactive time, replayed build (s)"),
             background: ("writeback_s", "write-back done (s)", false),
+            event: (fs::EVENT, "demand fetch round trip (ms)"),
             interactive_floor: Some("span_s"),
         },
         App {
@@ -61,6 +66,7 @@ pub fn apps() -> Vec<App> {
             quick: Duration::from_secs(180),
             interactive: ("ondemand_ms", "on-demand fetch delay, mean of 5 (ms)"),
             background: ("background_s", "all messages fetched (s)", false),
+            event: (mail::EVENT, "wait for an opened message (ms)"),
             interactive_floor: None,
         },
         App {
@@ -71,10 +77,15 @@ pub fn apps() -> Vec<App> {
             // The paper reports "the average response time for urgent events" (§7.2.3).
             interactive: ("urgent_mean_ms", "urgent latency, one way, mean (ms)"),
             background: ("bulk_kBps", "bulk throughput (KB/s)", true),
+            event: (sensing::EVENT, "urgent message latency, one way (ms)"),
             interactive_floor: None,
         },
     ]
 }
+
+/// Every interactive event's latency, one row each, in `trials.csv`'s columns (the metric is
+/// the event's name, [`App::event`]).
+const EVENTS_CSV: &str = "events.csv";
 
 /// The scenarios of the paper's evaluation, in report order.
 pub const SCENARIOS: [&str; 4] = ["hotspot", "intermittent", "vehicular", "vehicular-umts"];
@@ -223,6 +234,18 @@ fn read_trials(out: &std::path::Path, what: &str) -> Result<Vec<Row>> {
     report::parse_csv(&text, &path.display().to_string())
 }
 
+/// The rows of `out/events.csv` (every interactive event's latency), none if the run has no
+/// such file (runs before 2026-11-24); `what` (the option) names the read in errors.
+fn read_events(out: &std::path::Path, what: &str) -> Result<Vec<Row>> {
+    let path = out.join(EVENTS_CSV);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{what}: reading {}", path.display()))?;
+    report::parse_csv(&text, &path.display().to_string())
+}
+
 /// Which trial a row belongs to.
 fn trial_key(r: &Row) -> (String, String, String, u32) {
     (r.app.clone(), r.scenario.clone(), r.system.clone(), r.trial)
@@ -356,6 +379,17 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
         serde_json::to_string_pretty(&stamp)?,
     )?;
     let csv_file = start_appending(&csv_path, &report::csv(&kept))?;
+    // The events of the kept trials stay, like their rows.
+    let kept_events: Vec<Row> = if plan.resume {
+        read_events(&plan.out, "--resume")?
+            .into_iter()
+            .filter(|r| done.contains(&trial_key(r)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let events_path = plan.out.join(EVENTS_CSV);
+    let events_file = start_appending(&events_path, &report::csv(&kept_events))?;
     // The notes of the kept trials stay; those of trials about to run again go.
     let kept_notes = read_notes(&plan.out, &kept)?;
     let log_path = plan.out.join(TRIALS_LOG);
@@ -406,13 +440,14 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
         );
     }
     let rows: Arc<Mutex<Vec<Row>>> = Arc::new(Mutex::new(kept));
+    let events: Arc<Mutex<Vec<Row>>> = Arc::new(Mutex::new(kept_events));
     let notes: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(kept_notes));
     let running: Arc<Mutex<Vec<String>>> = Arc::default();
     std::thread::scope(|scope| {
         for _ in 0..plan.jobs.min(n_jobs) {
-            let (queue, rows, notes, running, bar, all, csv_file, log_file) = (
-                &queue, &rows, &notes, &running, &bar, &all, &csv_file, &log_file,
-            );
+            let (queue, rows, events, notes, running, bar, all) =
+                (&queue, &rows, &events, &notes, &running, &bar, &all);
+            let (csv_file, log_file, events_file) = (&csv_file, &log_file, &events_file);
             scope.spawn(move || loop {
                 let Some(j) = queue.lock().unwrap().pop_front() else {
                     return;
@@ -461,17 +496,19 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                     value,
                     unit: unit.into(),
                 };
-                let (new, said): (Vec<Row>, Vec<String>) = match result {
+                let (new, said, timed): (Vec<Row>, Vec<String>, Vec<Row>) = match result {
                     Ok(ran) => (
                         ran.metrics
                             .iter()
                             .map(|m| base(&m.name, m.value, &m.unit))
                             .collect(),
                         ran.notes.iter().map(|n| format!("{name}: {n}")).collect(),
+                        ran.events.iter().map(|(e, v)| base(e, *v, "ms")).collect(),
                     ),
                     Err(e) => (
                         vec![base("error", f64::NAN, "")],
                         vec![failed_note(&name, &format!(": {e:#}"))],
+                        Vec::new(),
                     ),
                 };
                 // One line each (an error may quote a multi-line log): trials.log is read by line.
@@ -490,6 +527,11 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                 if let Err(e) = log_file.lock().unwrap().write_all(lines(&said).as_bytes()) {
                     bar.suspend(|| eprintln!("appending {name} to {TRIALS_LOG}: {e}"));
                 }
+                let text = report::csv_lines(&timed);
+                if let Err(e) = events_file.lock().unwrap().write_all(text.as_bytes()) {
+                    bar.suspend(|| eprintln!("appending {name} to {EVENTS_CSV}: {e}"));
+                }
+                events.lock().unwrap().extend(timed);
                 notes.lock().unwrap().extend(said);
                 rows.lock().unwrap().extend(new);
                 if bar.is_hidden() {
@@ -509,10 +551,12 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
     bar.finish_with_message("done");
     let rows = rows.lock().unwrap().clone();
     let notes = notes.lock().unwrap().clone();
+    let events = events.lock().unwrap().clone();
     // Once more, whole: complete even if an append above failed.
     std::fs::write(plan.out.join("trials.csv"), report::csv(&rows))?;
     std::fs::write(&log_path, lines(&notes))?;
-    let md = render(plan, &all, &app_ix, &rows, &notes, VERSION)?;
+    std::fs::write(&events_path, report::csv(&events))?;
+    let md = render(plan, &all, &app_ix, &rows, &events, &notes, VERSION)?;
     Ok((md, rows))
 }
 
@@ -529,7 +573,8 @@ fn report_only(plan: &Plan, all: &[App], app_ix: &[usize]) -> Result<(String, Ve
             notes.push(failed_note(&name, " (the reason is in the log of the run)"));
         }
     }
-    let md = render(plan, all, app_ix, &rows, &notes, &stamp.version)?;
+    let events = read_events(&plan.out, "--report-only")?;
+    let md = render(plan, all, app_ix, &rows, &events, &notes, &stamp.version)?;
     Ok((md, rows))
 }
 
@@ -539,10 +584,11 @@ fn render(
     all: &[App],
     app_ix: &[usize],
     rows: &[Row],
+    events: &[Row],
     notes: &[String],
     measured: &str,
 ) -> Result<String> {
-    let md = markdown(plan, all, app_ix, rows, notes, measured);
+    let md = markdown(plan, all, app_ix, rows, events, notes, measured);
     std::fs::write(plan.out.join("report.md"), &md)?;
     for &a in app_ix {
         let app = &all[a];
@@ -567,7 +613,7 @@ fn render(
                     });
                 }
             }
-            let svg = report::bar_chart(
+            let svg = chart::bar_chart(
                 &format!(
                     "{}: {label}\nbars: mean of the trials (median where one did not finish); \
                      whiskers: its 95% t interval (none where skewed); dots: the trials",
@@ -578,8 +624,54 @@ fn render(
             );
             std::fs::write(plan.out.join(format!("{}-{file}.svg", app.name)), svg)?;
         }
+        for s in &plan.scenarios {
+            let curves = event_curves(plan, app, s, events);
+            if curves.is_empty() {
+                continue;
+            }
+            let svg = chart::cdf_chart(
+                &format!(
+                    "{} on {s}: {}\nevery event of every trial, pooled per system",
+                    app.name, app.event.1
+                ),
+                app.event.1,
+                &curves,
+            );
+            std::fs::write(plan.out.join(cdf_file(app, s)), svg)?;
+        }
     }
     Ok(md)
+}
+
+/// The distribution chart of `app`'s events on scenario `s`.
+fn cdf_file(app: &App, s: &str) -> String {
+    format!("{}-{s}-events.svg", app.name)
+}
+
+/// Each system's events of `app` on scenario `s`, pooled over its trials; none if no system
+/// recorded any.
+fn event_curves(plan: &Plan, app: &App, s: &str, events: &[Row]) -> Vec<chart::Curve> {
+    let curves: Vec<chart::Curve> = plan
+        .systems
+        .iter()
+        .map(|sys| chart::Curve {
+            name: sys.name().into(),
+            values: events
+                .iter()
+                .filter(|r| {
+                    r.app == app.name
+                        && r.scenario == s
+                        && r.system == sys.name()
+                        && r.metric == app.event.0
+                })
+                .map(|r| r.value)
+                .collect(),
+        })
+        .collect();
+    if curves.iter().all(|c| c.values.is_empty()) {
+        return Vec::new();
+    }
+    curves
 }
 
 /// Which seeds the trials used, and whether they were held out of development.
@@ -609,6 +701,7 @@ fn markdown(
     all: &[App],
     app_ix: &[usize],
     rows: &[Row],
+    events: &[Row],
     notes: &[String],
     measured: &str,
 ) -> String {
@@ -703,6 +796,15 @@ fn markdown(
                 );
             }
             s.push('\n');
+            if !event_curves(plan, app, sc, events).is_empty() {
+                let _ = writeln!(
+                    s,
+                    "Every event of every trial ({}): ![{} on {sc}, events]({})\n",
+                    app.event.1,
+                    app.name,
+                    cdf_file(app, sc)
+                );
+            }
         }
     }
     let _ = writeln!(
@@ -883,7 +985,7 @@ mod tests {
         let plan = mail_plan(&dir, 1, false);
         let all = apps();
         let ix = vec![all.iter().position(|a| a.name == "mail").unwrap()];
-        let md = markdown(&plan, &all, &ix, &kept, &notes, VERSION);
+        let md = markdown(&plan, &all, &ix, &kept, &[], &notes, VERSION);
         let section = md.split("## Unfinished and failed trials").nth(1).unwrap();
         assert!(
             section.contains("- mail/hotspot/roam#1: background: 40 of 100"),
@@ -894,10 +996,10 @@ mod tests {
             "no MPTCP trial is unfinished: {md}"
         );
         let mptcp_note = vec!["mail/hotspot/mptcp#1: background: 3 of 100 bodies".to_string()];
-        let md = markdown(&plan, &all, &ix, &kept, &mptcp_note, VERSION);
+        let md = markdown(&plan, &all, &ix, &kept, &[], &mptcp_note, VERSION);
         assert!(md.contains(MPTCP_STALL), "{md}");
         let mptcp_failed = vec!["mail/hotspot/mptcp#1: failed: no route to host".to_string()];
-        let md = markdown(&plan, &all, &ix, &kept, &mptcp_failed, VERSION);
+        let md = markdown(&plan, &all, &ix, &kept, &[], &mptcp_failed, VERSION);
         assert!(
             !md.contains(MPTCP_STALL),
             "a failed trial did not stall: {md}"

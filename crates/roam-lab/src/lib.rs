@@ -7,11 +7,12 @@
 //! - [`channel`]: labelled messages over a multi-socket or one ordinary connection;
 //! - [`sensing`], [`fs`], [`mail`]: the applications ([`dovecot`] and [`imap`] serve the
 //!   mail application);
-//! - [`trial`], [`ends`], [`lab`], [`outcome`], [`report`], [`stats`], [`paper`]: running the
+//! - [`trial`], [`ends`], [`lab`], [`outcome`], [`report`], [`chart`], [`stats`], [`paper`]: running the
 //!   matrix (one trial: an emulator, the application's server and client ends) and writing it
 //!   up.
 
 pub mod channel;
+pub mod chart;
 pub mod dovecot;
 pub mod ends;
 pub mod fs;

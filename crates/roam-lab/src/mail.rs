@@ -512,6 +512,10 @@ fn opens_csv(opens: &[Open]) -> String {
     s
 }
 
+/// The interactive event whose latencies a trial records ([`Trial::event_latencies`]): each
+/// open's wait (an open served from the cache counts its near-zero wait).
+pub const EVENT: &str = "open_ms";
+
 /// Run one trial.
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let system = t.system;
@@ -688,6 +692,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     }
     t.keep_log("mail-opens.csv", || opens_csv(&out.opens))?;
     let open_ms: Vec<f64> = out.opens.iter().map(|o| o.ms).collect();
+    t.event_latencies(EVENT, open_ms.iter().copied());
     let ondemand_ms = if open_ms.is_empty() {
         UNFINISHED
     } else {

@@ -1,5 +1,5 @@
 //! Trial rows, their summary per cell (mean with a 95% t interval, as the papers report, and
-//! the median as a second view), the CSV, and SVG bar charts.
+//! the median as a second view), and the CSV. The charts are in [`crate::chart`].
 
 use std::fmt::Write as _;
 
@@ -87,19 +87,6 @@ pub fn parse_csv(text: &str, what: &str) -> anyhow::Result<Vec<Row>> {
         });
     }
     Ok(rows)
-}
-
-/// A value axis from 0 to at least `max`: a round step (1, 2 or 5 times a power of ten) and
-/// how many steps (3 to 6), so tick labels read 0, 5000, 10000 rather than 0, 7719, 15438.
-fn axis_ticks(max: f64) -> (f64, usize) {
-    let rough = max / 5.0;
-    let mag = 10f64.powf(rough.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * mag)
-        .find(|&s| s >= rough)
-        .unwrap_or(10.0 * mag);
-    (step, ((max / step).ceil() as usize).max(1))
 }
 
 /// A time metric whose workload did not finish within the trial's time limit: +infinity, so
@@ -253,193 +240,9 @@ impl Summary {
     }
 }
 
-/// One bar of a chart. (`bar_chart`'s title may have a second line, after a newline, saying
-/// what the marks show.)
-pub struct Bar {
-    /// Group on the x axis (e.g. a scenario).
-    pub group: String,
-    /// Series (e.g. a system); one color each.
-    pub series: String,
-    /// Height.
-    pub value: f64,
-    /// Centre of the whisker (the mean, whose confidence interval it shows).
-    pub center: f64,
-    /// Half-width of the whisker (NaN: none).
-    pub ci: f64,
-    /// A few words written along the bar, e.g. "2 of 5 unfinished" when some trials of a cell
-    /// whose median finished did not (the height alone would hide them); empty for none.
-    pub note: String,
-    /// Every trial's value, drawn as a dot on the bar (unfinished and failed ones left out).
-    pub points: Vec<f64>,
-}
-
-const COLORS: [&str; 6] = [
-    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-];
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// A grouped bar chart with 95% CI whiskers, as self-contained SVG.
-pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
-    let mut groups: Vec<&str> = Vec::new();
-    let mut series: Vec<&str> = Vec::new();
-    for b in bars {
-        if !groups.contains(&b.group.as_str()) {
-            groups.push(&b.group);
-        }
-        if !series.contains(&b.series.as_str()) {
-            series.push(&b.series);
-        }
-    }
-    let top_value = bars
-        .iter()
-        .map(|b| {
-            b.value.max(if b.ci.is_finite() {
-                b.center + b.ci
-            } else {
-                0.0
-            })
-        })
-        .chain(bars.iter().flat_map(|b| b.points.iter().copied()))
-        .filter(|x| x.is_finite())
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let (step, ticks) = axis_ticks(top_value);
-    let ymax = step * ticks as f64;
-    let (w, h, left, top, bottom, right) = (760.0, 360.0, 70.0, 40.0, 50.0, 150.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    let gw = pw / groups.len().max(1) as f64;
-    let bw = gw * 0.8 / series.len().max(1) as f64;
-    let mut s = String::new();
-    // The title's first line large, a second (what the marks show) small beneath it.
-    let (head, sub) = title.split_once('\n').unwrap_or((title, ""));
-    let _ = write!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="18" font-size="15" text-anchor="middle">{}</text><text x="{}" y="33" font-size="10.5" fill="#444" text-anchor="middle">{}</text>"##,
-        w / 2.0,
-        esc(head),
-        w / 2.0,
-        esc(sub)
-    );
-    let decimals = (-step.log10().floor()).max(0.0) as usize;
-    for k in 0..=ticks {
-        let v = step * k as f64;
-        let y = top + ph - ph * k as f64 / ticks as f64;
-        let _ = write!(
-            s,
-            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{v:.decimals$}</text>"##,
-            left + pw,
-            left - 6.0,
-            y + 4.0,
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text transform="translate(16,{}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        top + ph / 2.0,
-        esc(y_label)
-    );
-    for (gi, g) in groups.iter().enumerate() {
-        let gx = left + gi as f64 * gw + gw * 0.1;
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            left + gi as f64 * gw + gw / 2.0,
-            top + ph + 18.0,
-            esc(g)
-        );
-        for (si, se) in series.iter().enumerate() {
-            let Some(b) = bars.iter().find(|b| b.group == *g && b.series == *se) else {
-                continue;
-            };
-            let x = gx + si as f64 * bw;
-            if b.value.is_infinite() {
-                // Over the time limit: no bar can be tall enough; say so where it would stand.
-                let _ = write!(
-                    s,
-                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" fill="{}">unfinished</text>"#,
-                    x + bw * 0.6,
-                    top + ph - 4.0,
-                    COLORS[si % COLORS.len()]
-                );
-                continue;
-            }
-            if !b.value.is_finite() {
-                continue;
-            }
-            let bh = ph * b.value / ymax;
-            let _ = write!(
-                s,
-                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"/>"#,
-                top + ph - bh,
-                bw * 0.9,
-                COLORS[si % COLORS.len()]
-            );
-            if !b.note.is_empty() {
-                // Along the bar from its foot, dark on a white halo: readable on any bar color
-                // and above a short bar.
-                let _ = write!(
-                    s,
-                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" font-size="11" stroke="white" stroke-width="3" paint-order="stroke">{}</text>"#,
-                    x + bw * 0.6,
-                    top + ph - 4.0,
-                    esc(&b.note)
-                );
-            }
-            // The trials, spread across the bar so that equal values stay visible.
-            let finite: Vec<f64> = b.points.iter().copied().filter(|p| p.is_finite()).collect();
-            for (k, p) in finite.iter().enumerate() {
-                let px = x + bw * 0.9 * (k as f64 + 1.0) / (finite.len() as f64 + 1.0);
-                let py = top + ph - ph * p / ymax;
-                let _ = write!(
-                    s,
-                    r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="white" stroke="black" stroke-width="0.8"/>"#
-                );
-            }
-            if b.ci.is_finite() {
-                let cx = x + bw * 0.45;
-                let y1 = top + ph - ph * (b.center + b.ci) / ymax;
-                let y2 = top + ph - ph * (b.center - b.ci).max(0.0) / ymax;
-                let _ = write!(
-                    s,
-                    r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#
-                );
-            }
-        }
-    }
-    for (si, se) in series.iter().enumerate() {
-        let y = top + 10.0 + si as f64 * 18.0;
-        let _ = write!(
-            s,
-            r#"<rect x="{}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{}</text>"#,
-            w - right + 15.0,
-            y - 10.0,
-            COLORS[si % COLORS.len()],
-            w - right + 32.0,
-            y,
-            esc(se)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chart_axes_step_by_round_numbers() {
-        assert_eq!(axis_ticks(30_876.0), (10_000.0, 4));
-        assert_eq!(axis_ticks(99.0), (20.0, 5));
-        assert_eq!(axis_ticks(0.7), (0.2, 4));
-        assert_eq!(axis_ticks(5.0), (1.0, 5));
-    }
 
     #[test]
     fn the_csv_reads_back_what_it_wrote_and_names_bad_lines() {
@@ -510,39 +313,5 @@ mod tests {
             summarize(&[UNFINISHED, UNFINISHED, 1.0]).cell(),
             "unfinished (2 of 3)"
         );
-    }
-
-    #[test]
-    fn chart_has_a_bar_per_value() {
-        let bars = vec![
-            Bar {
-                group: "hotspot".into(),
-                series: "roam".into(),
-                value: 1.0,
-                center: 1.1,
-                ci: 0.1,
-                note: String::new(),
-                points: vec![0.9, 1.0, 1.0, 1.2, 1.4],
-            },
-            Bar {
-                group: "hotspot".into(),
-                series: "mptcp".into(),
-                value: 2.0,
-                center: 2.0,
-                ci: f64::NAN,
-                note: "2 of 5 unfinished".into(),
-                points: vec![2.0, 3.0, 5.0, UNFINISHED, UNFINISHED],
-            },
-        ];
-        let svg = bar_chart("t", "ms", &bars);
-        assert_eq!(svg.matches("<rect x=").count(), 2 + 2); // bars + legend swatches
-        assert_eq!(svg.matches(">2 of 5 unfinished</text>").count(), 1, "{svg}");
-        // A dot per finished trial, and the axis reaches the highest (5.0 above a 2.0 bar).
-        assert_eq!(svg.matches("<circle ").count(), 5 + 3, "{svg}");
-        assert!(
-            svg.contains(">5</text>") || svg.contains(">5.0</text>"),
-            "{svg}"
-        );
-        assert!(svg.ends_with("</svg>\n"));
     }
 }

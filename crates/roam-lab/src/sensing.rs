@@ -163,6 +163,10 @@ impl Client<'_> {
     }
 }
 
+/// The interactive event whose latencies a trial records ([`Trial::event_latencies`]): each
+/// urgent message's one-way latency (one never delivered counts as unfinished).
+pub const EVENT: &str = "urgent_ms";
+
 /// Run one trial (the trial's emulator is up).
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let duration = t.duration;
@@ -319,6 +323,8 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     t.keep_log("sensing-urgent.csv", || urgent_csv(&a))?;
     urgent.sort_by(f64::total_cmp);
     let lost = urgent_sent as usize - urgent.len().min(urgent_sent as usize);
+    let never = std::iter::repeat_n(crate::report::UNFINISHED, lost);
+    t.event_latencies(EVENT, urgent.iter().copied().chain(never));
     Ok(vec![
         Metric::new("urgent_ms", crate::report::median(&urgent), "ms"),
         Metric::new("urgent_mean_ms", crate::report::mean(&urgent), "ms"),

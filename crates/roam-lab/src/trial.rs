@@ -52,6 +52,8 @@ pub struct Trial {
     /// What the application says about this trial beyond its metrics: above all why a
     /// workload did not finish (the lab writes them to `trials.log` and the report).
     notes: Mutex<Vec<String>>,
+    /// Interactive events' latencies ([`Trial::event_latencies`]).
+    events: Mutex<Vec<(String, f64)>>,
 }
 
 impl Trial {
@@ -72,6 +74,15 @@ impl Trial {
         std::fs::write(&p, make()).with_context(|| format!("writing {}", p.display()))
     }
 
+    /// Record the latency, in ms, of each interactive event of this trial named `what` (each
+    /// wait the user saw: a demand fetch, an opened message, an urgent message; unfinished
+    /// ones as [`crate::report::UNFINISHED`]). The lab keeps them in `events.csv` and draws
+    /// their distribution per scenario: the tail a mean or median hides.
+    pub fn event_latencies(&self, what: &str, ms: impl IntoIterator<Item = f64>) {
+        let mut e = self.events.lock().unwrap();
+        e.extend(ms.into_iter().map(|v| (what.to_string(), v)));
+    }
+
     /// Record a note on this trial, e.g. why its workload did not finish.
     pub fn note(&self, text: impl Into<String>) {
         self.notes.lock().unwrap().push(text.into());
@@ -84,6 +95,8 @@ pub struct Ran {
     pub metrics: Vec<Metric>,
     /// The notes ([`Trial::note`]), in order.
     pub notes: Vec<String>,
+    /// The interactive events' latencies ([`Trial::event_latencies`]): (what, ms).
+    pub events: Vec<(String, f64)>,
 }
 
 /// Start the emulator for `system` on `scenario` and run `app` in it.
@@ -111,11 +124,13 @@ pub fn run(
         progress,
         log_dir,
         notes: Mutex::default(),
+        events: Mutex::default(),
     };
     let r = app(&t);
     let _ = t.emu.shutdown();
     Ok(Ran {
         metrics: r?,
         notes: t.notes.into_inner().unwrap(),
+        events: t.events.into_inner().unwrap(),
     })
 }

@@ -624,26 +624,40 @@ fn lab_resume_runs_only_the_missing_trials() {
         }
         lab(&args)
     };
-    let trial_rows = |n: u32| -> Vec<String> {
-        std::fs::read_to_string(out.join("trials.csv"))
+    let rows_of = |file: &str, n: u32| -> Vec<String> {
+        std::fs::read_to_string(out.join(file))
             .unwrap()
             .lines()
             .filter(|l| l.split(',').nth(3) == Some(&n.to_string()))
             .map(String::from)
             .collect()
     };
+    let trial_rows = |n: u32| rows_of("trials.csv", n);
     let o = run("1", "3s", false);
     assert!(o.status.success(), "{:?}", text(&o));
     let first = trial_rows(1);
     assert!(!first.is_empty());
+    // Every urgent message's latency, beside the trial's metrics.
+    let first_events = rows_of("events.csv", 1);
+    assert!(!first_events.is_empty());
+    assert!(
+        first_events.iter().all(|l| l.contains(",urgent_ms,")),
+        "{first_events:?}"
+    );
     let o = run("2", "3s", true);
     let (_, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("1 trial(s) kept, 1 to run"), "{err}");
     assert_eq!(trial_rows(1), first, "the kept trial is not measured again");
+    assert_eq!(rows_of("events.csv", 1), first_events);
     assert!(!trial_rows(2).is_empty());
+    assert!(!rows_of("events.csv", 2).is_empty());
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("2 trial(s) per cell"), "{report}");
+    // The events' distribution, drawn and linked.
+    assert!(report.contains("(sensing-hotspot-events.svg)"), "{report}");
+    let cdf = std::fs::read_to_string(out.join("sensing-hotspot-events.svg")).unwrap();
+    assert!(cdf.contains(">aggregation ("), "{cdf}");
     // Other workload lengths: refused, and nothing is lost.
     let o = run("3", "4s", true);
     let (_, err) = text(&o);
@@ -655,9 +669,11 @@ fn lab_resume_runs_only_the_missing_trials() {
     assert_eq!(trial_rows(1), first);
     // The report again from the trials, running nothing.
     std::fs::remove_file(out.join("report.md")).unwrap();
+    std::fs::remove_file(out.join("sensing-hotspot-events.svg")).unwrap();
     let o = lab(&["--trials", "2", "--report-only"]);
     assert!(o.status.success(), "{:?}", text(&o));
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("Measured with roam `"), "{report}");
+    assert!(out.join("sensing-hotspot-events.svg").exists());
     assert_eq!(trial_rows(1), first);
 }

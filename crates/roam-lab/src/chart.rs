@@ -1,0 +1,405 @@
+//! The lab's charts, as self-contained SVG: grouped bars with the trials as dots and the
+//! mean's interval as a whisker ([`bar_chart`]), and distributions of per-event latencies
+//! ([`cdf_chart`]), where a tail that a mean or median hides shows.
+
+use std::fmt::Write as _;
+
+/// A value axis from 0 to at least `max`: a round step (1, 2 or 5 times a power of ten) and
+/// how many steps (3 to 6), so tick labels read 0, 5000, 10000 rather than 0, 7719, 15438.
+fn axis_ticks(max: f64) -> (f64, usize) {
+    let rough = max / 5.0;
+    let mag = 10f64.powf(rough.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|&s| s >= rough)
+        .unwrap_or(10.0 * mag);
+    (step, ((max / step).ceil() as usize).max(1))
+}
+
+/// One bar of a chart. (`bar_chart`'s title may have a second line, after a newline, saying
+/// what the marks show.)
+pub struct Bar {
+    /// Group on the x axis (e.g. a scenario).
+    pub group: String,
+    /// Series (e.g. a system); one color each.
+    pub series: String,
+    /// Height.
+    pub value: f64,
+    /// Centre of the whisker (the mean, whose confidence interval it shows).
+    pub center: f64,
+    /// Half-width of the whisker (NaN: none).
+    pub ci: f64,
+    /// A few words written along the bar, e.g. "2 of 5 unfinished" when some trials of a cell
+    /// whose median finished did not (the height alone would hide them); empty for none.
+    pub note: String,
+    /// Every trial's value, drawn as a dot on the bar (unfinished and failed ones left out).
+    pub points: Vec<f64>,
+}
+
+const COLORS: [&str; 6] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The start of a `w` by `h` chart on white: the title's first line large, a second (after a
+/// newline: what the marks show) small beneath it.
+fn svg_start(w: f64, h: f64, title: &str) -> String {
+    let (head, sub) = title.split_once('\n').unwrap_or((title, ""));
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="18" font-size="15" text-anchor="middle">{}</text><text x="{}" y="33" font-size="10.5" fill="#444" text-anchor="middle">{}</text>"##,
+        w / 2.0,
+        esc(head),
+        w / 2.0,
+        esc(sub)
+    )
+}
+
+/// A grouped bar chart with 95% CI whiskers, as self-contained SVG.
+pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
+    let mut groups: Vec<&str> = Vec::new();
+    let mut series: Vec<&str> = Vec::new();
+    for b in bars {
+        if !groups.contains(&b.group.as_str()) {
+            groups.push(&b.group);
+        }
+        if !series.contains(&b.series.as_str()) {
+            series.push(&b.series);
+        }
+    }
+    let top_value = bars
+        .iter()
+        .map(|b| {
+            b.value.max(if b.ci.is_finite() {
+                b.center + b.ci
+            } else {
+                0.0
+            })
+        })
+        .chain(bars.iter().flat_map(|b| b.points.iter().copied()))
+        .filter(|x| x.is_finite())
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let (step, ticks) = axis_ticks(top_value);
+    let ymax = step * ticks as f64;
+    let (w, h, left, top, bottom, right) = (760.0, 360.0, 70.0, 40.0, 50.0, 150.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let gw = pw / groups.len().max(1) as f64;
+    let bw = gw * 0.8 / series.len().max(1) as f64;
+    let mut s = svg_start(w, h, title);
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    for k in 0..=ticks {
+        let v = step * k as f64;
+        let y = top + ph - ph * k as f64 / ticks as f64;
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{v:.decimals$}</text>"##,
+            left + pw,
+            left - 6.0,
+            y + 4.0,
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text transform="translate(16,{}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        top + ph / 2.0,
+        esc(y_label)
+    );
+    for (gi, g) in groups.iter().enumerate() {
+        let gx = left + gi as f64 * gw + gw * 0.1;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            left + gi as f64 * gw + gw / 2.0,
+            top + ph + 18.0,
+            esc(g)
+        );
+        for (si, se) in series.iter().enumerate() {
+            let Some(b) = bars.iter().find(|b| b.group == *g && b.series == *se) else {
+                continue;
+            };
+            let x = gx + si as f64 * bw;
+            if b.value.is_infinite() {
+                // Over the time limit: no bar can be tall enough; say so where it would stand.
+                let _ = write!(
+                    s,
+                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" fill="{}">unfinished</text>"#,
+                    x + bw * 0.6,
+                    top + ph - 4.0,
+                    COLORS[si % COLORS.len()]
+                );
+                continue;
+            }
+            if !b.value.is_finite() {
+                continue;
+            }
+            let bh = ph * b.value / ymax;
+            let _ = write!(
+                s,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"/>"#,
+                top + ph - bh,
+                bw * 0.9,
+                COLORS[si % COLORS.len()]
+            );
+            if !b.note.is_empty() {
+                // Along the bar from its foot, dark on a white halo: readable on any bar color
+                // and above a short bar.
+                let _ = write!(
+                    s,
+                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" font-size="11" stroke="white" stroke-width="3" paint-order="stroke">{}</text>"#,
+                    x + bw * 0.6,
+                    top + ph - 4.0,
+                    esc(&b.note)
+                );
+            }
+            // The trials, spread across the bar so that equal values stay visible.
+            let finite: Vec<f64> = b.points.iter().copied().filter(|p| p.is_finite()).collect();
+            for (k, p) in finite.iter().enumerate() {
+                let px = x + bw * 0.9 * (k as f64 + 1.0) / (finite.len() as f64 + 1.0);
+                let py = top + ph - ph * p / ymax;
+                let _ = write!(
+                    s,
+                    r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="white" stroke="black" stroke-width="0.8"/>"#
+                );
+            }
+            if b.ci.is_finite() {
+                let cx = x + bw * 0.45;
+                let y1 = top + ph - ph * (b.center + b.ci) / ymax;
+                let y2 = top + ph - ph * (b.center - b.ci).max(0.0) / ymax;
+                let _ = write!(
+                    s,
+                    r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#
+                );
+            }
+        }
+    }
+    for (si, se) in series.iter().enumerate() {
+        let y = top + 10.0 + si as f64 * 18.0;
+        let _ = write!(
+            s,
+            r#"<rect x="{}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{}</text>"#,
+            w - right + 15.0,
+            y - 10.0,
+            COLORS[si % COLORS.len()],
+            w - right + 32.0,
+            y,
+            esc(se)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// One line of a [`cdf_chart`]: every event of one system, pooled over its trials.
+pub struct Curve {
+    /// The line's name (a system); one color each, in order.
+    pub name: String,
+    /// The events' latencies; [`crate::report::UNFINISHED`] for an event that never completed
+    /// (it counts in the total, so the line stays below 1), NaN ignored.
+    pub values: Vec<f64>,
+}
+
+/// Decades of a log axis covering `lo..=hi` (both positive): the first and last power of ten.
+fn decades(lo: f64, hi: f64) -> (i32, i32) {
+    let a = lo.log10().floor() as i32;
+    let b = (hi.log10().ceil() as i32).max(a + 1);
+    (a, b)
+}
+
+/// The empirical distribution of each curve's values (the fraction of events at or below a
+/// latency), on a log latency axis, as self-contained SVG. Values below the axis's first
+/// decade (say, a message already in a cache) sit on its left edge. A curve's legend says how
+/// many events it has and how many never completed. `title` may have a second line, after a
+/// newline, as [`bar_chart`]'s.
+pub fn cdf_chart(title: &str, x_label: &str, curves: &[Curve]) -> String {
+    let finite = || {
+        curves
+            .iter()
+            .flat_map(|c| c.values.iter().copied())
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let hi = finite().fold(f64::NAN, f64::max);
+    let lo = finite().fold(f64::NAN, f64::min);
+    // At most five decades below the slowest event: a cache hit's microseconds would
+    // otherwise squeeze the network's milliseconds into a corner.
+    let (d0, d1) = if hi.is_finite() {
+        decades(lo.max(hi / 1e5), hi)
+    } else {
+        (0, 1)
+    };
+    let (w, h, left, top, bottom, right) = (760.0, 360.0, 60.0, 40.0, 50.0, 200.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let x_of = |v: f64| {
+        let l = if v > 0.0 { v.log10() } else { d0 as f64 };
+        left + pw * ((l - d0 as f64) / (d1 - d0) as f64).clamp(0.0, 1.0)
+    };
+    let y_of = |f: f64| top + ph - ph * f;
+    let mut s = svg_start(w, h, title);
+    for k in 0..=4 {
+        let f = k as f64 / 4.0;
+        let y = y_of(f);
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{f:.2}</text>"##,
+            left + pw,
+            left - 6.0,
+            y + 4.0
+        );
+    }
+    for d in d0..=d1 {
+        let v = 10f64.powi(d);
+        let x = x_of(v);
+        let label = if d >= 0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.*}", (-d) as usize)
+        };
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{label}</text>"##,
+            top + ph,
+            top + ph + 16.0
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(16,{}) rotate(-90)" text-anchor="middle">fraction of events</text>"#,
+        left + pw / 2.0,
+        h - 10.0,
+        esc(x_label),
+        top + ph / 2.0
+    );
+    for (i, c) in curves.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut v: Vec<f64> = c.values.iter().copied().filter(|v| !v.is_nan()).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let unfinished = v.iter().filter(|x| x.is_infinite()).count();
+        if n > unfinished {
+            // A step up at each event.
+            let mut path = format!("M{:.1},{:.1}", x_of(v[0]), y_of(0.0));
+            for (k, x) in v.iter().take_while(|x| x.is_finite()).enumerate() {
+                let px = x_of(*x);
+                let _ = write!(
+                    path,
+                    " L{px:.1},{:.1} L{px:.1},{:.1}",
+                    y_of(k as f64 / n as f64),
+                    y_of((k + 1) as f64 / n as f64)
+                );
+            }
+            let _ = write!(
+                path,
+                " L{:.1},{:.1}",
+                left + pw,
+                y_of((n - unfinished) as f64 / n as f64)
+            );
+            let _ = write!(
+                s,
+                r#"<path d="{path}" fill="none" stroke="{color}" stroke-width="1.8"/>"#
+            );
+        }
+        let note = match unfinished {
+            0 => format!("{} ({n})", c.name),
+            u => format!("{} ({n}, {u} never)", c.name),
+        };
+        let y = top + 10.0 + i as f64 * 18.0;
+        let _ = write!(
+            s,
+            r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{color}" stroke-width="3"/><text x="{}" y="{y}">{}</text>"#,
+            w - right + 15.0,
+            y - 4.0,
+            w - right + 29.0,
+            y - 4.0,
+            w - right + 34.0,
+            esc(&note)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::UNFINISHED;
+
+    #[test]
+    fn chart_axes_step_by_round_numbers() {
+        assert_eq!(axis_ticks(30_876.0), (10_000.0, 4));
+        assert_eq!(axis_ticks(99.0), (20.0, 5));
+        assert_eq!(axis_ticks(0.7), (0.2, 4));
+        assert_eq!(axis_ticks(5.0), (1.0, 5));
+    }
+
+    #[test]
+    fn chart_has_a_bar_per_value() {
+        let bars = vec![
+            Bar {
+                group: "hotspot".into(),
+                series: "roam".into(),
+                value: 1.0,
+                center: 1.1,
+                ci: 0.1,
+                note: String::new(),
+                points: vec![0.9, 1.0, 1.0, 1.2, 1.4],
+            },
+            Bar {
+                group: "hotspot".into(),
+                series: "mptcp".into(),
+                value: 2.0,
+                center: 2.0,
+                ci: f64::NAN,
+                note: "2 of 5 unfinished".into(),
+                points: vec![2.0, 3.0, 5.0, UNFINISHED, UNFINISHED],
+            },
+        ];
+        let svg = bar_chart("t", "ms", &bars);
+        assert_eq!(svg.matches("<rect x=").count(), 2 + 2); // bars + legend swatches
+        assert_eq!(svg.matches(">2 of 5 unfinished</text>").count(), 1, "{svg}");
+        // A dot per finished trial, and the axis reaches the highest (5.0 above a 2.0 bar).
+        assert_eq!(svg.matches("<circle ").count(), 5 + 3, "{svg}");
+        assert!(
+            svg.contains(">5</text>") || svg.contains(">5.0</text>"),
+            "{svg}"
+        );
+        assert!(svg.ends_with("</svg>\n"));
+    }
+
+    #[test]
+    fn a_cdf_steps_once_per_event_and_stays_below_one_for_events_never_done() {
+        let curves = [
+            Curve {
+                name: "roam".into(),
+                values: vec![12.0, 30.0, 250.0, f64::NAN],
+            },
+            Curve {
+                name: "mptcp".into(),
+                values: vec![0.001, 900.0, 4000.0, UNFINISHED],
+            },
+        ];
+        let svg = cdf_chart("t\nsub", "latency (ms)", &curves);
+        assert_eq!(svg.matches("<path ").count(), 2, "{svg}");
+        // The axis reaches five decades below the slowest event (4 s: 0.04 ms, so from
+        // 0.01 ms) to 10 s; the 0.001 ms cache hit sits on its left edge.
+        assert!(svg.contains(">roam (3)</text>"), "{svg}");
+        assert!(svg.contains(">mptcp (4, 1 never)</text>"), "{svg}");
+        assert!(
+            svg.contains(">0.01</text>") && svg.contains(">10000</text>"),
+            "{svg}"
+        );
+        assert!(!svg.contains(">0.001</text>"), "{svg}");
+        assert!(svg.contains("d=\"M60.0,310.0"), "{svg}");
+        // mptcp's line ends at 3/4: y = top + ph * (1 - 0.75) = 40 + 270 / 4.
+        assert!(svg.contains(",107.5\""), "{svg}");
+        assert_eq!(decades(0.5, 3000.0), (-1, 4));
+        assert_eq!(decades(100.0, 100.0), (2, 3));
+        assert!(cdf_chart("t", "ms", &[]).ends_with("</svg>\n"));
+    }
+}
