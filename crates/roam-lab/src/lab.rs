@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use roam_emu::scenario_file;
 use roam_trace::stats::scenario_stats;
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +19,7 @@ use crate::outcome::{advantages, cell, expected_outcome, gains, speedups, values
 use crate::report::{self, summarize, Row};
 use crate::system::System;
 use crate::trial::{self, Metric, Trial};
-use crate::{fs, mail, paper, sensing};
+use crate::{fs, mail, paper, sensing, variant};
 
 /// One of the paper's applications.
 pub struct App {
@@ -347,7 +346,7 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
         }
     }
     for s in &plan.scenarios {
-        scenario_file::scenario(s, 1).map_err(|e| anyhow::anyhow!("scenario `{s}`: {e}"))?;
+        variant::scenario(s, 1)?;
     }
     if plan.trials == 0 || plan.jobs == 0 {
         bail!("--trials and --jobs must be at least 1");
@@ -470,20 +469,21 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
                         *d = s;
                     }
                 });
-                let result = scenario_file::scenario(&j.scenario, seed)
-                    .map_err(|e| anyhow::anyhow!("scenario `{}`: {e}", j.scenario))
-                    .and_then(|sc| {
-                        let logs = plan.emu_logs.as_ref().map(|d| {
-                            d.join(format!(
-                                "{}-{}-{}-{}",
-                                app.name,
-                                sc.name,
-                                j.system.name(),
-                                j.trial
-                            ))
-                        });
-                        trial::run(app.run, &sc, j.system, j.duration, seed, progress, logs)
+                let result = variant::scenario(&j.scenario, seed).and_then(|(sc, queue)| {
+                    let logs = plan.emu_logs.as_ref().map(|d| {
+                        d.join(format!(
+                            "{}-{}-{}-{}",
+                            app.name,
+                            sc.name,
+                            j.system.name(),
+                            j.trial
+                        ))
                     });
+                    let queue = queue.unwrap_or(crate::system::QUEUE);
+                    trial::run(
+                        app.run, &sc, queue, j.system, j.duration, seed, progress, logs,
+                    )
+                });
                 let d = *done.lock().unwrap();
                 bar.inc(j.duration.as_secs().saturating_sub(d));
                 let base = |metric: &str, value: f64, unit: &str| Row {
@@ -712,7 +712,7 @@ fn markdown(
     );
     let _ = writeln!(
         s,
-        "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues; CUBIC \
+        "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues (unless a scenario's `+queue=` says otherwise); CUBIC \
          everywhere. Cells: the mean over trials, as the paper reports, with the 95% confidence \
          interval of the mean in brackets (Student's t; not shown where the trials are skewed, \
          |skewness| > 1, or the interval would reach below zero: one trial far out makes it \
@@ -737,7 +737,7 @@ fn markdown(
         } else {
             ""
         },
-        crate::system::QUEUE.trim_end_matches("pkt"),
+        crate::system::QUEUE_PACKETS,
     );
     let _ = writeln!(s, "{}\n", seeds_line(rows));
     let _ = writeln!(
@@ -751,7 +751,7 @@ fn markdown(
         .max()
         .unwrap_or(Duration::from_secs(60));
     for sc in &plan.scenarios {
-        if let Ok(scn) = scenario_file::scenario(sc, 1) {
+        if let Ok((scn, _)) = variant::scenario(sc, 1) {
             let _ = writeln!(
                 s,
                 "Ours (seed 1): {}",

@@ -7,6 +7,7 @@
 //! - [`channel`]: labelled messages over a multi-socket or one ordinary connection;
 //! - [`sensing`], [`fs`], [`mail`]: the applications ([`dovecot`] and [`imap`] serve the
 //!   mail application);
+//! - [`variant`]: parameter sweeps (queue, RTT, rate) of any scenario;
 //! - [`trial`], [`ends`], [`lab`], [`outcome`], [`report`], [`chart`], [`stats`], [`paper`]: running the
 //!   matrix (one trial: an emulator, the application's server and client ends) and writing it
 //!   up.
@@ -27,3 +28,4 @@ pub mod setup;
 pub mod stats;
 pub mod system;
 pub mod trial;
+pub mod variant;

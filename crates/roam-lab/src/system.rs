@@ -12,7 +12,8 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
-use roam_emu::spec::{parse_queue, LinkConfig};
+use roam_emu::queue::QueueLimit;
+use roam_emu::spec::LinkConfig;
 use roam_trace::baseline::{derive_baseline, Baseline};
 use roam_trace::link::LinkKind;
 use roam_trace::scenario::Scenario;
@@ -87,12 +88,20 @@ impl System {
     }
 }
 
-/// Drop-tail bound of every emulated link in the lab (per direction).
-pub const QUEUE: &str = "100pkt";
+/// Drop-tail bound of every emulated link in the lab (per direction), in packets, unless a
+/// sweep changes it ([`crate::variant`]).
+pub const QUEUE_PACKETS: usize = 100;
+/// [`QUEUE_PACKETS`] as the emulator's bound.
+pub const QUEUE: QueueLimit = QueueLimit::Packets(QUEUE_PACKETS);
 
-/// The emulated links a system runs over for `duration` of `scenario`.
-pub fn links(scenario: &Scenario, system: System, duration: Duration) -> Result<Vec<LinkConfig>> {
-    let queue = parse_queue(QUEUE).map_err(|e| anyhow!("{e}"))?;
+/// The emulated links a system runs over for `duration` of `scenario`, each with the
+/// drop-tail bound `queue`.
+pub fn links(
+    scenario: &Scenario,
+    system: System,
+    duration: Duration,
+    queue: QueueLimit,
+) -> Result<Vec<LinkConfig>> {
     if let Some(b) = system.baseline() {
         // Derived for longer than the run, so that draining after it stays on the baseline.
         let t = derive_baseline(scenario, b, duration + Duration::from_secs(300))?;

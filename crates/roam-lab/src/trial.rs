@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use roam_emu::queue::QueueLimit;
 use roam_emu::{EmuConfig, Emulator};
 use roam_trace::scenario::Scenario;
 use serde::Serialize;
@@ -99,17 +100,20 @@ pub struct Ran {
     pub events: Vec<(String, f64)>,
 }
 
-/// Start the emulator for `system` on `scenario` and run `app` in it.
+/// Start the emulator for `system` on `scenario` (its links' queues bounded by `queue`,
+/// [`system::QUEUE`] but in a sweep) and run `app` in it.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     app: fn(&Trial) -> Result<Vec<Metric>>,
     scenario: &Scenario,
+    queue: QueueLimit,
     system: System,
     duration: Duration,
     seed: u64,
     progress: Arc<dyn Fn(u64) + Send + Sync>,
     log_dir: Option<PathBuf>,
 ) -> Result<Ran> {
-    let links = system::links(scenario, system, duration)?;
+    let links = system::links(scenario, system, duration, queue)?;
     let emu = Emulator::start(EmuConfig {
         links,
         log_dir: log_dir.clone(),

@@ -33,6 +33,7 @@ fn sensing_delivers_urgent_messages_and_bulk_data() {
         let ms = trial::run(
             sensing::run,
             &sc,
+            roam_lab::system::QUEUE,
             system,
             d,
             1,
@@ -86,6 +87,7 @@ fn mptcp_connects_over_the_cellular_link_while_the_wifi_is_out() {
     let ms = trial::run(
         sensing::run,
         &sc,
+        roam_lab::system::QUEUE,
         System::Mptcp,
         d,
         2,
@@ -128,6 +130,7 @@ fn file_system_replays_the_build_and_writes_everything_back() {
         let ran = trial::run(
             fs::run,
             &sc,
+            roam_lab::system::QUEUE,
             system,
             d,
             1,
@@ -196,8 +199,17 @@ fn mail_trial(system: System, secs: u64, logs: Option<std::path::PathBuf>) -> Op
     let sc = Scenario::by_name("hotspot", 1).unwrap();
     let d = Duration::from_secs(secs);
     Some(
-        trial::run(mail::run, &sc, system, d, 1, Arc::new(|_| {}), logs)
-            .unwrap_or_else(|e| panic!("{system:?}: {e:#}")),
+        trial::run(
+            mail::run,
+            &sc,
+            roam_lab::system::QUEUE,
+            system,
+            d,
+            1,
+            Arc::new(|_| {}),
+            logs,
+        )
+        .unwrap_or_else(|e| panic!("{system:?}: {e:#}")),
     )
 }
 
@@ -303,16 +315,34 @@ fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
     let sc = Scenario::by_name("hotspot", 1).unwrap();
     let d = Duration::from_secs(5);
     for system in [System::Roam, System::Aggregation] {
-        let e = trial::run(broken, &sc, system, d, 1, Arc::new(|_| {}), None)
-            .err()
-            .unwrap_or_else(|| panic!("{system:?}: a broken server side started"));
+        let e = trial::run(
+            broken,
+            &sc,
+            roam_lab::system::QUEUE,
+            system,
+            d,
+            1,
+            Arc::new(|_| {}),
+            None,
+        )
+        .err()
+        .unwrap_or_else(|| panic!("{system:?}: a broken server side started"));
         assert_eq!(
             format!("{e:#}"),
             "the test server side did not start: its data directory is missing"
         );
-        let ms = trial::run(lonely, &sc, system, d, 1, Arc::new(|_| {}), None)
-            .unwrap_or_else(|e| panic!("{system:?}: {e:#}"))
-            .metrics;
+        let ms = trial::run(
+            lonely,
+            &sc,
+            roam_lab::system::QUEUE,
+            system,
+            d,
+            1,
+            Arc::new(|_| {}),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{system:?}: {e:#}"))
+        .metrics;
         assert!(get(&ms, "finish_s") < 5.0, "{system:?}: {ms:?}");
     }
 }

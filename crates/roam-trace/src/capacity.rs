@@ -55,6 +55,26 @@ impl Capacity {
         Some(BitRate((bytes as f64 * 8.0 / secs).round() as u64))
     }
 
+    /// The same capacity times `k` (`k` > 0; unlimited stays unlimited): a sweep of a
+    /// link's rate. A Mahimahi trace is thinned or repeated evenly ([`PdoTrace::scaled`]).
+    pub fn scaled(&self, k: f64) -> Result<Capacity, String> {
+        if !(k.is_finite() && k > 0.0) {
+            return Err(format!("a rate factor must be positive, not {k}"));
+        }
+        Ok(match self {
+            Capacity::Unlimited => Capacity::Unlimited,
+            Capacity::Opportunities(p) => Capacity::Opportunities(Arc::new(p.scaled(k)?)),
+            Capacity::Rate(r) => {
+                let points = r
+                    .points()
+                    .iter()
+                    .map(|(t, rate)| (*t, BitRate((rate.as_bps() as f64 * k).round() as u64)))
+                    .collect();
+                Capacity::Rate(Piecewise::new(points, r.period())?)
+            }
+        })
+    }
+
     /// Short human description, e.g. `10mbit` or `trace Verizon-EVDO-driving.down`.
     pub fn describe(&self) -> String {
         match self {
@@ -70,6 +90,26 @@ impl Capacity {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_scaled_capacity_carries_k_times_the_bytes() {
+        let r = Piecewise::new(
+            vec![
+                (Time::ZERO, BitRate::mbps(8)),
+                (Time::from_millis(500), BitRate::mbps(2)),
+            ],
+            Some(Duration::from_secs(1)),
+        )
+        .unwrap();
+        let c = Capacity::Rate(r).scaled(0.5).unwrap();
+        // 8 Mbit/s for half a second, 2 for the other half, halved: 250 + 62.5 KB.
+        assert_eq!(
+            c.bytes_between(Time::ZERO, Time::from_millis(1000)),
+            Some(312_500)
+        );
+        assert_eq!(Capacity::Unlimited.scaled(3.0), Ok(Capacity::Unlimited));
+        assert!(Capacity::constant(BitRate::mbps(1)).scaled(-1.0).is_err());
+    }
 
     #[test]
     fn constant_bytes() {

@@ -43,6 +43,22 @@ impl LinkTrace {
         }
     }
 
+    /// The same link with `extra` added to its round-trip time (half each way), for sweeps of
+    /// a link's RTT.
+    pub fn with_extra_rtt(&self, extra: Duration) -> LinkTrace {
+        let points = self
+            .delay
+            .points()
+            .iter()
+            .map(|(t, d)| (*t, *d + extra / 2))
+            .collect();
+        LinkTrace {
+            // The breakpoints and period are the delay's own, already valid.
+            delay: Piecewise::new(points, self.delay.period()).expect("same breakpoints"),
+            ..self.clone()
+        }
+    }
+
     /// Per-second summary over `[0, duration)`: capacity each way (as a mean rate over the part
     /// of the second the link was available), round-trip time at the start of the second, and the
     /// fraction of the second the link was available.
@@ -94,4 +110,29 @@ pub struct NamedLink {
     pub kind: LinkKind,
     /// Its behaviour.
     pub trace: LinkTrace,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_rtt_adds_half_each_way_at_every_step() {
+        let mut l = LinkTrace::constant(BitRate::mbps(1), Duration::from_millis(20));
+        l.delay = Piecewise::new(
+            vec![
+                (Time::ZERO, Duration::from_millis(20)),
+                (Time::from_millis(500), Duration::from_millis(60)),
+            ],
+            Some(Duration::from_secs(1)),
+        )
+        .unwrap();
+        let m = l.with_extra_rtt(Duration::from_millis(100));
+        assert_eq!(*m.delay.value_at(Time::ZERO), Duration::from_millis(70));
+        assert_eq!(
+            *m.delay.value_at(Time::from_millis(1700)),
+            Duration::from_millis(110)
+        );
+        assert_eq!((m.down, m.loss), (l.down, l.loss));
+    }
 }

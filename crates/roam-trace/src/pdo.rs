@@ -85,6 +85,30 @@ impl PdoTrace {
         PdoTrace::parse(&text, Path::new(name))
     }
 
+    /// The same trace with `k` times the opportunities (`k` > 0), for sweeps of a link's rate:
+    /// the i-th opportunity becomes floor((i+1)k) - floor(ik) opportunities in its
+    /// millisecond, so the rate scales by `k` evenly along the trace (a trace's bursts and
+    /// gaps stay where they were). The last opportunity is always kept, since it fixes the
+    /// period: at most one extra per period.
+    pub fn scaled(&self, k: f64) -> Result<PdoTrace, String> {
+        if !(k.is_finite() && k > 0.0) {
+            return Err(format!("a rate factor must be positive, not {k}"));
+        }
+        let mut ms = Vec::with_capacity((self.ms.len() as f64 * k).ceil() as usize + 1);
+        for (i, &t) in self.ms.iter().enumerate() {
+            let copies = ((i + 1) as f64 * k).floor() - (i as f64 * k).floor();
+            ms.extend(std::iter::repeat_n(t, copies as usize));
+        }
+        if ms.last() != Some(&self.period_ms) {
+            ms.push(self.period_ms);
+        }
+        Ok(PdoTrace {
+            ms,
+            period_ms: self.period_ms,
+            name: format!("{} x{k}", self.name),
+        })
+    }
+
     /// File name the trace came from.
     pub fn name(&self) -> &str {
         &self.name
@@ -170,6 +194,23 @@ impl PdoTrace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scaled_trace_spreads_its_opportunities_evenly_and_keeps_its_period() {
+        let t = PdoTrace::from_millis(vec![1, 2, 3, 4, 5, 6, 7, 8], "t").unwrap();
+        let half = t.scaled(0.5).unwrap();
+        assert_eq!(half.ms, vec![2, 4, 6, 8]);
+        assert_eq!(half.period(), t.period());
+        let double = t.scaled(2.0).unwrap();
+        assert_eq!(double.len(), 16);
+        assert_eq!(&double.ms[..4], &[1, 1, 2, 2]);
+        // Thinned below one per period: the last stays, and fixes the period.
+        let sparse = t.scaled(0.01).unwrap();
+        assert_eq!((sparse.ms.clone(), sparse.period()), (vec![8], t.period()));
+        let x15 = t.scaled(1.5).unwrap();
+        assert_eq!(x15.len(), 12);
+        assert!(t.scaled(0.0).is_err() && t.scaled(f64::NAN).is_err());
+    }
 
     #[test]
     fn parses_and_repeats() {

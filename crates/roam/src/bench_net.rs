@@ -234,7 +234,12 @@ fn median_ms(v: &[Duration]) -> f64 {
 /// The hotspot's links for `system` (roam-lab's definition: 100-packet queues; the baselines
 /// on one derived link).
 fn hotspot_links(scenario: &Scenario, system: System) -> Result<Vec<LinkConfig>> {
-    roam_lab::system::links(scenario, system, Duration::from_secs(3300))
+    roam_lab::system::links(
+        scenario,
+        system,
+        Duration::from_secs(3300),
+        roam_lab::system::QUEUE,
+    )
 }
 
 /// A 1 KB request / 1 KB response server over TCP or MPTCP, in the server namespace.

@@ -19,9 +19,15 @@ pub struct InPaperArgs {
     #[arg(long, value_delimiter = ',')]
     apps: Option<Vec<String>>,
     /// Scenarios, comma-separated (hotspot, intermittent, vehicular, vehicular-umts, or a
-    /// scenario file FILE.toml).
+    /// scenario file FILE.toml), each optionally with changed parameters:
+    /// `hotspot+queue=20pkt+rtt=100ms+rate=0.5`.
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<String>>,
+    /// Run every scenario at every value of a parameter: `queue=20pkt,100pkt,1000pkt`,
+    /// `rtt=0ms,100ms,300ms` (added round-trip time), `rate=0.5,1,2` (capacity factor).
+    /// Repeat for every combination of several.
+    #[arg(long)]
+    sweep: Vec<String>,
     /// Systems, comma-separated (roam, mptcp, aggregation, best-latency, best-bandwidth).
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
@@ -87,6 +93,7 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
             SCENARIOS.iter().map(|s| s.to_string()).collect()
         }
     });
+    let scenarios = roam_lab::variant::expand(&scenarios, &a.sweep)?;
     let apps = a
         .apps
         .clone()

@@ -677,3 +677,25 @@ fn lab_resume_runs_only_the_missing_trials() {
     assert!(out.join("sensing-hotspot-events.svg").exists());
     assert_eq!(trial_rows(1), first);
 }
+
+/// A sweep or scenario variant that cannot be run is refused before any trial, naming what is
+/// wrong.
+#[test]
+fn lab_refuses_a_bad_sweep_naming_it() {
+    let d = tmpdir("bad-sweep");
+    for (args, want) in [
+        (&["--sweep", "delay=1ms,2ms"][..], "unknown parameter `delay`"),
+        (&["--sweep", "rate=2,fast"][..], "`fast` is not a factor"),
+        (&["--scenarios", "hotspot+queue=lots"][..], "hotspot+queue=lots"),
+    ] {
+        let o = roam()
+            .args(["lab", "in-paper", "--apps", "sensing", "--out"])
+            .arg(d.join("lab"))
+            .args(args)
+            .output()
+            .unwrap();
+        let (_, err) = text(&o);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
