@@ -6,6 +6,7 @@
 //! drop-tail queue and availability ([`queue`], a sans-IO state machine). Real kernel TCP and
 //! MPTCP, and real unmodified programs, run through it ([`run`]).
 
+pub mod baseline_file;
 pub mod control;
 pub mod emulator;
 mod forward;

@@ -7,14 +7,18 @@
 //! - `best-latency`, `best-bandwidth`, `aggregation`: the unmodified application over plain TCP
 //!   on ONE emulated link rebuilt each second from the two networks (oracle migration to the
 //!   lower-RTT network, to the higher-bandwidth network, or the idealized sum of bandwidths at
-//!   the minimum latency), as in the paper.
+//!   the minimum latency), as in the paper;
+//! - a baseline file (`--systems roam,FILE.toml`, `roam_emu::baseline_file`): the
+//!   unmodified application over one link derived by the file's rule, how often it chooses,
+//!   and whether it sees ahead.
 
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
+use roam_emu::baseline_file::{self, NamedBaseline};
 use roam_emu::queue::QueueLimit;
 use roam_emu::spec::LinkConfig;
-use roam_trace::baseline::{derive_baseline, Baseline};
+use roam_trace::baseline::{derive, Baseline, BaselineSpec};
 use roam_trace::link::LinkKind;
 use roam_trace::scenario::Scenario;
 
@@ -31,6 +35,9 @@ pub enum System {
     BestBandwidth,
     /// Plain TCP over the idealized-aggregation link.
     Aggregation,
+    /// Plain TCP over the link a baseline file derives. It is loaded once, when the command
+    /// line names it, and lives as long as the process.
+    File(&'static NamedBaseline),
 }
 
 impl System {
@@ -46,6 +53,7 @@ impl System {
     /// Name used on the command line, in the CSV and in reports.
     pub fn name(self) -> &'static str {
         match self {
+            System::File(b) => &b.name,
             System::Roam => "roam",
             System::Mptcp => "mptcp",
             System::BestLatency => "best-latency",
@@ -54,25 +62,37 @@ impl System {
         }
     }
 
-    /// Parse a name.
+    /// Parse a name, or load a baseline file (a name ending in `.toml`).
     pub fn parse(s: &str) -> Result<System> {
+        if baseline_file::is_file(s) {
+            let b = baseline_file::load(std::path::Path::new(s)).map_err(|e| anyhow!("{e}"))?;
+            if System::ALL.iter().any(|x| x.name() == b.name) {
+                bail!(
+                    "{s}: the baseline is named `{}`, as a built-in system is; give it a \
+                     `name` of its own",
+                    b.name
+                );
+            }
+            return Ok(System::File(Box::leak(Box::new(b))));
+        }
         System::ALL
             .into_iter()
             .find(|x| x.name() == s)
             .ok_or_else(|| {
                 anyhow!(
-                    "unknown system `{s}` (expected one of: {})",
+                    "unknown system `{s}` (expected one of: {}, or a baseline file FILE.toml)",
                     System::ALL.map(System::name).join(", ")
                 )
             })
     }
 
     /// The one-link baseline this system runs on, if it is one.
-    pub fn baseline(self) -> Option<Baseline> {
+    pub fn baseline(self) -> Option<BaselineSpec> {
         match self {
-            System::BestLatency => Some(Baseline::BestLatency),
-            System::BestBandwidth => Some(Baseline::BestBandwidth),
-            System::Aggregation => Some(Baseline::Aggregation),
+            System::BestLatency => Some(BaselineSpec::paper(Baseline::BestLatency)),
+            System::BestBandwidth => Some(BaselineSpec::paper(Baseline::BestBandwidth)),
+            System::Aggregation => Some(BaselineSpec::paper(Baseline::Aggregation)),
+            System::File(b) => Some(b.spec.clone()),
             System::Roam | System::Mptcp => None,
         }
     }
@@ -104,7 +124,7 @@ pub fn links(
 ) -> Result<Vec<LinkConfig>> {
     if let Some(b) = system.baseline() {
         // Derived for longer than the run, so that draining after it stays on the baseline.
-        let t = derive_baseline(scenario, b, duration + Duration::from_secs(300))?;
+        let t = derive(scenario, &b, duration + Duration::from_secs(300))?;
         return Ok(vec![LinkConfig {
             name: "link".into(),
             kind: LinkKind::Other,
@@ -132,4 +152,42 @@ pub fn links(
             seed: 1 + i as u64,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_baseline_file_is_a_system_over_the_link_it_derives() {
+        let dir = std::env::temp_dir().join(format!("roam-system-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p.to_str().unwrap().to_string()
+        };
+        let late = file(
+            "late.toml",
+            "rule = \"best-latency\"\ndecide_every = \"10s\"\noracle = false\n",
+        );
+        let sys = System::parse(&late).unwrap();
+        assert_eq!(sys.name(), "late");
+        assert!(!sys.is_roam() && !sys.is_mptcp());
+        let sc = Scenario::by_name("intermittent", 3).unwrap();
+        let d = Duration::from_secs(120);
+        let ours = links(&sc, sys, d, QUEUE).unwrap();
+        let paper = links(&sc, System::BestLatency, d, QUEUE).unwrap();
+        assert_eq!((ours.len(), paper.len()), (1, 1));
+        assert_ne!(ours[0].trace, paper[0].trace);
+        // A file may not take a built-in system's name.
+        let clash = file("x.toml", "name = \"aggregation\"\nrule = \"aggregation\"\n");
+        let e = System::parse(&clash).unwrap_err().to_string();
+        assert!(e.contains("`aggregation`, as a built-in system is"), "{e}");
+        assert!(System::parse("fastest")
+            .unwrap_err()
+            .to_string()
+            .contains("or a baseline file"));
+        std::fs::remove_dir_all(dir).ok();
+    }
 }

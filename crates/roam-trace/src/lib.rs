@@ -27,7 +27,7 @@ pub mod plot;
 pub mod scenario;
 pub mod stats;
 
-pub use baseline::{derive_baseline, Baseline};
+pub use baseline::{derive, derive_baseline, Baseline, BaselineSpec};
 pub use capacity::Capacity;
 pub use error::TraceError;
 pub use link::{LinkKind, LinkTrace, NamedLink, SecondSample};

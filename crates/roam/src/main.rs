@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use roam_emu::spec::{parse_link, parse_queue, LinkConfig, DEFAULT_QUEUE};
 use roam_emu::{EmuConfig, Emulator};
-use roam_trace::baseline::{derive_baseline, Baseline};
+use roam_trace::baseline::derive;
 use roam_trace::scenario::Scenario;
 use roam_trace::{LinkKind, NamedLink};
 use std::path::PathBuf;
@@ -90,8 +90,9 @@ pub struct LinkArgs {
     /// (FILE.toml: links in the --link syntax; docs/emulator.md).
     #[arg(long)]
     scenario: Option<String>,
-    /// With --scenario: emulate one link (named `link`) derived per second from the scenario:
-    /// best-latency, best-bandwidth or aggregation.
+    /// With --scenario: emulate one link (named `link`) derived from the scenario:
+    /// best-latency, best-bandwidth or aggregation (the paper's oracles, choosing every
+    /// second), or a baseline file FILE.toml (docs/emulator.md).
     #[arg(long, requires = "scenario")]
     baseline: Option<String>,
     /// Seed for on/off availability and loss.
@@ -114,8 +115,9 @@ impl LinkArgs {
             let s = roam_emu::scenario_file::scenario(name, self.seed)
                 .map_err(|e| anyhow::anyhow!("--scenario {name}: {e}"))?;
             if let Some(b) = &self.baseline {
-                let b = Baseline::parse(b)?;
-                let t = derive_baseline(&s, b, Duration::from_secs(3600))?;
+                let b = roam_emu::baseline_file::baseline(b)
+                    .map_err(|e| anyhow::anyhow!("--baseline {b}: {e}"))?;
+                let t = derive(&s, &b.spec, Duration::from_secs(3600))?;
                 out.push(LinkConfig {
                     name: "link".into(),
                     kind: LinkKind::Other,
@@ -227,7 +229,7 @@ enum TraceCmd {
     },
     /// Derive a single-link baseline per second and write it as an interval CSV.
     Baseline {
-        /// best-latency, best-bandwidth or aggregation.
+        /// best-latency, best-bandwidth or aggregation, or a baseline file FILE.toml.
         #[arg(long)]
         kind: String,
         #[command(flatten)]
@@ -425,9 +427,10 @@ fn real_main(cli: Cli) -> Result<i32> {
             duration,
             output,
         }) => {
-            let b = Baseline::parse(&kind)?;
+            let b = roam_emu::baseline_file::baseline(&kind)
+                .map_err(|e| anyhow::anyhow!("--kind {kind}: {e}"))?;
             let s = links.scenario()?;
-            let t = derive_baseline(&s, b, duration)?;
+            let t = derive(&s, &b.spec, duration)?;
             if output == "-" {
                 print!("{}", t.to_csv());
             } else {

@@ -684,9 +684,15 @@ fn lab_resume_runs_only_the_missing_trials() {
 fn lab_refuses_a_bad_sweep_naming_it() {
     let d = tmpdir("bad-sweep");
     for (args, want) in [
-        (&["--sweep", "delay=1ms,2ms"][..], "unknown parameter `delay`"),
+        (
+            &["--sweep", "delay=1ms,2ms"][..],
+            "unknown parameter `delay`",
+        ),
         (&["--sweep", "rate=2,fast"][..], "`fast` is not a factor"),
-        (&["--scenarios", "hotspot+queue=lots"][..], "hotspot+queue=lots"),
+        (
+            &["--scenarios", "hotspot+queue=lots"][..],
+            "hotspot+queue=lots",
+        ),
     ] {
         let o = roam()
             .args(["lab", "in-paper", "--apps", "sensing", "--out"])
@@ -698,4 +704,29 @@ fn lab_refuses_a_bad_sweep_naming_it() {
         assert!(!o.status.success(), "{args:?}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+/// A baseline file stands wherever a baseline name does; a bad one is refused naming it.
+#[test]
+fn trace_baseline_takes_a_baseline_file() {
+    let d = tmpdir("baseline-file");
+    let f = d.join("slow.toml");
+    std::fs::write(&f, "rule = \"best-latency\"\ndecide_every = \"2s\"\n").unwrap();
+    let derive = |kind: &str| {
+        roam()
+            .args(["trace", "baseline", "--kind", kind, "--scenario", "hotspot"])
+            .args(["--duration", "4s"])
+            .output()
+            .unwrap()
+    };
+    let o = derive(f.to_str().unwrap());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    // The hotspot never changes: the same link as the paper's every-second oracle.
+    assert_eq!(out, text(&derive("best-latency")).0);
+    std::fs::write(&f, "rule = \"nearest\"\n").unwrap();
+    let o = derive(f.to_str().unwrap());
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("slow.toml: rule: unknown baseline"), "{err}");
 }
