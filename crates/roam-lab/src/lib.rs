@@ -8,7 +8,7 @@
 //! - [`sensing`], [`fs`], [`mail`]: the applications ([`dovecot`] and [`imap`] serve the
 //!   mail application);
 //! - [`variant`]: parameter sweeps (queue, RTT, rate) of any scenario;
-//! - [`trial`], [`ends`], [`lab`], [`outcome`], [`report`], [`chart`], [`stats`], [`paper`]: running the
+//! - [`trial`], [`ends`], [`matrix`], [`lab`], [`outcome`], [`report`], [`chart`], [`stats`], [`paper`]: running the
 //!   matrix (one trial: an emulator, the application's server and client ends) and writing it
 //!   up.
 
@@ -20,6 +20,7 @@ pub mod fs;
 pub mod imap;
 pub mod lab;
 pub mod mail;
+pub mod matrix;
 pub mod outcome;
 pub mod paper;
 pub mod report;
