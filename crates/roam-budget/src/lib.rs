@@ -1,0 +1,19 @@
+//! Energy and data budgets (seed 000, chapter 3; ../shared/spec/informed-prefetching.md and
+//! power-models.md): what each network costs, and the prices that make use end close to, but
+//! not over, a budget.
+//!
+//! - [`energy`]: joules and milliwatts as types;
+//! - [`profile`]: published radio power models as data files, each constant with its
+//!   verification status (every figure they give is *modelled*: there is no power meter);
+//! - [`radio`]: a radio's state machine and energy, driven by packet events and time;
+//!
+//! Everything here is sans-IO: time is an argument, so a month-long budget period runs under
+//! a virtual clock in a test.
+
+pub mod energy;
+pub mod profile;
+pub mod radio;
+
+pub use energy::{Joules, Milliwatts};
+pub use profile::{profile, NetworkKind, RadioProfile, Status};
+pub use radio::{Direction, Radio, RadioState};
