@@ -6,14 +6,20 @@
 //! - [`profile`]: published radio power models as data files, each constant with its
 //!   verification status (every figure they give is *modelled*: there is no power meter);
 //! - [`radio`]: a radio's state machine and energy, driven by packet events and time;
+//! - [`data`]: bytes per network, metered or not;
+//! - [`controller`]: goal-directed adaptation of the prices of energy and data.
 //!
 //! Everything here is sans-IO: time is an argument, so a month-long budget period runs under
 //! a virtual clock in a test.
 
+pub mod controller;
+pub mod data;
 pub mod energy;
 pub mod profile;
 pub mod radio;
 
+pub use controller::{Budget, BudgetError, PriceController, Prices};
+pub use data::DataMeter;
 pub use energy::{Joules, Milliwatts};
 pub use profile::{profile, NetworkKind, RadioProfile, Status};
 pub use radio::{Direction, Radio, RadioState};
