@@ -4,6 +4,7 @@ mod bench;
 mod bench_net;
 mod drive;
 mod emu_plot;
+mod energy_cmd;
 mod lab_cmd;
 mod net_proxy;
 
@@ -48,6 +49,9 @@ enum Cmd {
     /// The lab: the papers' applications against their baselines and MPTCP, with reports.
     #[command(subcommand)]
     Lab(LabCmd),
+    /// Radio energy (modelled) and data per link, from an emulator log directory or live from
+    /// interfaces' counters; draws power and radio state over time.
+    Energy(energy_cmd::EnergyArgs),
 }
 
 #[derive(Subcommand)]
@@ -445,6 +449,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),
         Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
+        Cmd::Energy(a) => energy_cmd::energy(&a).map(|_| 0),
         Cmd::Lab(LabCmd::InPaper(a)) => lab_cmd::in_paper(&a).map(|_| 0),
     }
 }

@@ -730,3 +730,142 @@ fn trace_baseline_takes_a_baseline_file() {
     assert!(!o.status.success());
     assert!(err.contains("slow.toml: rule: unknown baseline"), "{err}");
 }
+
+/// `roam energy` on an emulator log directory: one isolated packet on a 3G link costs what
+/// Huang et al. give for one (7.38 J, modelled), a WiFi link is not metered, and a malformed
+/// log is refused naming the file and line.
+#[test]
+fn energy_from_an_emulator_log_directory() {
+    let d = tmpdir("energy");
+    let header = "t_s,arrived_bytes,delivered_bytes,delivered_pkts,throughput_mbit,capacity_mbit,queue_delay_avg_ms,queue_delay_max_ms,drops_queue,drops_loss,drops_outage,available\n";
+    let quiet = |n: usize| -> String {
+        (0..n)
+            .map(|i| format!("{:.3},0,0,0,0,1,0,0,0,0,0,1\n", i as f64 / 10.0))
+            .collect()
+    };
+    std::fs::write(
+        d.join("summary.json"),
+        r#"{"duration_s": 30.0, "links": [{"name": "wifi"}, {"name": "cell"}]}"#,
+    )
+    .unwrap();
+    for l in ["wifi", "cell"] {
+        std::fs::write(
+            d.join(format!("{l}.down.csv")),
+            format!("{header}{}", quiet(300)),
+        )
+        .unwrap();
+    }
+    // One 100-byte packet up the 3G at 1 s; 20 KB down the WiFi at 2 s.
+    let mut up = quiet(300);
+    up = up.replacen("1.000,0,0,0,", "1.000,100,100,1,", 1);
+    std::fs::write(d.join("cell.up.csv"), format!("{header}{up}")).unwrap();
+    let wifi_up = quiet(300).replacen("2.000,0,0,0,", "2.000,20000,20000,14,", 1);
+    std::fs::write(d.join("wifi.up.csv"), format!("{header}{wifi_up}")).unwrap();
+    let svg = d.join("e.svg");
+    let o = roam()
+        .args(["energy"])
+        .arg(&*d)
+        .arg("-o")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let cell = out.lines().find(|l| l.starts_with("| cell |")).unwrap();
+    assert!(
+        cell.contains("| huang2012/3g | yes | 100 B | 0 B | 7.38 J |"),
+        "{out}"
+    );
+    let wifi = out.lines().find(|l| l.starts_with("| wifi |")).unwrap();
+    assert!(wifi.contains("| no | 20000 B |"), "{out}");
+    assert!(out.contains("modelled"), "{out}");
+    assert!(
+        out.contains("Metered data (a data plan's count): 100 B"),
+        "{out}"
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    // A profile given for a link, and a bad one.
+    let o = roam()
+        .args(["energy", "--radio", "cell=huang2012/lte"])
+        .arg(&*d)
+        .arg("-o")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("| huang2012/lte | yes | 100 B | 0 B | 12.7"),
+        "{out}"
+    );
+    let o = roam()
+        .args(["energy", "--radio", "cell=huang2012/lte9"])
+        .arg(&*d)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("no radio `lte9`"), "{:?}", text(&o));
+    std::fs::write(
+        d.join("cell.up.csv"),
+        format!("{header}0.000,1,x,1,0,1,0,0,0,0,0,1\n"),
+    )
+    .unwrap();
+    let o = roam().args(["energy"]).arg(&*d).output().unwrap();
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("cell.up.csv:2: bad delivered_bytes"),
+        "{:?}",
+        text(&o)
+    );
+}
+
+/// `roam energy --live` samples an interface's counters: traffic on loopback raises its
+/// (modelled) radio, and the run ends with the table.
+#[test]
+fn energy_live_from_interface_counters() {
+    let d = tmpdir("energy-live");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sink = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        while std::io::Read::read(&mut c, &mut buf).unwrap_or(0) > 0 {}
+    });
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        for _ in 0..40 {
+            s.write_all(&[1u8; 50_000]).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+    });
+    let o = roam()
+        .args([
+            "energy",
+            "--live",
+            "lo",
+            "--radio",
+            "lo=huang2012/lte",
+            "--for",
+            "1500ms",
+        ])
+        .arg("-o")
+        .arg(d.join("live.svg"))
+        .output()
+        .unwrap();
+    feeder.join().unwrap();
+    sink.join().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let lo = out.lines().find(|l| l.starts_with("| lo |")).unwrap();
+    // At least a promotion and part of a tail: well over a joule.
+    let joules: f64 = lo
+        .split('|')
+        .nth(6)
+        .unwrap()
+        .trim()
+        .trim_end_matches(" J")
+        .parse()
+        .unwrap();
+    assert!(joules > 1.0, "{out}");
+    assert!(out.contains("s  lo: "), "{out}");
+}
