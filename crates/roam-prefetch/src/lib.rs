@@ -1,0 +1,17 @@
+//! Informed Mobile Prefetching (IMP; seed 000, chapter 3; ../shared/spec/informed-prefetching.md):
+//! prefetch when it pays, so that fetch latency is as low as it can be while energy and
+//! cellular data end close to, but not over, their budgets. Built on Intentional Networking
+//! (prefetches are background IROBs, demand fetches foreground) and on `roam-budget` (the
+//! radios' energy, the prices of energy and data).
+//!
+//! - [`accuracy`]: how often each class of hints is consumed;
+//! - [`decision`]: the sans-IO decision: which hints to prefetch now, on which networks.
+
+pub mod accuracy;
+pub mod decision;
+
+pub use accuracy::{Accuracy, Class, DEFAULT_CLASS};
+pub use decision::{decide, Candidate, Decision, LongRun, NetworkState, Prices};
+
+#[cfg(test)]
+mod tests;
