@@ -242,6 +242,33 @@ impl Simulated {
     }
 }
 
+/// Offers for [`simulate`] whose cost per second rises and falls over `cycle` seconds (from
+/// 0.1 to 1.9 times `mean`), each second's split into ten offers with values uniform in
+/// [0, 1) (a deterministic stream from `seed`).
+pub fn offers_rising_and_falling(
+    mean: f64,
+    cycle: f64,
+    seed: u64,
+) -> impl FnMut(Time) -> Vec<Offer> {
+    // xorshift64: no dependency, and the same stream on every machine.
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    move |t| {
+        let phase = 2.0 * std::f64::consts::PI * t.as_secs_f64() / cycle;
+        let per_second = mean * (1.0 + 0.9 * phase.sin());
+        (0..10)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                Offer {
+                    cost: per_second / 10.0,
+                    value: (state >> 11) as f64 / (1u64 << 53) as f64,
+                }
+            })
+            .collect()
+    }
+}
+
 /// Run a controller over its whole budget period under a virtual clock, a tick a second:
 /// `offers(t)` gives the chances to spend in the second from `t`, each taken when it pays at
 /// the current price.
@@ -332,30 +359,6 @@ mod tests {
         assert_eq!(c.price(), Prices::default().max);
     }
 
-    /// A deterministic stream of numbers in [0, 1) (xorshift), for offers' values.
-    fn uniform(state: &mut u64) -> f64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        (*state >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Offers whose total cost per second rises and falls over `cycle` (from 0.1 to 1.9 times
-    /// `mean`), each second's split into ten with values uniform in [0, 1).
-    fn rising_and_falling(mean: f64, cycle: f64) -> impl FnMut(Time) -> Vec<Offer> {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        move |t| {
-            let phase = 2.0 * std::f64::consts::PI * t.as_secs_f64() / cycle;
-            let per_second = mean * (1.0 + 0.9 * phase.sin());
-            (0..10)
-                .map(|_| Offer {
-                    cost: per_second / 10.0,
-                    value: uniform(&mut rng),
-                })
-                .collect()
-        }
-    }
-
     /// A whole budget period, simulated: never over the budget; at least 90% of it used when
     /// the offers could use half as much again as all of it (less where they could use only a
     /// little more: at 1.2 times the budget it uses 0.87-0.88, see docs/budgets.md); all of
@@ -368,7 +371,7 @@ mod tests {
             let r = simulate(
                 budget.clone(),
                 Prices::default(),
-                rising_and_falling(mean, cycle),
+                offers_rising_and_falling(mean, cycle, 1),
             )
             .unwrap();
             assert!(

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_net;
+mod bench_prefetch;
 mod drive;
 mod emu_plot;
 mod energy_cmd;
@@ -254,6 +255,9 @@ enum BenchCmd {
     /// Intentional Networking: loopback cost against TCP, and the crowded hotspot against
     /// Linux MPTCP and TCP over idealized aggregation.
     Net(bench_net::BenchNetArgs),
+    /// Informed Mobile Prefetching: decision time per hint, and the energy and data budgets'
+    /// controllers over whole simulated periods (no network needed).
+    Prefetch(bench_prefetch::BenchPrefetchArgs),
 }
 
 #[derive(Subcommand)]
@@ -323,7 +327,10 @@ fn main() {
     // Without root, try a user namespace before any thread exists (unshare requires that).
     if matches!(
         cli.cmd,
-        Cmd::Emu(EmuCmd::Run(_)) | Cmd::Bench(_) | Cmd::Drive(_) | Cmd::Lab(_)
+        Cmd::Emu(EmuCmd::Run(_))
+            | Cmd::Bench(BenchCmd::Emu(_) | BenchCmd::Net(_))
+            | Cmd::Drive(_)
+            | Cmd::Lab(_)
     ) && !roam_emu::sys::is_root()
     {
         if let Err(e) = roam_emu::sys::enter_user_namespace() {
@@ -445,6 +452,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         }
         Cmd::Bench(BenchCmd::Emu(a)) => bench::emu(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Net(a)) => bench_net::net(&a).map(|_| 0),
+        Cmd::Bench(BenchCmd::Prefetch(a)) => bench_prefetch::prefetch(&a).map(|_| 0),
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),

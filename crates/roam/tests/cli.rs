@@ -869,3 +869,20 @@ fn energy_live_from_interface_counters() {
     assert!(joules > 1.0, "{out}");
     assert!(out.contains("s  lo: "), "{out}");
 }
+
+/// `roam bench prefetch` prints its JSON without privileges or a network.
+#[test]
+fn bench_prefetch_prints_its_json() {
+    let o = roam()
+        .args(["bench", "prefetch", "--decisions", "20", "--hints", "10"])
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["decision_us"].as_f64().unwrap() > 0.0, "{out}");
+    for k in ["energy", "data"] {
+        assert_eq!(v["budget_overshoot"][k].as_f64(), Some(0.0), "{out}");
+        assert!(v["budget_used_fraction"][k].as_f64().unwrap() > 0.5, "{out}");
+    }
+}
