@@ -5,13 +5,17 @@
 //! radios' energy, the prices of energy and data).
 //!
 //! - [`accuracy`]: how often each class of hints is consumed;
-//! - [`decision`]: the sans-IO decision: which hints to prefetch now, on which networks.
+//! - [`decision`]: the sans-IO decision: which hints to prefetch now, on which networks;
+//! - [`runtime`]: the application's interface: hints, handles, background prefetches and
+//!   demand fetches, over an [`Environment`] that supplies networks and prices.
 
 pub mod accuracy;
 pub mod decision;
+pub mod runtime;
 
 pub use accuracy::{Accuracy, Class, DEFAULT_CLASS};
 pub use decision::{decide, Candidate, Decision, LongRun, NetworkState, Prices};
+pub use runtime::{Environment, GetError, Handle, Network, Prefetcher, Stats};
 
 #[cfg(test)]
 mod tests;

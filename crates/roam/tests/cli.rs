@@ -883,6 +883,9 @@ fn bench_prefetch_prints_its_json() {
     assert!(v["decision_us"].as_f64().unwrap() > 0.0, "{out}");
     for k in ["energy", "data"] {
         assert_eq!(v["budget_overshoot"][k].as_f64(), Some(0.0), "{out}");
-        assert!(v["budget_used_fraction"][k].as_f64().unwrap() > 0.5, "{out}");
+        assert!(
+            v["budget_used_fraction"][k].as_f64().unwrap() > 0.5,
+            "{out}"
+        );
     }
 }
