@@ -7,14 +7,17 @@
 //!   verification status (every figure they give is *modelled*: there is no power meter);
 //! - [`radio`]: a radio's state machine and energy, driven by packet events and time;
 //! - [`data`]: bytes per network, metered or not;
-//! - [`controller`]: goal-directed adaptation of the prices of energy and data.
+//! - [`controller`]: goal-directed adaptation of the prices of energy and data;
+//! - [`live`]: the driver side, reading the kernel: interface counters for the radios, the
+//!   battery for an energy budget's supply.
 //!
-//! Everything here is sans-IO: time is an argument, so a month-long budget period runs under
+//! Everything but [`live`] is sans-IO: time is an argument, so a month-long budget period runs under
 //! a virtual clock in a test.
 
 pub mod controller;
 pub mod data;
 pub mod energy;
+pub mod live;
 pub mod profile;
 pub mod radio;
 

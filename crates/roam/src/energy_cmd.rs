@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use roam_budget::live::{Counters, InterfaceMeter};
 use roam_budget::{profile, DataMeter, Direction, Radio, RadioProfile, RadioState};
 use roam_core::plot::{Figure, Panel, Series};
 use roam_core::{Bytes, Time};
@@ -166,15 +167,19 @@ fn drive(
         }
         radio.advance(Time::from_secs_f64(t));
         power.push((t, radio.power().0));
-        let name = match radio.state() {
-            RadioState::Idle => "idle".to_string(),
-            RadioState::Promotion => "promotion".to_string(),
-            RadioState::Tail(p) => p,
-        };
-        *states.entry(name).or_default() += STEP;
+        *states.entry(state_name(radio)).or_default() += STEP;
         t += STEP;
     }
     power
+}
+
+/// The radio's state, as the table names it.
+fn state_name(radio: &Radio) -> String {
+    match radio.state() {
+        RadioState::Idle => "idle".to_string(),
+        RadioState::Promotion => "promotion".to_string(),
+        RadioState::Tail(p) => p,
+    }
 }
 
 /// One link's result.
@@ -331,40 +336,18 @@ pub fn energy(args: &EnergyArgs) -> Result<()> {
     report(&links, &meter, &dir.display().to_string(), &svg)
 }
 
-/// An interface's counters.
-fn counters(iface: &str) -> Result<[u64; 4]> {
-    let mut out = [0; 4];
-    for (i, f) in ["tx_bytes", "rx_bytes", "tx_packets", "rx_packets"]
-        .iter()
-        .enumerate()
-    {
-        let p = format!("/sys/class/net/{iface}/statistics/{f}");
-        out[i] = std::fs::read_to_string(&p)
-            .with_context(|| format!("reading {p} (is `{iface}` an interface here?)"))?
-            .trim()
-            .parse()
-            .with_context(|| format!("{p}: not a number"))?;
-    }
-    Ok(out)
-}
-
 /// `--live`: sample the interfaces' counters every 100 ms (the driver; the model is sans-IO),
 /// print a line per interface each second, and the table and figure at the end.
 fn live(args: &EnergyArgs, ifaces: &[String]) -> Result<()> {
     let step = Duration::from_secs_f64(STEP);
     let mut meter = DataMeter::new();
-    let mut links = Vec::new();
-    let mut last = Vec::new();
+    let mut meters = Vec::new();
     for i in ifaces {
         let p = profile_for(i, &args.radios)?;
         meter.network(i, metered(i, &p, args));
-        last.push(counters(i)?);
-        links.push(LinkEnergy {
-            name: i.clone(),
-            radio: Radio::new(p, Time::ZERO),
-            power: Vec::new(),
-            states: BTreeMap::new(),
-        });
+        let mut m = InterfaceMeter::new(i, Radio::new(p, Time::ZERO));
+        m.sample(Time::ZERO, Counters::read(i).map_err(|e| anyhow!(e))?);
+        meters.push((m, Vec::new(), BTreeMap::new()));
     }
     let start = Instant::now();
     // Interrupted, it still prints what it measured.
@@ -377,43 +360,23 @@ fn live(args: &EnergyArgs, ifaces: &[String]) -> Result<()> {
         tick += 1;
         let due = start + step * tick as u32;
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
-        let now = start.elapsed().as_secs_f64();
+        let now = Time::from_nanos(start.elapsed().as_nanos() as u64);
         let over = args.duration.is_some_and(|d| start.elapsed() >= d)
             || stop.load(std::sync::atomic::Ordering::Relaxed);
-        for (l, last) in links.iter_mut().zip(last.iter_mut()) {
-            let c = counters(&l.name)?;
-            let d: Vec<u64> = c
-                .iter()
-                .zip(last.iter())
-                .map(|(a, b)| a.saturating_sub(*b))
-                .collect();
-            *last = c;
-            let acts: Vec<Activity> = [(Direction::Up, d[0], d[2]), (Direction::Down, d[1], d[3])]
-                .into_iter()
-                .filter(|x| x.1 > 0)
-                .map(|(dir, bytes, packets)| Activity {
-                    t: now - STEP,
-                    bytes,
-                    packets: packets.max(1),
-                    dir,
-                })
-                .collect();
-            let p = drive(
-                &mut l.radio,
-                &mut meter,
-                &l.name,
-                &acts,
-                (now, now),
-                &mut l.states,
-            );
-            l.power.extend(p);
+        for (m, power, states) in meters.iter_mut() {
+            let (up, down) = m.sample(now, Counters::read(&m.iface).map_err(|e| anyhow!(e))?);
+            meter.on_bytes(&m.iface, up, Direction::Up);
+            meter.on_bytes(&m.iface, down, Direction::Down);
+            power.push((now.as_secs_f64(), m.radio.power().0));
+            *states.entry(state_name(&m.radio)).or_insert(0.0) += STEP;
             if tick.is_multiple_of(10) {
                 println!(
-                    "{now:6.1} s  {}: {:?}, {:.0} mW, {:.3} J so far (modelled)",
-                    l.name,
-                    l.radio.state(),
-                    l.radio.power().0,
-                    l.radio.energy().0
+                    "{:6.1} s  {}: {}, {:.0} mW, {:.3} J so far (modelled)",
+                    now.as_secs_f64(),
+                    m.iface,
+                    state_name(&m.radio),
+                    m.radio.power().0,
+                    m.radio.energy().0
                 );
             }
         }
@@ -421,6 +384,15 @@ fn live(args: &EnergyArgs, ifaces: &[String]) -> Result<()> {
             break;
         }
     }
+    let links: Vec<LinkEnergy> = meters
+        .into_iter()
+        .map(|(m, power, states)| LinkEnergy {
+            name: m.iface,
+            radio: m.radio,
+            power,
+            states,
+        })
+        .collect();
     let svg = args
         .output
         .clone()
