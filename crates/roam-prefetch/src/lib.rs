@@ -7,10 +7,13 @@
 //! - [`accuracy`]: how often each class of hints is consumed;
 //! - [`decision`]: the sans-IO decision: which hints to prefetch now, on which networks;
 //! - [`runtime`]: the application's interface: hints, handles, background prefetches and
-//!   demand fetches, over an [`Environment`] that supplies networks and prices.
+//!   demand fetches, over an [`Environment`] that supplies networks and prices;
+//! - [`device`]: the environment of a client on a device (roam-net's estimates, the radios
+//!   driven by the interfaces' counters, the budgets' controllers).
 
 pub mod accuracy;
 pub mod decision;
+pub mod device;
 pub mod runtime;
 
 pub use accuracy::{Accuracy, Class, DEFAULT_CLASS};
