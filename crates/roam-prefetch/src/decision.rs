@@ -34,7 +34,7 @@ pub struct NetworkState<'a> {
     pub wifi: bool,
     /// Whether its bytes count against the data budget.
     pub metered: bool,
-    /// Current bandwidth estimate.
+    /// Current bandwidth estimate (zero: none yet).
     pub bandwidth: BitRate,
     /// Current latency (one-way, or half the RTT) estimate.
     pub latency: Duration,
@@ -61,6 +61,11 @@ pub struct Candidate {
     /// Its size, if the application gave one.
     pub size: Option<Bytes>,
 }
+
+/// What a fetch is assumed to see before any network has a bandwidth estimate.
+pub const NOMINAL_BANDWIDTH: BitRate = BitRate::mbps(1);
+/// The latency assumed before any estimate.
+pub const NOMINAL_LATENCY: Duration = Duration::from_millis(100);
 
 /// Long-run averages per network type and how often WiFi is there.
 #[derive(Clone, Debug, Default)]
@@ -127,13 +132,16 @@ impl LongRun {
     }
 
     /// `T_fetch` of `bytes`: each type's long-run fetch time merged by WiFi availability (a
-    /// type never seen takes the other's).
+    /// type never seen takes the other's; before any estimate, a nominal [`NOMINAL_BANDWIDTH`]
+    /// and [`NOMINAL_LATENCY`], so a fetch is never thought free).
     pub fn fetch_time(&self, bytes: f64) -> f64 {
         let a = self.wifi_availability();
         match (self.wifi.fetch_time(bytes), self.cell.fetch_time(bytes)) {
             (Some(w), Some(c)) => w * a + c * (1.0 - a),
             (Some(x), None) | (None, Some(x)) => x,
-            (None, None) => 0.0,
+            (None, None) => {
+                bytes * 8.0 / NOMINAL_BANDWIDTH.as_bps() as f64 + NOMINAL_LATENCY.as_secs_f64()
+            }
         }
     }
 
@@ -192,7 +200,7 @@ pub fn decide(
             let acc = accuracy.of(c.class);
             let e_of = |radio: Option<&Radio>, wifi: bool| -> Option<f64> {
                 let r = radio?;
-                let bw = long_run.bandwidth(wifi).unwrap_or(BitRate::mbps(1));
+                let bw = long_run.bandwidth(wifi).unwrap_or(NOMINAL_BANDWIDTH);
                 Some(
                     r.mean_fetch_energy(Bytes(size as u64), Direction::Down, bw)
                         .0,
@@ -258,7 +266,7 @@ fn prefetch_energy(n: &NetworkState, now: Time, bytes: f64) -> f64 {
     let bw = if n.bandwidth.as_bps() > 0 {
         n.bandwidth
     } else {
-        BitRate::mbps(1)
+        NOMINAL_BANDWIDTH
     };
     let e: Joules = n
         .radio

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use roam_budget::live::{Counters, InterfaceMeter};
 use roam_budget::{Budget, BudgetError, PriceController, Radio, RadioProfile};
-use roam_core::{Bytes, Time};
+use roam_core::{BitRate, Bytes, Time};
 use roam_net::runtime::NetworkView;
 
 use crate::decision::Prices;
@@ -154,7 +154,8 @@ impl Environment for DeviceEnvironment {
                     name: v.name.clone(),
                     wifi: i.wifi,
                     metered: i.metered,
-                    bandwidth: v.bandwidth?,
+                    // A network without an estimate yet is still there.
+                    bandwidth: v.bandwidth.unwrap_or(BitRate(0)),
                     latency: v.rtt.map_or(Duration::ZERO, |r| r / 2),
                     radio: i.meter.radio.clone(),
                 })
@@ -176,7 +177,6 @@ impl Environment for DeviceEnvironment {
 mod tests {
     use super::*;
     use roam_budget::profile;
-    use roam_core::BitRate;
 
     fn view(name: &str, bw: Option<BitRate>) -> NetworkView {
         NetworkView {
@@ -204,7 +204,7 @@ mod tests {
         };
         let env = DeviceEnvironment::new(ifaces, est, None, None).unwrap();
         let nets = env.networks();
-        assert_eq!(nets.len(), 1, "only the known interface with an estimate");
+        assert_eq!(nets.len(), 1, "only the known interface");
         assert_eq!(
             (nets[0].name.as_str(), nets[0].latency),
             ("lo", Duration::from_millis(40))

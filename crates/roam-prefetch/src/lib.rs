@@ -8,10 +8,12 @@
 //! - [`decision`]: the sans-IO decision: which hints to prefetch now, on which networks;
 //! - [`runtime`]: the application's interface: hints, handles, background prefetches and
 //!   demand fetches, over an [`Environment`] that supplies networks and prices;
+//! - [`capi`]: the C ABI (`include/roam_prefetch.h`);
 //! - [`device`]: the environment of a client on a device (roam-net's estimates, the radios
 //!   driven by the interfaces' counters, the budgets' controllers).
 
 pub mod accuracy;
+pub mod capi;
 pub mod decision;
 pub mod device;
 pub mod runtime;

@@ -100,7 +100,9 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn fail<T: From<i8>>(errno: c_int, msg: impl Into<String>) -> T {
+/// Fail a C call: set `errno` and this thread's error text (`ms_last_error`, which other
+/// crates' C ABIs share: IMP's `imp_last_error` reads the same), and return -1.
+pub fn fail<T: From<i8>>(errno: c_int, msg: impl Into<String>) -> T {
     let msg = msg.into().replace('\0', " ");
     LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(msg).unwrap_or_default());
     // SAFETY: errno is thread-local.
@@ -123,7 +125,9 @@ fn from_error<T: From<i8>>(e: Error) -> T {
     fail(errno, e.to_string())
 }
 
-fn guard<T: From<i8>>(f: impl FnOnce() -> T) -> T {
+/// Run a C entry point's body, turning a panic into a failed call (a bug must not unwind into
+/// C).
+pub fn guard<T: From<i8>>(f: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         .unwrap_or_else(|_| fail(libc::EIO, "internal error (panic) in roam-net"))
 }
@@ -134,6 +138,14 @@ fn sock(s: MsSocket) -> Result<Arc<Mutex<Sock>>, String> {
         Some(_) => Err(format!("handle {s} is not a connected multi-socket")),
         None => Err(format!("no multi-socket {s}")),
     }
+}
+
+/// The multi-socket behind the C handle `s`, for other crates' C ABIs (IMP's `imp_new` reads
+/// its estimates), or why there is none.
+pub fn multisocket_of(s: MsSocket) -> Result<MultiSocket, String> {
+    let x = sock(s)?;
+    let ms = x.lock().unwrap_or_else(|e| e.into_inner()).ms.clone();
+    Ok(ms)
 }
 
 /// The connected socket and the label a sending call names, or the C error to return.
@@ -781,4 +793,64 @@ pub extern "C" fn ms_close(s: MsSocket, timeout_ms: c_int) -> c_int {
 #[no_mangle]
 pub extern "C" fn ms_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Build the C program `source` (under the repository root) against `include/` and the static
+/// library of `package` (built here first, in the profile the calling test runs in), for tests
+/// of a C ABI. `Ok(None)` when no C compiler is installed (the test skips, saying so).
+pub fn build_c_program(package: &str, source: &str) -> Result<Option<std::path::PathBuf>, String> {
+    use std::process::Command;
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    if Command::new(&cc).arg("--version").output().is_err() {
+        eprintln!("skipped: no C compiler ({cc})");
+        return Ok(None);
+    }
+    // target/<profile>/deps/<test>-<hash> -> target/<profile>
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .ok_or("the test's executable is not under target/<profile>/deps")?
+        .to_path_buf();
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build.args(["build", "-q", "-p", package, "--lib"]).env(
+        "CARGO_TARGET_DIR",
+        profile_dir.parent().unwrap_or(&profile_dir),
+    );
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    if !build.status().map_err(|e| e.to_string())?.success() {
+        return Err(format!("building the static library of {package} failed"));
+    }
+    let lib = profile_dir.join(format!("lib{}.a", package.replace('-', "_")));
+    if !lib.exists() {
+        return Err(format!("{} missing after the build", lib.display()));
+    }
+    let name = std::path::Path::new(source)
+        .file_stem()
+        .map_or("c-program".into(), |s| s.to_string_lossy().into_owned());
+    let out = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let status = Command::new(&cc)
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_GNU_SOURCE",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(root.join(source))
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-lgcc_s", "-lc"])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("compiling {source} failed"));
+    }
+    Ok(Some(out))
 }
