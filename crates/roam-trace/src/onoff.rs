@@ -1,9 +1,11 @@
 //! On/off availability: a link that comes and goes, as WiFi does from a moving car.
 //!
-//! Two sources:
+//! Sources:
 //! - [`cabernet`]: alternating usable periods and gaps, drawn from the Cabernet encounter and
 //!   disconnection CDFs (Eriksson et al., MobiCom 2008), as the Intentional Networking scout
 //!   did. Seeded, so a scenario is reproducible.
+//! - [`walking`]: WiFi met while walking, matching the statistics of the IMP thesis's walking
+//!   trace (constructed: the trace is not available);
 //! - [`load_schedule`]: an on/off schedule file, one change per line: `<time> on|off`, where time
 //!   is seconds (`12.5`) or a duration (`12.5s`, `1500ms`). The link is on before the first line.
 
@@ -20,6 +22,11 @@ use std::time::Duration;
 pub const CABERNET_ENCOUNTER: &str = include_str!("../data/cabernet-encounter-duration.cdf");
 /// The Cabernet disconnection-duration CDF (seconds between usable APs).
 pub const CABERNET_DISCONNECT: &str = include_str!("../data/cabernet-disconnect-duration.cdf");
+
+/// WiFi sessions while walking (seconds): uniform 13-99 s (median 56, longest 99).
+pub const WALKING_SESSION: &str = include_str!("../data/walking-wifi-session.cdf");
+/// Gaps between WiFi sessions while walking (seconds): exponential, mean 255 s.
+pub const WALKING_GAP: &str = include_str!("../data/walking-wifi-gap.cdf");
 
 /// How far ahead a generated schedule reaches before it repeats.
 pub const GENERATED_HORIZON: Duration = Duration::from_secs(6 * 3600);
@@ -77,6 +84,16 @@ pub fn alternating(
 /// WiFi availability from the Cabernet CDFs.
 pub fn cabernet(seed: u64) -> Piecewise<bool> {
     let (on, off) = cabernet_cdfs();
+    alternating(&on, &off, seed, GENERATED_HORIZON)
+}
+
+/// WiFi availability while walking: sessions and gaps matching the statistics of the IMP
+/// thesis's walking trace (WiFi in reach 18% of the time, sessions median 56 s, longest 99 s).
+pub fn walking(seed: u64) -> Piecewise<bool> {
+    let on = EmpiricalCdf::parse(WALKING_SESSION, Path::new("walking-wifi-session.cdf"))
+        .expect("embedded walking session CDF parses");
+    let off = EmpiricalCdf::parse(WALKING_GAP, Path::new("walking-wifi-gap.cdf"))
+        .expect("embedded walking gap CDF parses");
     alternating(&on, &off, seed, GENERATED_HORIZON)
 }
 

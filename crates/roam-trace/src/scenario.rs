@@ -12,6 +12,14 @@
 //!   400 ms RTT as in Table 3; `wifi` = 3.0 Mbit/s, 60 ms RTT, on/off from Cabernet.
 //! - `vehicular-umts`: the same with the T-Mobile UMTS driving trace as `cell`.
 //!
+//!
+//! From the IMP thesis (seed 000 §3.5), whose walking trace is not available either:
+//! - `walking`: `cell` = the Verizon EV-DO trace with 400 ms RTT; `wifi` = 3.0 Mbit/s, 60 ms
+//!   RTT, in reach 18% of the time in sessions of median 56 s and at most 99 s
+//!   ([`onoff::walking`]). The thesis's walking 3G (AT&T) had a median / maximum downlink of
+//!   695 / 1300 kbit/s and uplink of 216 / 358; the EV-DO trace has 402 / 3012 down and
+//!   960 / 1776 up (docs/traces.md).
+//!
 //! On/off availability is seeded: the same seed gives the same drive.
 
 use crate::capacity::Capacity;
@@ -26,7 +34,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Names accepted by [`Scenario::by_name`].
-pub const SCENARIOS: [&str; 4] = ["hotspot", "intermittent", "vehicular", "vehicular-umts"];
+pub const SCENARIOS: [&str; 5] = [
+    "hotspot",
+    "intermittent",
+    "vehicular",
+    "vehicular-umts",
+    "walking",
+];
 
 /// A set of named links that together model a place or a drive.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,6 +55,14 @@ impl Scenario {
     /// Build a named scenario with the given seed for its random parts.
     pub fn by_name(name: &str, seed: u64) -> Result<Scenario, TraceError> {
         let ms = Duration::from_millis;
+        let wifi_with = |availability: Piecewise<bool>| NamedLink {
+            name: "wifi".into(),
+            kind: LinkKind::Wifi,
+            trace: LinkTrace {
+                availability,
+                ..LinkTrace::constant(BitRate::kbps(3000), ms(30))
+            },
+        };
         let wifi_onoff = |rate_kbps: u64, rtt_ms: u64| NamedLink {
             name: "wifi".into(),
             kind: LinkKind::Wifi,
@@ -81,6 +103,10 @@ impl Scenario {
             "intermittent" => vec![wifi_onoff(3000, 60), cell_const(300, 400)],
             "vehicular" => vec![wifi_onoff(3000, 60), cell_trace("Verizon-EVDO-driving")?],
             "vehicular-umts" => vec![wifi_onoff(3000, 60), cell_trace("TMobile-UMTS-driving")?],
+            "walking" => vec![
+                wifi_with(onoff::walking(seed)),
+                cell_trace("Verizon-EVDO-driving")?,
+            ],
             other => {
                 return Err(TraceError::Unknown {
                     what: "scenario",
@@ -154,5 +180,38 @@ mod tests {
         assert!(i.links[0].trace.availability.points().len() > 10);
         let e = Scenario::by_name("beach", 1).unwrap_err();
         assert!(e.to_string().contains("unknown scenario `beach`"));
+    }
+
+    /// The walking scenario's WiFi matches the thesis's statistics: in reach about 18% of the
+    /// time, sessions of median 56 s and at most 99 s (over several seeds' six hours).
+    #[test]
+    fn walking_meets_wifi_as_the_imp_thesis_describes() {
+        let (mut on, mut total, mut sessions) = (0.0, 0.0, Vec::new());
+        for seed in 1..=5 {
+            let w = Scenario::by_name("walking", seed).unwrap();
+            assert_eq!(w.links[1].name, "cell");
+            let a = &w.links[0].trace.availability;
+            let end = Time::ZERO + Duration::from_secs(6 * 3600);
+            on += a.fraction_true(Time::ZERO, end) * 6.0 * 3600.0;
+            total += 6.0 * 3600.0;
+            sessions.extend(
+                a.true_intervals(Time::ZERO, end)
+                    .iter()
+                    .map(|(s, e)| e.saturating_since(*s).as_secs_f64()),
+            );
+        }
+        let frac = on / total;
+        assert!(
+            (0.15..0.21).contains(&frac),
+            "WiFi in reach {frac:.3} of the time"
+        );
+        sessions.sort_by(f64::total_cmp);
+        let median = sessions[sessions.len() / 2];
+        assert!(
+            (48.0..64.0).contains(&median),
+            "median session {median:.1} s"
+        );
+        // A session cut by the horizon's end aside, none is longer than 99 s.
+        assert!(sessions[sessions.len() - 2] <= 99.0 + 1e-6, "{sessions:?}");
     }
 }
