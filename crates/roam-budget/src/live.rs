@@ -1,7 +1,7 @@
 //! The driver side: what the sans-IO models are fed from on a real device. It reads the
 //! kernel (never the models themselves):
-//! - [`InterfaceMeter`]: an interface's byte and packet counters
-//!   (`/sys/class/net/IFACE/statistics`), sampled by the caller (every 100 ms), each sample's
+//! - [`InterfaceMeter`]: an interface's byte and packet counters (`/proc/thread-self/net/dev`,
+//!   the calling thread's network namespace), sampled by the caller (every 100 ms), each sample's
 //!   packets spread evenly over the interval and fed to the interface's [`Radio`];
 //! - [`battery`]: the battery's remaining energy from `/sys/class/power_supply`, where the
 //!   device has one (an energy budget's supply); `None` elsewhere, and the supply is then
@@ -29,24 +29,38 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// Read `iface`'s counters from `/sys/class/net`.
+    /// Read `iface`'s counters, as the calling thread's network namespace sees them
+    /// (`/proc/thread-self/net/dev`: a thread that entered an emulator's client namespace
+    /// reads that namespace's interfaces, which `/sys/class/net` would not show it).
     pub fn read(iface: &str) -> Result<Counters, String> {
-        let dir = format!("/sys/class/net/{iface}/statistics");
-        let get = |f: &str| -> Result<u64, String> {
-            let p = format!("{dir}/{f}");
-            std::fs::read_to_string(&p)
-                .map_err(|e| format!("reading {p} (is `{iface}` an interface here?): {e}"))?
-                .trim()
-                .parse()
-                .map_err(|_| format!("{p}: not a number"))
-        };
-        Ok(Counters {
-            tx_bytes: get("tx_bytes")?,
-            rx_bytes: get("rx_bytes")?,
-            tx_packets: get("tx_packets")?,
-            rx_packets: get("rx_packets")?,
+        let path = "/proc/thread-self/net/dev";
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+        parse_net_dev(&text, iface).ok_or_else(|| {
+            format!("no interface `{iface}` in {path} (is it an interface in this namespace?)")
         })
     }
+}
+
+/// `iface`'s counters in the text of `/proc/net/dev` (`None` if it is not there or its line
+/// is malformed).
+pub fn parse_net_dev(text: &str, iface: &str) -> Option<Counters> {
+    text.lines().skip(2).find_map(|l| {
+        let (name, rest) = l.split_once(':')?;
+        if name.trim() != iface {
+            return None;
+        }
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        // Receive: bytes packets errs drop fifo frame compressed multicast; then transmit.
+        (f.len() >= 10).then(|| Counters {
+            rx_bytes: f[0],
+            rx_packets: f[1],
+            tx_bytes: f[8],
+            tx_packets: f[9],
+        })
+    })
 }
 
 /// One interface's radio, fed from successive counter samples.
@@ -202,6 +216,30 @@ mod tests {
         let before = m.radio.energy();
         m.sample(Time::from_millis(60_100), c(5, 1));
         assert_eq!(m.radio.energy(), before);
+    }
+
+    #[test]
+    fn proc_net_dev_lines_give_an_interfaces_counters() {
+        let text = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 4128 109    0    0    0     0          0         0 4200 110    0    0    0     0       0          0
+  wifi:       7       1    0    0    0     0          0         0        9       2    0    0    0     0       0          0
+";
+        assert_eq!(
+            parse_net_dev(text, "wifi"),
+            Some(Counters {
+                rx_bytes: 7,
+                rx_packets: 1,
+                tx_bytes: 9,
+                tx_packets: 2
+            })
+        );
+        assert_eq!(parse_net_dev(text, "wif"), None);
+        assert_eq!(parse_net_dev("a\nb\n  x: 1 2\n", "x"), None);
+        assert!(Counters::read("lo").is_ok());
+        assert!(Counters::read("no-such-if0")
+            .unwrap_err()
+            .contains("no-such-if0"));
     }
 
     #[test]

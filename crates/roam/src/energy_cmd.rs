@@ -34,7 +34,7 @@ pub struct EnergyArgs {
     /// --live).
     #[arg(long, short)]
     output: Option<PathBuf>,
-    /// Sample these interfaces' counters live (/sys/class/net/IFACE/statistics) every 100 ms
+    /// Sample these interfaces' counters live (/proc/net/dev) every 100 ms
     /// instead of reading a log directory, comma-separated.
     #[arg(long, value_delimiter = ',', conflicts_with = "dir")]
     live: Option<Vec<String>>,
