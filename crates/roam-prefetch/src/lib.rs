@@ -6,6 +6,8 @@
 //!
 //! - [`accuracy`]: how often each class of hints is consumed;
 //! - [`decision`]: the sans-IO decision: which hints to prefetch now, on which networks;
+//! - [`strategy`]: IMP or one of the thesis's baselines (never, size-limit, WiFi-only,
+//!   always);
 //! - [`runtime`]: the application's interface: hints, handles, background prefetches and
 //!   demand fetches, over an [`Environment`] that supplies networks and prices;
 //! - [`capi`]: the C ABI (`include/roam_prefetch.h`);
@@ -17,10 +19,12 @@ pub mod capi;
 pub mod decision;
 pub mod device;
 pub mod runtime;
+pub mod strategy;
 
 pub use accuracy::{Accuracy, Class, DEFAULT_CLASS};
 pub use decision::{decide, Candidate, Decision, LongRun, NetworkState, Prices};
 pub use runtime::{Environment, GetError, Handle, Network, Prefetcher, Stats};
+pub use strategy::Strategy;
 
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,8 @@ use roam_net::Label;
 use thiserror::Error;
 
 use crate::accuracy::{Accuracy, Class, DEFAULT_CLASS};
-use crate::decision::{decide, Candidate, LongRun, NetworkState, Prices};
+use crate::decision::{Candidate, LongRun, NetworkState, Prices};
+use crate::strategy::Strategy;
 
 /// Items up to this size are fetched with a small label, larger ones with a large label.
 pub const SMALL_ITEM: Bytes = Bytes(4096);
@@ -128,6 +129,7 @@ struct Shared {
     state: Mutex<State>,
     cv: Condvar,
     env: Mutex<Box<dyn Environment>>,
+    strategy: Strategy,
 }
 
 /// One application's prefetcher. Dropping it stops its decision thread; prefetches in flight
@@ -212,7 +214,7 @@ impl Shared {
             })
             .collect();
         let default = Bytes(st.mean_size.1.round().max(1.0) as u64);
-        let d = decide(
+        let d = self.strategy.choose(
             now,
             &candidates,
             &views,
@@ -244,8 +246,13 @@ impl Shared {
 }
 
 impl Prefetcher {
-    /// A prefetcher reading `env`, deciding each second and on every change.
+    /// A prefetcher reading `env`, deciding each second and on every change, as IMP.
     pub fn new(env: impl Environment) -> Prefetcher {
+        Prefetcher::with_strategy(env, Strategy::Imp)
+    }
+
+    /// A prefetcher choosing by `strategy` (IMP, or one of the thesis's baselines).
+    pub fn with_strategy(env: impl Environment, strategy: Strategy) -> Prefetcher {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 hints: BTreeMap::new(),
@@ -259,6 +266,7 @@ impl Prefetcher {
             }),
             cv: Condvar::new(),
             env: Mutex::new(Box::new(env)),
+            strategy,
         });
         let s = shared.clone();
         let decider = std::thread::spawn(move || loop {
