@@ -32,6 +32,10 @@ use crate::strategy::Strategy;
 /// Items up to this size are fetched with a small label, larger ones with a large label.
 pub const SMALL_ITEM: Bytes = Bytes(4096);
 
+/// Prefetches running at once, at most (each on its own thread): a batch larger than this
+/// starts as earlier prefetches end.
+pub const MAX_IN_FLIGHT: usize = 8;
+
 /// How often the decision is made again without any change (the prices move each second).
 pub const DECIDE_EVERY: Duration = Duration::from_secs(1);
 
@@ -122,6 +126,8 @@ struct State {
     stats: Stats,
     /// Something changed: decide now rather than at the next second.
     dirty: bool,
+    /// Prefetches running.
+    in_flight: usize,
     closed: bool,
 }
 
@@ -165,6 +171,16 @@ impl Shared {
     fn size_of(st: &State, h: &Hint) -> Bytes {
         h.size
             .unwrap_or(Bytes(st.mean_size.1.round() as u64).max(Bytes(1)))
+    }
+
+    /// A prefetch finished: one fewer in flight, and decide again.
+    fn prefetched(&self, id: u64, r: Result<Output, String>, bytes: Option<Bytes>) {
+        {
+            let mut st = self.lock();
+            st.in_flight = st.in_flight.saturating_sub(1);
+            st.dirty = true;
+        }
+        self.finish(id, r, bytes);
     }
 
     /// A fetch finished: store its result and learn the item's size.
@@ -223,7 +239,10 @@ impl Shared {
             prices,
             default,
         );
-        for id in d.start {
+        // At most MAX_IN_FLIGHT prefetches at once: the rest of the batch starts as they end
+        // (each end wakes the decision).
+        let room = MAX_IN_FLIGHT.saturating_sub(st.in_flight);
+        for id in d.start.into_iter().take(room) {
             let size = match st.hints.get(&id) {
                 Some(h) => Shared::size_of(&st, h),
                 None => continue,
@@ -235,11 +254,12 @@ impl Shared {
                 continue;
             };
             st.stats.prefetches += 1;
+            st.in_flight += 1;
             let shared = self.clone();
             std::thread::spawn(move || {
                 let r = f(label(size, true));
                 let bytes = r.is_ok().then_some(size);
-                shared.finish(id, r, bytes);
+                shared.prefetched(id, r, bytes);
             });
         }
     }
@@ -262,6 +282,7 @@ impl Prefetcher {
                 mean_size: (0, 16_384.0),
                 stats: Stats::default(),
                 dirty: false,
+                in_flight: 0,
                 closed: false,
             }),
             cv: Condvar::new(),
@@ -535,6 +556,7 @@ mod tests {
             })
             .collect();
         assert_eq!(until(&p, |s| s.prefetches == 3).prefetches, 3);
+
         for (i, h) in handles.iter_mut().enumerate() {
             assert_eq!(h.get(None), Ok(i as u32));
             assert_eq!(h.get(None), Err(GetError::Taken));
@@ -543,6 +565,29 @@ mod tests {
         let s = p.stats();
         assert_eq!((s.prefetch_hits, s.demand_fetches), (3, 0));
         assert!((p.accuracy(DEFAULT_CLASS) - 0.8).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_large_batch_runs_a_few_prefetches_at_a_time() {
+        let p = prefetcher(true, 0.0);
+        let running = Arc::new(AtomicU32::new(0));
+        let most = Arc::new(AtomicU32::new(0));
+        let hs: Vec<Handle<u8>> = (0..30)
+            .map(|_| {
+                let (r, m) = (running.clone(), most.clone());
+                p.prefetch(move |_| {
+                    let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                    m.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(20));
+                    r.fetch_sub(1, Ordering::SeqCst);
+                    Ok(1)
+                })
+            })
+            .collect();
+        assert_eq!(until(&p, |s| s.prefetches == 30).prefetches, 30);
+        let most = most.load(Ordering::SeqCst) as usize;
+        assert!(most <= MAX_IN_FLIGHT && most > 1, "{most} at once");
+        drop(hs);
     }
 
     #[test]
