@@ -18,6 +18,8 @@ pub mod dovecot;
 pub mod ends;
 pub mod fs;
 pub mod imap;
+pub mod imp_lab;
+pub mod imp_mail;
 pub mod lab;
 pub mod mail;
 pub mod matrix;

@@ -58,11 +58,11 @@ pub const OPENS: usize = 5;
 /// How long the user reads the header list before opening the first message.
 pub const READ_HEADERS: Duration = Duration::from_secs(1);
 /// The server-side endpoint's port.
-const ENDPOINT_PORT: u16 = 6300;
+pub(crate) const ENDPOINT_PORT: u16 = 6300;
 
 /// The next response from the server side: one message, one whole IMAP response (its untagged
 /// data and tagged completion), as the endpoint relays them.
-fn recv_response(up: &Conn) -> Result<Option<Response>> {
+pub(crate) fn recv_response(up: &Conn) -> Result<Option<Response>> {
     match up.recv()? {
         None => Ok(None),
         Some(m) => Ok(Some(Response {
@@ -213,17 +213,17 @@ impl Proxy {
 
 /// What one untagged FETCH response line says about a message.
 #[derive(Debug, PartialEq, Eq)]
-struct Fetch {
-    uid: u32,
+pub(crate) struct Fetch {
+    pub(crate) uid: u32,
     /// RFC822.SIZE, if asked for.
-    size: Option<u64>,
+    pub(crate) size: Option<u64>,
     /// Length of the whole body (`BODY[] {n}`), if it is here.
-    body: Option<u64>,
+    pub(crate) body: Option<u64>,
 }
 
 /// Parse `* n FETCH (UID u [RFC822.SIZE s] [BODY[...] {k}] ...)`; `None` for other lines.
 /// Only the text before the line's first literal is looked at (a literal is message data).
-fn parse_fetch(line: &[u8]) -> Result<Option<Fetch>> {
+pub(crate) fn parse_fetch(line: &[u8]) -> Result<Option<Fetch>> {
     let head_end = line.iter().position(|&b| b == b'{').unwrap_or(line.len());
     let head = String::from_utf8_lossy(&line[..head_end]);
     if !head.starts_with("* ") || !head.contains(" FETCH (") {
@@ -255,7 +255,7 @@ fn parse_fetch(line: &[u8]) -> Result<Option<Fetch>> {
 }
 
 /// Send one command and wait for its response (before the reader thread starts).
-fn command(up: &Conn, tag: &str, args: &str) -> Result<()> {
+pub(crate) fn command(up: &Conn, tag: &str, args: &str) -> Result<()> {
     up.send(
         Label::ForegroundSmall,
         &[],

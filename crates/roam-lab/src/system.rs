@@ -18,6 +18,7 @@ use anyhow::{anyhow, bail, Result};
 use roam_emu::baseline_file::{self, NamedBaseline};
 use roam_emu::queue::QueueLimit;
 use roam_emu::spec::LinkConfig;
+use roam_prefetch::Strategy;
 use roam_trace::baseline::{derive, Baseline, BaselineSpec};
 use roam_trace::link::LinkKind;
 use roam_trace::scenario::Scenario;
@@ -35,6 +36,9 @@ pub enum System {
     BestBandwidth,
     /// Plain TCP over the idealized-aggregation link.
     Aggregation,
+    /// roam with a prefetching strategy (`roam lab imp`: IMP or one of the thesis's
+    /// baselines, every one over Intentional Networking).
+    Prefetch(Strategy),
     /// Plain TCP over the link a baseline file derives. It is loaded once, when the command
     /// line names it, and lives as long as the process.
     File(&'static NamedBaseline),
@@ -54,6 +58,7 @@ impl System {
     pub fn name(self) -> &'static str {
         match self {
             System::File(b) => &b.name,
+            System::Prefetch(s) => s.name(),
             System::Roam => "roam",
             System::Mptcp => "mptcp",
             System::BestLatency => "best-latency",
@@ -93,13 +98,21 @@ impl System {
             System::BestBandwidth => Some(BaselineSpec::paper(Baseline::BestBandwidth)),
             System::Aggregation => Some(BaselineSpec::paper(Baseline::Aggregation)),
             System::File(b) => Some(b.spec.clone()),
-            System::Roam | System::Mptcp => None,
+            System::Roam | System::Mptcp | System::Prefetch(_) => None,
         }
     }
 
     /// Whether the application uses roam's multi-sockets (else one TCP or MPTCP connection).
     pub fn is_roam(self) -> bool {
-        self == System::Roam
+        matches!(self, System::Roam | System::Prefetch(_))
+    }
+
+    /// The prefetching strategy, if this is roam with one.
+    pub fn strategy(self) -> Option<Strategy> {
+        match self {
+            System::Prefetch(s) => Some(s),
+            _ => None,
+        }
     }
 
     /// Whether the single connection is MPTCP.

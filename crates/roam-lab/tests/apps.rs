@@ -346,3 +346,39 @@ fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
         assert!(get(&ms, "finish_s") < 5.0, "{system:?}: {ms:?}");
     }
 }
+
+/// The IMP e-mail application reads its 28 messages, with prefetching (IMP, no constraint
+/// binds in a short run) and without (never-prefetch, every read a demand fetch).
+#[test]
+fn imp_mail_reads_every_message_with_and_without_prefetching() {
+    if !privileged() {
+        return;
+    }
+    if dovecot::binary().is_none() {
+        eprintln!("skipped: Dovecot is not installed (apt-get install -y dovecot-imapd)");
+        return;
+    }
+    let sc = Scenario::by_name("hotspot", 1).unwrap();
+    for strategy in [roam_prefetch::Strategy::Imp, roam_prefetch::Strategy::Never] {
+        let ms = trial::run(
+            roam_lab::imp_mail::run_data,
+            &sc,
+            roam_lab::system::QUEUE,
+            System::Prefetch(strategy),
+            Duration::from_secs(25),
+            1,
+            Arc::new(|_| {}),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{strategy:?}: {e:#}"))
+        .metrics;
+        let hits = get(&ms, "prefetch_hits");
+        let demand = get(&ms, "demand_fetches");
+        assert_eq!(hits + demand, 28.0, "{strategy:?}: {ms:?}");
+        assert!(get(&ms, "fetch_ms").is_finite(), "{ms:?}");
+        assert!(get(&ms, "energy_J") > 0.0, "{ms:?}");
+        if strategy == roam_prefetch::Strategy::Never {
+            assert_eq!(demand, 28.0, "{ms:?}");
+        }
+    }
+}

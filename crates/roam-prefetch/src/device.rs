@@ -44,7 +44,7 @@ struct Live {
 
 /// What IMP reads on a device.
 pub struct DeviceEnvironment {
-    estimates: Box<dyn Fn() -> Vec<NetworkView> + Send>,
+    estimates: Box<dyn Fn() -> Vec<NetworkView> + Send + Sync>,
     live: Mutex<Live>,
     start: Instant,
 }
@@ -55,7 +55,7 @@ impl DeviceEnvironment {
     /// there are any: without one, that resource is free (price zero).
     pub fn new(
         interfaces: Vec<Interface>,
-        estimates: impl Fn() -> Vec<NetworkView> + Send + 'static,
+        estimates: impl Fn() -> Vec<NetworkView> + Send + Sync + 'static,
         energy: Option<Budget>,
         data: Option<Budget>,
     ) -> Result<DeviceEnvironment, BudgetError> {

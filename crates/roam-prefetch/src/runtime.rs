@@ -66,6 +66,19 @@ pub trait Environment: Send + 'static {
     fn prices(&self) -> Prices;
 }
 
+/// An environment shared with the application (which reads what was spent, say).
+impl<E: Environment + Sync> Environment for Arc<E> {
+    fn now(&self) -> Time {
+        (**self).now()
+    }
+    fn networks(&self) -> Vec<Network> {
+        (**self).networks()
+    }
+    fn prices(&self) -> Prices {
+        (**self).prices()
+    }
+}
+
 /// Why [`Handle::get`] returned no item.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum GetError {

@@ -12,7 +12,7 @@ use crate::decision::{decide, Candidate, Decision, LongRun, NetworkState, Prices
 pub const SIZE_LIMIT: Bytes = Bytes(128 * 1024);
 
 /// A prefetching strategy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Strategy {
     /// Never prefetch: every item is fetched on demand.
     Never,

@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use roam_lab::lab::{self, Plan, SCENARIOS};
 use roam_lab::system::System;
+use roam_prefetch::Strategy;
 
 /// Arguments of `roam lab in-paper`.
 #[derive(Args, Debug)]
@@ -47,9 +48,9 @@ pub struct InPaperArgs {
     /// system). More than one shares the CPU between emulators.
     #[arg(long)]
     jobs: Option<usize>,
-    /// Output directory.
-    #[arg(long, default_value = "results/in-paper")]
-    out: PathBuf,
+    /// Output directory (default: results/in-paper, or results/imp for `roam lab imp`).
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// Keep every trial's emulator logs (per-link traffic in 100 ms bins, CSV, and a
     /// summary.json) under this directory, one subdirectory per trial.
     #[arg(long)]
@@ -77,6 +78,97 @@ fn parse_seeds(s: &str) -> Result<u64, String> {
     }
 }
 
+/// What a lab's defaults are: its scenarios and applications, the quick run's, and where it
+/// writes.
+struct Defaults {
+    scenarios: Vec<String>,
+    apps: Vec<String>,
+    quick_apps: Option<Vec<String>>,
+    out: &'static str,
+}
+
+/// The plan the arguments give, with `systems` and the lab's `defaults`.
+fn plan(a: &InPaperArgs, systems: Vec<System>, d: Defaults) -> Result<Plan> {
+    let scenarios = a.scenarios.clone().unwrap_or_else(|| {
+        if a.quick {
+            vec!["vehicular".into()]
+        } else {
+            d.scenarios
+        }
+    });
+    let apps = match (a.apps.clone(), a.quick, d.quick_apps) {
+        (Some(given), _, _) => given,
+        (None, true, Some(q)) => q,
+        (None, _, _) => d.apps,
+    };
+    Ok(Plan {
+        apps,
+        scenarios: roam_lab::variant::expand(&scenarios, &a.sweep)?,
+        jobs: a.jobs.unwrap_or(if a.quick { systems.len() } else { 1 }),
+        systems,
+        trials: a.trials.unwrap_or(if a.quick { 1 } else { 5 }),
+        first_seed: a.seeds,
+        quick: a.quick,
+        duration: a.duration,
+        out: a.out.clone().unwrap_or_else(|| PathBuf::from(d.out)),
+        emu_logs: a.emu_logs.clone(),
+        resume: a.resume,
+        report_only: a.report_only,
+    })
+}
+
+/// Where the report is, and the exit status: failed trials make the run fail.
+fn finish(plan: &Plan, rows: &[roam_lab::report::Row]) -> Result<()> {
+    println!(
+        "Full report: {}/report.md (every trial: trials.csv; charts: *.svg)",
+        plan.out.display()
+    );
+    let failed = rows.iter().filter(|r| r.metric == "error").count();
+    if failed > 0 && !plan.report_only {
+        anyhow::bail!("{failed} trial(s) failed (listed at the end of the report)");
+    }
+    Ok(())
+}
+
+/// `roam lab imp`: the IMP thesis's evaluation; the same flags, `--systems` naming strategies
+/// (never, size-limit, wifi-only, always, imp).
+pub fn imp(a: &InPaperArgs) -> Result<()> {
+    let systems = match &a.systems {
+        Some(v) => v
+            .iter()
+            .map(|s| {
+                Strategy::parse(s.trim())
+                    .map(System::Prefetch)
+                    .map_err(anyhow::Error::msg)
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => roam_lab::imp_mail::systems(),
+    };
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let plan = plan(
+        a,
+        systems,
+        Defaults {
+            scenarios: names(&roam_lab::imp_lab::SCENARIOS),
+            apps: roam_lab::imp_lab::apps()
+                .iter()
+                .map(|x| x.name.to_string())
+                .collect(),
+            quick_apps: Some(names(&["mail-energy"])),
+            out: "results/imp",
+        },
+    )?;
+    let (md, rows) = roam_lab::imp_lab::imp(&plan)?;
+    // The tables, without the chart lines.
+    for l in md
+        .lines()
+        .filter(|l| l.starts_with('|') || l.starts_with("### "))
+    {
+        println!("{l}");
+    }
+    finish(&plan, &rows)
+}
+
 /// Run it; print the report's headline table.
 pub fn in_paper(a: &InPaperArgs) -> Result<()> {
     let systems = match &a.systems {
@@ -86,43 +178,19 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?,
         None => System::ALL.to_vec(),
     };
-    let scenarios = a.scenarios.clone().unwrap_or_else(|| {
-        if a.quick {
-            vec!["vehicular".into()]
-        } else {
-            SCENARIOS.iter().map(|s| s.to_string()).collect()
-        }
-    });
-    let scenarios = roam_lab::variant::expand(&scenarios, &a.sweep)?;
-    let apps = a
-        .apps
-        .clone()
-        .unwrap_or_else(|| lab::apps().iter().map(|x| x.name.to_string()).collect());
-    let plan = Plan {
-        apps,
-        scenarios: scenarios.clone(),
-        jobs: a.jobs.unwrap_or(if a.quick { systems.len() } else { 1 }),
+    let plan = plan(
+        a,
         systems,
-        trials: a.trials.unwrap_or(if a.quick { 1 } else { 5 }),
-        first_seed: a.seeds,
-        quick: a.quick,
-        duration: a.duration,
-        out: a.out.clone(),
-        emu_logs: a.emu_logs.clone(),
-        resume: a.resume,
-        report_only: a.report_only,
-    };
+        Defaults {
+            scenarios: SCENARIOS.iter().map(|s| s.to_string()).collect(),
+            apps: lab::apps().iter().map(|x| x.name.to_string()).collect(),
+            quick_apps: None,
+            out: "results/in-paper",
+        },
+    )?;
     let (_, rows) = lab::in_paper(&plan)?;
-    for s in &scenarios {
+    for s in &plan.scenarios {
         println!("{}", lab::headline(&rows, s));
     }
-    println!(
-        "Full report: {}/report.md (every trial: trials.csv; charts: *.svg)",
-        a.out.display()
-    );
-    let failed = rows.iter().filter(|r| r.metric == "error").count();
-    if failed > 0 && !a.report_only {
-        anyhow::bail!("{failed} trial(s) failed (listed at the end of the report)");
-    }
-    Ok(())
+    finish(&plan, &rows)
 }

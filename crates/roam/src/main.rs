@@ -60,6 +60,9 @@ enum LabCmd {
     /// Reproduce the Intentional Networking evaluation (three applications, four baselines,
     /// four scenarios) into results/in-paper/.
     InPaper(lab_cmd::InPaperArgs),
+    /// Reproduce the IMP thesis's evaluation (e-mail under energy and data budgets; never,
+    /// size-limit, WiFi-only, always-prefetch and IMP; driving and walking) into results/imp/.
+    Imp(lab_cmd::InPaperArgs),
 }
 
 #[derive(Subcommand)]
@@ -459,5 +462,6 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
         Cmd::Energy(a) => energy_cmd::energy(&a).map(|_| 0),
         Cmd::Lab(LabCmd::InPaper(a)) => lab_cmd::in_paper(&a).map(|_| 0),
+        Cmd::Lab(LabCmd::Imp(a)) => lab_cmd::imp(&a).map(|_| 0),
     }
 }

@@ -1,0 +1,211 @@
+//! `roam lab imp`: the IMP thesis's evaluation (seed 000 §3.5) on the emulator, run by the
+//! shared framework ([`crate::matrix`]): the e-mail application ([`crate::imp_mail`]) under
+//! the thesis's budgets, every strategy over roam (never, size-limit, WiFi-only, always, IMP),
+//! on the driving (`vehicular`) and `walking` scenarios. The report gives each strategy's mean
+//! fetch time, energy (modelled) and 3G data against the budget, IMP's fetch time against
+//! always-prefetch's, and the thesis's figures beside them.
+//!
+//! Not built yet: the news reader (nginx, five feeds, one class per feed).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::imp_mail;
+use crate::matrix::{self, cdf_file, event_curves, seeds_line, App, Plan, VERSION};
+use crate::outcome::{cell, values};
+use crate::report::Row;
+use crate::setup::DOVECOT;
+use crate::system::System;
+use roam_prefetch::Strategy;
+
+/// The scenarios of the thesis's evaluation: driving and walking.
+pub const SCENARIOS: [&str; 2] = ["vehicular", "walking"];
+
+/// How an application runs one trial.
+type RunTrial = fn(&crate::trial::Trial) -> Result<Vec<crate::trial::Metric>>;
+
+/// The applications: the e-mail application under each budget condition.
+pub fn apps() -> Vec<App> {
+    let runs: [RunTrial; 3] = [imp_mail::run_energy, imp_mail::run_data, imp_mail::run_both];
+    imp_mail::CONDITIONS
+        .iter()
+        .zip(runs)
+        .map(|((name, _), run)| App {
+            name,
+            run,
+            full: Duration::from_secs(20 * 60),
+            quick: Duration::from_secs(150),
+            interactive: ("fetch_ms", "mean fetch time (ms)"),
+            background: ("energy_J", "energy, modelled (J)", false),
+            event: (imp_mail::EVENT, "wait for a message read (ms)"),
+            needs: &[DOVECOT],
+            interactive_floor: None,
+        })
+        .collect()
+}
+
+/// What the thesis reports for an application on a scenario (../shared/spec/informed-prefetching.md).
+fn thesis(app: &str, scenario: &str) -> &'static str {
+    match (app, scenario) {
+        ("mail-energy", "vehicular") => {
+            "300 J met in every trial; within 300 ms of always-prefetch; 2-8x faster than the \
+             other strategies; 21-43% less energy (never-prefetch used the most)"
+        }
+        ("mail-data", "vehicular") => "2 MB: within 410 ms of always-prefetch",
+        ("mail-both", "vehicular") => {
+            "325 J + 2 MB: within 240 ms of always-prefetch; 9-38% less energy, 3x less data"
+        }
+        (_, "walking") => "within 40-150 ms of always-prefetch; 4-6x faster than the others",
+        _ => "not in the thesis",
+    }
+}
+
+/// Run the plan (or read its directory), write the report and charts; the report's text and
+/// every trial's rows.
+pub fn imp(plan: &Plan) -> Result<(String, Vec<Row>)> {
+    let all = apps();
+    let m = matrix::measure(plan, &all)?;
+    let md = markdown(plan, &all, &m);
+    std::fs::write(plan.out.join("report.md"), &md)?;
+    matrix::charts(plan, &all, &m)?;
+    Ok((md, m.rows))
+}
+
+/// The budget a trial ran under, from its rows (NaN: none).
+fn budget(rows: &[Row], app: &str, metric: &str) -> f64 {
+    rows.iter()
+        .find(|r| r.app == app && r.metric == metric && r.value.is_finite())
+        .map_or(f64::NAN, |r| r.value)
+}
+
+/// Trials of a cell over a budget.
+fn over(rows: &[Row], app: &str, sc: &str, sys: &str, metric: &str, limit: f64) -> usize {
+    if !limit.is_finite() {
+        return 0;
+    }
+    values(rows, app, sc, sys, metric)
+        .iter()
+        .filter(|v| v.is_finite() && **v > limit)
+        .count()
+}
+
+fn markdown(plan: &Plan, all: &[App], m: &matrix::Measured) -> String {
+    let rows = &m.rows;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# roam lab imp: Informed Mobile Prefetching, reproduced\n\nMeasured with roam `{}`{}. \
+         {} trial(s) per cell{}. Every strategy runs over roam (Intentional Networking); only \
+         the prefetching decision differs. Cells: the mean over trials with its 95% \
+         confidence interval (Student's t; none where skewed), then the median. Energy is \
+         **modelled** (PowerTutor's Nexus One radios, AT&T 3G timers, driven by the client's \
+         interface counters), not measured; data is the 3G's bytes. Every trial is in \
+         `trials.csv`.\n",
+        m.version,
+        if m.version == VERSION {
+            String::new()
+        } else {
+            format!(" (report written by roam `{VERSION}`)")
+        },
+        plan.trials,
+        if plan.quick {
+            ", **quick** (short runs: not comparable with the thesis's 20-minute runs)"
+        } else {
+            ""
+        },
+    );
+    let _ = writeln!(s, "{}\n", seeds_line(rows));
+    let _ = writeln!(
+        s,
+        "The `walking` scenario is constructed to the thesis's statistics (its trace is not \
+         available): docs/traces.md compares them.\n"
+    );
+    for &a in &m.app_ix {
+        let app = &all[a];
+        let e_budget = budget(rows, app.name, "energy_budget_J");
+        let d_budget = budget(rows, app.name, "data_budget_kB");
+        let _ = writeln!(
+            s,
+            "## {}: budget {}\n\n![{0} fetch time]({0}-interactive.svg) ![{0} energy]({0}-background.svg)\n",
+            app.name,
+            match (e_budget.is_finite(), d_budget.is_finite()) {
+                (true, true) => format!("{e_budget} J and {d_budget} kB"),
+                (true, false) => format!("{e_budget} J"),
+                (false, true) => format!("{d_budget} kB of 3G data"),
+                (false, false) => "none".into(),
+            }
+        );
+        for sc in &plan.scenarios {
+            let _ = writeln!(
+                s,
+                "### {} on `{sc}`\n\n| strategy | mean fetch time (ms) | energy (J, modelled) | 3G data (kB) | trials over budget |\n|---|---:|---:|---:|---:|",
+                app.name
+            );
+            for sys in &plan.systems {
+                let n = sys.name();
+                let e_over = over(rows, app.name, sc, n, "energy_J", e_budget);
+                let d_over = over(rows, app.name, sc, n, "data_kB", d_budget);
+                let _ = writeln!(
+                    s,
+                    "| {n} | {} | {} | {} | {} |",
+                    cell(rows, app.name, sc, n, "fetch_ms").cell(),
+                    cell(rows, app.name, sc, n, "energy_J").cell(),
+                    cell(rows, app.name, sc, n, "data_kB").cell(),
+                    e_over.max(d_over)
+                );
+            }
+            let imp_name = System::Prefetch(Strategy::Imp).name();
+            let always = System::Prefetch(Strategy::Always).name();
+            let f = |sys: &str| cell(rows, app.name, sc, sys, "fetch_ms").value();
+            let always_over = over(rows, app.name, sc, always, "energy_J", e_budget)
+                + over(rows, app.name, sc, always, "data_kB", d_budget);
+            let imp_over = over(rows, app.name, sc, imp_name, "energy_J", e_budget)
+                + over(rows, app.name, sc, imp_name, "data_kB", d_budget);
+            let gap = f(imp_name) - f(always);
+            let least = plan
+                .systems
+                .iter()
+                .map(|sys| cell(rows, app.name, sc, sys.name(), "energy_J").value())
+                .filter(|v| v.is_finite())
+                .fold(f64::INFINITY, f64::min);
+            if e_budget.is_finite() && least > e_budget {
+                let _ = writeln!(
+                    s,
+                    "\nEvery strategy used more energy than the budget ({e_budget} J), the \
+                     least {least:.0} J: roam's own traffic on the 3G (an `Estimate` frame on \
+                     each connection every second) keeps the radio in DCH whatever is \
+                     prefetched (docs/budgets.md, \"What roam's own traffic costs\")."
+                );
+            }
+            let _ = writeln!(
+                s,
+                "\nIMP's mean fetch time minus always-prefetch's: {} (thesis: within 300 ms \
+                 where always-prefetch stayed within the budget; our aim 100 ms). Trials over \
+                 budget: IMP {imp_over}, always-prefetch {always_over}. Thesis: {}.\n",
+                if gap.is_finite() {
+                    format!("{gap:.1} ms")
+                } else {
+                    "not measured".into()
+                },
+                thesis(app.name, sc)
+            );
+            if !event_curves(plan, app, sc, &m.events).is_empty() {
+                let _ = writeln!(
+                    s,
+                    "Every read of every trial: ![{} on {sc}, reads]({})\n",
+                    app.name,
+                    cdf_file(app, sc)
+                );
+            }
+        }
+    }
+    if !m.notes.is_empty() {
+        let _ = writeln!(s, "## Unfinished and failed trials\n");
+        for n in &m.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
