@@ -130,9 +130,11 @@ impl DeviceEnvironment {
         live.charged = (spent, live.charged.1 + metered);
     }
 
-    /// Energy spent (modelled) and metered bytes moved so far.
+    /// Energy spent (modelled) and metered bytes moved up to now (the counters are sampled
+    /// first; a tail still running is charged only up to now).
     pub fn spent(&self) -> (f64, Bytes) {
-        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        self.sample(&mut live);
         (live.charged.0, Bytes(live.charged.1))
     }
 }
