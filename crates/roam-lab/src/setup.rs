@@ -39,6 +39,13 @@ pub const DOVECOT: Need = Need {
     what: "the mail application",
 };
 
+/// nginx, the news reader's web server (`roam lab imp`).
+pub const NGINX: Need = Need {
+    package: "nginx",
+    paths: &["/usr/sbin/nginx", "/usr/local/sbin/nginx"],
+    what: "the news reader",
+};
+
 /// Install whatever of `needs` is missing. As root with apt-get it installs them (one
 /// `apt-get update` and one `apt-get install` for all); otherwise it fails with one line that
 /// names the packages.

@@ -347,21 +347,25 @@ fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
     }
 }
 
-/// The IMP e-mail application reads its 28 messages, with prefetching (IMP, no constraint
-/// binds in a short run) and without (never-prefetch, every read a demand fetch).
-#[test]
-fn imp_mail_reads_every_message_with_and_without_prefetching() {
+/// One short IMP trial of `run` with `strategy` on the hotspot, or `None` (skipped) without
+/// privileges or the server `binary`.
+fn imp_trial(
+    run: fn(&trial::Trial) -> anyhow::Result<Vec<Metric>>,
+    strategy: roam_prefetch::Strategy,
+    binary: Option<std::path::PathBuf>,
+    package: &str,
+) -> Option<Vec<Metric>> {
     if !privileged() {
-        return;
+        return None;
     }
-    if dovecot::binary().is_none() {
-        eprintln!("skipped: Dovecot is not installed (apt-get install -y dovecot-imapd)");
-        return;
+    if binary.is_none() {
+        eprintln!("skipped: {package} is not installed (apt-get install -y {package})");
+        return None;
     }
     let sc = Scenario::by_name("hotspot", 1).unwrap();
-    for strategy in [roam_prefetch::Strategy::Imp, roam_prefetch::Strategy::Never] {
-        let ms = trial::run(
-            roam_lab::imp_mail::run_data,
+    Some(
+        trial::run(
+            run,
             &sc,
             roam_lab::system::QUEUE,
             System::Prefetch(strategy),
@@ -371,7 +375,23 @@ fn imp_mail_reads_every_message_with_and_without_prefetching() {
             None,
         )
         .unwrap_or_else(|e| panic!("{strategy:?}: {e:#}"))
-        .metrics;
+        .metrics,
+    )
+}
+
+/// The IMP e-mail application reads its 28 messages, with prefetching (IMP, no constraint
+/// binds in a short run) and without (never-prefetch, every read a demand fetch).
+#[test]
+fn imp_mail_reads_every_message_with_and_without_prefetching() {
+    for strategy in [roam_prefetch::Strategy::Imp, roam_prefetch::Strategy::Never] {
+        let Some(ms) = imp_trial(
+            roam_lab::imp_mail::run_data,
+            strategy,
+            dovecot::binary(),
+            "dovecot-imapd",
+        ) else {
+            return;
+        };
         let hits = get(&ms, "prefetch_hits");
         let demand = get(&ms, "demand_fetches");
         assert_eq!(hits + demand, 28.0, "{strategy:?}: {ms:?}");
@@ -379,6 +399,32 @@ fn imp_mail_reads_every_message_with_and_without_prefetching() {
         assert!(get(&ms, "energy_J") > 0.0, "{ms:?}");
         if strategy == roam_prefetch::Strategy::Never {
             assert_eq!(demand, 28.0, "{ms:?}");
+        }
+    }
+}
+
+/// The IMP news reader reads its articles from a real nginx, feed by feed, with and without
+/// prefetching.
+#[test]
+fn imp_news_reads_its_articles_from_a_real_nginx() {
+    let reads: f64 = roam_lab::imp_news::READ_RATES
+        .iter()
+        .map(|r| (r * roam_lab::nginx::PER_FEED as f64).round())
+        .sum();
+    for strategy in [roam_prefetch::Strategy::Imp, roam_prefetch::Strategy::Never] {
+        let Some(ms) = imp_trial(
+            roam_lab::imp_news::run_data,
+            strategy,
+            roam_lab::nginx::binary(),
+            "nginx",
+        ) else {
+            return;
+        };
+        let done = get(&ms, "prefetch_hits") + get(&ms, "demand_fetches");
+        assert_eq!(done, reads, "{strategy:?}: {ms:?}");
+        assert!(get(&ms, "fetch_ms").is_finite(), "{ms:?}");
+        if strategy == roam_prefetch::Strategy::Never {
+            assert_eq!(get(&ms, "prefetches"), 0.0, "{ms:?}");
         }
     }
 }
