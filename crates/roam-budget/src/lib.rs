@@ -14,6 +14,8 @@
 //! Everything but [`live`] is sans-IO: time is an argument, so a month-long budget period runs under
 //! a virtual clock in a test.
 
+#![warn(missing_docs)]
+
 pub mod controller;
 pub mod data;
 pub mod energy;

@@ -14,6 +14,8 @@
 //! - [`device`]: the environment of a client on a device (roam-net's estimates, the radios
 //!   driven by the interfaces' counters, the budgets' controllers).
 
+#![warn(missing_docs)]
+
 pub mod accuracy;
 pub mod capi;
 pub mod decision;
