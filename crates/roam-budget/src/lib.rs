@@ -3,7 +3,7 @@
 //! not over, a budget.
 //!
 //! - [`energy`]: joules and milliwatts as types;
-//! - [`profile`]: published radio power models as data files, each constant with its
+//! - [`profile`](mod@profile): published radio power models as data files, each constant with its
 //!   verification status (every figure they give is *modelled*: there is no power meter);
 //! - [`radio`]: a radio's state machine and energy, driven by packet events and time;
 //! - [`data`]: bytes per network, metered or not;

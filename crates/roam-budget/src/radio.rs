@@ -1,6 +1,6 @@
 //! A radio's energy, driven by packet events and time (sans-IO: it never reads a clock).
 //!
-//! The state machine of every profile ([`crate::profile`]): an idle radio that must send or
+//! The state machine of every profile ([`crate::profile`](mod@crate::profile)): an idle radio that must send or
 //! receive first **promotes** (LTE idle to connected, 3G IDLE to DCH), holding the packet
 //! until the promotion ends; while packets flow it draws its **active** power plus a share
 //! per Mbit/s moved (Huang et al. 2012, Table 4); after the last packet it stays up for its
