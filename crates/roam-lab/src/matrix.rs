@@ -220,7 +220,7 @@ fn trial_name(app: &str, scenario: &str, system: &str, trial: u32) -> String {
     format!("{app}/{scenario}/{system}#{trial}")
 }
 
-/// The system of a `trials.log` note (`app/scenario/system#trial: text`, see [`trial_name`]).
+/// The system of a `trials.log` note (`app/scenario/system#trial: text`, see `trial_name`).
 pub fn note_system(note: &str) -> Option<&str> {
     let (name, _) = note.split_once('#')?;
     name.rsplit('/').next()
@@ -232,7 +232,7 @@ fn failed_note(name: &str, detail: &str) -> String {
     format!("{name}: failed{detail}")
 }
 
-/// Whether a `trials.log` note says its trial failed ([`failed_note`]) rather than why it did
+/// Whether a `trials.log` note says its trial failed (`failed_note`) rather than why it did
 /// not finish.
 pub fn note_failed(note: &str) -> bool {
     note.split_once(": ")
