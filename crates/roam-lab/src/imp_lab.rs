@@ -24,6 +24,11 @@ use roam_prefetch::Strategy;
 /// The scenarios of the thesis's evaluation: driving and walking.
 pub const SCENARIOS: [&str; 2] = ["vehicular", "walking"];
 
+/// Every strategy as a lab system.
+pub fn systems() -> Vec<System> {
+    Strategy::ALL.into_iter().map(System::Prefetch).collect()
+}
+
 /// How an application runs one trial.
 type RunTrial = fn(&crate::trial::Trial) -> Result<Vec<crate::trial::Metric>>;
 

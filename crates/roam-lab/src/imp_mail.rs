@@ -24,7 +24,6 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use roam_net::Label;
-use roam_prefetch::Strategy;
 
 use crate::channel::Conn;
 use crate::dovecot::{self, Dovecot};
@@ -171,12 +170,4 @@ pub fn run_data(t: &Trial) -> Result<Vec<Metric>> {
 /// A trial under both budgets.
 pub fn run_both(t: &Trial) -> Result<Vec<Metric>> {
     run(t, CONDITIONS[2].1)
-}
-
-/// Every strategy as a lab system.
-pub fn systems() -> Vec<crate::system::System> {
-    Strategy::ALL
-        .into_iter()
-        .map(crate::system::System::Prefetch)
-        .collect()
 }

@@ -142,7 +142,7 @@ pub fn imp(a: &InPaperArgs) -> Result<()> {
                     .map_err(anyhow::Error::msg)
             })
             .collect::<Result<Vec<_>>>()?,
-        None => roam_lab::imp_mail::systems(),
+        None => roam_lab::imp_lab::systems(),
     };
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let plan = plan(
