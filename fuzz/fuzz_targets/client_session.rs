@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use roam_core::Time;
-use roam_net::proto::session::{Config, Event, Session};
+use roam_net::proto::session::{Config, Event, NetKind, Session};
 use roam_net::proto::wire::Decoder;
 
 #[path = "checks.rs"]
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let config = Config::default();
     let mut s = Session::client(config.clone(), 1);
-    s.network_up(1, [10, 0, 1, 2].into(), false, Time::ZERO);
+    s.network_up(1, [10, 0, 1, 2].into(), NetKind::default(), Time::ZERO);
     open_requested(&mut s, Time::ZERO);
     let mut d = Decoder::default();
     d.push(rest);
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         let now = Time::from_millis(10 * i as u64);
         if s.is_established() && !second {
             second = true;
-            s.network_up(2, [10, 0, 2, 2].into(), false, now);
+            s.network_up(2, [10, 0, 2, 2].into(), NetKind::default(), now);
             open_requested(&mut s, now);
         }
         let conn = 1 + ((selectors >> (i % 8)) & 1) as u64;

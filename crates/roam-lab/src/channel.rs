@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use roam_emu::traffic::{connect_from, listen, set_congestion_control};
 use roam_emu::SERVER_ADDR;
+use roam_net::proto::NetKind;
 use roam_net::runtime::blocking::{Listener as RoamListener, MultiSocket};
 use roam_net::runtime::{Error as RoamError, Networks, Options, Thunk, ThunkHandle};
 use roam_net::{Deps, IrobId, Label};
@@ -76,10 +77,26 @@ pub enum Conn {
     Plain(Plain),
 }
 
-fn roam_options() -> Options {
+/// The client's side of the emulated links, in the emulator's order.
+#[derive(Clone, Debug, Default)]
+pub struct ClientLinks {
+    /// The client's address on each link (what a plain TCP or MPTCP client binds to).
+    pub addrs: Vec<Ipv4Addr>,
+    /// The names of the cellular ones: roam is told, as a phone's system tells which of its
+    /// interfaces is the modem (`NetKind::cellular`: no chatter of its own while idle).
+    pub cellular: Vec<String>,
+}
+
+/// Options of a lab multi-socket; `cellular` names the client's cellular interfaces.
+fn roam_options(cellular: &[String]) -> Options {
+    let kind = NetKind {
+        cellular: true,
+        ..NetKind::default()
+    };
     Options {
         networks: Networks::Auto,
         congestion_control: Some(CC.into()),
+        kinds: cellular.iter().map(|n| (n.clone(), kind)).collect(),
         ..Options::default()
     }
 }
@@ -173,15 +190,18 @@ pub fn connect_plain(system: System, locals: &[Ipv4Addr], port: u16) -> Result<T
 }
 
 impl Conn {
-    /// Connect from the client namespace (links with addresses `locals`) to the lab server
+    /// Connect from the client namespace (its side of the links: `locals`) to the lab server
     /// on `port`.
-    pub fn connect(system: System, locals: &[Ipv4Addr], port: u16) -> Result<Conn> {
+    pub fn connect(system: System, locals: &ClientLinks, port: u16) -> Result<Conn> {
         if system.is_roam() {
             let peer = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
-            return Ok(Conn::Roam(MultiSocket::connect(peer, roam_options())?));
+            let options = roam_options(&locals.cellular);
+            return Ok(Conn::Roam(MultiSocket::connect(peer, options)?));
         }
         Ok(Conn::Plain(Plain::new(connect_plain(
-            system, locals, port,
+            system,
+            &locals.addrs,
+            port,
         )?)?))
     }
 
@@ -413,7 +433,7 @@ impl Server {
     pub fn bind(system: System, port: u16) -> Result<Server> {
         if system.is_roam() {
             let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
-            return Ok(Server::Roam(RoamListener::bind(addr, roam_options())?));
+            return Ok(Server::Roam(RoamListener::bind(addr, roam_options(&[]))?));
         }
         Ok(Server::Plain(
             listen(port, system.is_mptcp())

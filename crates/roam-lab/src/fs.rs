@@ -488,7 +488,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let span_s = ops.last().map_or(0.0, |o| o.t_ms as f64 / 1e3);
     let system = t.system;
     let server = t.start_server("file", PORT, || Ok(()), |(), c| serve(c))?;
-    let locals = t.client_addrs();
+    let locals = t.client_links();
     let progress = t.progress.clone();
     let limit = replay_limit(t.duration);
     let emu_epoch = t.emu.clock().epoch();

@@ -69,7 +69,7 @@ pub fn run(t: &Trial, budgets: Budgets) -> Result<Vec<Metric>> {
         |dove, c| endpoint(c).map_err(|e| anyhow!("{e:#}{}", dove.log_tail())),
     )?;
     let system = t.system;
-    let locals = t.client_addrs();
+    let locals = t.client_links();
     let progress = t.progress.clone();
     let client = move || -> Result<(crate::imp_client::Outcome, Arc<Conn>)> {
         let conn = Arc::new(Conn::connect(system, &locals, ENDPOINT_PORT)?);

@@ -130,7 +130,7 @@ pub fn run(t: &Trial, budgets: Budgets) -> Result<Vec<Metric>> {
         |_nginx, c| endpoint(c),
     )?;
     let system = t.system;
-    let locals = t.client_addrs();
+    let locals = t.client_links();
     let progress = t.progress.clone();
     let client = move || -> Result<(crate::imp_client::Outcome, Arc<Conn>)> {
         let conn = Arc::new(Conn::connect(system, &locals, NEWS_PORT)?);

@@ -527,7 +527,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         // Dovecot's log explains most of what goes wrong behind the endpoint.
         |dove, c| endpoint(c).map_err(|e| anyhow!("{e:#}{}", dove.log_tail())),
     )?;
-    let locals = t.client_addrs();
+    let locals = t.client_links();
     let progress = t.progress.clone();
     let cap = t.duration;
     let proxy_slot: Arc<Mutex<Option<Arc<Proxy>>>> = Arc::default();

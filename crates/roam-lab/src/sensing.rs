@@ -196,7 +196,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             Ok(())
         },
     )?;
-    let locals = t.client_addrs();
+    let locals = t.client_links();
     let progress = t.progress.clone();
     let client = move || -> Result<(u64, u64, u32, Conn)> {
         let conn = Conn::connect(system, &locals, PORT)?;

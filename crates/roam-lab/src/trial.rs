@@ -58,10 +58,18 @@ pub struct Trial {
 }
 
 impl Trial {
-    /// The client's address on each emulated link, in the emulator's order (what a plain
-    /// TCP or MPTCP client binds to; see [`crate::channel::connect_plain`]).
-    pub fn client_addrs(&self) -> Vec<std::net::Ipv4Addr> {
-        self.emu.links().iter().map(|l| l.client_addr).collect()
+    /// The client's side of the emulated links: its addresses (what a plain TCP or MPTCP
+    /// client binds to; see [`crate::channel::connect_plain`]) and which links are cellular.
+    pub fn client_links(&self) -> crate::channel::ClientLinks {
+        let links = self.emu.links();
+        crate::channel::ClientLinks {
+            addrs: links.iter().map(|l| l.client_addr).collect(),
+            cellular: links
+                .iter()
+                .filter(|l| l.config.kind == roam_trace::LinkKind::Cellular)
+                .map(|l| l.name.clone())
+                .collect(),
+        }
     }
 
     /// Keep `name` with the text `make` gives in the trial's log directory, if it has one

@@ -2,6 +2,7 @@
 //! Skips with a one-line reason where namespaces and TUN devices are unavailable (CI runs as
 //! root, so they run there).
 
+use roam_net::proto::NetKind;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -50,7 +51,7 @@ fn networks(emu: &Emulator) -> Vec<LocalNetwork> {
         .map(|l| LocalNetwork {
             name: l.name.clone(),
             addr: l.client_addr.into(),
-            metered: false,
+            kind: NetKind::default(),
         })
         .collect()
 }

@@ -7,6 +7,7 @@ use roam_core::Time;
 use roam_net::proto::session::{Config, Session};
 use roam_net::proto::wire::{Chunk, Decoder, Deps, Frame, HaveEntry, NetInfo};
 use roam_net::proto::Label;
+use roam_net::proto::NetKind;
 
 fn frame() -> impl Strategy<Value = Frame> {
     let label = (0u8..4).prop_map(|l| Label::from_wire(l).unwrap());
@@ -466,7 +467,7 @@ fn pump(client: &mut Session, server: &mut Session, conn: u64, t: Time) {
 
 /// The client's connection over `net` as its driver would open it: the first frame it sends.
 fn open_over(client: &mut Session, net: u32, t: Time) -> Frame {
-    client.network_up(net, [10, 0, net as u8, 2].into(), false, t);
+    client.network_up(net, [10, 0, net as u8, 2].into(), NetKind::default(), t);
     while let Some(e) = client.poll_event() {
         if let roam_net::proto::session::Event::OpenConnection { net: n } = e {
             client.add_connection(n as u64, n, t);

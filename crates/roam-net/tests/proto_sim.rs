@@ -4,6 +4,7 @@
 //! Checked for every run: each IROB is delivered exactly once, intact, with its label, never
 //! before its dependencies, and its bytes are never interleaved with another IROB's.
 
+use roam_net::proto::NetKind;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -434,8 +435,12 @@ fn run(
         server_opened: 0,
     };
     for n in NETS {
-        sim.client
-            .network_up(n, [10, 0, n as u8, 2].into(), false, Time::ZERO);
+        sim.client.network_up(
+            n,
+            [10, 0, n as u8, 2].into(),
+            NetKind::default(),
+            Time::ZERO,
+        );
         sim.client.accepting_on(n, 4000 + n as u16);
     }
     sim.handle_events()?;
@@ -522,8 +527,12 @@ fn run(
             if sim.nets_up.len() < 2 && sim.rng.gen_bool(0.01) {
                 for n in NETS {
                     if sim.nets_up.insert(n) {
-                        sim.client
-                            .network_up(n, [10, 0, n as u8, 2].into(), false, sim.now);
+                        sim.client.network_up(
+                            n,
+                            [10, 0, n as u8, 2].into(),
+                            NetKind::default(),
+                            sim.now,
+                        );
                         sim.client.accepting_on(n, 4000 + n as u16);
                     }
                 }

@@ -1,6 +1,7 @@
 //! The runtime over real TCP on loopback: labels, dependencies, thunks, limits, malformed and
 //! forged connections.
 
+use roam_net::proto::NetKind;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +18,7 @@ fn lo_options() -> Options {
         networks: Networks::Explicit(vec![LocalNetwork {
             name: "lo".into(),
             addr: Ipv4Addr::LOCALHOST.into(),
-            metered: false,
+            kind: NetKind::default(),
         }]),
         ..Options::default()
     }
@@ -84,7 +85,10 @@ fn thunks_defer_fire_once_and_cancel() {
     opts.networks = Networks::Explicit(vec![LocalNetwork {
         name: "lo".into(),
         addr: Ipv4Addr::LOCALHOST.into(),
-        metered: true,
+        kind: NetKind {
+            metered: true,
+            ..NetKind::default()
+        },
     }]);
     for l in [Label::BackgroundSmall, Label::BackgroundLarge] {
         opts.config.policy_mut(l).metered = false;

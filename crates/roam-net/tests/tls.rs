@@ -2,6 +2,7 @@
 //! client that does not trust the server's certificate, or expects another name, cannot
 //! connect; a plain client cannot talk to a TLS listener.
 
+use roam_net::proto::NetKind;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::Duration;
@@ -28,7 +29,7 @@ fn net(addr: [u8; 4]) -> LocalNetwork {
     LocalNetwork {
         name: "lo".into(),
         addr: Ipv4Addr::from(addr).into(),
-        metered: false,
+        kind: NetKind::default(),
     }
 }
 

@@ -23,6 +23,7 @@
 //! Every TCP sender uses CUBIC, Linux's default (this machine's default is BBR; see
 //! docs/emulator.md).
 
+use roam_net::proto::NetKind;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -80,7 +81,7 @@ fn lo() -> Networks {
     Networks::Explicit(vec![LocalNetwork {
         name: "lo".into(),
         addr: Ipv4Addr::LOCALHOST.into(),
-        metered: false,
+        kind: NetKind::default(),
     }])
 }
 

@@ -12,6 +12,6 @@ pub mod wire;
 pub use label::Label;
 pub use session::{
     Config, ConfigError, ConnId, Delivery, Event, Failure, IrobId, KernelQueue, KernelWindow,
-    NetId, PathLoad, SendError, Session, TcpSample, ThunkId, Transmit,
+    NetId, NetKind, PathLoad, SendError, Session, TcpSample, ThunkId, Transmit,
 };
 pub use wire::{Decoder, Deps, Frame, WireError, WireLimits};

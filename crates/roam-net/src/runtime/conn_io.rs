@@ -182,6 +182,7 @@ pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, ent
         capped,
         fd,
         net,
+        ..
     } = entry;
     // The shared-memory key of the connection's network, looked up once (hot path below).
     let network = net_key(&sh, net);

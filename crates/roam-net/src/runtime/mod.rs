@@ -61,15 +61,15 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::proto::session::{
-    Config, ConfigError, ConnId, Delivery, Event, IrobId, NetId, SendError, Session,
+    Config, ConfigError, ConnId, Delivery, Event, IrobId, NetId, NetKind, SendError, Session,
 };
 use crate::proto::{Decoder, Deps, Failure, Frame, KernelQueue, Label, TcpSample};
 pub use tls::Tls;
 use tls::{Accepted, ConnRead, ConnWrite};
 
 use conn_io::spawn_io;
-use connect::{new_socket, prepare};
-pub use connect::{NOTSENT_LOWAT, SYN_RESTART};
+use connect::{new_socket, prepare, set_keepalive};
+pub use connect::{CELLULAR_KEEPALIVE, NOTSENT_LOWAT, SYN_RESTART};
 use error::io_err;
 pub use error::{ConnectError, Error};
 pub use listener::Listener;
@@ -88,6 +88,9 @@ struct ConnEntry {
     closing: Arc<AtomicBool>,
     /// The writer's last pass found the anticipatory cap reached (background room 0).
     capped: Arc<AtomicBool>,
+    /// Its keepalives are at the cellular pace ([`CELLULAR_KEEPALIVE`]; the ticker sets them
+    /// once the session knows the connection's network).
+    cellular: Arc<AtomicBool>,
     fd: i32,
     net: NetId,
 }
@@ -205,6 +208,15 @@ impl Shared {
 
     fn now(&self) -> Time {
         self.clock.now()
+    }
+
+    /// Local network `local`'s kind: as [`Options::kinds`] names it, else as the scout found.
+    fn kind_of(&self, local: &LocalNetwork) -> NetKind {
+        self.options
+            .kinds
+            .iter()
+            .find(|(name, _)| *name == local.name)
+            .map_or(local.kind, |&(_, kind)| kind)
     }
 
     fn log(&self, msg: impl AsRef<str>) {

@@ -10,9 +10,8 @@ pub struct LocalNetwork {
     pub name: String,
     /// Source address connections over it bind to.
     pub addr: IpAddr,
-    /// Whether data over it is metered (the deferral policy keeps background off it when
-    /// a label's [`crate::proto::session::LabelPolicy::metered`] is false).
-    pub metered: bool,
+    /// What using it costs: metered data, a cellular radio's tails ([`NetKind`]).
+    pub kind: NetKind,
 }
 
 /// Which local networks a client uses.
@@ -57,6 +56,10 @@ pub struct Options {
     /// (paper §4.2; the server's turn comes after `Config::peer_open_delay`). Never with TLS:
     /// the client has no certificate to present.
     pub accept_from_peer: bool,
+    /// Kinds of local networks by interface name, over what the scout finds out
+    /// ([`scout::kind_of`](super::scout::kind_of)): e.g. an emulated link named `cell` that
+    /// is to be treated as cellular.
+    pub kinds: Vec<(String, NetKind)>,
     /// Log connection events (opens, closes with reasons) and scheduling decisions
     /// ([`Config::trace`]: where each foreground IROB went, hedges) to standard error.
     pub log: bool,
@@ -75,6 +78,7 @@ impl Default for Options {
             congestion_control: None,
             tls: None,
             accept_from_peer: true,
+            kinds: Vec::new(),
             log: std::env::var_os("ROAM_NET_LOG").is_some(),
         }
     }

@@ -4,8 +4,13 @@
 //! other than link-local. A multi-socket uses those of its peer's family. `follow` subscribes a
 //! multi-socket to changes: one thread per network namespace listens on an rtnetlink socket
 //! (RTMGRP_LINK | RTMGRP_IPV4_IFADDR) and, on every notification (and every second), rescans and
-//! reports networks that appeared, changed address or disappeared. The environment variable
-//! `ROAM_NET_METERED` (comma-separated interface names) marks networks as metered.
+//! reports networks that appeared, changed address or disappeared.
+//!
+//! Each network's kind ([`NetKind`], see [`kind_of`]): cellular when the kernel says the device
+//! is a WWAN modem (`DEVTYPE=wwan` in its sysfs uevent) or its name is one that phones and
+//! modems use (`wwan*`, `rmnet*`, `ccmni*`); the environment variables `ROAM_NET_METERED` and
+//! `ROAM_NET_CELLULAR` (comma-separated interface names) mark more, and
+//! [`Options::kinds`](super::Options::kinds) overrides all of it per multi-socket.
 
 use std::collections::HashMap;
 use std::io;
@@ -14,23 +19,34 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use super::{LocalNetwork, MultiSocket, Shared};
+use crate::proto::session::NetKind;
 
-/// Interfaces named in `ROAM_NET_METERED`.
-fn metered_names() -> Vec<String> {
-    std::env::var("ROAM_NET_METERED")
-        .map(|v| {
-            v.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
+/// Whether interface `name` is named in the comma-separated list of environment variable `var`.
+fn named_in(var: &str, name: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v.split(',').any(|s| s.trim() == name))
+}
+
+/// Name prefixes of cellular interfaces: Linux WWAN drivers (`wwan0`), Qualcomm modems on
+/// Android (`rmnet_data0`), MediaTek modems on Android (`ccmni0`).
+const CELLULAR_PREFIXES: [&str; 3] = ["wwan", "rmnet", "ccmni"];
+
+/// What interface `name` is, as far as this host tells: metered when named in
+/// `ROAM_NET_METERED`; cellular when named in `ROAM_NET_CELLULAR`, when the kernel reports it as
+/// a WWAN device, or when its name has a modem's prefix ([`CELLULAR_PREFIXES`]).
+pub fn kind_of(name: &str) -> NetKind {
+    let wwan = std::fs::read_to_string(format!("/sys/class/net/{name}/uevent"))
+        .is_ok_and(|u| u.lines().any(|l| l.trim() == "DEVTYPE=wwan"));
+    NetKind {
+        metered: named_in("ROAM_NET_METERED", name),
+        cellular: wwan
+            || CELLULAR_PREFIXES.iter().any(|p| name.starts_with(p))
+            || named_in("ROAM_NET_CELLULAR", name),
+    }
 }
 
 /// Up, non-loopback interfaces' IPv4 and (not link-local) IPv6 addresses, one network each, in
 /// the calling thread's namespace.
 pub fn scan() -> io::Result<Vec<LocalNetwork>> {
-    let metered = metered_names();
     let mut out = Vec::new();
     let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list we free below; we only read it meanwhile.
@@ -73,12 +89,8 @@ pub fn scan() -> io::Result<Vec<LocalNetwork>> {
         let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
             .to_string_lossy()
             .into_owned();
-        let is_metered = metered.contains(&name);
-        out.push(LocalNetwork {
-            name,
-            addr,
-            metered: is_metered,
-        });
+        let kind = kind_of(&name);
+        out.push(LocalNetwork { name, addr, kind });
     }
     // SAFETY: frees the list returned above.
     unsafe { libc::freeifaddrs(ifap) };
@@ -200,6 +212,18 @@ fn watch(ns: u64, subs: Subscribers) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn modem_interfaces_are_cellular() {
+        for name in ["wwan0", "rmnet_data0", "ccmni1"] {
+            assert!(kind_of(name).cellular, "{name}");
+        }
+        for name in ["wlan0", "eth0", "lo"] {
+            assert_eq!(kind_of(name), NetKind::default(), "{name}");
+        }
+    }
+
     #[test]
     fn scan_lists_no_loopback() {
         let nets = super::scan().unwrap();

@@ -46,7 +46,7 @@ impl MultiSocket {
                     SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
                     SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
                 },
-                metered: false,
+                kind: NetKind::default(),
             }],
             Networks::Auto => scout::scan().map_err(io_err("listing interfaces"))?,
         };
@@ -72,7 +72,7 @@ impl MultiSocket {
             }
             drop(map);
             for (i, n) in nets.iter().enumerate() {
-                s.network_up(i as NetId + 1, n.addr, n.metered, now);
+                s.network_up(i as NetId + 1, n.addr, sh.kind_of(n), now);
                 sh.listen_on(&mut s, i as NetId + 1, Some(n));
             }
             sh.after(&mut s);
@@ -435,7 +435,7 @@ impl MultiSocket {
                 n.addr = a;
                 let local = n.clone();
                 drop(map);
-                s.network_up(id, a, local.metered, now);
+                s.network_up(id, a, sh.kind_of(&local), now);
                 if moved || !sh.listeners.lock().unwrap().contains_key(&id) {
                     sh.listen_on(&mut s, id, Some(&local));
                 }
@@ -445,11 +445,11 @@ impl MultiSocket {
                 let local = LocalNetwork {
                     name: name.to_string(),
                     addr: a,
-                    metered: false,
+                    kind: scout::kind_of(name),
                 };
                 map.insert(id, local.clone());
                 drop(map);
-                s.network_up(id, a, false, now);
+                s.network_up(id, a, sh.kind_of(&local), now);
                 sh.listen_on(&mut s, id, Some(&local));
             }
             (Some(id), None) => {
@@ -499,7 +499,7 @@ mod lock_order_tests {
                 networks: Networks::Explicit(vec![LocalNetwork {
                     name: "lo".into(),
                     addr: Ipv4Addr::LOCALHOST.into(),
-                    metered: false,
+                    kind: NetKind::default(),
                 }]),
                 ..Options::default()
             };

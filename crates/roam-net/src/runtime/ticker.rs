@@ -17,12 +17,15 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
         tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
         let Some(sh) = weak.upgrade() else { return };
         let now = sh.now();
-        let conns: Vec<(ConnId, i32, NetId, bool)> = sh
+        let conns: Vec<(ConnId, i32, NetId, bool, Arc<AtomicBool>)> = sh
             .conns
             .lock()
             .unwrap()
             .iter()
-            .map(|(&id, c)| (id, c.fd, c.net, c.capped.load(Ordering::Relaxed)))
+            .map(|(&id, c)| {
+                let capped = c.capped.load(Ordering::Relaxed);
+                (id, c.fd, c.net, capped, c.cellular.clone())
+            })
             .collect();
         let mut s = sh.session();
         if now.saturating_since(last_info) >= Duration::from_millis(100) {
@@ -32,7 +35,15 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
             let foreground_ms = s.last_foreground().map_or(0, |t| {
                 wall_ms.saturating_sub(now.saturating_since(t).as_millis() as u64)
             });
-            for (id, fd, net, capped) in &conns {
+            for (id, fd, net, capped, cellular) in &conns {
+                // Keepalives at the cellular pace once the session knows the network is
+                // cellular (the server learns it from the client's announcement).
+                let is_cellular = s.connection_is_cellular(*id);
+                if is_cellular != cellular.load(Ordering::Relaxed)
+                    && set_keepalive(*fd, &sh.options, is_cellular).is_ok()
+                {
+                    cellular.store(is_cellular, Ordering::Relaxed);
+                }
                 // One SIOCOUTQ read per connection and tick: the path's load and the
                 // shared-memory table both use it.
                 let outq = sys::outq(*fd).unwrap_or(0);

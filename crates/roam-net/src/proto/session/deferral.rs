@@ -14,7 +14,7 @@ use crate::proto::wire::Frame;
 impl Session {
     /// Whether `label` may be sent over network `net` under the deferral policy.
     pub(super) fn appropriate(&self, label: Label, net: &Network) -> bool {
-        !net.metered || self.config.policy(label).metered
+        !net.kind.metered || self.config.policy(label).metered
     }
 
     /// The networks with an established connection.

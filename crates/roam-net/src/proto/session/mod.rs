@@ -53,13 +53,15 @@ use thiserror::Error;
 use super::auth::Secret;
 use super::estimate::NetworkEstimate;
 use super::label::Label;
-use super::wire::{Frame, WireLimits, KEY_LEN};
+use super::wire::{Frame, NetInfo, WireLimits, KEY_LEN};
 
 pub use config::{Config, ConfigError, LabelPolicy};
 use connections::{Conn, ConnState};
 pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
 use networks::Network;
-pub use networks::{PathLoad, TcpSample, NET_METERED, NET_USABLE, THROUGHPUT_INTERVAL};
+pub use networks::{
+    NetKind, PathLoad, TcpSample, NET_CELLULAR, NET_METERED, NET_USABLE, THROUGHPUT_INTERVAL,
+};
 pub use placement::{anticipatory_budget, KernelWindow, UNMEASURED_CAP};
 pub use receiving::MAX_PENDING_ACKS;
 use receiving::{IdSet, InIrob};
@@ -254,6 +256,9 @@ pub struct Session {
     /// the driver; see [`Session::foreground_elsewhere`]).
     foreground_elsewhere: Option<Time>,
     next_probe_id: u64,
+    /// The networks as the last `Estimate` announced them, estimates aside
+    /// ([`Session::topology`]): a change goes out even over a quiet cellular connection.
+    announced: Vec<NetInfo>,
     // sender
     next_irob: IrobId,
     out: BTreeMap<IrobId, OutIrob>,
@@ -329,6 +334,7 @@ impl Session {
             last_foreground: None,
             foreground_elsewhere: None,
             next_probe_id: 0,
+            announced: Vec::new(),
             next_irob: 0,
             out: BTreeMap::new(),
             sendable: Default::default(),
@@ -566,7 +572,8 @@ impl Session {
             at(due);
         }
         for c in self.conns.values() {
-            if c.state == ConnState::Established {
+            // A cellular connection is not probed while idle (`NetKind::cellular`).
+            if c.state == ConnState::Established && !self.is_cellular(c.net) {
                 at(c.last_data.max(c.last_probe.unwrap_or(Time::ZERO))
                     + self.config.probe_interval);
             }

@@ -21,6 +21,43 @@ pub const NET_METERED: u32 = 1;
 /// Flag bit of [`NetInfo::flags`]: the network is usable.
 pub const NET_USABLE: u32 = 2;
 
+/// Flag bit of [`NetInfo::flags`]: the network is cellular, so neither peer sends on it while
+/// it is idle (see [`NetKind::cellular`]).
+pub const NET_CELLULAR: u32 = 4;
+
+/// What using a network costs besides time: the two facts about a network that the peers
+/// exchange and that change how roam-net uses it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetKind {
+    /// Data over it is metered: the deferral policy keeps background off it when a label's
+    /// [`LabelPolicy::metered`] is false.
+    pub metered: bool,
+    /// It is a cellular radio. A packet on an idle 3G or LTE radio pays a promotion and a
+    /// tail of several seconds at high power (7.4 J and 12.8 J for one isolated packet on
+    /// Huang et al.'s models, against 0.04 J on WiFi; docs/budgets.md), so on a cellular
+    /// network neither peer sends anything of its own while the connection is idle: no
+    /// periodic `Estimate` (the client sends one only while data flows or when its networks
+    /// changed), no idle active probes, and TCP keepalives only every
+    /// [`CELLULAR_KEEPALIVE`](crate::runtime::CELLULAR_KEEPALIVE). The price is slower
+    /// detection of a cellular network that vanished while idle: the next data sent over it
+    /// finds out (the kernel's retransmission timeout, then the user timeout; a small
+    /// foreground IROB is hedged onto another network meanwhile).
+    pub cellular: bool,
+}
+
+impl NetKind {
+    fn flags(self) -> u32 {
+        (self.metered as u32 * NET_METERED) | (self.cellular as u32 * NET_CELLULAR)
+    }
+
+    fn from_flags(flags: u32) -> NetKind {
+        NetKind {
+            metered: flags & NET_METERED != 0,
+            cellular: flags & NET_CELLULAR != 0,
+        }
+    }
+}
+
 /// How loaded a connection's path was over a throughput sample's interval, which decides what
 /// the throughput says about the network's bandwidth ([`Session::tcp_sample`]). Ordered from
 /// lightest to heaviest: an interval is only as loaded as its lighter end.
@@ -61,7 +98,7 @@ pub(super) struct Network {
     /// Its address (client: the local one; server: as the client announced it). Unspecified
     /// until known.
     pub(super) addr: IpAddr,
-    pub(super) metered: bool,
+    pub(super) kind: NetKind,
     pub(super) up: bool,
     pub(super) estimate: NetworkEstimate,
     pub(super) retry_at: Time,
@@ -83,7 +120,7 @@ impl Default for Network {
     fn default() -> Self {
         Network {
             addr: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            metered: false,
+            kind: NetKind::default(),
             up: false,
             estimate: NetworkEstimate::default(),
             retry_at: Time::ZERO,
@@ -97,10 +134,10 @@ impl Default for Network {
 
 impl Session {
     /// A local network is up (client side; from the scout).
-    pub fn network_up(&mut self, net: NetId, addr: IpAddr, metered: bool, now: Time) {
+    pub fn network_up(&mut self, net: NetId, addr: IpAddr, kind: NetKind, now: Time) {
         let n = self.networks.entry(net).or_default();
         n.addr = addr;
-        n.metered = metered;
+        n.kind = kind;
         n.up = true;
         n.retry_at = now;
         self.maybe_open(now);
@@ -184,7 +221,7 @@ impl Session {
                     .estimate
                     .rtt()
                     .map_or(0, |d| d.as_micros().min(u32::MAX as u128) as u32),
-                flags: (n.metered as u32 * NET_METERED) | (n.up as u32 * NET_USABLE),
+                flags: n.kind.flags() | (n.up as u32 * NET_USABLE),
                 bandwidth_bps: n.estimate.bandwidth().map_or(0, |b| b.as_bps()),
                 port: n.port,
             })
@@ -215,7 +252,7 @@ impl Session {
             }
             n.addr = i.addr;
             n.port = i.port;
-            n.metered = i.flags & NET_METERED != 0;
+            n.kind = NetKind::from_flags(i.flags);
             n.up = up;
             n.estimate.adopt(
                 (i.rtt_us > 0).then(|| Duration::from_micros(i.rtt_us as u64)),

@@ -10,7 +10,7 @@ fn hotspot(bw: [Option<u64>; 2]) -> Session {
     let now = Time::ZERO;
     let mut s = Session::client(Config::default(), 1);
     for (net, rtt, bw) in [(1, 20, bw[0]), (2, 400, bw[1])] {
-        s.network_up(net, [10, 0, net as u8, 2].into(), false, now);
+        s.network_up(net, [10, 0, net as u8, 2].into(), NetKind::default(), now);
         let n = s.networks.get_mut(&net).unwrap();
         n.estimate.rtt_sample(Duration::from_millis(rtt));
         if let Some(b) = bw {
@@ -194,7 +194,7 @@ fn an_unsaturated_throughput_sample_only_raises_an_estimate() {
 fn each_label_follows_its_own_policy() {
     let mut s = hotspot([Some(600_000), Some(2_000_000)]);
     for n in s.networks.values_mut() {
-        n.metered = true;
+        n.kind.metered = true;
     }
     s.config.policy_mut(Label::BackgroundLarge).metered = false;
     s.config.policy_mut(Label::ForegroundLarge).metered = false;
@@ -641,4 +641,79 @@ fn a_second_copy_is_not_delivered_but_acknowledged_again() {
     s.handle_frame(1, part(b"abc", false), Time::ZERO);
     s.handle_frame(2, part(b"abcdef", true), Time::ZERO);
     assert_eq!(s.duplicate_bytes(), 5 + 3);
+}
+
+/// Estimates and probes `conn` sends, polled every 200 ms over `[from, to]`.
+fn chatter(s: &mut Session, conn: ConnId, from: Time, to: Time) -> (usize, usize) {
+    let (mut estimates, mut probes) = (0, 0);
+    let mut now = from;
+    while now <= to {
+        for f in frames_on(s, conn, now, 0) {
+            match f {
+                Frame::Estimate { .. } => estimates += 1,
+                Frame::Probe { .. } => probes += 1,
+                _ => {}
+            }
+        }
+        now = now + Duration::from_millis(200);
+    }
+    (estimates, probes)
+}
+
+/// An idle cellular connection carries nothing of roam-net's own: no estimate each second, no
+/// probe each 10 s (each would cost the radio a promotion and a tail, `NetKind::cellular`),
+/// while the WiFi one beside it keeps both. A change of the client's networks still goes out
+/// over it at once, and so do estimates while data flows over it.
+#[test]
+fn an_idle_cellular_connection_stays_quiet() {
+    let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+    s.networks.get_mut(&2).unwrap().kind.cellular = true;
+    let minute = Time::from_millis(60_000);
+    // The WiFi: an estimate a second; a probe (two frames) once idle for 10 s, and no other
+    // while it goes unanswered.
+    assert_eq!(chatter(&mut s, 1, Time::ZERO, minute), (61, 2), "WiFi");
+    // Only the estimate of the connection's first second (it had just opened).
+    assert_eq!(chatter(&mut s, 2, Time::ZERO, minute), (1, 0), "3G");
+
+    // The WiFi goes: the server hears of it over the 3G, once.
+    s.network_down(1, minute);
+    let later = minute + Duration::from_secs(10);
+    assert_eq!(chatter(&mut s, 2, minute, later), (1, 0));
+
+    // Data flows over the 3G: estimates ride with it.
+    queue_small_irobs(&mut s, 1, 100);
+    let frames = frames_on(&mut s, 2, later, 0);
+    assert!(frames.iter().any(|f| matches!(f, Frame::Data(_))));
+    assert!(frames.iter().any(|f| matches!(f, Frame::Estimate { .. })));
+}
+
+/// The server learns from the client's announcement which of its networks are cellular and
+/// does not probe those while idle.
+#[test]
+fn a_server_does_not_probe_a_cellular_network_while_idle() {
+    let now = Time::ZERO;
+    let mut s = Session::server(Config::default(), 1, 7);
+    for net in [1, 2] {
+        let mut c = Conn::new(net, ConnState::Established, now);
+        c.last_probe = Some(now);
+        s.conns.insert(net as ConnId, c);
+    }
+    s.established = true;
+    let info = |net: NetId, flags| NetInfo {
+        net,
+        addr: [10, 0, net as u8, 2].into(),
+        rtt_us: 0,
+        flags,
+        bandwidth_bps: 0,
+        port: 0,
+    };
+    s.absorb_netinfos(
+        &[info(1, NET_USABLE), info(2, NET_USABLE | NET_CELLULAR)],
+        now,
+    );
+    assert!(!s.connection_is_cellular(1));
+    assert!(s.connection_is_cellular(2));
+    let t = now + s.config.probe_interval + Duration::from_millis(100);
+    assert!(probes(&mut s, 1, t), "the WiFi connection was not probed");
+    assert!(!probes(&mut s, 2, t), "the idle 3G connection was probed");
 }

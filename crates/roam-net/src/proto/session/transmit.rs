@@ -67,18 +67,11 @@ impl Session {
         if let Some(t) = self.maybe_probe(conn, now) {
             return Some(t);
         }
-        let c = self.conns.get_mut(&conn).unwrap();
-        if self.role == Role::Client
-            && c.last_estimate
-                .is_none_or(|t| now.saturating_since(t) >= ESTIMATE_EVERY)
-        {
-            c.last_estimate = Some(now);
-            return Some(encode(
-                &Frame::Estimate {
-                    networks: self.netinfos(),
-                },
-                0,
-            ));
+        if self.estimate_due(conn, now) {
+            let networks = self.netinfos();
+            self.announced = topology(&networks);
+            self.conns.get_mut(&conn).unwrap().last_estimate = Some(now);
+            return Some(encode(&Frame::Estimate { networks }, 0));
         }
         if self.closing && !self.goodbye_sent && self.out.is_empty() {
             self.goodbye_sent = true;
@@ -93,13 +86,48 @@ impl Session {
         None
     }
 
+    /// Whether the client sends an `Estimate` on `conn` now: once every [`ESTIMATE_EVERY`] on
+    /// each connection; on a cellular network only while data flows over it (it carried data
+    /// within the last `ESTIMATE_EVERY`) or when the networks changed since the last
+    /// announcement (see [`NetKind::cellular`]).
+    fn estimate_due(&self, conn: ConnId, now: Time) -> bool {
+        let Some(c) = self.conns.get(&conn) else {
+            return false;
+        };
+        if self.role != Role::Client
+            || c.last_estimate
+                .is_some_and(|t| now.saturating_since(t) < ESTIMATE_EVERY)
+        {
+            return false;
+        }
+        !self.is_cellular(c.net)
+            || now.saturating_since(c.last_data) < ESTIMATE_EVERY
+            || topology(&self.netinfos()) != self.announced
+    }
+
+    /// Whether connection `conn` is over a cellular network ([`NetKind::cellular`]; on the
+    /// server, as the client announced it).
+    pub fn connection_is_cellular(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| self.is_cellular(c.net))
+    }
+
+    /// Whether network `net` is cellular ([`NetKind::cellular`]).
+    pub(super) fn is_cellular(&self, net: NetId) -> bool {
+        self.networks.get(&net).is_some_and(|n| n.kind.cellular)
+    }
+
     pub(super) fn maybe_probe(&mut self, conn: ConnId, now: Time) -> Option<Transmit> {
         let interval = self.config.probe_interval;
+        let cellular = self.is_cellular(self.conns.get(&conn)?.net);
         let c = self.conns.get_mut(&conn)?;
         let idle = now.saturating_since(c.last_data) >= interval;
         let due = match c.last_probe {
             None => true, // a network that just appeared
-            Some(t) => idle && now.saturating_since(t) >= interval,
+            // Never on an idle cellular network (`NetKind::cellular`): passive samples of
+            // its transfers keep its estimates.
+            Some(t) => !cellular && idle && now.saturating_since(t) >= interval,
         };
         if !due || !c.probes.is_empty() {
             return None;
@@ -281,4 +309,17 @@ impl Session {
         };
         encode(&Frame::Data(chunk), bg)
     }
+}
+
+/// The networks of an announcement with their estimates left out: what must reach the server
+/// even over a quiet connection (a network's coming, going, address, port or kind).
+fn topology(networks: &[NetInfo]) -> Vec<NetInfo> {
+    networks
+        .iter()
+        .map(|i| NetInfo {
+            rtt_us: 0,
+            bandwidth_bps: 0,
+            ..*i
+        })
+        .collect()
 }
