@@ -84,9 +84,14 @@ struct Evaluator {
     likelihood: Likelihood,
 }
 
+/// Most points of a joint distribution an evaluation visits by default (see
+/// [`Meatballs::set_max_joint`]).
+pub const MAX_JOINT: usize = 4096;
+
 /// Predictors, strategies and the evaluators that choose among them.
 pub struct Meatballs {
     prices: Prices,
+    max_joint: usize,
     ageing: Ageing,
     predictors: Vec<Predictor>,
     strategies: Vec<Strategy>,
@@ -103,6 +108,7 @@ impl Meatballs {
     pub fn with_ageing(prices: Prices, ageing: Ageing) -> Meatballs {
         Meatballs {
             prices,
+            max_joint: MAX_JOINT,
             ageing,
             predictors: Vec::new(),
             strategies: Vec::new(),
@@ -118,6 +124,17 @@ impl Meatballs {
     /// New importance factors (e.g. once a second from the budgets' controllers).
     pub fn set_prices(&mut self, prices: Prices) {
         self.prices = prices;
+    }
+
+    /// Bound the work of the empirical and Bayesian methods: a joint distribution of more than
+    /// `points` points (the product of the predictors' sample or bin counts) is evaluated over
+    /// each predictor's samples merged into equal-weight groups, as many as keep the product
+    /// within `points` ([`MAX_JOINT`] by default).
+    pub fn set_max_joint(&mut self, points: usize) {
+        self.max_joint = points.max(1);
+        for e in &mut self.evaluators {
+            e.cache = None;
+        }
     }
 
     /// A new predictor (thesis: `create_predictor`).
@@ -337,6 +354,7 @@ impl Meatballs {
             reads: &ev.reads,
             prices: self.prices,
             running,
+            max_joint: self.max_joint,
         }
     }
 

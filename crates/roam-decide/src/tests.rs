@@ -267,7 +267,60 @@ fn reevaluation_comes_after_twice_the_expected_time_then_every_200_ms() {
     assert_eq!(r.next(start, Seconds(f64::NAN), at(1_000)), at(1_200));
 }
 
+/// Coarsening keeps the total weight and the weighted mean, and the outlier apart.
+#[test]
+fn a_coarsened_distribution_keeps_its_weight_and_mean() {
+    let mut d: Vec<(f64, f64)> = (0..100)
+        .map(|i| (1.0 + i as f64, 1.0 + (i % 3) as f64))
+        .collect();
+    d.push((0.001, 1.0));
+    let c = problem::coarsen(&d, 7);
+    assert_eq!(c[0], (0.001, 1.0));
+    assert!(c.len() <= 7, "{}", c.len());
+    let sum = |d: &[(f64, f64)]| d.iter().map(|p| p.1).sum::<f64>();
+    let mean = |d: &[(f64, f64)]| d.iter().map(|p| p.0 * p.1).sum::<f64>() / sum(d);
+    assert!((sum(&c) - sum(&d)).abs() < 1e-9);
+    assert!((mean(&c) - mean(&d)).abs() < 1e-9);
+    assert!(c.windows(2).all(|w| w[0].0 < w[1].0));
+}
+
+/// A bounded joint distribution still sees a rare outlier.
+#[test]
+fn a_bounded_evaluation_still_sees_the_outlier() {
+    let ratios = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.01];
+    let mut n = net(Prices::FREE, 250_000.0, 100_000.0);
+    n.mb.set_max_joint(16);
+    let ev =
+        n.mb.register_strategies(&[n.both], Method::Empirical)
+            .unwrap();
+    measure(&mut n.mb, n.wifi_bw, 250_000.0, &ratios, 40);
+    measure(&mut n.mb, n.cell_bw, 100_000.0, &[0.9, 1.1], 40);
+    assert_eq!(n.mb.choose(ev).unwrap().strategy, n.both);
+}
+
 proptest! {
+    /// The expected least time over independent groups equals the sum over their joint
+    /// distribution.
+    #[test]
+    fn expected_min_time_matches_the_joint_sum(
+        a in proptest::collection::vec((0.0f64..10.0, 0.01f64..1.0), 1..8),
+        b in proptest::collection::vec((0.0f64..10.0, 0.01f64..1.0), 1..8),
+    ) {
+        let norm = |l: &[(f64, f64)]| {
+            let t: f64 = l.iter().map(|x| x.1).sum();
+            l.iter().map(|&(v, w)| (Outcome::new(v, 0.0, 0.0), w / t)).collect::<Vec<_>>()
+        };
+        let (la, lb) = (norm(&a), norm(&b));
+        let mut joint = 0.0;
+        for (oa, pa) in &la {
+            for (ob, pb) in &lb {
+                joint += pa * pb * oa.time.0.min(ob.time.0);
+            }
+        }
+        let fast = problem::expected_min_time(&[la, lb]);
+        prop_assert!((fast - joint).abs() < 1e-9 * joint.max(1.0), "{fast} vs {joint}");
+    }
+
     /// Whatever the measurements and prices, no method panics, every decision names one of
     /// the evaluator's strategies, and its expected cost is not NaN.
     #[test]

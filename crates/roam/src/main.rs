@@ -1,6 +1,7 @@
 //! The `roam` command: one binary, one subcommand per tool.
 
 mod bench;
+mod bench_decide;
 mod bench_net;
 mod bench_prefetch;
 mod drive;
@@ -261,6 +262,9 @@ enum BenchCmd {
     /// Informed Mobile Prefetching: decision time per hint, and the energy and data budgets'
     /// controllers over whole simulated periods (no network needed).
     Prefetch(bench_prefetch::BenchPrefetchArgs),
+    /// Meatballs: microseconds per decision for each evaluation method, with 2 and 4
+    /// strategies and 50 or 500 error samples per predictor (no network needed).
+    Decide(bench_decide::BenchDecideArgs),
 }
 
 #[derive(Subcommand)]
@@ -456,6 +460,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Bench(BenchCmd::Emu(a)) => bench::emu(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Net(a)) => bench_net::net(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Prefetch(a)) => bench_prefetch::prefetch(&a).map(|_| 0),
+        Cmd::Bench(BenchCmd::Decide(a)) => bench_decide::decide(&a).map(|_| 0),
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),
