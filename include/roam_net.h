@@ -57,6 +57,18 @@ int ms_listen(ms_socket_t s, const char *host, uint16_t port);
  * EBADF for a handle that is not fresh). */
 int ms_tls_client(ms_socket_t s, const char *roots_pem_file, const char *server_name);
 int ms_tls_server(ms_socket_t s, const char *chain_pem_file, const char *key_pem_file);
+/* Meatballs' network selection (seed 000 ch. 4), set on a fresh handle before ms_connect or
+ * ms_listen; off unless called. Each small foreground IROB then goes over one network or over
+ * two at once, whichever has the least expected weighted cost (time + energy_price * joules +
+ * data_price * metered bytes, prices in seconds per joule and per byte) given how wrong each
+ * network's time estimates have been; one left unacknowledged is re-evaluated and may be sent
+ * over a second network. method: MS_METHOD_EMPIRICAL, MS_METHOD_BOUNDS or MS_METHOD_BAYESIAN.
+ * 0 or -1 (EINVAL for an unknown method or a negative or non-finite price, EBADF for a handle
+ * that is not fresh). */
+#define MS_METHOD_EMPIRICAL 0
+#define MS_METHOD_BOUNDS 1
+#define MS_METHOD_BAYESIAN 2
+int ms_redundancy(ms_socket_t s, int method, double energy_price, double data_price);
 /* The port a listener is bound to. */
 int ms_local_port(ms_socket_t listener);
 /* Wait for the next multi-socket. */

@@ -57,6 +57,11 @@ int main(int argc, char **argv) {
               "a missing PEM file is an error");
         CHECK(strstr(ms_last_error(), "/nonexistent.pem") != NULL, "error text names the file");
     }
+    /* Meatballs' network selection (it has one network here, so it places nothing). */
+    CHECK(ms_redundancy(s, 7, 0.0, 0.0) == -1 && errno == EINVAL, "an unknown method is refused");
+    CHECK(ms_redundancy(s, MS_METHOD_BOUNDS, -1.0, 0.0) == -1 && errno == EINVAL,
+          "a negative price is refused");
+    CHECK(ms_redundancy(s, MS_METHOD_EMPIRICAL, 0.01, 0.00001) == 0, "redundancy");
     CHECK(ms_listen(l, "127.0.0.1", 0) == 0, "listen");
     port = ms_local_port(l);
     pthread_t t;
@@ -64,6 +69,8 @@ int main(int argc, char **argv) {
 
     CHECK(ms_connect(s, "127.0.0.1", (uint16_t)port) == 0, "connect");
     CHECK(ms_tls_client(s, "x", "y") == -1 && errno == EBADF, "TLS only on a fresh handle");
+    CHECK(ms_redundancy(s, MS_METHOD_BAYESIAN, 0.0, 0.0) == -1 && errno == EBADF,
+          "redundancy only on a fresh handle");
 
     /* Background bulk, then a foreground request that must be delivered after it. */
     static char bulk[200000];

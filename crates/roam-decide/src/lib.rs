@@ -274,6 +274,14 @@ impl Meatballs {
         })
     }
 
+    /// Drop every strategy and evaluator, keeping the predictors and their error records: for a
+    /// caller whose set of strategies follows the environment (the networks present now). The
+    /// ids handed out for strategies and evaluators are no longer valid.
+    pub fn clear_strategies(&mut self) {
+        self.strategies.clear();
+        self.evaluators.clear();
+    }
+
     /// A strategy's name.
     pub fn strategy_name(&self, id: StrategyId) -> Result<&str, DecideError> {
         Ok(&self.strategy(id)?.name)

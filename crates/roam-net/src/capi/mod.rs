@@ -296,6 +296,55 @@ pub extern "C" fn ms_tls_server(
     })
 }
 
+/// `ms_redundancy`: Meatballs' network selection for small foreground IROBs
+/// ([`crate::proto::session::Config::redundancy`]) on a fresh handle: `method` 0 empirical, 1
+/// bounds, 2 Bayesian; prices in seconds per joule and per byte (0: free).
+#[no_mangle]
+pub extern "C" fn ms_redundancy(
+    s: MsSocket,
+    method: c_int,
+    energy_price: f64,
+    data_price: f64,
+) -> c_int {
+    guard(|| {
+        let method = match method {
+            0 => roam_decide::Method::Empirical,
+            1 => roam_decide::Method::Bounds,
+            2 => roam_decide::Method::Bayesian,
+            m => {
+                return fail(
+                    libc::EINVAL,
+                    format!(
+                    "ms_redundancy: method {m} is not 0 (empirical), 1 (bounds) or 2 (Bayesian)"
+                ),
+                )
+            }
+        };
+        for (what, v) in [("energy_price", energy_price), ("data_price", data_price)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return fail(
+                    libc::EINVAL,
+                    format!("ms_redundancy: {what} {v} is not a finite number >= 0"),
+                );
+            }
+        }
+        let prices = roam_decide::Prices {
+            energy: energy_price,
+            data: data_price,
+        };
+        match table().lock().unwrap().get_mut(&s) {
+            Some(Entry::Fresh(o)) => {
+                o.config.redundancy = Some(crate::proto::session::Redundancy::new(method, prices));
+                0
+            }
+            _ => fail(
+                libc::EBADF,
+                format!("handle {s} is not a fresh ms_socket() (set redundancy before connect or listen)"),
+            ),
+        }
+    })
+}
+
 fn insert_connected(id: MsSocket, ms: MultiSocket) {
     let x = Sock {
         ms,

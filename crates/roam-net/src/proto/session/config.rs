@@ -68,6 +68,11 @@ pub struct Config {
     /// Report scheduling decisions as [`Event::Trace`] lines (where a foreground IROB went,
     /// and why; hedges): for tracing a slow message after the fact. Off by default.
     pub trace: bool,
+    /// Meatballs' redundant network selection for small foreground IROBs (seed 000 §4.4.2;
+    /// `selection`): each goes over one network or two at once by least expected weighted
+    /// cost given the networks' record of error, and one left unacknowledged is re-evaluated
+    /// instead of hedged after a fixed delay. Off (`None`) by default.
+    pub redundancy: Option<Redundancy>,
 }
 
 impl Default for Config {
@@ -92,6 +97,7 @@ impl Default for Config {
             policies: Label::ALL.map(LabelPolicy::default_for),
             wire: WireLimits::default(),
             trace: false,
+            redundancy: None,
         }
     }
 }

@@ -317,13 +317,13 @@ impl Session {
                     c.last_data = now;
                 }
                 for a in &chunk.acks {
-                    self.on_ack(*a);
+                    self.on_ack(*a, now);
                 }
                 self.on_chunk(chunk, now)
             }
             Frame::Ack { acks } => {
                 for a in acks {
-                    self.on_ack(a);
+                    self.on_ack(a, now);
                 }
                 Ok(())
             }
@@ -333,7 +333,7 @@ impl Session {
             }
             Frame::Have { entries } => {
                 for e in entries {
-                    self.on_have(e);
+                    self.on_have(e, now);
                 }
                 Ok(())
             }

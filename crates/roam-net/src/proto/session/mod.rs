@@ -35,6 +35,9 @@ mod networks;
 mod placement;
 mod receiving;
 mod recovery;
+mod selection;
+#[cfg(test)]
+mod selection_tests;
 mod sending;
 #[cfg(test)]
 mod tests;
@@ -66,6 +69,7 @@ pub use placement::{anticipatory_budget, KernelWindow, UNMEASURED_CAP};
 pub use receiving::MAX_PENDING_ACKS;
 use receiving::{IdSet, InIrob};
 pub use recovery::HAVE_RANGES;
+pub use selection::{Redundancy, TransferEnergy};
 use sending::OutIrob;
 pub use transmit::PROBE_SIZES;
 
@@ -259,6 +263,8 @@ pub struct Session {
     /// The networks as the last `Estimate` announced them, estimates aside
     /// ([`Session::topology`]): a change goes out even over a quiet cellular connection.
     announced: Vec<NetInfo>,
+    /// Meatballs' network selection, once `Config::redundancy` has had a decision to make.
+    selector: Option<selection::Selector>,
     // sender
     next_irob: IrobId,
     out: BTreeMap<IrobId, OutIrob>,
@@ -335,6 +341,7 @@ impl Session {
             foreground_elsewhere: None,
             next_probe_id: 0,
             announced: Vec::new(),
+            selector: None,
             next_irob: 0,
             out: BTreeMap::new(),
             sendable: Default::default(),

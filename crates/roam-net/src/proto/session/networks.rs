@@ -136,9 +136,14 @@ impl Session {
     /// A local network is up (client side; from the scout).
     pub fn network_up(&mut self, net: NetId, addr: IpAddr, kind: NetKind, now: Time) {
         let n = self.networks.entry(net).or_default();
+        let again = !n.up;
         n.addr = addr;
         n.kind = kind;
         n.up = true;
+        if again {
+            self.selector_network_up(net);
+        }
+        let n = self.networks.get_mut(&net).expect("inserted above");
         n.retry_at = now;
         self.maybe_open(now);
         self.check_thunks(now);
@@ -244,6 +249,7 @@ impl Session {
             if (up && !n.up) || i.port != n.port {
                 n.may_open = true; // announced anew
             }
+            let again = up && !n.up;
             if let (true, false, false, Some(d)) =
                 (up, n.up, connected, self.config.peer_open_delay)
             {
@@ -258,6 +264,9 @@ impl Session {
                 (i.rtt_us > 0).then(|| Duration::from_micros(i.rtt_us as u64)),
                 (i.bandwidth_bps > 0).then_some(BitRate::bps(i.bandwidth_bps)),
             );
+            if again {
+                self.selector_network_up(i.net);
+            }
         }
     }
 

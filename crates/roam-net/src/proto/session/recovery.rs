@@ -157,7 +157,8 @@ impl Session {
     /// within [250 ms, 2 s].
     pub(super) fn hedges(&self) -> Vec<(IrobId, NetId, Time)> {
         let nets = self.established_networks();
-        if !self.config.policy(Label::ForegroundSmall).hedge || nets.len() < 2 {
+        let hedging = self.config.policy(Label::ForegroundSmall).hedge;
+        if (!hedging && self.config.redundancy.is_none()) || nets.len() < 2 {
             return Vec::new();
         }
         let back = nets
@@ -177,6 +178,7 @@ impl Session {
                     && o.sent_whole()
                     && !o.hedged
                     && !self.doubt.contains(id)
+                    && (hedging || o.selected.is_some())
             })
             .filter_map(|(&id, o)| {
                 let conn = o.inflight.last()?.0;
@@ -187,7 +189,11 @@ impl Session {
                     .filter(|c| c.state == ConnState::Established && c.net != net)
                     .filter_map(|c| self.hedge_ready_at(conn, c))
                     .min()?;
-                Some((id, net, (o.last_sent + delay(net)).max(ready)))
+                // Placed by Meatballs: its copy or re-evaluation is due at its own time.
+                let due = o
+                    .selected
+                    .map_or_else(|| o.last_sent + delay(net), |s| s.next);
+                Some((id, net, due.max(ready)))
             })
             .collect()
     }
@@ -210,6 +216,9 @@ impl Session {
             let Some(from) = self.out[&id].inflight.last().map(|f| f.0) else {
                 continue;
             };
+            if !self.reevaluate_selected(id, now) {
+                continue; // Meatballs: not worth another network yet
+            }
             let alt = self
                 .conns
                 .iter()
@@ -243,12 +252,15 @@ impl Session {
         }
     }
 
-    pub(super) fn on_ack(&mut self, id: IrobId) {
+    pub(super) fn on_ack(&mut self, id: IrobId, now: Time) {
         if let Some(irob) = self.out.get(&id) {
             if !irob.ended {
                 return; // an ack of an unfinished IROB is not meaningful; ignore
             }
             let irob = self.out.remove(&id).unwrap();
+            if let Some(s) = irob.selected {
+                self.selected_acknowledged(s, now);
+            }
             if irob.label.is_foreground() {
                 for f in &irob.inflight {
                     if let Some(c) = self.conns.get_mut(&f.0) {
@@ -265,12 +277,12 @@ impl Session {
         }
     }
 
-    pub(super) fn on_have(&mut self, e: HaveEntry) {
+    pub(super) fn on_have(&mut self, e: HaveEntry, now: Time) {
         if !self.doubt.contains(&e.irob) {
             return;
         }
         if e.complete {
-            self.on_ack(e.irob);
+            self.on_ack(e.irob, now);
             return;
         }
         let live: BTreeSet<ConnId> = self

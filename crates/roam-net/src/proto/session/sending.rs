@@ -35,6 +35,8 @@ pub(super) struct OutIrob {
     pub(super) last_sent: Time,
     /// Already sent again over a second network (`Session::hedge_late_foreground`).
     pub(super) hedged: bool,
+    /// Placed by Meatballs ([`Config::redundancy`]): where and when, what was predicted.
+    pub(super) selected: Option<super::selection::Selected>,
 }
 
 impl OutIrob {
@@ -142,6 +144,7 @@ impl Session {
                 sent_hi: 0,
                 last_sent: now,
                 hedged: false,
+                selected: None,
             },
         );
         self.sendable[label.rank()].insert(id);

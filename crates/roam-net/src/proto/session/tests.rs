@@ -6,7 +6,7 @@ use std::time::Duration;
 /// A client session with two established connections, as on the crowded hotspot: conn 1 on
 /// WiFi (20 ms, 0.6 Mbit/s), conn 2 on 3G (400 ms, 2 Mbit/s). `bw` gives each bandwidth
 /// estimate, if any. Both were just probed (no probe frames queue ahead of the data).
-fn hotspot(bw: [Option<u64>; 2]) -> Session {
+pub(super) fn hotspot(bw: [Option<u64>; 2]) -> Session {
     let now = Time::ZERO;
     let mut s = Session::client(Config::default(), 1);
     for (net, rtt, bw) in [(1, 20, bw[0]), (2, 400, bw[1])] {
@@ -308,13 +308,16 @@ fn a_lost_acknowledgement_is_asked_about_after_the_ack_timeout() {
     assert!(questions(&mut s, at + (t - Duration::from_millis(1))).is_empty());
     assert_eq!(questions(&mut s, at + t), vec![vec![0]]);
     // The answer: the peer has it all. Nothing more is asked.
-    s.on_have(HaveEntry {
-        irob: 0,
-        complete: true,
-        first: true,
-        end: Some(100),
-        ranges: vec![(0, 100)],
-    });
+    s.on_have(
+        HaveEntry {
+            irob: 0,
+            complete: true,
+            first: true,
+            end: Some(100),
+            ranges: vec![(0, 100)],
+        },
+        Time::ZERO,
+    );
     assert_eq!(s.unacknowledged(), 0);
     assert!(questions(&mut s, at + t * 3).is_empty());
 }
@@ -374,7 +377,7 @@ fn frames_on(s: &mut Session, conn: ConnId, now: Time, room: u64) -> Vec<Frame> 
 }
 
 /// The IROBs of the data frames `conn` would send at `now`.
-fn data_on(s: &mut Session, conn: ConnId, now: Time) -> Vec<IrobId> {
+pub(super) fn data_on(s: &mut Session, conn: ConnId, now: Time) -> Vec<IrobId> {
     frames_on(s, conn, now, u64::MAX)
         .into_iter()
         .filter_map(|f| match f {
@@ -442,7 +445,7 @@ fn a_late_small_foreground_irob_is_sent_again_over_the_other_network() {
         assert!(data_on(&mut s, 1, later).is_empty());
         assert!(data_on(&mut s, 2, later).is_empty());
         assert_eq!(s.hedges_sent(), u64::from(hedge), "counted once");
-        s.on_ack(0);
+        s.on_ack(0, Time::ZERO);
         assert_eq!(s.unacknowledged(), 200, "bytes of the other two");
     }
 }
@@ -468,7 +471,7 @@ fn a_connection_that_needed_a_hedge_is_avoided_until_heard_from() {
     let _ = data_on(&mut s, 2, due2);
     assert_eq!(send_one(&mut s, due2), "cell");
     // (That IROB's own hedge, back over the WiFi, is due in 520 ms: acknowledge it.)
-    s.on_ack(3);
+    s.on_ack(3, Time::ZERO);
     let after = due2 + SUSPECT_FOR;
     assert_eq!(send_one(&mut s, after), "wifi");
 }
@@ -530,7 +533,7 @@ fn of_two_suspects_the_one_heard_from_last_is_preferred() {
         c.heard = Time::from_millis(heard);
     }
     assert_eq!(send_one(&mut s, now), "cell");
-    s.on_ack(0);
+    s.on_ack(0, Time::ZERO);
     s.conns.get_mut(&1).unwrap().heard = Time::from_millis(2600);
     assert_eq!(send_one(&mut s, now), "wifi");
 }
@@ -555,7 +558,7 @@ fn a_connection_in_retransmission_timeout_is_avoided() {
         data_on(&mut s, 1, late).is_empty(),
         "hedged into the stalled WiFi"
     );
-    s.on_ack(0);
+    s.on_ack(0, Time::ZERO);
     s.kernel_queue(1, kq(0, 0));
     assert_eq!(send_one(&mut s, Time::ZERO), "wifi");
 }

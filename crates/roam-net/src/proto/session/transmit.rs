@@ -182,6 +182,15 @@ impl Session {
                 .take(64)
                 .collect();
             for id in ids {
+                if fg
+                    && label.is_small()
+                    && self.config.redundancy.is_some()
+                    && self.out[&id].pinned.is_none()
+                    && self.out[&id].has_work()
+                {
+                    // Meatballs pins it (or leaves it to the placement below).
+                    self.select_network(id, now);
+                }
                 let o = &self.out[&id];
                 if !o.has_work() {
                     if o.ended || o.pending.is_empty() {
