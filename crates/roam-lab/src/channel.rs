@@ -87,18 +87,23 @@ pub struct ClientLinks {
     pub cellular: Vec<String>,
 }
 
-/// Options of a lab multi-socket; `cellular` names the client's cellular interfaces.
-fn roam_options(cellular: &[String]) -> Options {
+/// Options of a lab multi-socket of `system`; `cellular` names the client's cellular
+/// interfaces.
+fn roam_options(system: System, cellular: &[String]) -> Options {
     let kind = NetKind {
         cellular: true,
         ..NetKind::default()
     };
-    Options {
+    let mut o = Options {
         networks: Networks::Auto,
         congestion_control: Some(CC.into()),
         kinds: cellular.iter().map(|n| (n.clone(), kind)).collect(),
         ..Options::default()
+    };
+    if let System::Select(s) = system {
+        s.configure(&mut o.config);
     }
+    o
 }
 
 impl Plain {
@@ -195,7 +200,7 @@ impl Conn {
     pub fn connect(system: System, locals: &ClientLinks, port: u16) -> Result<Conn> {
         if system.is_roam() {
             let peer = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
-            let options = roam_options(&locals.cellular);
+            let options = roam_options(system, &locals.cellular);
             return Ok(Conn::Roam(MultiSocket::connect(peer, options)?));
         }
         Ok(Conn::Plain(Plain::new(connect_plain(
@@ -433,7 +438,10 @@ impl Server {
     pub fn bind(system: System, port: u16) -> Result<Server> {
         if system.is_roam() {
             let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
-            return Ok(Server::Roam(RoamListener::bind(addr, roam_options(&[]))?));
+            return Ok(Server::Roam(RoamListener::bind(
+                addr,
+                roam_options(system, &[]),
+            )?));
         }
         Ok(Server::Plain(
             listen(port, system.is_mptcp())

@@ -39,7 +39,7 @@ pub struct Budgets {
 }
 
 /// The radios of the client's links: PowerTutor's Nexus One (the thesis's model), AT&T 3G.
-fn interfaces() -> Result<Vec<Interface>> {
+pub(crate) fn interfaces() -> Result<Vec<Interface>> {
     Ok(vec![
         Interface {
             name: "wifi".into(),
@@ -86,8 +86,13 @@ impl Caller {
         c
     }
 
-    /// Send the request `make(id)` with `label` under a fresh id and wait for its response.
-    pub fn call(&self, label: Label, make: impl FnOnce(&str) -> Vec<u8>) -> Result<Vec<u8>> {
+    /// Send the request `make(id)` with `label` under a fresh id; its id and where its
+    /// response will come.
+    fn send(
+        &self,
+        label: Label,
+        make: impl FnOnce(&str) -> Vec<u8>,
+    ) -> Result<(String, mpsc::Receiver<Vec<u8>>)> {
         let id = format!("i{}", self.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = mpsc::channel();
         {
@@ -98,8 +103,34 @@ impl Caller {
             w.by_id.insert(id.clone(), tx);
         }
         self.conn.send(label, &[], make(&id), None)?;
+        Ok((id, rx))
+    }
+
+    /// Send the request `make(id)` with `label` under a fresh id and wait for its response.
+    pub fn call(&self, label: Label, make: impl FnOnce(&str) -> Vec<u8>) -> Result<Vec<u8>> {
+        let (id, rx) = self.send(label, make)?;
         rx.recv()
             .map_err(|_| anyhow!("the connection closed before request {id} was answered"))
+    }
+
+    /// As [`Caller::call`], giving up after `timeout` (`None`: no response by then).
+    pub fn call_timeout(
+        &self,
+        label: Label,
+        make: impl FnOnce(&str) -> Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>> {
+        let (id, rx) = self.send(label, make)?;
+        match rx.recv_timeout(timeout) {
+            Ok(r) => Ok(Some(r)),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.waiters.lock().unwrap().by_id.remove(&id);
+                Ok(None)
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                bail!("the connection closed before request {id} was answered")
+            }
+        }
     }
 
     /// Hand each response to its waiter, until the stream ends.

@@ -39,6 +39,9 @@ pub enum System {
     /// roam with a prefetching strategy (`roam lab imp`: IMP or one of the thesis's
     /// baselines, every one over Intentional Networking).
     Prefetch(Strategy),
+    /// roam with a network-selection rule (`roam lab meatballs`: Meatballs or one of the
+    /// thesis's baselines, every one over Intentional Networking).
+    Select(crate::selection::Selection),
     /// Plain TCP over the link a baseline file derives. It is loaded once, when the command
     /// line names it, and lives as long as the process.
     File(&'static NamedBaseline),
@@ -59,6 +62,7 @@ impl System {
         match self {
             System::File(b) => &b.name,
             System::Prefetch(s) => s.name(),
+            System::Select(s) => s.name(),
             System::Roam => "roam",
             System::Mptcp => "mptcp",
             System::BestLatency => "best-latency",
@@ -98,13 +102,13 @@ impl System {
             System::BestBandwidth => Some(BaselineSpec::paper(Baseline::BestBandwidth)),
             System::Aggregation => Some(BaselineSpec::paper(Baseline::Aggregation)),
             System::File(b) => Some(b.spec.clone()),
-            System::Roam | System::Mptcp | System::Prefetch(_) => None,
+            System::Roam | System::Mptcp | System::Prefetch(_) | System::Select(_) => None,
         }
     }
 
     /// Whether the application uses roam's multi-sockets (else one TCP or MPTCP connection).
     pub fn is_roam(self) -> bool {
-        matches!(self, System::Roam | System::Prefetch(_))
+        matches!(self, System::Roam | System::Prefetch(_) | System::Select(_))
     }
 
     /// The prefetching strategy, if this is roam with one.

@@ -27,6 +27,8 @@ pub const CABERNET_DISCONNECT: &str = include_str!("../data/cabernet-disconnect-
 pub const WALKING_SESSION: &str = include_str!("../data/walking-wifi-session.cdf");
 /// Gaps between WiFi sessions while walking (seconds): exponential, mean 255 s.
 pub const WALKING_GAP: &str = include_str!("../data/walking-wifi-gap.cdf");
+/// Gaps between WiFi sessions on the Meatballs thesis's walk (seconds): exponential, mean 25 s.
+pub const WALKING_CAMPUS_GAP: &str = include_str!("../data/walking-campus-wifi-gap.cdf");
 
 /// How far ahead a generated schedule reaches before it repeats.
 pub const GENERATED_HORIZON: Duration = Duration::from_secs(6 * 3600);
@@ -94,6 +96,16 @@ pub fn walking(seed: u64) -> Piecewise<bool> {
         .expect("embedded walking session CDF parses");
     let off = EmpiricalCdf::parse(WALKING_GAP, Path::new("walking-wifi-gap.cdf"))
         .expect("embedded walking gap CDF parses");
+    alternating(&on, &off, seed, GENERATED_HORIZON)
+}
+
+/// WiFi availability on the Meatballs thesis's walk (seed 000 §4.4.2: WiFi in reach 69% of
+/// the time): the IMP walk's sessions (median 56 s, at most 99 s) with gaps of mean 25 s.
+pub fn walking_campus(seed: u64) -> Piecewise<bool> {
+    let on = EmpiricalCdf::parse(WALKING_SESSION, Path::new("walking-wifi-session.cdf"))
+        .expect("embedded walking session CDF parses");
+    let off = EmpiricalCdf::parse(WALKING_CAMPUS_GAP, Path::new("walking-campus-wifi-gap.cdf"))
+        .expect("embedded campus gap CDF parses");
     alternating(&on, &off, seed, GENERATED_HORIZON)
 }
 

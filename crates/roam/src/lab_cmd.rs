@@ -82,6 +82,8 @@ fn parse_seeds(s: &str) -> Result<u64, String> {
 /// writes.
 struct Defaults {
     scenarios: Vec<String>,
+    /// The quick run's scenarios (default: `vehicular`).
+    quick_scenarios: Option<Vec<String>>,
     apps: Vec<String>,
     quick_apps: Option<Vec<String>>,
     out: &'static str,
@@ -91,9 +93,11 @@ struct Defaults {
 fn plan(a: &InPaperArgs, systems: Vec<System>, d: Defaults) -> Result<Plan> {
     let scenarios = a.scenarios.clone().unwrap_or_else(|| {
         if a.quick {
-            vec!["vehicular".into()]
+            d.quick_scenarios
+                .clone()
+                .unwrap_or_else(|| vec!["vehicular".into()])
         } else {
-            d.scenarios
+            d.scenarios.clone()
         }
     });
     let apps = match (a.apps.clone(), a.quick, d.quick_apps) {
@@ -155,6 +159,7 @@ pub fn imp(a: &InPaperArgs) -> Result<()> {
                 .map(|x| x.name.to_string())
                 .collect(),
             quick_apps: Some(names(&["mail-energy"])),
+            quick_scenarios: None,
             out: "results/imp",
         },
     )?;
@@ -163,6 +168,45 @@ pub fn imp(a: &InPaperArgs) -> Result<()> {
     for l in md
         .lines()
         .filter(|l| l.starts_with('|') || l.starts_with("### "))
+    {
+        println!("{l}");
+    }
+    finish(&plan, &rows)
+}
+
+/// `roam lab meatballs`: the Meatballs thesis's network-selection evaluation; the same flags,
+/// `--systems` naming rules (cellular-only, wifi-preferred, adaptive,
+/// meatballs-METHOD-LEVEL).
+pub fn meatballs(a: &InPaperArgs) -> Result<()> {
+    use roam_lab::meatballs_lab;
+    let systems = match &a.systems {
+        Some(v) => v
+            .iter()
+            .map(|s| {
+                roam_lab::selection::Selection::parse(s.trim())
+                    .map(System::Select)
+                    .map_err(anyhow::Error::msg)
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None if a.quick => meatballs_lab::quick_systems(),
+        None => meatballs_lab::systems(),
+    };
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let plan = plan(
+        a,
+        systems,
+        Defaults {
+            scenarios: names(&meatballs_lab::SCENARIOS),
+            quick_scenarios: Some(names(&["walking-campus"])),
+            apps: names(&[meatballs_lab::APP]),
+            quick_apps: None,
+            out: "results/meatballs",
+        },
+    )?;
+    let (md, rows) = meatballs_lab::meatballs(&plan)?;
+    for l in md
+        .lines()
+        .filter(|l| l.starts_with('|') || l.starts_with("## ") || l.starts_with("### "))
     {
         println!("{l}");
     }
@@ -185,6 +229,7 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
             scenarios: SCENARIOS.iter().map(|s| s.to_string()).collect(),
             apps: lab::apps().iter().map(|x| x.name.to_string()).collect(),
             quick_apps: None,
+            quick_scenarios: None,
             out: "results/in-paper",
         },
     )?;

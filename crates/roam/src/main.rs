@@ -64,6 +64,10 @@ enum LabCmd {
     /// Reproduce the IMP thesis's evaluation (e-mail under energy and data budgets; never,
     /// size-limit, WiFi-only, always-prefetch and IMP; driving and walking) into results/imp/.
     Imp(lab_cmd::InPaperArgs),
+    /// Reproduce the Meatballs thesis's network-selection evaluation (requests of 1 KB,
+    /// responses of 4 KB; cellular-only, WiFi-preferred, adaptive and Meatballs with each
+    /// method and cost level; walking and driving) into results/meatballs/.
+    Meatballs(lab_cmd::InPaperArgs),
 }
 
 #[derive(Subcommand)]
@@ -468,5 +472,6 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Energy(a) => energy_cmd::energy(&a).map(|_| 0),
         Cmd::Lab(LabCmd::InPaper(a)) => lab_cmd::in_paper(&a).map(|_| 0),
         Cmd::Lab(LabCmd::Imp(a)) => lab_cmd::imp(&a).map(|_| 0),
+        Cmd::Lab(LabCmd::Meatballs(a)) => lab_cmd::meatballs(&a).map(|_| 0),
     }
 }

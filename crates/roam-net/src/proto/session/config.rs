@@ -117,6 +117,22 @@ pub struct LabelPolicy {
     /// sent again over another network (see `Session::hedge_late_foreground`). Only small
     /// foreground IROBs are ever hedged; default: on for them.
     pub hedge: bool,
+    /// Which networks the label's IROBs go over (default: any, by the placement policy).
+    pub networks: NetworkChoice,
+}
+
+/// Which networks a label's IROBs may take: the placement policy's choice among all of them,
+/// or the two fixed rules of Meatballs' baselines (seed 000 §4.4.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetworkChoice {
+    /// Any network, by the placement policy (`Session::best_connection`).
+    #[default]
+    Any,
+    /// A network that is not cellular whenever one has an established connection (a phone's
+    /// default route: WiFi when associated); cellular otherwise.
+    PreferNonCellular,
+    /// Cellular networks only: the label waits (or its sends are deferred) while none is up.
+    CellularOnly,
 }
 
 impl LabelPolicy {
@@ -126,6 +142,7 @@ impl LabelPolicy {
             metered: true,
             backlog_bound: Duration::from_secs(1),
             hedge: label == Label::ForegroundSmall,
+            networks: NetworkChoice::Any,
         }
     }
 }

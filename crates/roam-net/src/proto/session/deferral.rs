@@ -12,9 +12,12 @@ use crate::proto::label::Label;
 use crate::proto::wire::Frame;
 
 impl Session {
-    /// Whether `label` may be sent over network `net` under the deferral policy.
+    /// Whether `label` may be sent over network `net` under the deferral policy (and its
+    /// [`NetworkChoice`]).
     pub(super) fn appropriate(&self, label: Label, net: &Network) -> bool {
-        !net.kind.metered || self.config.policy(label).metered
+        let policy = self.config.policy(label);
+        (!net.kind.metered || policy.metered)
+            && (policy.networks != NetworkChoice::CellularOnly || net.kind.cellular)
     }
 
     /// The networks with an established connection.

@@ -58,7 +58,7 @@ use super::estimate::NetworkEstimate;
 use super::label::Label;
 use super::wire::{Frame, NetInfo, WireLimits, KEY_LEN};
 
-pub use config::{Config, ConfigError, LabelPolicy};
+pub use config::{Config, ConfigError, LabelPolicy, NetworkChoice};
 use connections::{Conn, ConnState};
 pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
 use networks::Network;

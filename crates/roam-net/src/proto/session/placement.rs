@@ -118,7 +118,7 @@ impl Session {
     /// Large: the highest-bandwidth network. Unknown estimates rank last, ties go to the
     /// lower id.
     pub(super) fn best_connection(&self, label: Label, len: u64, now: Time) -> Option<ConnId> {
-        let cands = self
+        let cands: Vec<(&ConnId, &Conn)> = self
             .conns
             .iter()
             .filter(|(_, c)| c.state == ConnState::Established)
@@ -126,12 +126,22 @@ impl Session {
                 self.networks
                     .get(&c.net)
                     .is_none_or(|n| self.appropriate(label, n))
-            });
+            })
+            .collect();
         let est = |c: &Conn| {
             self.networks
                 .get(&c.net)
                 .map(|n| (n.estimate.rtt(), n.estimate.bandwidth()))
         };
+        // `NetworkChoice::PreferNonCellular`: only the non-cellular candidates while there is
+        // one.
+        let cellular = |c: &Conn| self.networks.get(&c.net).is_some_and(|n| n.kind.cellular);
+        let demote_cellular = self.config.policy(label).networks
+            == NetworkChoice::PreferNonCellular
+            && cands.iter().any(|(_, c)| !cellular(c));
+        let cands = cands
+            .into_iter()
+            .filter(|(_, c)| !demote_cellular || !cellular(c));
         if label.is_small() {
             cands
                 .min_by_key(|(&id, c)| {

@@ -102,3 +102,30 @@ fn selection_is_off_by_default() {
     assert_eq!(on, vec![1]);
     assert!(s.out[&id].selected.is_none());
 }
+
+/// Meatballs' baselines as label policies: WiFi-preferred keeps a small foreground IROB on
+/// the WiFi even when the placement model would take the 3G (the WiFi's kernel holds a queue
+/// of background data here), cellular-only puts it on the 3G.
+#[test]
+fn network_choices_override_the_placement_model() {
+    for (choice, want) in [
+        (NetworkChoice::Any, 2),
+        (NetworkChoice::PreferNonCellular, 1),
+        (NetworkChoice::CellularOnly, 2),
+    ] {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        s.networks.get_mut(&2).unwrap().kind.cellular = true;
+        s.config.policy_mut(Label::ForegroundSmall).networks = choice;
+        s.config.policy_mut(Label::ForegroundSmall).hedge = false;
+        // Two seconds of data queued in the WiFi's kernel.
+        s.kernel_queue(
+            1,
+            KernelQueue {
+                unsent: 150_000,
+                ..KernelQueue::default()
+            },
+        );
+        let (_, on) = send(&mut s, Time::ZERO);
+        assert_eq!(on, vec![want], "{choice:?}");
+    }
+}

@@ -1,0 +1,199 @@
+//! The Meatballs thesis's network-selection workload (seed 000 §4.4.2): a user sends a request
+//! of about 1 KB and waits for a response of about 4 KB, then thinks for U(10, 30) s, for 20
+//! minutes. Every request and response is a small foreground IROB; the system under test
+//! ([`crate::selection::Selection`]) decides which network each goes over, and whether over
+//! two. The trial measures each wait, and the energy (modelled from the client's interface
+//! counters with PowerTutor's Nexus One radios, as the IMP lab does) and the 3G data spent,
+//! and from those the weighted cost at each of the thesis's cost levels: the total wait plus
+//! the energy and data priced at that level.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use roam_net::Label;
+use roam_prefetch::device::DeviceEnvironment;
+
+use crate::channel::Conn;
+use crate::imp_client::{interfaces, Caller};
+use crate::report::UNFINISHED;
+use crate::selection::Level;
+use crate::trial::{Metric, Trial};
+
+/// The application's port.
+const PORT: u16 = 6320;
+/// Request and response sizes (bytes).
+pub const REQUEST: usize = 1024;
+/// See [`REQUEST`].
+pub const RESPONSE: usize = 4096;
+/// Think time between a response and the next request (uniform, seconds).
+pub const THINK: (f64, f64) = (10.0, 30.0);
+/// The first request, this long into the run (the networks' first estimates come first).
+const FIRST: Duration = Duration::from_secs(5);
+/// The interactive event whose latencies a trial records: each response's wait.
+pub const EVENT: &str = "response_ms";
+
+/// A message's id: its first word.
+fn id_of(m: &[u8]) -> Result<String> {
+    let end = m
+        .iter()
+        .position(|&b| b == b' ')
+        .ok_or_else(|| anyhow!("a message without an id"))?;
+    Ok(String::from_utf8_lossy(&m[..end]).into_owned())
+}
+
+/// `ID ` padded to `len` bytes.
+fn message(id: &str, len: usize) -> Vec<u8> {
+    let mut m = format!("{id} ").into_bytes();
+    m.resize(len.max(m.len()), b'.');
+    m
+}
+
+/// The server: answer each request with a response of [`RESPONSE`] bytes naming its id.
+fn serve(conn: Arc<Conn>) -> Result<()> {
+    while let Some(m) = conn.recv()? {
+        let id = id_of(&m.data)?;
+        conn.send(Label::ForegroundSmall, &[], message(&id, RESPONSE), None)?;
+    }
+    Ok(())
+}
+
+/// The user: a request, its response, a think time, until `duration` is over; each wait (ms;
+/// [`UNFINISHED`] for a response that did not come within the run, which ends it).
+fn requests(
+    caller: &Caller,
+    seed: u64,
+    duration: Duration,
+    progress: &(dyn Fn(u64) + Send + Sync),
+) -> Result<Vec<f64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3ea7_ba11);
+    let start = Instant::now();
+    let end = start + duration;
+    let mut at = start + FIRST;
+    let mut waits_ms = Vec::new();
+    while at < end {
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        progress(start.elapsed().as_secs());
+        let t0 = Instant::now();
+        let left = end
+            .saturating_duration_since(t0)
+            .max(Duration::from_secs(1));
+        match caller.call_timeout(Label::ForegroundSmall, |id| message(id, REQUEST), left)? {
+            Some(r) if r.len() == RESPONSE => waits_ms.push(t0.elapsed().as_secs_f64() * 1e3),
+            Some(r) => bail!("a response of {} bytes, expected {RESPONSE}", r.len()),
+            None => {
+                waits_ms.push(UNFINISHED);
+                break;
+            }
+        }
+        at = Instant::now() + Duration::from_secs_f64(rng.gen_range(THINK.0..THINK.1));
+    }
+    Ok(waits_ms)
+}
+
+/// What a trial's client measured.
+struct Measured {
+    waits_ms: Vec<f64>,
+    joules: f64,
+    metered: u64,
+}
+
+/// Run one trial.
+pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    let server = t.start_server("meatballs", PORT, || Ok(()), |(), c| serve(c))?;
+    let (system, seed, duration) = (t.system, t.seed, t.duration);
+    let locals = t.client_links();
+    let progress = t.progress.clone();
+    let client = move || -> Result<(Measured, Arc<Conn>)> {
+        let conn = Arc::new(Conn::connect(system, &locals, PORT)?);
+        let est = conn.clone();
+        let env = Arc::new(
+            DeviceEnvironment::new(
+                interfaces()?,
+                move || match &*est {
+                    Conn::Roam(ms) => ms.estimates(),
+                    Conn::Plain(_) => Vec::new(),
+                },
+                None,
+                None,
+            )
+            .map_err(|e| anyhow!("{e}"))?,
+        );
+        // The radio models follow the interface counters every 100 ms (this thread's
+        // children share the client namespace, whose counters they read).
+        let done = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (env, done) = (env.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    env.spent();
+                    std::thread::sleep(roam_budget::live::SAMPLE_EVERY);
+                }
+            })
+        };
+        let caller = Caller::start(conn.clone(), id_of);
+        let waits = requests(&caller, seed, duration, &*progress);
+        done.store(true, Ordering::Relaxed);
+        let _ = sampler.join();
+        let (joules, metered) = env.spent();
+        Ok((
+            Measured {
+                waits_ms: waits?,
+                joules,
+                metered: metered.0,
+            },
+            conn,
+        ))
+    };
+    let out = t.run_client("meatballs", client);
+    let (recovery, served) = server.finish(out.as_ref().ok().map(|o| &*o.1));
+    let (m, _) = match out {
+        Ok(o) => o,
+        Err(e) => {
+            if let Err(se) = served {
+                bail!("{e:#}; server side: {se:#}");
+            }
+            return Err(e);
+        }
+    };
+    t.event_latencies(EVENT, m.waits_ms.iter().copied());
+    let unfinished = m.waits_ms.iter().any(|w| w.is_infinite());
+    if unfinished {
+        t.note(format!(
+            "{} response(s) within the run; the next did not arrive",
+            m.waits_ms.len() - 1
+        ));
+    }
+    let total_s = m.waits_ms.iter().sum::<f64>() / 1e3;
+    let mean = if unfinished || m.waits_ms.is_empty() {
+        UNFINISHED
+    } else {
+        crate::report::mean(&m.waits_ms)
+    };
+    let mut metrics = vec![
+        Metric::new("response_ms", mean, "ms"),
+        Metric::new("energy_J", m.joules, "J"),
+        Metric::new("data_kB", m.metered as f64 / 1e3, "kB"),
+        Metric::new("requests", m.waits_ms.len() as f64, "msgs"),
+        Metric::new("wait_s", total_s, "s"),
+    ];
+    for level in Level::ALL {
+        let p = level.prices();
+        let cost = total_s + p.energy * m.joules + p.data * m.metered as f64;
+        metrics.push(Metric::new(cost_metric(level), cost, "s"));
+    }
+    Ok(metrics.into_iter().chain(recovery).collect())
+}
+
+/// The metric of the weighted cost at `level`.
+pub fn cost_metric(level: Level) -> &'static str {
+    match level {
+        Level::None => "cost_none_s",
+        Level::Low => "cost_low_s",
+        Level::Mid => "cost_mid_s",
+        Level::High => "cost_high_s",
+    }
+}

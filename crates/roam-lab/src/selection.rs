@@ -1,0 +1,199 @@
+//! How `roam lab meatballs` chooses a network per request (seed 000 §4.4.2): the thesis's three
+//! baselines and Meatballs with each evaluation method at each cost level. Every one runs over
+//! roam-net with the same application; only the multi-sockets' configuration differs (both
+//! ends: the server's responses follow the same rule as the client's requests).
+
+use roam_decide::{CostLevel, Method, Prices};
+use roam_net::proto::session::{Config, NetworkChoice, Redundancy};
+use roam_net::Label;
+
+/// A network-selection rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Selection {
+    /// Every request and response over the cellular network.
+    CellularOnly,
+    /// Over WiFi whenever it is associated (connected), else cellular; a WiFi that vanishes
+    /// is left only when its connection breaks.
+    WifiPreferred,
+    /// roam-net's placement without redundancy: the network the estimates say delivers first.
+    Adaptive,
+    /// Meatballs: one network or both, by least expected weighted cost at a cost level.
+    Meatballs(MethodName, Level),
+}
+
+/// [`Method`] with an order (for report order and hashing in the lab).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MethodName {
+    /// Empirical error distributions.
+    Empirical,
+    /// Probabilistic error bounds.
+    Bounds,
+    /// Bayesian posteriors.
+    Bayesian,
+}
+
+/// [`CostLevel`] with an order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Level {
+    /// Free.
+    None,
+    /// 100 J or 100 KB per second saved.
+    Low,
+    /// 10 J or 10 KB.
+    Mid,
+    /// 1 J or 1 KB.
+    High,
+}
+
+impl MethodName {
+    /// Every method.
+    pub const ALL: [MethodName; 3] = [
+        MethodName::Empirical,
+        MethodName::Bounds,
+        MethodName::Bayesian,
+    ];
+
+    /// The library's method.
+    pub fn method(self) -> Method {
+        match self {
+            MethodName::Empirical => Method::Empirical,
+            MethodName::Bounds => Method::Bounds,
+            MethodName::Bayesian => Method::Bayesian,
+        }
+    }
+}
+
+impl Level {
+    /// Every level, cheapest first.
+    pub const ALL: [Level; 4] = [Level::None, Level::Low, Level::Mid, Level::High];
+
+    /// The library's cost level.
+    pub fn cost_level(self) -> CostLevel {
+        match self {
+            Level::None => CostLevel::None,
+            Level::Low => CostLevel::Low,
+            Level::Mid => CostLevel::Mid,
+            Level::High => CostLevel::High,
+        }
+    }
+
+    /// Its prices.
+    pub fn prices(self) -> Prices {
+        Prices::level(self.cost_level())
+    }
+}
+
+impl Selection {
+    /// The three baselines, then Meatballs by method and level.
+    pub fn all() -> Vec<Selection> {
+        let mut v = vec![
+            Selection::CellularOnly,
+            Selection::WifiPreferred,
+            Selection::Adaptive,
+        ];
+        for m in MethodName::ALL {
+            for l in Level::ALL {
+                v.push(Selection::Meatballs(m, l));
+            }
+        }
+        v
+    }
+
+    /// Name on the command line and in reports (`meatballs-empirical-low`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Selection::CellularOnly => "cellular-only",
+            Selection::WifiPreferred => "wifi-preferred",
+            Selection::Adaptive => "adaptive",
+            Selection::Meatballs(m, l) => {
+                const NAMES: [[&str; 4]; 3] = [
+                    [
+                        "meatballs-empirical-none",
+                        "meatballs-empirical-low",
+                        "meatballs-empirical-mid",
+                        "meatballs-empirical-high",
+                    ],
+                    [
+                        "meatballs-bounds-none",
+                        "meatballs-bounds-low",
+                        "meatballs-bounds-mid",
+                        "meatballs-bounds-high",
+                    ],
+                    [
+                        "meatballs-bayesian-none",
+                        "meatballs-bayesian-low",
+                        "meatballs-bayesian-mid",
+                        "meatballs-bayesian-high",
+                    ],
+                ];
+                NAMES[m as usize][l as usize]
+            }
+        }
+    }
+
+    /// Parse a name.
+    pub fn parse(s: &str) -> Result<Selection, String> {
+        Selection::all()
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown network selection `{s}` (expected cellular-only, wifi-preferred, \
+                 adaptive or meatballs-METHOD-LEVEL with METHOD empirical, bounds or bayesian \
+                 and LEVEL none, low, mid or high)"
+                )
+            })
+    }
+
+    /// The cost level Meatballs decides at, if this is Meatballs.
+    pub fn level(self) -> Option<Level> {
+        match self {
+            Selection::Meatballs(_, l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Configure a multi-socket for this rule: the foreground labels' network choice, no
+    /// fixed-delay hedging (the baselines do not hedge; Meatballs re-evaluates instead), and
+    /// Meatballs' redundancy.
+    pub fn configure(self, config: &mut Config) {
+        for label in [Label::ForegroundSmall, Label::ForegroundLarge] {
+            let p = config.policy_mut(label);
+            p.hedge = false;
+            p.networks = match self {
+                Selection::CellularOnly => NetworkChoice::CellularOnly,
+                Selection::WifiPreferred => NetworkChoice::PreferNonCellular,
+                Selection::Adaptive | Selection::Meatballs(..) => NetworkChoice::Any,
+            };
+        }
+        config.redundancy = match self {
+            Selection::Meatballs(m, l) => Some(Redundancy::new(m.method(), l.prices())),
+            _ => None,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_selection_parses_back_from_its_name() {
+        let all = Selection::all();
+        assert_eq!(all.len(), 15);
+        for s in all {
+            assert_eq!(Selection::parse(s.name()), Ok(s));
+        }
+        assert!(Selection::parse("meatballs-magic-low").is_err());
+    }
+
+    #[test]
+    fn only_meatballs_is_redundant_and_no_rule_hedges() {
+        for s in Selection::all() {
+            let mut c = Config::default();
+            s.configure(&mut c);
+            assert_eq!(c.redundancy.is_some(), s.level().is_some(), "{}", s.name());
+            assert!(!c.policy(Label::ForegroundSmall).hedge);
+        }
+    }
+}
