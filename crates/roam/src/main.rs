@@ -4,6 +4,7 @@ mod bench;
 mod bench_decide;
 mod bench_net;
 mod bench_prefetch;
+mod bench_store;
 mod drive;
 mod emu_plot;
 mod energy_cmd;
@@ -269,6 +270,9 @@ enum BenchCmd {
     /// Meatballs: microseconds per decision for each evaluation method, with 2 and 4
     /// strategies and 50 or 500 error samples per predictor (no network needed).
     Decide(bench_decide::BenchDecideArgs),
+    /// Horatio's chunk store: how fast one core seals an image, and ingests it into a
+    /// directory store (no network needed).
+    Store(bench_store::BenchStoreArgs),
 }
 
 #[derive(Subcommand)]
@@ -465,6 +469,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Bench(BenchCmd::Net(a)) => bench_net::net(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Prefetch(a)) => bench_prefetch::prefetch(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Decide(a)) => bench_decide::decide(&a).map(|_| 0),
+        Cmd::Bench(BenchCmd::Store(a)) => bench_store::store(&a).map(|_| 0),
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),

@@ -1,0 +1,26 @@
+//! The content-addressed chunk store of Horatio (seed 004; ../shared/spec/horatio.md): a
+//! parcel's disk and memory images as 128 KB chunks, each compressed (LZ4), sealed under a key
+//! of its own (AES-256-GCM, convergent keys) and named by the BLAKE3 hash of the sealed blob
+//! ([`chunk`]); per image a [`Keyring`] of every chunk's name, key and length, sealed under the
+//! parcel key ([`keyring`]); stores that keep blobs by name and are never trusted: every blob
+//! read is checked against its name and its tag, and a bad copy is refused and fetched from
+//! the next store ([`store`]); images in and out, only dirty chunks sealed again ([`image`]).
+//!
+//! Anyone may cache or relay blobs (the phone, the server, a borrowed PC); only the holder of
+//! the keyring and the parcel key can read them. Not here yet: the S3 backend, the three tiers
+//! with ownership handoff, and QEMU state (issue 27).
+
+pub mod chunk;
+pub mod error;
+pub mod image;
+pub mod keyring;
+pub mod store;
+
+pub use chunk::{open, seal, ChunkId, ChunkKey, Sealed, CHUNK_SIZE};
+pub use error::StoreError;
+pub use image::{ingest, restore, Ingested};
+pub use keyring::{Entry, Keyring, ParcelKey};
+pub use store::{fetch, ChunkStore, DirStore};
+
+#[cfg(test)]
+mod tests;
