@@ -27,7 +27,9 @@ pub const CABERNET_DISCONNECT: &str = include_str!("../data/cabernet-disconnect-
 pub const WALKING_SESSION: &str = include_str!("../data/walking-wifi-session.cdf");
 /// Gaps between WiFi sessions while walking (seconds): exponential, mean 255 s.
 pub const WALKING_GAP: &str = include_str!("../data/walking-wifi-gap.cdf");
-/// Gaps between WiFi sessions on the Meatballs thesis's walk (seconds): exponential, mean 25 s.
+/// WiFi sessions on the Meatballs thesis's walk (seconds): median 41 s, longest 300 s.
+pub const WALKING_CAMPUS_SESSION: &str = include_str!("../data/walking-campus-wifi-session.cdf");
+/// Gaps between WiFi sessions on the Meatballs thesis's walk (seconds): exponential, mean 30 s.
 pub const WALKING_CAMPUS_GAP: &str = include_str!("../data/walking-campus-wifi-gap.cdf");
 
 /// How far ahead a generated schedule reaches before it repeats.
@@ -99,11 +101,14 @@ pub fn walking(seed: u64) -> Piecewise<bool> {
     alternating(&on, &off, seed, GENERATED_HORIZON)
 }
 
-/// WiFi availability on the Meatballs thesis's walk (seed 000 §4.4.2: WiFi in reach 69% of
-/// the time): the IMP walk's sessions (median 56 s, at most 99 s) with gaps of mean 25 s.
+/// WiFi availability on the Meatballs thesis's walk (seed 000 Table 4.2: WiFi in reach 69% of
+/// the time, sessions of median 41 s and at most 5 min), with gaps of mean 30 s.
 pub fn walking_campus(seed: u64) -> Piecewise<bool> {
-    let on = EmpiricalCdf::parse(WALKING_SESSION, Path::new("walking-wifi-session.cdf"))
-        .expect("embedded walking session CDF parses");
+    let on = EmpiricalCdf::parse(
+        WALKING_CAMPUS_SESSION,
+        Path::new("walking-campus-wifi-session.cdf"),
+    )
+    .expect("embedded campus session CDF parses");
     let off = EmpiricalCdf::parse(WALKING_CAMPUS_GAP, Path::new("walking-campus-wifi-gap.cdf"))
         .expect("embedded campus gap CDF parses");
     alternating(&on, &off, seed, GENERATED_HORIZON)

@@ -187,22 +187,26 @@ mod tests {
         assert!(e.to_string().contains("unknown scenario `beach`"));
     }
 
-    /// The walking scenario's WiFi matches the thesis's statistics: in reach about 18% of the
-    /// time, sessions of median 56 s and at most 99 s (over several seeds' six hours); the
-    /// Meatballs walk's, 69%.
+    /// The walking scenario's WiFi matches the IMP thesis's statistics: in reach about 18% of
+    /// the time, sessions of median 56 s and at most 99 s (over several seeds' six hours); the
+    /// Meatballs walk's: 69%, median 41 s, at most 5 min.
     #[test]
     fn walking_meets_wifi_as_the_imp_thesis_describes() {
-        for (name, lo, hi) in [("walking", 0.15, 0.21), ("walking-campus", 0.64, 0.74)] {
+        let cases = [
+            ("walking", (0.15, 0.21), (48.0, 64.0), 99.0),
+            ("walking-campus", (0.64, 0.74), (35.0, 47.0), 300.0),
+        ];
+        for (name, (lo, hi), (mlo, mhi), max) in cases {
             let (frac, median, longest) = wifi_stats(name);
             assert!(
                 (lo..hi).contains(&frac),
                 "{name}: WiFi in reach {frac:.3} of the time"
             );
             assert!(
-                (48.0..64.0).contains(&median),
+                (mlo..mhi).contains(&median),
                 "{name}: median session {median:.1} s"
             );
-            assert!(longest <= 99.0 + 1e-6, "{name}: {longest}");
+            assert!(longest <= max + 1e-6, "{name}: {longest}");
         }
     }
 
