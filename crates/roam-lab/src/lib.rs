@@ -34,6 +34,7 @@ pub mod report;
 pub mod selection;
 pub mod sensing;
 pub mod setup;
+pub mod speech;
 pub mod stats;
 pub mod system;
 pub mod trial;
