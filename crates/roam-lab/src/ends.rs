@@ -115,6 +115,20 @@ impl Trial {
 }
 
 impl ServerSide {
+    /// [`ServerSide::finish`] with the client's outcome `out` (what it measured, and its end of
+    /// the connection): what it measured and the recovery metrics, or the client's error with
+    /// the server side's beside it.
+    pub fn finish_client<R>(self, out: Result<(R, Arc<Conn>)>) -> Result<(R, Vec<Metric>)> {
+        let (recovery, served) = self.finish(out.as_ref().ok().map(|o| &*o.1));
+        match out {
+            Ok((r, _)) => Ok((r, recovery)),
+            Err(e) => match served {
+                Err(se) => bail!("{e:#}; server side: {se:#}"),
+                Ok(()) => Err(e),
+            },
+        }
+    }
+
     /// The trial is over: count what roam's recovery cost on both ends (`client_end`, if the
     /// client got as far as a connection, and the server's), stop both connections and wait
     /// for the server side. Its outcome comes back beside the metrics: an error there often

@@ -38,6 +38,61 @@ pub struct Budgets {
     pub data_bytes: Option<u64>,
 }
 
+/// The client's radios followed through a trial: energy (modelled) and metered data, from the
+/// interface counters sampled every 100 ms by a thread of the client namespace.
+pub(crate) struct Metered {
+    env: Arc<DeviceEnvironment>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<()>,
+}
+
+impl Metered {
+    /// Start following the client's interfaces (call from the client namespace), with
+    /// `conn`'s estimates for the environment.
+    pub(crate) fn start(conn: &Arc<Conn>) -> Result<Metered> {
+        let env = device(conn, None, None)?;
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let (env, done) = (env.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    env.spent();
+                    std::thread::sleep(roam_budget::live::SAMPLE_EVERY);
+                }
+            })
+        };
+        Ok(Metered { env, done, sampler })
+    }
+
+    /// Stop: the energy (J, modelled) and the metered bytes over the trial.
+    pub(crate) fn finish(self) -> (f64, u64) {
+        self.done.store(true, Ordering::Relaxed);
+        let _ = self.sampler.join();
+        let (j, b) = self.env.spent();
+        (j, b.0)
+    }
+}
+
+/// The device as IMP sees it: the client's radios, `conn`'s estimates, the budgets if any.
+fn device(
+    conn: &Arc<Conn>,
+    energy: Option<Budget>,
+    data: Option<Budget>,
+) -> Result<Arc<DeviceEnvironment>> {
+    let est = conn.clone();
+    let env = DeviceEnvironment::new(
+        interfaces()?,
+        move || match &*est {
+            Conn::Roam(ms) => ms.estimates(),
+            Conn::Plain(_) => Vec::new(),
+        },
+        energy,
+        data,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    Ok(Arc::new(env))
+}
+
 /// The radios of the client's links: PowerTutor's Nexus One (the thesis's model), AT&T 3G.
 pub(crate) fn interfaces() -> Result<Vec<Interface>> {
     Ok(vec![
@@ -229,24 +284,16 @@ pub fn read(
         .map(|_| rng.gen_range(THINK.0..THINK.1) * k)
         .collect();
     let first = FIRST_READ.mul_f64(k);
-    let est = conn.clone();
     let budget = |total: f64| Budget {
         total: total * scale(duration),
         start: Time::ZERO,
         end: Time::ZERO + duration,
     };
-    let env = Arc::new(
-        DeviceEnvironment::new(
-            interfaces()?,
-            move || match &*est {
-                Conn::Roam(ms) => ms.estimates(),
-                Conn::Plain(_) => Vec::new(),
-            },
-            budgets.energy_j.map(budget),
-            budgets.data_bytes.map(|b| budget(b as f64)),
-        )
-        .map_err(|e| anyhow!("{e}"))?,
-    );
+    let env = device(
+        conn,
+        budgets.energy_j.map(budget),
+        budgets.data_bytes.map(|b| budget(b as f64)),
+    )?;
     let imp = Prefetcher::with_strategy(env.clone(), strategy);
     let sizes: Vec<(String, u64)> = items.iter().map(|i| (i.name.clone(), i.size)).collect();
     let mut handles: Vec<Option<Handle<u64>>> = items
@@ -338,16 +385,7 @@ pub fn finish_trial(
     budgets: Budgets,
     event: &str,
 ) -> Result<Vec<Metric>> {
-    let (recovery, served) = server.finish(out.as_ref().ok().map(|o| &*o.1));
-    let (out, _) = match out {
-        Ok(o) => o,
-        Err(e) => {
-            if let Err(se) = served {
-                bail!("{e:#}; server side: {se:#}");
-            }
-            return Err(e);
-        }
-    };
+    let (out, recovery) = server.finish_client(out)?;
     t.event_latencies(event, out.fetch_ms.iter().copied());
     if out.fetch_ms.iter().any(|m| m.is_infinite()) {
         t.note(format!(

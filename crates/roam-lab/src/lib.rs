@@ -27,6 +27,7 @@ pub mod mail;
 pub mod matrix;
 pub mod meatballs_lab;
 pub mod meatballs_net;
+pub mod meatballs_speech;
 pub mod nginx;
 pub mod outcome;
 pub mod paper;

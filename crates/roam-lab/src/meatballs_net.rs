@@ -7,7 +7,6 @@
 //! and from those the weighted cost at each of the thesis's cost levels: the total wait plus
 //! the energy and data priced at that level.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,10 +14,9 @@ use anyhow::{anyhow, bail, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use roam_net::Label;
-use roam_prefetch::device::DeviceEnvironment;
 
 use crate::channel::Conn;
-use crate::imp_client::{interfaces, Caller};
+use crate::imp_client::{Caller, Metered};
 use crate::report::UNFINISHED;
 use crate::selection::Level;
 use crate::trial::{Metric, Trial};
@@ -103,62 +101,36 @@ struct Measured {
 
 /// Run one trial.
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    if let crate::system::System::Select(s) = t.system {
+        if !s.network() {
+            bail!(
+                "`{}` is a speech rule, not a network-selection one",
+                s.name()
+            );
+        }
+    }
     let server = t.start_server("meatballs", PORT, || Ok(()), |(), c| serve(c))?;
     let (system, seed, duration) = (t.system, t.seed, t.duration);
     let locals = t.client_links();
     let progress = t.progress.clone();
     let client = move || -> Result<(Measured, Arc<Conn>)> {
         let conn = Arc::new(Conn::connect(system, &locals, PORT)?);
-        let est = conn.clone();
-        let env = Arc::new(
-            DeviceEnvironment::new(
-                interfaces()?,
-                move || match &*est {
-                    Conn::Roam(ms) => ms.estimates(),
-                    Conn::Plain(_) => Vec::new(),
-                },
-                None,
-                None,
-            )
-            .map_err(|e| anyhow!("{e}"))?,
-        );
-        // The radio models follow the interface counters every 100 ms (this thread's
-        // children share the client namespace, whose counters they read).
-        let done = Arc::new(AtomicBool::new(false));
-        let sampler = {
-            let (env, done) = (env.clone(), done.clone());
-            std::thread::spawn(move || {
-                while !done.load(Ordering::Relaxed) {
-                    env.spent();
-                    std::thread::sleep(roam_budget::live::SAMPLE_EVERY);
-                }
-            })
-        };
+        // The radio models follow the interface counters (in the client namespace).
+        let meter = Metered::start(&conn)?;
         let caller = Caller::start(conn.clone(), id_of);
         let waits = requests(&caller, seed, duration, &*progress);
-        done.store(true, Ordering::Relaxed);
-        let _ = sampler.join();
-        let (joules, metered) = env.spent();
+        let (joules, metered) = meter.finish();
         Ok((
             Measured {
                 waits_ms: waits?,
                 joules,
-                metered: metered.0,
+                metered,
             },
             conn,
         ))
     };
     let out = t.run_client("meatballs", client);
-    let (recovery, served) = server.finish(out.as_ref().ok().map(|o| &*o.1));
-    let (m, _) = match out {
-        Ok(o) => o,
-        Err(e) => {
-            if let Err(se) = served {
-                bail!("{e:#}; server side: {se:#}");
-            }
-            return Err(e);
-        }
-    };
+    let (m, recovery) = server.finish_client(out)?;
     t.event_latencies(EVENT, m.waits_ms.iter().copied());
     let unfinished = m.waits_ms.iter().any(|w| w.is_infinite());
     if unfinished {

@@ -1,7 +1,8 @@
-//! How `roam lab meatballs` chooses a network per request (seed 000 §4.4.2): the thesis's three
-//! baselines and Meatballs with each evaluation method at each cost level. Every one runs over
-//! roam-net with the same application; only the multi-sockets' configuration differs (both
-//! ends: the server's responses follow the same rule as the client's requests).
+//! How `roam lab meatballs` decides (seed 000 §4.4.2-4.4.3): per request, which network
+//! (the thesis's three baselines and Meatballs with each evaluation method at each cost level;
+//! every one over roam-net with the same application, only the multi-sockets' configuration
+//! differs, at both ends); per utterance, where to recognise speech (local-only,
+//! remote-preferred, adaptive, Meatballs), which the speech application decides itself.
 
 use roam_decide::{CostLevel, Method, Prices};
 use roam_net::proto::session::{Config, NetworkChoice, Redundancy};
@@ -15,8 +16,13 @@ pub enum Selection {
     /// Over WiFi whenever it is associated (connected), else cellular; a WiFi that vanishes
     /// is left only when its connection breaks.
     WifiPreferred,
-    /// roam-net's placement without redundancy: the network the estimates say delivers first.
+    /// roam-net's placement without redundancy: the network the estimates say delivers first
+    /// (speech: the place of least weighted cost at the predicted values).
     Adaptive,
+    /// Speech: recognise on the phone, always.
+    LocalOnly,
+    /// Speech: recognise on the server whenever the WiFi is there, else on the phone.
+    RemotePreferred,
     /// Meatballs: one network or both, by least expected weighted cost at a cost level.
     Meatballs(MethodName, Level),
 }
@@ -84,13 +90,26 @@ impl Level {
 }
 
 impl Selection {
-    /// The three baselines, then Meatballs by method and level.
+    /// The network-selection rules: the three baselines, then Meatballs by method and level.
     pub fn all() -> Vec<Selection> {
-        let mut v = vec![
+        Selection::with_baselines(&[
             Selection::CellularOnly,
             Selection::WifiPreferred,
             Selection::Adaptive,
-        ];
+        ])
+    }
+
+    /// The speech rules: local-only, remote-preferred, adaptive, then Meatballs.
+    pub fn speech_all() -> Vec<Selection> {
+        Selection::with_baselines(&[
+            Selection::LocalOnly,
+            Selection::RemotePreferred,
+            Selection::Adaptive,
+        ])
+    }
+
+    fn with_baselines(baselines: &[Selection]) -> Vec<Selection> {
+        let mut v = baselines.to_vec();
         for m in MethodName::ALL {
             for l in Level::ALL {
                 v.push(Selection::Meatballs(m, l));
@@ -99,12 +118,24 @@ impl Selection {
         v
     }
 
+    /// Whether the speech application runs under this rule.
+    pub fn speech(self) -> bool {
+        !matches!(self, Selection::CellularOnly | Selection::WifiPreferred)
+    }
+
+    /// Whether the network-selection application runs under this rule.
+    pub fn network(self) -> bool {
+        !matches!(self, Selection::LocalOnly | Selection::RemotePreferred)
+    }
+
     /// Name on the command line and in reports (`meatballs-empirical-low`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Selection::CellularOnly => "cellular-only",
             Selection::WifiPreferred => "wifi-preferred",
             Selection::Adaptive => "adaptive",
+            Selection::LocalOnly => "local-only",
+            Selection::RemotePreferred => "remote-preferred",
             Selection::Meatballs(m, l) => {
                 const NAMES: [[&str; 4]; 3] = [
                     [
@@ -135,12 +166,13 @@ impl Selection {
     pub fn parse(s: &str) -> Result<Selection, String> {
         Selection::all()
             .into_iter()
+            .chain([Selection::LocalOnly, Selection::RemotePreferred])
             .find(|x| x.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown network selection `{s}` (expected cellular-only, wifi-preferred, \
-                 adaptive or meatballs-METHOD-LEVEL with METHOD empirical, bounds or bayesian \
-                 and LEVEL none, low, mid or high)"
+                    "unknown rule `{s}` (expected cellular-only, wifi-preferred, local-only, \
+                     remote-preferred, adaptive or meatballs-METHOD-LEVEL with METHOD \
+                     empirical, bounds or bayesian and LEVEL none, low, mid or high)"
                 )
             })
     }
@@ -163,7 +195,7 @@ impl Selection {
             p.networks = match self {
                 Selection::CellularOnly => NetworkChoice::CellularOnly,
                 Selection::WifiPreferred => NetworkChoice::PreferNonCellular,
-                Selection::Adaptive | Selection::Meatballs(..) => NetworkChoice::Any,
+                _ => NetworkChoice::Any,
             };
         }
         config.redundancy = match self {
@@ -181,7 +213,7 @@ mod tests {
     fn every_selection_parses_back_from_its_name() {
         let all = Selection::all();
         assert_eq!(all.len(), 15);
-        for s in all {
+        for s in all.into_iter().chain(Selection::speech_all()) {
             assert_eq!(Selection::parse(s.name()), Ok(s));
         }
         assert!(Selection::parse("meatballs-magic-low").is_err());

@@ -217,7 +217,9 @@ impl CpuLimit {
         }
         let period: u64 = 100_000;
         let quota = ((share * period as f64) as u64).max(1_000);
-        let leaf = format!("roam-{name}-{}", std::process::id());
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let leaf = format!("roam-{name}-{}-{n}", std::process::id());
         // cgroup v2: a `cpu.max` of "quota period"; v1: the cpu controller's CFS quota.
         let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers");
         let (dir, files): (PathBuf, Vec<(&str, String)>) = if std::fs::read_to_string(v2)
@@ -254,6 +256,12 @@ impl CpuLimit {
     }
 }
 
+impl Drop for Recognizer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
+
 impl Drop for CpuLimit {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.dir);
@@ -267,12 +275,17 @@ pub struct Recognizer {
 }
 
 impl Recognizer {
-    /// A recognizer writing its input under `scratch`, limited to `limit`'s CPU share if given.
+    /// A recognizer writing its input under a directory of its own below `scratch`, limited to
+    /// `limit`'s CPU share if given.
     pub fn new(scratch: &Path, limit: Option<CpuLimit>) -> Result<Recognizer> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scratch = &scratch.join(format!("recognizer-{}-{n}", std::process::id()));
         if let Some(m) = missing() {
             bail!("the speech recognizer needs {m} (apt-get install pocketsphinx pocketsphinx-en-us espeak-ng)");
         }
-        std::fs::create_dir_all(scratch)?;
+        std::fs::create_dir_all(scratch)
+            .with_context(|| format!("creating {}", scratch.display()))?;
         Ok(Recognizer {
             limit,
             scratch: scratch.to_path_buf(),
@@ -281,9 +294,7 @@ impl Recognizer {
 
     /// Recognise `wav`: the text PocketSphinx heard and how long it took (from start to exit).
     pub fn recognize(&self, wav: &[u8], tag: &str) -> Result<(String, Duration)> {
-        let input = self
-            .scratch
-            .join(format!("{tag}-{}.wav", std::process::id()));
+        let input = self.scratch.join(format!("{tag}.wav"));
         std::fs::write(&input, wav).with_context(|| format!("writing {}", input.display()))?;
         // The shell joins the cgroup first, then becomes the recognizer: nothing of it runs
         // outside the limit.

@@ -10,7 +10,7 @@ use roam_lab::system::System;
 use roam_prefetch::Strategy;
 
 /// Arguments of `roam lab in-paper`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct InPaperArgs {
     /// Reduced matrix for CI and a first look: short workloads, one trial, the `vehicular`
     /// scenario only, every system at once (unless given explicitly).
@@ -174,43 +174,82 @@ pub fn imp(a: &InPaperArgs) -> Result<()> {
     finish(&plan, &rows)
 }
 
-/// `roam lab meatballs`: the Meatballs thesis's network-selection evaluation; the same flags,
-/// `--systems` naming rules (cellular-only, wifi-preferred, adaptive,
-/// meatballs-METHOD-LEVEL).
+/// `roam lab meatballs`: the Meatballs thesis's evaluation; the same flags, `--systems` naming
+/// rules (cellular-only, wifi-preferred, local-only, remote-preferred, adaptive,
+/// meatballs-METHOD-LEVEL). Each application runs as a plan of its own (its rules and
+/// scenarios differ), into OUT/APP when there are several; speech trials run one at a time
+/// unless `--jobs` says otherwise, since their CPU shares stand for a phone and a server.
 pub fn meatballs(a: &InPaperArgs) -> Result<()> {
-    use roam_lab::meatballs_lab;
-    let systems = match &a.systems {
-        Some(v) => v
-            .iter()
-            .map(|s| {
-                roam_lab::selection::Selection::parse(s.trim())
-                    .map(System::Select)
-                    .map_err(anyhow::Error::msg)
-            })
-            .collect::<Result<Vec<_>>>()?,
-        None if a.quick => meatballs_lab::quick_systems(),
-        None => meatballs_lab::systems(),
-    };
+    use roam_lab::meatballs_lab::{self, APP, LOAD_SCENARIO, SPEECH_APPS};
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let plan = plan(
-        a,
-        systems,
-        Defaults {
-            scenarios: names(&meatballs_lab::SCENARIOS),
-            quick_scenarios: Some(names(&["walking-campus"])),
-            apps: names(&[meatballs_lab::APP]),
-            quick_apps: None,
-            out: "results/meatballs",
-        },
-    )?;
-    let (md, rows) = meatballs_lab::meatballs(&plan)?;
-    for l in md
-        .lines()
-        .filter(|l| l.starts_with('|') || l.starts_with("## ") || l.starts_with("### "))
-    {
-        println!("{l}");
+    let apps = match (&a.apps, a.quick) {
+        (Some(given), _) => given.clone(),
+        (None, true) => names(&[APP]),
+        (None, false) => names(&[APP, SPEECH_APPS[0], SPEECH_APPS[1]]),
+    };
+    let base = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results/meatballs"));
+    let mut all_rows = Vec::new();
+    let mut last = None;
+    for app in &apps {
+        let systems = match &a.systems {
+            Some(v) => v
+                .iter()
+                .map(|s| {
+                    roam_lab::selection::Selection::parse(s.trim())
+                        .map(System::Select)
+                        .map_err(anyhow::Error::msg)
+                })
+                .collect::<Result<Vec<_>>>()?,
+            None if a.quick && app == APP => meatballs_lab::quick_systems(),
+            None => meatballs_lab::systems_for(app),
+        };
+        let speech = SPEECH_APPS.contains(&app.as_str());
+        let (scenarios, quick_scenarios) = if app == SPEECH_APPS[1] {
+            (names(&[LOAD_SCENARIO]), names(&[LOAD_SCENARIO]))
+        } else {
+            (names(&meatballs_lab::SCENARIOS), names(&["walking-campus"]))
+        };
+        let mut args = a.clone();
+        if apps.len() > 1 {
+            args.out = Some(base.join(app));
+        }
+        if speech && args.jobs.is_none() {
+            args.jobs = Some(1);
+        }
+        let plan = plan(
+            &args,
+            systems,
+            Defaults {
+                scenarios,
+                quick_scenarios: Some(quick_scenarios),
+                apps: vec![app.clone()],
+                quick_apps: None,
+                out: "results/meatballs",
+            },
+        )?;
+        let (md, rows) = meatballs_lab::meatballs(&plan)?;
+        for l in md
+            .lines()
+            .filter(|l| l.starts_with('|') || l.starts_with("### ") || l.starts_with("#### "))
+        {
+            println!("{l}");
+        }
+        if apps.len() > 1 {
+            println!(
+                "Full report: {}/report.md (every trial: trials.csv; charts: *.svg)",
+                plan.out.display()
+            );
+        }
+        all_rows.extend(rows);
+        last = Some(plan);
     }
-    finish(&plan, &rows)
+    match last {
+        Some(plan) => finish(&plan, &all_rows),
+        None => anyhow::bail!("no application to run"),
+    }
 }
 
 /// Run it; print the report's headline table.

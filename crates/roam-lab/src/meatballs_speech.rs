@@ -1,0 +1,551 @@
+//! The Meatballs thesis's speech application (seed 000 §4.4.3, §4.5.5.2): every 30 s the user
+//! speaks one of 20 utterances (1-8 s); it is recognised on the phone (PocketSphinx in a CPU
+//! cgroup of a quarter of a core), on the server (PocketSphinx with a full core, shared with
+//! other clients' recognitions under load), or both at once, the first result kept. The delay
+//! is from the end of speech to the text.
+//!
+//! Remote recognition streams the audio to the server while the user speaks (half-second
+//! chunks, large foreground IROBs), then asks for the text; the thesis ran it only when WiFi
+//! was available ("the upload bandwidth of both 3G and LTE networks is too low"), and so does
+//! this application: whether the phone is associated with the WiFi is what the emulated
+//! scenario says at that moment, as a phone's system knows its association. The decision is
+//! made when the user starts to speak, with the utterance's length predicted from those before
+//! (the thesis's application-specific predictor); recognition starts when speech ends.
+//!
+//! Rules (the lab's [`Selection`]): local-only, remote-preferred (remote whenever the WiFi is
+//! there), adaptive (the single strategy of least weighted cost at the predicted values), and
+//! Meatballs (roam-decide with a method and a cost level: local, remote or both, re-evaluated
+//! at twice the expected time and every 200 ms after, when a local copy may be started).
+//!
+//! Energy is modelled: the phone's CPU at [`PHONE_CPU_W`] while it recognises (a
+//! reconstructed constant, R), and the radios from the client's interface counters as in the
+//! network-selection workload.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use roam_decide::{Meatballs, Method, Outcome, Prices, Reevaluation, Running};
+use roam_net::Label;
+
+use crate::channel::Conn;
+use crate::imp_client::Metered;
+use crate::meatballs_net::cost_metric;
+use crate::report::UNFINISHED;
+use crate::selection::{Level, Selection};
+use crate::speech::{utterances, CpuLimit, Recognizer, Utterance};
+use crate::trial::{Metric, Trial};
+
+/// The application's port.
+const PORT: u16 = 6330;
+/// One utterance every this long.
+pub const EVERY: Duration = Duration::from_secs(30);
+/// The phone's CPU, as a share of one of this machine's cores.
+pub const PHONE_SHARE: f64 = 0.25;
+/// The server's CPU for recognition (its own and its other clients'), in cores.
+pub const SERVER_SHARE: f64 = 1.0;
+/// The phone's power while its CPU recognises, in watts. Status R (reconstructed): PowerTutor's
+/// HTC Dream CPU model as we recall it (121 mW on, 4.34 mW per percent of use at 384 MHz),
+/// about 0.56 W at full use; not checked against the paper.
+pub const PHONE_CPU_W: f64 = 0.555;
+/// The other clients' concurrent recognitions on a loaded server: Poisson with a mean rising
+/// from 6 to 10 over the run (seed 000 §4.5.5.2), redrawn every this long.
+const LOAD_EVERY: Duration = Duration::from_secs(10);
+/// Audio per streamed chunk.
+const CHUNK: Duration = Duration::from_millis(500);
+/// The interactive event whose latencies a trial records.
+pub const EVENT: &str = "recognition_ms";
+/// Where the utterances are synthesised once.
+fn cache_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join("roam-speech-utterances")
+}
+
+/// Server: assemble each utterance's streamed audio; on `E id`, recognise it and answer
+/// `R id server_ms\ntext`.
+fn serve(conn: Arc<Conn>, load: bool, duration: Duration, seed: u64) -> Result<()> {
+    let dir = std::env::temp_dir();
+    let limit = CpuLimit::new("server", SERVER_SHARE)?;
+    let rec = Arc::new(Recognizer::new(&dir, Some(limit))?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = load.then(|| {
+        let (rec, stop) = (rec.clone(), stop.clone());
+        std::thread::spawn(move || server_load(rec, stop, duration, seed))
+    });
+    let mut audio: std::collections::HashMap<String, Vec<u8>> = Default::default();
+    let result = (|| -> Result<()> {
+        while let Some(m) = conn.recv()? {
+            let nl = m
+                .data
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap_or(m.data.len());
+            let head = String::from_utf8_lossy(&m.data[..nl]).into_owned();
+            let mut f = head.split_whitespace();
+            match (f.next(), f.next()) {
+                (Some("A"), Some(id)) => audio
+                    .entry(id.to_string())
+                    .or_default()
+                    .extend_from_slice(m.data.get(nl + 1..).unwrap_or(&[])),
+                (Some("E"), Some(id)) => {
+                    let wav = audio
+                        .remove(id)
+                        .ok_or_else(|| anyhow!("no audio for {id}"))?;
+                    let (conn, rec, id) = (conn.clone(), rec.clone(), id.to_string());
+                    // Each request on its own thread: the server serves them concurrently.
+                    std::thread::spawn(move || {
+                        let r = rec.recognize(&wav, &format!("req-{id}"));
+                        let reply = match r {
+                            Ok((text, took)) => format!("R {id} {}\n{text}", took.as_millis()),
+                            Err(e) => format!("R {id} 0\nerror: {e:#}"),
+                        };
+                        let _ = conn.send(Label::ForegroundSmall, &[], reply.into_bytes(), None);
+                    });
+                }
+                _ => bail!("a message the speech server does not know: `{head}`"),
+            }
+        }
+        Ok(())
+    })();
+    stop.store(true, Ordering::SeqCst);
+    if let Some(l) = loader {
+        let _ = l.join();
+    }
+    result
+}
+
+/// Other clients' recognitions: every [`LOAD_EVERY`], a Poisson number of them (mean rising
+/// from 6 to 10) run concurrently on the server's CPU, each recognising utterances in a loop.
+fn server_load(rec: Arc<Recognizer>, stop: Arc<AtomicBool>, duration: Duration, seed: u64) {
+    let Ok(us) = utterances(&cache_dir()) else {
+        return;
+    };
+    let us = Arc::new(us);
+    let want = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(AtomicUsize::new(0));
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x10ad);
+    let start = Instant::now();
+    let mut workers = Vec::new();
+    while !stop.load(Ordering::SeqCst) && start.elapsed() < duration + Duration::from_secs(60) {
+        let frac = (start.elapsed().as_secs_f64() / duration.as_secs_f64()).min(1.0);
+        let n = poisson(&mut rng, 6.0 + 4.0 * frac);
+        want.store(n, Ordering::SeqCst);
+        while running.load(Ordering::SeqCst) < n {
+            running.fetch_add(1, Ordering::SeqCst);
+            let k = workers.len();
+            let (rec, us, want, running, stop) = (
+                rec.clone(),
+                us.clone(),
+                want.clone(),
+                running.clone(),
+                stop.clone(),
+            );
+            workers.push(std::thread::spawn(move || {
+                let mut i = k;
+                // A worker leaves once fewer are wanted than are running.
+                while !stop.load(Ordering::SeqCst)
+                    && running.load(Ordering::SeqCst) <= want.load(Ordering::SeqCst)
+                {
+                    let _ = rec.recognize(&us[i % us.len()].wav, &format!("load-{k}"));
+                    i += 7;
+                }
+                running.fetch_sub(1, Ordering::SeqCst);
+            }));
+        }
+        std::thread::sleep(LOAD_EVERY);
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+}
+
+/// A Poisson draw with mean `mean` (Knuth's method; the means here are small).
+fn poisson(rng: &mut ChaCha8Rng, mean: f64) -> usize {
+    let l = (-mean).exp();
+    let (mut k, mut p) = (0, 1.0);
+    loop {
+        p *= rng.gen::<f64>();
+        if p <= l {
+            return k;
+        }
+        k += 1;
+    }
+}
+
+/// What the phone does with one utterance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    Local,
+    Remote,
+    Both,
+}
+
+/// The phone's decision-making: the rule, and for Meatballs and adaptive the predictors of the
+/// local and remote recognition times and of the utterance's length.
+struct Decider {
+    rule: Selection,
+    mb: Meatballs,
+    local: roam_decide::PredictorId,
+    remote: roam_decide::PredictorId,
+    s_local: roam_decide::StrategyId,
+    s_remote: roam_decide::StrategyId,
+    with_wifi: roam_decide::EvaluatorId,
+    without_wifi: roam_decide::EvaluatorId,
+    /// Local and remote times against the utterance's length (regressions).
+    local_fit: roam_decide::predictors::LinearRegression,
+    remote_fit: roam_decide::predictors::LinearRegression,
+    lengths: Vec<f64>,
+}
+
+impl Decider {
+    fn new(rule: Selection) -> Result<Decider> {
+        let (method, prices) = match rule {
+            Selection::Meatballs(m, l) => (m.method(), l.prices()),
+            _ => (Method::Empirical, Prices::FREE),
+        };
+        let mut mb = Meatballs::new(prices);
+        let local = mb.create_predictor("local recognition (s)");
+        let remote = mb.create_predictor("remote recognition (s)");
+        // Until measured: a quarter of a core takes about the utterance's length, the
+        // server a quarter of it (what a first look at PocketSphinx here gave).
+        mb.set_prediction(local, 3.0)?;
+        mb.set_prediction(remote, 1.0)?;
+        let s_local = mb.make_strategy("local", &[local], move |v| {
+            Outcome::new(v[local], PHONE_CPU_W * v[local], 0.0)
+        })?;
+        // WiFi only: no metered data; the radio's energy of a WiFi upload is small (0.04 J per
+        // transfer on Huang et al.'s model), the phone's CPU idle.
+        let s_remote = mb.make_strategy("remote", &[remote], move |v| {
+            Outcome::new(v[remote], 0.04, 0.0)
+        })?;
+        let both = mb.make_redundant_strategy("both", &[s_local, s_remote])?;
+        let with_wifi = mb.register_strategies(&[both], method)?;
+        let without_wifi = mb.register_strategies(&[s_local], method)?;
+        Ok(Decider {
+            rule,
+            mb,
+            local,
+            remote,
+            s_local,
+            s_remote,
+            with_wifi,
+            without_wifi,
+            local_fit: Default::default(),
+            remote_fit: Default::default(),
+            lengths: Vec::new(),
+        })
+    }
+
+    /// The predicted length of the next utterance: the mean of those before (5 s at first).
+    fn predicted_length(&self) -> f64 {
+        if self.lengths.is_empty() {
+            5.0
+        } else {
+            self.lengths.iter().sum::<f64>() / self.lengths.len() as f64
+        }
+    }
+
+    /// Set the predictors' predictions for an utterance of `len` seconds.
+    fn predict(&mut self, len: f64) -> Result<(f64, f64)> {
+        let l = self.local_fit.predict(len).unwrap_or(len).max(0.01);
+        let r = self.remote_fit.predict(len).unwrap_or(len / 4.0).max(0.01);
+        self.mb.set_prediction(self.local, l)?;
+        self.mb.set_prediction(self.remote, r)?;
+        Ok((l, r))
+    }
+
+    fn decide(&mut self, wifi: bool) -> Result<(Plan, f64)> {
+        let len = self.predicted_length();
+        let (l, r) = self.predict(len)?;
+        let ev = if wifi {
+            self.with_wifi
+        } else {
+            self.without_wifi
+        };
+        Ok(match self.rule {
+            Selection::LocalOnly => (Plan::Local, l),
+            Selection::RemotePreferred if wifi => (Plan::Remote, r),
+            Selection::RemotePreferred => (Plan::Local, l),
+            Selection::Meatballs(..) => {
+                let c = self.mb.choose(ev)?;
+                let plan = if c.strategy == self.s_local {
+                    Plan::Local
+                } else if c.strategy == self.s_remote {
+                    Plan::Remote
+                } else {
+                    Plan::Both
+                };
+                (plan, c.expected.time.0)
+            }
+            _ => {
+                let c = self.mb.choose_single(ev)?;
+                let plan = if c.strategy == self.s_local {
+                    Plan::Local
+                } else {
+                    Plan::Remote
+                };
+                (plan, c.expected.time.0)
+            }
+        })
+    }
+
+    /// A remote recognition running `elapsed` s past the end of speech: start a local one too?
+    fn add_local(&self, elapsed: f64) -> bool {
+        if !matches!(self.rule, Selection::Meatballs(..)) {
+            return false;
+        }
+        let running = Running {
+            strategy: self.s_remote,
+            elapsed,
+        };
+        self.mb
+            .reevaluate(self.with_wifi, running)
+            .is_ok_and(|c| c.strategy != self.s_remote)
+    }
+
+    /// What happened: each measured time against its prediction.
+    fn measured(&mut self, len: f64, local: Option<f64>, remote: Option<f64>) -> Result<()> {
+        self.lengths.push(len);
+        let (pl, pr) = self.predict(len)?;
+        if let Some(t) = local {
+            self.mb.add_measurement(self.local, t, pl)?;
+            self.local_fit.add(len, t)?;
+        }
+        if let Some(t) = remote {
+            self.mb.add_measurement(self.remote, t, pr)?;
+            self.remote_fit.add(len, t)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a trial's client measured.
+struct Measured {
+    delays_ms: Vec<f64>,
+    cpu_s: f64,
+    radio_j: f64,
+    metered: u64,
+    plans: [u64; 3],
+}
+
+/// Run one trial of the speech application; `load`: other clients load the server.
+pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
+    let rule = match t.system {
+        System::Select(s) if s.speech() => s,
+        other => bail!(
+            "the speech application runs with a speech rule, not `{}`",
+            other.name()
+        ),
+    };
+    let (seed, duration) = (t.seed, t.duration);
+    let us = utterances(&cache_dir()).context("synthesising the utterances")?;
+    let server = t.start_server(
+        "speech",
+        PORT,
+        || Ok(()),
+        move |(), c| serve(c, load, duration, seed),
+    )?;
+    let locals = t.client_links();
+    let system = t.system;
+    let progress = t.progress.clone();
+    let clock = t.emu.clock();
+    let wifi = t
+        .emu
+        .links()
+        .iter()
+        .find(|l| l.config.kind == roam_trace::LinkKind::Wifi)
+        .map(|l| l.config.trace.availability.clone());
+    let wifi_up = move || wifi.as_ref().is_some_and(|a| *a.value_at(clock.now()));
+    let client = move || -> Result<(Measured, Arc<Conn>)> {
+        let conn = Arc::new(Conn::connect(system, &locals, PORT)?);
+        let meter = Metered::start(&conn)?;
+        let out = phone(&conn, &us, rule, duration, &wifi_up, &*progress);
+        let (radio_j, metered) = meter.finish();
+        let (delays_ms, cpu_s, plans) = out?;
+        Ok((
+            Measured {
+                delays_ms,
+                cpu_s,
+                radio_j,
+                metered,
+                plans,
+            },
+            conn,
+        ))
+    };
+    let out = t.run_client("speech", client);
+    let (m, recovery) = server.finish_client(out)?;
+    t.event_latencies(EVENT, m.delays_ms.iter().copied());
+    let total_s = m.delays_ms.iter().sum::<f64>() / 1e3;
+    let unfinished = m.delays_ms.iter().any(|d| d.is_infinite());
+    let mean = if unfinished || m.delays_ms.is_empty() {
+        UNFINISHED
+    } else {
+        crate::report::mean(&m.delays_ms)
+    };
+    let energy = m.radio_j + PHONE_CPU_W * m.cpu_s;
+    let mut metrics = vec![
+        Metric::new("recognition_ms", mean, "ms"),
+        Metric::new("energy_J", energy, "J"),
+        Metric::new("cpu_J", PHONE_CPU_W * m.cpu_s, "J"),
+        Metric::new("data_kB", m.metered as f64 / 1e3, "kB"),
+        Metric::new("utterances", m.delays_ms.len() as f64, "msgs"),
+        Metric::new("local", m.plans[0] as f64, "msgs"),
+        Metric::new("remote", m.plans[1] as f64, "msgs"),
+        Metric::new("both", m.plans[2] as f64, "msgs"),
+    ];
+    for level in Level::ALL {
+        let p = level.prices();
+        let cost = total_s + p.energy * energy + p.data * m.metered as f64;
+        metrics.push(Metric::new(cost_metric(level), cost, "s"));
+    }
+    Ok(metrics.into_iter().chain(recovery).collect())
+}
+
+use crate::system::System;
+
+/// The phone: an utterance every [`EVERY`] until the run is over; each recognition's delay
+/// (ms), the phone's CPU seconds spent recognising, and how often each plan was taken.
+fn phone(
+    conn: &Arc<Conn>,
+    us: &[Utterance],
+    rule: Selection,
+    duration: Duration,
+    wifi_up: &dyn Fn() -> bool,
+    progress: &(dyn Fn(u64) + Send + Sync),
+) -> Result<(Vec<f64>, f64, [u64; 3])> {
+    let limit = CpuLimit::new("phone", PHONE_SHARE)?;
+    let local = Arc::new(Recognizer::new(&std::env::temp_dir(), Some(limit))?);
+    let replies = Arc::new(Mutex::new(std::collections::HashMap::<
+        String,
+        mpsc::Sender<f64>,
+    >::new()));
+    {
+        let (conn, replies) = (conn.clone(), replies.clone());
+        std::thread::spawn(move || {
+            while let Ok(Some(m)) = conn.recv() {
+                let text = String::from_utf8_lossy(&m.data);
+                let mut f = text.split_whitespace();
+                if let (Some("R"), Some(id), Some(ms)) = (f.next(), f.next(), f.next()) {
+                    if let Some(tx) = replies.lock().unwrap().remove(id) {
+                        let _ = tx.send(ms.parse::<f64>().unwrap_or(0.0) / 1e3);
+                    }
+                }
+            }
+        });
+    }
+    let mut decider = Decider::new(rule)?;
+    let start = Instant::now();
+    let mut delays = Vec::new();
+    let mut cpu_s = 0.0;
+    let mut plans = [0u64; 3];
+    let mut k = 0usize;
+    while start.elapsed() + EVERY <= duration + Duration::from_secs(1) {
+        let speak_at = start + EVERY * k as u32;
+        std::thread::sleep(speak_at.saturating_duration_since(Instant::now()));
+        progress(start.elapsed().as_secs());
+        let u = &us[k % us.len()];
+        let len = u.seconds();
+        let wifi = wifi_up();
+        let (plan, expected) = decider.decide(wifi)?;
+        plans[plan as usize] += 1;
+        let id = format!("u{k}");
+        // Speaking: the audio streams to the server as it is produced if remote is planned.
+        let remote_rx = if plan != Plan::Local {
+            let (tx, rx) = mpsc::channel();
+            replies.lock().unwrap().insert(id.clone(), tx);
+            let per = (crate::speech::SAMPLE_RATE as f64 * 2.0 * CHUNK.as_secs_f64()) as usize;
+            for (i, part) in u.wav.chunks(per).enumerate() {
+                let mut m = format!("A {id}\n").into_bytes();
+                m.extend_from_slice(part);
+                conn.send(Label::ForegroundLarge, &[], m, None)?;
+                std::thread::sleep(
+                    (speak_at + CHUNK * (i as u32 + 1)).saturating_duration_since(Instant::now()),
+                );
+            }
+            conn.send(
+                Label::ForegroundSmall,
+                &[],
+                format!("E {id}").into_bytes(),
+                None,
+            )?;
+            Some(rx)
+        } else {
+            std::thread::sleep(
+                (speak_at + Duration::from_secs_f64(len)).saturating_duration_since(Instant::now()),
+            );
+            None
+        };
+        let end = Instant::now();
+        let (first_tx, first_rx) = mpsc::channel::<(&'static str, f64)>();
+        let run_local = |tx: mpsc::Sender<(&'static str, f64)>| {
+            let (local, wav, tag) = (local.clone(), u.wav.clone(), id.clone());
+            std::thread::spawn(move || {
+                let r = local.recognize(&wav, &tag).map(|(_, d)| d.as_secs_f64());
+                let _ = tx.send(("local", r.unwrap_or(f64::INFINITY)));
+            })
+        };
+        let mut local_thread = (plan != Plan::Remote).then(|| run_local(first_tx.clone()));
+        if let Some(rx) = remote_rx {
+            let tx = first_tx.clone();
+            std::thread::spawn(move || {
+                if rx.recv().is_ok() {
+                    let _ = tx.send(("remote", end.elapsed().as_secs_f64()));
+                }
+            });
+        }
+        // Wait for the first result, re-evaluating a lone remote recognition as it runs late.
+        let deadline = start + duration + Duration::from_secs(30);
+        let schedule = Reevaluation::default();
+        let mut next = end + Duration::from_secs_f64((expected * schedule.factor).clamp(0.0, 60.0));
+        let first = loop {
+            let wait = next.min(deadline).saturating_duration_since(Instant::now());
+            match first_rx.recv_timeout(wait) {
+                Ok(x) => break Some(x),
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => break None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if local_thread.is_none() && decider.add_local(end.elapsed().as_secs_f64()) {
+                        local_thread = Some(run_local(first_tx.clone()));
+                        plans[Plan::Both as usize] += 1;
+                    }
+                    next = Instant::now() + schedule.every;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            }
+        };
+        let delay_s = end.elapsed().as_secs_f64();
+        match first {
+            Some(_) => delays.push(delay_s * 1e3),
+            None => {
+                delays.push(UNFINISHED);
+                break;
+            }
+        }
+        // The rest of the measurements: the local recognition runs to its end (its CPU time
+        // counts), the remote answer is waited for a little.
+        let mut local_s = None;
+        let mut remote_s = None;
+        let mut record = |(who, s): (&str, f64)| match who {
+            "local" => local_s = Some(s),
+            _ => remote_s = Some(s),
+        };
+        if let Some(f) = first {
+            record(f);
+        }
+        if let Some(h) = local_thread {
+            let _ = h.join();
+        }
+        while let Ok(x) = first_rx.recv_timeout(Duration::from_millis(50)) {
+            record(x);
+        }
+        // The phone's CPU is busy for as long as its recognition runs.
+        if let Some(s) = local_s.filter(|s| s.is_finite()) {
+            cpu_s += s;
+        }
+        decider.measured(len, local_s.filter(|s| s.is_finite()), remote_s)?;
+        k += 1;
+    }
+    Ok((delays, cpu_s, plans))
+}
