@@ -10,6 +10,7 @@ mod emu_plot;
 mod energy_cmd;
 mod lab_cmd;
 mod net_proxy;
+mod transfer_cmd;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -55,6 +56,17 @@ enum Cmd {
     /// Radio energy (modelled) and data per link, from an emulator log directory or live from
     /// interfaces' counters; draws power and radio state over time.
     Energy(energy_cmd::EnergyArgs),
+    /// Bulk HTTP transfers with chosen concurrency, parallelism and block size (FastHLA's
+    /// engine).
+    #[command(subcommand)]
+    Transfer(TransferCmd),
+}
+
+#[derive(Subcommand)]
+enum TransferCmd {
+    /// Download URLs (or a list of them) into a directory; resumable, never leaving an
+    /// incomplete file under its final name.
+    Get(transfer_cmd::GetArgs),
 }
 
 #[derive(Subcommand)]
@@ -472,6 +484,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Bench(BenchCmd::Store(a)) => bench_store::store(&a).map(|_| 0),
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
+        Cmd::Transfer(TransferCmd::Get(a)) => transfer_cmd::get(&a).map(|_| 0),
         Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),
         Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
         Cmd::Energy(a) => energy_cmd::energy(&a).map(|_| 0),
