@@ -5,13 +5,16 @@
 //!
 //! Built so far: the transfer engine ([`Engine`]: HTTP/1.1 and HTTP/2 on hyper, resumable
 //! range downloads that never leave an incomplete file under its final name, a log record per
-//! file), and the plan of a mixed-size dataset ([`mixed`]: clusters by size, parameters per
-//! cluster, channels scaled to a limit). Not built yet (issue 26): the logs' collection and the
-//! HLA server's clustering, spline surfaces and models, the device's broker and parameter
-//! cache (which will run a mixed plan's clusters), `roam lab fasthla`, `roam bench transfer`.
+//! file), the plan of a mixed-size dataset ([`mixed`]: clusters by size, parameters per
+//! cluster, channels scaled to a limit), and the HLA server's offline analysis ([`hla`]:
+//! outliers, clustering by condition, spline surfaces, the parameters of most throughput per
+//! joule, a lookup table). Not built yet (issue 26): the logs' upload and `roam hla serve`, the
+//! learnt models (network, SVM), the device's broker, `roam lab fasthla`, `roam bench
+//! transfer`.
 
 pub mod engine;
 pub mod error;
+pub mod hla;
 pub mod mixed;
 pub mod params;
 pub mod partial;

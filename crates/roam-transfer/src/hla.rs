@@ -1,0 +1,379 @@
+//! The HLA server's offline analysis (seed 003 as ../shared/spec/fasthla.md reconstructs it):
+//! from logs of past transfers to the parameters that maximise throughput per joule, per
+//! network condition.
+//!
+//! 1. [`clean`]: failed transfers and impossible ones (throughput above the bandwidth) go.
+//! 2. [`cluster`]: hierarchical agglomerative clustering (average linkage, the `kodama` crate)
+//!    of the records by condition: log10 of RTT, bandwidth and mean file size, cut where clusters
+//!    are further apart than a distance (0.3 by default: about a factor of 2 on one axis).
+//! 3. [`optimize`]: per cluster and block size, the mean throughput and energy at each sampled
+//!    (cc, p) are interpolated over the grid by piecewise cubic Hermite splines that keep the
+//!    data's monotonicity (Fritsch-Carlson; along cc, then along p: the "cubic pattern" the seed
+//!    observed, without the overshoot of a plain cubic), every integer (cc, p) within the sampled
+//!    bounds is evaluated, and the one of greatest throughput per joule wins; the block size is
+//!    the one whose best is best (the seed treats bs apart from the cc × p surface).
+//! 4. [`Table`]: the clusters' centroids and optima, looked up by the nearest centroid: the
+//!    device's parameter cache (the seed's learnt models, a network and an SVM, are not built).
+//!
+//! What is written here by hand and why: the spline (monotone cubic Hermite interpolation is
+//! forty lines, and the crates offering it interpolate 1-D only or bring a linear-algebra
+//! stack); clustering uses `kodama`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::params::Params;
+
+/// One logged transfer, with the condition it ran in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Round-trip time, ms.
+    pub rtt_ms: f64,
+    /// The path's bandwidth, Mbit/s (from the network's estimate).
+    pub bandwidth_mbps: f64,
+    /// Mean file size of the dataset, bytes.
+    pub mean_file_bytes: f64,
+    /// The parameters it ran with.
+    pub params: Params,
+    /// Throughput reached, Mbit/s.
+    pub throughput_mbps: f64,
+    /// Energy per 100 MB moved, J (modelled).
+    pub energy_j_per_100mb: f64,
+    /// Whether it completed.
+    pub ok: bool,
+}
+
+impl Record {
+    /// The condition as clustering sees it.
+    fn features(&self) -> [f64; 3] {
+        [
+            self.rtt_ms.max(0.01).log10(),
+            self.bandwidth_mbps.max(0.001).log10(),
+            self.mean_file_bytes.max(1.0).log10(),
+        ]
+    }
+}
+
+/// The records worth learning from, and how many were dropped: failed transfers, throughput
+/// above the bandwidth (5% allowed for estimation error), anything not finite or not positive.
+pub fn clean(records: &[Record]) -> (Vec<Record>, usize) {
+    let kept: Vec<Record> = records
+        .iter()
+        .filter(|r| {
+            r.ok && r.throughput_mbps.is_finite()
+                && r.energy_j_per_100mb.is_finite()
+                && r.throughput_mbps > 0.0
+                && r.energy_j_per_100mb > 0.0
+                && r.throughput_mbps <= r.bandwidth_mbps * 1.05
+                && r.rtt_ms.is_finite()
+                && r.mean_file_bytes.is_finite()
+        })
+        .cloned()
+        .collect();
+    let dropped = records.len() - kept.len();
+    (kept, dropped)
+}
+
+/// Default clustering distance (log10 units: about a factor of 2 on one axis).
+pub const CLUSTER_DISTANCE: f64 = 0.3;
+
+/// Group the records by condition; each group a list of indices into `records`.
+pub fn cluster(records: &[Record], distance: f64) -> Vec<Vec<usize>> {
+    let n = records.len();
+    if n <= 1 {
+        return if n == 1 { vec![vec![0]] } else { Vec::new() };
+    }
+    let f: Vec<[f64; 3]> = records.iter().map(Record::features).collect();
+    let mut condensed = Vec::with_capacity(n * (n - 1) / 2);
+    for i in 0..n {
+        for j in i + 1..n {
+            let d: f64 = (0..3)
+                .map(|k| (f[i][k] - f[j][k]).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            condensed.push(d);
+        }
+    }
+    let dendrogram = kodama::linkage(&mut condensed, n, kodama::Method::Average);
+    // Merge the steps within the distance (union-find over kodama's cluster labels).
+    let mut parent: Vec<usize> = (0..2 * n).collect();
+    fn root(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    for (k, step) in dendrogram.steps().iter().enumerate() {
+        let new = n + k;
+        if step.dissimilarity <= distance {
+            let (a, b) = (
+                root(&mut parent, step.cluster1),
+                root(&mut parent, step.cluster2),
+            );
+            parent[a] = new;
+            parent[b] = new;
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..n {
+        let r = root(&mut parent, i);
+        groups.entry(r).or_default().push(i);
+    }
+    let mut out: Vec<Vec<usize>> = groups.into_values().collect();
+    out.sort_by_key(|g| g[0]);
+    out
+}
+
+/// The best parameters of a cluster, and what the surfaces predict for them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Optimum {
+    /// The parameters.
+    pub params: Params,
+    /// Predicted throughput, Mbit/s.
+    pub throughput_mbps: f64,
+    /// Predicted energy per 100 MB, J.
+    pub energy_j_per_100mb: f64,
+}
+
+/// Monotone cubic Hermite interpolation (Fritsch-Carlson) through `(x, y)` points sorted by
+/// strictly increasing x, evaluated at `at` (clamped to the points' range).
+pub fn pchip(x: &[f64], y: &[f64], at: f64) -> f64 {
+    let n = x.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n == 1 || at <= x[0] {
+        return y[0];
+    }
+    if at >= x[n - 1] {
+        return y[n - 1];
+    }
+    let h: Vec<f64> = x.windows(2).map(|w| w[1] - w[0]).collect();
+    let d: Vec<f64> = (0..n - 1).map(|i| (y[i + 1] - y[i]) / h[i]).collect();
+    let mut m = vec![0.0; n];
+    m[0] = d[0];
+    m[n - 1] = d[n - 2];
+    for i in 1..n - 1 {
+        m[i] = if d[i - 1] * d[i] <= 0.0 {
+            0.0
+        } else {
+            // Weighted harmonic mean of the neighbouring slopes.
+            let (w1, w2) = (2.0 * h[i] + h[i - 1], h[i] + 2.0 * h[i - 1]);
+            (w1 + w2) / (w1 / d[i - 1] + w2 / d[i])
+        };
+    }
+    let i = x.windows(2).position(|w| at < w[1]).unwrap_or(n - 2);
+    let t = (at - x[i]) / h[i];
+    let (t2, t3) = (t * t, t * t * t);
+    (2.0 * t3 - 3.0 * t2 + 1.0) * y[i]
+        + (t3 - 2.0 * t2 + t) * h[i] * m[i]
+        + (-2.0 * t3 + 3.0 * t2) * y[i + 1]
+        + (t3 - t2) * h[i] * m[i + 1]
+}
+
+/// A surface over (cc, p) from mean values at sampled points: along cc for each sampled p, then
+/// along p. Rows (p values) with fewer than two sampled cc are left out.
+fn surface(points: &BTreeMap<(u32, u32), (f64, u32)>, cc: f64, p: f64) -> f64 {
+    let mut rows: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+    for (&(c, pp), &(sum, n)) in points {
+        rows.entry(pp).or_default().push((c as f64, sum / n as f64));
+    }
+    let (px, py): (Vec<f64>, Vec<f64>) = rows
+        .iter()
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(&pp, r)| {
+            let (x, y): (Vec<f64>, Vec<f64>) = r.iter().copied().unzip();
+            (pp as f64, pchip(&x, &y, cc))
+        })
+        .unzip();
+    pchip(&px, &py, p)
+}
+
+/// The parameters of greatest throughput per joule for one cluster's records (`None` if they
+/// are empty).
+pub fn optimize(records: &[Record]) -> Option<Optimum> {
+    let mut by_bs: BTreeMap<usize, Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        by_bs.entry(r.params.bs).or_default().push(r);
+    }
+    let mut best: Option<(f64, Optimum)> = None;
+    for (bs, rs) in by_bs {
+        type Grid = BTreeMap<(u32, u32), (f64, u32)>;
+        let (mut th, mut en): (Grid, Grid) = Default::default();
+        for r in &rs {
+            let k = (r.params.cc, r.params.p);
+            let t = th.entry(k).or_insert((0.0, 0));
+            t.0 += r.throughput_mbps;
+            t.1 += 1;
+            let e = en.entry(k).or_insert((0.0, 0));
+            e.0 += r.energy_j_per_100mb;
+            e.1 += 1;
+        }
+        let (cc_lo, cc_hi) = (th.keys().map(|k| k.0).min()?, th.keys().map(|k| k.0).max()?);
+        let (p_lo, p_hi) = (th.keys().map(|k| k.1).min()?, th.keys().map(|k| k.1).max()?);
+        for cc in cc_lo..=cc_hi {
+            for p in p_lo..=p_hi {
+                let t = surface(&th, cc as f64, p as f64);
+                let e = surface(&en, cc as f64, p as f64);
+                if !(t.is_finite() && e.is_finite() && e > 0.0 && t > 0.0) {
+                    continue;
+                }
+                let score = t / e;
+                if best.is_none_or(|(s, _)| score > s) {
+                    best = Some((
+                        score,
+                        Optimum {
+                            params: Params { cc, p, bs },
+                            throughput_mbps: t,
+                            energy_j_per_100mb: e,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// The learnt parameters: per cluster its centroid (the condition features' mean) and optimum.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    /// (centroid: log10 RTT ms, log10 bandwidth Mbit/s, log10 mean file bytes; optimum).
+    pub entries: Vec<([f64; 3], Optimum)>,
+}
+
+impl Table {
+    /// Learn from raw logs: clean, cluster, optimise each cluster.
+    pub fn learn(records: &[Record], distance: f64) -> Table {
+        let (kept, _) = clean(records);
+        let mut entries = Vec::new();
+        for g in cluster(&kept, distance) {
+            let rs: Vec<Record> = g.iter().map(|&i| kept[i].clone()).collect();
+            let Some(opt) = optimize(&rs) else { continue };
+            let mut c = [0.0; 3];
+            for r in &rs {
+                for (k, v) in r.features().iter().enumerate() {
+                    c[k] += v / rs.len() as f64;
+                }
+            }
+            entries.push((c, opt));
+        }
+        Table { entries }
+    }
+
+    /// The parameters for a condition: the nearest cluster's optimum (`None` before learning).
+    pub fn lookup(
+        &self,
+        rtt_ms: f64,
+        bandwidth_mbps: f64,
+        mean_file_bytes: f64,
+    ) -> Option<Optimum> {
+        let q = Record {
+            rtt_ms,
+            bandwidth_mbps,
+            mean_file_bytes,
+            params: Params::default(),
+            throughput_mbps: 0.0,
+            energy_j_per_100mb: 0.0,
+            ok: true,
+        }
+        .features();
+        self.entries
+            .iter()
+            .min_by(|a, b| dist(&a.0, &q).total_cmp(&dist(&b.0, &q)))
+            .map(|e| e.1)
+    }
+}
+
+fn dist(a: &[f64; 3], b: &[f64; 3]) -> f64 {
+    (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(rtt: f64, cc: u32, p: u32, bs: usize, th: f64, e: f64) -> Record {
+        Record {
+            rtt_ms: rtt,
+            bandwidth_mbps: 100.0,
+            mean_file_bytes: 112_000.0,
+            params: Params { cc, p, bs },
+            throughput_mbps: th,
+            energy_j_per_100mb: e,
+            ok: true,
+        }
+    }
+
+    #[test]
+    fn pchip_passes_through_its_points_and_keeps_monotone_data_monotone() {
+        let x = [1.0, 2.0, 4.0, 8.0, 16.0];
+        let y = [2.6, 6.0, 15.0, 30.0, 42.0];
+        for (a, b) in x.iter().zip(&y) {
+            assert!((pchip(&x, &y, *a) - b).abs() < 1e-9);
+        }
+        let mut last = 0.0;
+        for i in 0..=150 {
+            let v = pchip(&x, &y, 1.0 + i as f64 * 0.1);
+            assert!(v >= last - 1e-9, "not monotone at {i}: {v} < {last}");
+            last = v;
+        }
+        assert_eq!(pchip(&x, &y, 100.0), 42.0);
+    }
+
+    #[test]
+    fn impossible_and_failed_records_are_dropped() {
+        let mut bad = rec(59.0, 1, 1, 65536, 150.0, 10.0); // above the 100 Mbit/s bandwidth
+        let (kept, dropped) = clean(&[rec(59.0, 1, 1, 65536, 10.0, 10.0), bad.clone()]);
+        assert_eq!((kept.len(), dropped), (1, 1));
+        bad.throughput_mbps = 10.0;
+        bad.ok = false;
+        assert_eq!(clean(&[bad]).1, 1);
+    }
+
+    #[test]
+    fn records_cluster_by_condition() {
+        let rs = vec![
+            rec(59.0, 1, 1, 65536, 5.0, 50.0),
+            rec(61.0, 2, 1, 65536, 9.0, 30.0),
+            rec(290.0, 1, 1, 65536, 1.0, 90.0),
+            rec(300.0, 4, 1, 65536, 4.0, 40.0),
+        ];
+        assert_eq!(cluster(&rs, CLUSTER_DISTANCE), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(cluster(&rs, 10.0).len(), 1);
+    }
+
+    /// Throughput rising with concurrency to 16 and flat after, energy per byte falling to 16
+    /// and rising after (the seed's image dataset): the optimum is cc 16.
+    #[test]
+    fn the_optimum_is_where_throughput_per_joule_peaks() {
+        let mut rs = Vec::new();
+        for (cc, th, e) in [
+            (1, 5.6, 100.0),
+            (4, 20.0, 45.0),
+            (8, 35.0, 35.0),
+            (16, 48.0, 32.0),
+            (32, 49.0, 45.0),
+        ] {
+            for p in [1, 2] {
+                rs.push(rec(
+                    290.0,
+                    cc,
+                    p,
+                    65536,
+                    th * if p == 2 { 0.9 } else { 1.0 },
+                    e,
+                ));
+            }
+        }
+        let o = optimize(&rs).unwrap();
+        assert_eq!((o.params.p, o.params.bs), (1, 65536));
+        assert!((14..=18).contains(&o.params.cc), "{o:?}");
+        let t = Table::learn(&rs, CLUSTER_DISTANCE);
+        assert_eq!(t.entries.len(), 1);
+        assert_eq!(t.lookup(250.0, 100.0, 100_000.0).unwrap().params, o.params);
+        assert!(Table::default().lookup(1.0, 1.0, 1.0).is_none());
+    }
+}
