@@ -31,6 +31,11 @@ pub const RESPONSE: usize = 4096;
 pub const THINK: (f64, f64) = (10.0, 30.0);
 /// The first request, this long into the run (the networks' first estimates come first).
 const FIRST: Duration = Duration::from_secs(5);
+/// How long a request may take however near the run's end it was sent: a response that has
+/// not come by then counts as unfinished. (With only the run's remaining time, at least 1 s,
+/// a request sent in the run's last second was cut short: three trials of the first held-out
+/// run ended so, each with one slow last request.)
+pub const GRACE: Duration = Duration::from_secs(30);
 /// The interactive event whose latencies a trial records: each response's wait.
 pub const EVENT: &str = "response_ms";
 
@@ -76,9 +81,7 @@ fn requests(
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
         progress(start.elapsed().as_secs());
         let t0 = Instant::now();
-        let left = end
-            .saturating_duration_since(t0)
-            .max(Duration::from_secs(1));
+        let left = end.saturating_duration_since(t0).max(GRACE);
         match caller.call_timeout(Label::ForegroundSmall, |id| message(id, REQUEST), left)? {
             Some(r) if r.len() == RESPONSE => waits_ms.push(t0.elapsed().as_secs_f64() * 1e3),
             Some(r) => bail!("a response of {} bytes, expected {RESPONSE}", r.len()),
