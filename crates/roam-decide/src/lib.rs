@@ -177,9 +177,9 @@ impl Meatballs {
         measured: f64,
         new_prediction: f64,
     ) -> Result<(), DecideError> {
-        let p = self.predictor(id)?;
         // Validate before touching any evaluator's state.
-        p.clone().add_measurement(measured, new_prediction)?;
+        self.predictor(id)?
+            .check_measurement(measured, new_prediction)?;
         for e in 0..self.evaluators.len() {
             let ev = &self.evaluators[e];
             if ev.method != Method::Bayesian || !ev.reads.contains(&id.0) {

@@ -59,7 +59,7 @@ pub struct Prices {
 }
 
 /// The thesis's cost levels (seed 000 §4.4.1): what one second of waiting is worth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CostLevel {
     /// Energy and data are free.
     None,

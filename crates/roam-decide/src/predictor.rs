@@ -176,6 +176,13 @@ impl Predictor {
         Ok(())
     }
 
+    /// Refuse a measurement or prediction that is not a finite number >= 0, naming the
+    /// predictor (what [`Predictor::add_measurement`] checks first).
+    pub fn check_measurement(&self, measured: f64, new_prediction: f64) -> Result<(), DecideError> {
+        self.check("measurement", measured)?;
+        self.check("prediction", new_prediction)
+    }
+
     /// A measurement of the quantity, and the prediction from now on (thesis:
     /// `add_measurement(p, measured, new_prediction)`). The measurement divided by the
     /// prediction made before it is a new error sample (none when there was no prediction, or
@@ -185,8 +192,7 @@ impl Predictor {
         measured: f64,
         new_prediction: f64,
     ) -> Result<(), DecideError> {
-        self.check("measurement", measured)?;
-        self.check("prediction", new_prediction)?;
+        self.check_measurement(measured, new_prediction)?;
         if let Some(p) = self.prediction.filter(|&p| p > 0.0) {
             for s in &mut self.errors {
                 s.1 *= self.ageing.decay;

@@ -348,12 +348,7 @@ pub fn read(
 /// The trial's metrics: mean fetch time, energy and data against the budgets, what the
 /// prefetcher did.
 pub fn metrics(out: &Outcome, budgets: Budgets, duration: Duration) -> Vec<Metric> {
-    let unfinished = out.fetch_ms.iter().any(|m| m.is_infinite());
-    let mean = if unfinished || out.fetch_ms.is_empty() {
-        UNFINISHED
-    } else {
-        crate::report::mean(&out.fetch_ms)
-    };
+    let mean = crate::report::mean_or_unfinished(&out.fetch_ms);
     let k = scale(duration);
     vec![
         Metric::new("fetch_ms", mean, "ms"),

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::matrix::{self, cdf_file, event_curves, seeds_line, App, Plan, VERSION};
+use crate::matrix::{self, cdf_file, event_curves, seeds_line, App, Plan};
 use crate::outcome::{cell, values};
 use crate::report::Row;
 use crate::setup::{Need, DOVECOT, NGINX};
@@ -119,11 +119,7 @@ fn markdown(plan: &Plan, all: &[App], m: &matrix::Measured) -> String {
          interface counters), not measured; data is the 3G's bytes. Every trial is in \
          `trials.csv`.\n",
         m.version,
-        if m.version == VERSION {
-            String::new()
-        } else {
-            format!(" (report written by roam `{VERSION}`)")
-        },
+        crate::matrix::written_by(&m.version),
         plan.trials,
         if plan.quick {
             ", **quick** (short runs: not comparable with the thesis's 20-minute runs)"

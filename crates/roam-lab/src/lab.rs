@@ -107,11 +107,7 @@ fn markdown(
          write-back not done within 60 s or as long again as the replay); such a trial counts towards \
          the median as slower than every finished one; a cell with one shows the median, and its seed \
          pairs with no other.\n",
-        if measured == VERSION {
-            String::new()
-        } else {
-            format!(" (report written by roam `{VERSION}`)")
-        },
+        crate::matrix::written_by(measured),
         plan.trials,
         if plan.quick {
             ", **quick** (short workloads: not comparable with the paper's full runs)"

@@ -657,6 +657,16 @@ pub fn event_curves(plan: &Plan, app: &App, s: &str, events: &[Row]) -> Vec<char
     curves
 }
 
+/// What a report says of the code that wrote it when another version measured its trials
+/// (`measured`, from run.json): nothing if they are the same.
+pub fn written_by(measured: &str) -> String {
+    if measured == VERSION {
+        String::new()
+    } else {
+        format!(" (report written by roam `{VERSION}`)")
+    }
+}
+
 /// Which seeds the trials used, and whether they were held out of development.
 pub fn seeds_line(rows: &[Row]) -> String {
     let seeds: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.seed).collect();

@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::matrix::{self, seeds_line, App, Plan, VERSION};
+use crate::matrix::{self, seeds_line, App, Plan};
 use crate::meatballs_net::{self, cost_metric};
 use crate::outcome::cell;
 use crate::report::Row;
-use crate::selection::{Level, MethodName, Selection};
+use crate::selection::Selection;
 use crate::system::System;
+use roam_decide::{CostLevel, Method};
 
 /// The scenarios of the thesis's evaluation: the walk and the drive.
 pub const SCENARIOS: [&str; 2] = ["walking-campus", "vehicular"];
@@ -54,7 +55,7 @@ pub fn quick_systems() -> Vec<System> {
     systems()
         .into_iter()
         .filter(|s| match s {
-            System::Select(sel) => sel.level().is_none_or(|l| l == Level::Low),
+            System::Select(sel) => sel.level().is_none_or(|l| l == CostLevel::Low),
             _ => false,
         })
         .collect()
@@ -102,18 +103,20 @@ pub fn apps() -> Vec<App> {
 
 /// What the thesis reports for an application at a cost level on a scenario
 /// (../shared/spec/meatballs.md; seed 000 §4.5.5).
-fn thesis(app: &str, level: Level, scenario: &str) -> &'static str {
+fn thesis(app: &str, level: CostLevel, scenario: &str) -> &'static str {
     match (app, scenario, level) {
         ("speech", "vehicular", _) => {
             "driving: local recognition dominates, and Meatballs chooses it"
         }
-        ("speech", _, Level::None) => {
+        ("speech", _, CostLevel::None) => {
             "walking: redundancy 23-35% better than remote-preferred and adaptive, over 2x \
              better than local-only (Bayesian: equal to remote-preferred within error)"
         }
-        ("speech", _, Level::High) => "walking: remote-preferred is best, and Meatballs chooses it",
+        ("speech", _, CostLevel::High) => {
+            "walking: remote-preferred is best, and Meatballs chooses it"
+        }
         ("speech", _, _) => "walking: redundancy still pays at the mid level",
-        ("speech-load", _, Level::None) => {
+        ("speech-load", _, CostLevel::None) => {
             "server load: Meatballs 23% better than local-only and remote-only"
         }
         ("speech-load", _, _) => {
@@ -121,14 +124,14 @@ fn thesis(app: &str, level: Level, scenario: &str) -> &'static str {
              (Meatballs sometimes over-hedges)"
         }
         (_, "vehicular", _) => "driving: cellular-only is best, and Meatballs chooses it",
-        (_, _, Level::None) => {
+        (_, _, CostLevel::None) => {
             "walking: Meatballs 24% less waiting than cellular-only, over 2x better than \
              WiFi-preferred and adaptive"
         }
-        (_, _, Level::Low) => {
+        (_, _, CostLevel::Low) => {
             "walking: Meatballs 21% better than cellular-only, 44% than the others"
         }
-        (_, _, Level::Mid | Level::High) => "walking: Meatballs equal to WiFi-preferred",
+        (_, _, CostLevel::Mid | CostLevel::High) => "walking: Meatballs equal to WiFi-preferred",
     }
 }
 
@@ -178,11 +181,7 @@ fn markdown(plan: &Plan, rows: &[Row], notes: &[String], version: &str) -> Strin
          of a trial at a cost level is its total wait plus its energy and data at that level's \
          prices (low: 100 J or 100 KB per second, mid: 10, high: 1); the baselines decide the \
          same at every level, Meatballs decides at its own.\n",
-        if version == VERSION {
-            String::new()
-        } else {
-            format!(" (report written by roam `{VERSION}`)")
-        },
+        crate::matrix::written_by(version),
         plan.trials,
         if plan.quick {
             ", **quick** (short runs: not comparable with the thesis's 20-minute runs)"
@@ -228,7 +227,7 @@ fn markdown(plan: &Plan, rows: &[Row], notes: &[String], version: &str) -> Strin
                     .collect();
                 let _ = writeln!(s, "| {n} | {} |", cells.join(" | "));
             }
-            for level in Level::ALL {
+            for level in CostLevel::ALL {
                 let deciders: Vec<Selection> = present
                     .iter()
                     .copied()
@@ -241,7 +240,7 @@ fn markdown(plan: &Plan, rows: &[Row], notes: &[String], version: &str) -> Strin
                 let _ = writeln!(
                     s,
                     "\n#### {app} on `{sc}`, cost level {}: total weighted cost (s)\n\n| rule | weighted cost (s) |\n|---|---:|",
-                    level.cost_level().name()
+                    level.name()
                 );
                 for sel in &deciders {
                     let _ = writeln!(
@@ -258,7 +257,7 @@ fn markdown(plan: &Plan, rows: &[Row], notes: &[String], version: &str) -> Strin
                     .filter(|x| x.1.is_finite())
                     .min_by(|a, b| a.1.total_cmp(&b.1));
                 let mut line = String::new();
-                for m in MethodName::ALL {
+                for m in Method::ALL {
                     let name = Selection::Meatballs(m, level).name();
                     let v = cell(rows, app, sc, name, metric).value();
                     if let (Some((b, bv)), true) = (best_baseline, v.is_finite()) {

@@ -17,9 +17,9 @@ use roam_net::Label;
 
 use crate::channel::Conn;
 use crate::imp_client::{Caller, Metered};
-use crate::report::UNFINISHED;
-use crate::selection::Level;
+use crate::report::{mean_or_unfinished, UNFINISHED};
 use crate::trial::{Metric, Trial};
+use roam_decide::{CostLevel, Prices};
 
 /// The application's port.
 const PORT: u16 = 6320;
@@ -143,32 +143,39 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         ));
     }
     let total_s = m.waits_ms.iter().sum::<f64>() / 1e3;
-    let mean = if unfinished || m.waits_ms.is_empty() {
-        UNFINISHED
-    } else {
-        crate::report::mean(&m.waits_ms)
-    };
-    let mut metrics = vec![
-        Metric::new("response_ms", mean, "ms"),
+    let metrics = vec![
+        Metric::new("response_ms", mean_or_unfinished(&m.waits_ms), "ms"),
         Metric::new("energy_J", m.joules, "J"),
         Metric::new("data_kB", m.metered as f64 / 1e3, "kB"),
         Metric::new("requests", m.waits_ms.len() as f64, "msgs"),
         Metric::new("wait_s", total_s, "s"),
     ];
-    for level in Level::ALL {
-        let p = level.prices();
-        let cost = total_s + p.energy * m.joules + p.data * m.metered as f64;
-        metrics.push(Metric::new(cost_metric(level), cost, "s"));
-    }
-    Ok(metrics.into_iter().chain(recovery).collect())
+    Ok(metrics
+        .into_iter()
+        .chain(weighted_costs(total_s, m.joules, m.metered))
+        .chain(recovery)
+        .collect())
+}
+
+/// A trial's weighted cost at every cost level (`cost_LEVEL_s`): its total wait plus its energy
+/// and metered data at that level's prices.
+pub(crate) fn weighted_costs(total_wait_s: f64, energy_j: f64, metered_bytes: u64) -> Vec<Metric> {
+    CostLevel::ALL
+        .into_iter()
+        .map(|level| {
+            let p = Prices::level(level);
+            let cost = total_wait_s + p.energy * energy_j + p.data * metered_bytes as f64;
+            Metric::new(cost_metric(level), cost, "s")
+        })
+        .collect()
 }
 
 /// The metric of the weighted cost at `level`.
-pub fn cost_metric(level: Level) -> &'static str {
+pub fn cost_metric(level: CostLevel) -> &'static str {
     match level {
-        Level::None => "cost_none_s",
-        Level::Low => "cost_low_s",
-        Level::Mid => "cost_mid_s",
-        Level::High => "cost_high_s",
+        CostLevel::None => "cost_none_s",
+        CostLevel::Low => "cost_low_s",
+        CostLevel::Mid => "cost_mid_s",
+        CostLevel::High => "cost_high_s",
     }
 }

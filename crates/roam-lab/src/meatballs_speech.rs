@@ -33,10 +33,11 @@ use roam_net::Label;
 
 use crate::channel::Conn;
 use crate::imp_client::Metered;
-use crate::meatballs_net::cost_metric;
-use crate::report::UNFINISHED;
-use crate::selection::{Level, Selection};
+use crate::meatballs_net::weighted_costs;
+use crate::report::{mean_or_unfinished, UNFINISHED};
+use crate::selection::Selection;
 use crate::speech::{utterances, CpuLimit, Recognizer, Utterance};
+use crate::system::System;
 use crate::trial::{Metric, Trial};
 
 /// The application's port.
@@ -202,7 +203,7 @@ struct Decider {
 impl Decider {
     fn new(rule: Selection) -> Result<Decider> {
         let (method, prices) = match rule {
-            Selection::Meatballs(m, l) => (m.method(), l.prices()),
+            Selection::Meatballs(m, l) => (m, Prices::level(l)),
             _ => (Method::Empirical, Prices::FREE),
         };
         let mut mb = Meatballs::new(prices);
@@ -379,15 +380,9 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
     let (m, recovery) = server.finish_client(out)?;
     t.event_latencies(EVENT, m.delays_ms.iter().copied());
     let total_s = m.delays_ms.iter().sum::<f64>() / 1e3;
-    let unfinished = m.delays_ms.iter().any(|d| d.is_infinite());
-    let mean = if unfinished || m.delays_ms.is_empty() {
-        UNFINISHED
-    } else {
-        crate::report::mean(&m.delays_ms)
-    };
     let energy = m.radio_j + PHONE_CPU_W * m.cpu_s;
-    let mut metrics = vec![
-        Metric::new("recognition_ms", mean, "ms"),
+    let metrics = vec![
+        Metric::new("recognition_ms", mean_or_unfinished(&m.delays_ms), "ms"),
         Metric::new("energy_J", energy, "J"),
         Metric::new("cpu_J", PHONE_CPU_W * m.cpu_s, "J"),
         Metric::new("data_kB", m.metered as f64 / 1e3, "kB"),
@@ -396,15 +391,12 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
         Metric::new("remote", m.plans[1] as f64, "msgs"),
         Metric::new("both", m.plans[2] as f64, "msgs"),
     ];
-    for level in Level::ALL {
-        let p = level.prices();
-        let cost = total_s + p.energy * energy + p.data * m.metered as f64;
-        metrics.push(Metric::new(cost_metric(level), cost, "s"));
-    }
-    Ok(metrics.into_iter().chain(recovery).collect())
+    Ok(metrics
+        .into_iter()
+        .chain(weighted_costs(total_s, energy, m.metered))
+        .chain(recovery)
+        .collect())
 }
-
-use crate::system::System;
 
 /// The phone: an utterance every [`EVERY`] until the run is over; each recognition's delay
 /// (ms), the phone's CPU seconds spent recognising, and how often each plan was taken.

@@ -103,6 +103,16 @@ pub fn median(v: &[f64]) -> f64 {
     roam_trace::stats::median(&mut v)
 }
 
+/// The mean of a trial's event latencies, or [`UNFINISHED`] if one never completed (or there
+/// were none).
+pub fn mean_or_unfinished(v: &[f64]) -> f64 {
+    if v.is_empty() || v.iter().any(|x| x.is_infinite()) {
+        UNFINISHED
+    } else {
+        mean(v)
+    }
+}
+
 /// Arithmetic mean (0 when empty, like a count of nothing).
 pub fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64

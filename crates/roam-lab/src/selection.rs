@@ -24,69 +24,7 @@ pub enum Selection {
     /// Speech: recognise on the server whenever the WiFi is there, else on the phone.
     RemotePreferred,
     /// Meatballs: one network or both, by least expected weighted cost at a cost level.
-    Meatballs(MethodName, Level),
-}
-
-/// [`Method`] with an order (for report order and hashing in the lab).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MethodName {
-    /// Empirical error distributions.
-    Empirical,
-    /// Probabilistic error bounds.
-    Bounds,
-    /// Bayesian posteriors.
-    Bayesian,
-}
-
-/// [`CostLevel`] with an order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Level {
-    /// Free.
-    None,
-    /// 100 J or 100 KB per second saved.
-    Low,
-    /// 10 J or 10 KB.
-    Mid,
-    /// 1 J or 1 KB.
-    High,
-}
-
-impl MethodName {
-    /// Every method.
-    pub const ALL: [MethodName; 3] = [
-        MethodName::Empirical,
-        MethodName::Bounds,
-        MethodName::Bayesian,
-    ];
-
-    /// The library's method.
-    pub fn method(self) -> Method {
-        match self {
-            MethodName::Empirical => Method::Empirical,
-            MethodName::Bounds => Method::Bounds,
-            MethodName::Bayesian => Method::Bayesian,
-        }
-    }
-}
-
-impl Level {
-    /// Every level, cheapest first.
-    pub const ALL: [Level; 4] = [Level::None, Level::Low, Level::Mid, Level::High];
-
-    /// The library's cost level.
-    pub fn cost_level(self) -> CostLevel {
-        match self {
-            Level::None => CostLevel::None,
-            Level::Low => CostLevel::Low,
-            Level::Mid => CostLevel::Mid,
-            Level::High => CostLevel::High,
-        }
-    }
-
-    /// Its prices.
-    pub fn prices(self) -> Prices {
-        Prices::level(self.cost_level())
-    }
+    Meatballs(Method, CostLevel),
 }
 
 impl Selection {
@@ -110,8 +48,8 @@ impl Selection {
 
     fn with_baselines(baselines: &[Selection]) -> Vec<Selection> {
         let mut v = baselines.to_vec();
-        for m in MethodName::ALL {
-            for l in Level::ALL {
+        for m in Method::ALL {
+            for l in CostLevel::ALL {
                 v.push(Selection::Meatballs(m, l));
             }
         }
@@ -178,7 +116,7 @@ impl Selection {
     }
 
     /// The cost level Meatballs decides at, if this is Meatballs.
-    pub fn level(self) -> Option<Level> {
+    pub fn level(self) -> Option<CostLevel> {
         match self {
             Selection::Meatballs(_, l) => Some(l),
             _ => None,
@@ -199,7 +137,7 @@ impl Selection {
             };
         }
         config.redundancy = match self {
-            Selection::Meatballs(m, l) => Some(Redundancy::new(m.method(), l.prices())),
+            Selection::Meatballs(m, l) => Some(Redundancy::new(m, Prices::level(l))),
             _ => None,
         };
     }

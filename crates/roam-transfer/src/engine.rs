@@ -187,16 +187,8 @@ impl Engine {
         }
         let mut logs = Vec::new();
         for (t, f) in tasks.into_iter().zip(files) {
-            logs.push(t.await.unwrap_or_else(|e| FileLog {
-                url: f.url.clone(),
-                size: 0,
-                fetched: 0,
-                params: self.params,
-                streams: 0,
-                protocol: self.protocol,
-                probe_ms: 0.0,
-                seconds: 0.0,
-                outcome: format!("error: the transfer task failed: {e}"),
+            logs.push(t.await.unwrap_or_else(|e| {
+                self.log(&f.url, format!("error: the transfer task failed: {e}"))
             }));
         }
         Ok(Report {
@@ -206,10 +198,9 @@ impl Engine {
         })
     }
 
-    /// One file, logged.
-    async fn file(self: Arc<Self>, url: &str, dest: &Path) -> FileLog {
-        let start = Instant::now();
-        let mut log = FileLog {
+    /// A log record of `url` with this engine's parameters and `outcome`, nothing measured yet.
+    fn log(&self, url: &str, outcome: String) -> FileLog {
+        FileLog {
             url: url.into(),
             size: 0,
             fetched: 0,
@@ -218,8 +209,14 @@ impl Engine {
             protocol: self.protocol,
             probe_ms: 0.0,
             seconds: 0.0,
-            outcome: "ok".into(),
-        };
+            outcome,
+        }
+    }
+
+    /// One file, logged.
+    async fn file(self: Arc<Self>, url: &str, dest: &Path) -> FileLog {
+        let start = Instant::now();
+        let mut log = self.log(url, "ok".into());
         if let Err(e) = self.clone().fetch(url, dest, &mut log).await {
             log.outcome = format!("error: {e}");
         }

@@ -5,7 +5,7 @@ pub(crate) mod bounds;
 pub(crate) mod empirical;
 
 /// How an evaluator accounts for predictor error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Method {
     /// Expectations over the joint empirical error distributions ("brute force").
     Empirical,
