@@ -45,6 +45,7 @@ pub fn apps() -> Vec<App> {
         event: (imp_mail::EVENT, "wait for an item read (ms)"),
         needs,
         interactive_floor: None,
+        stagger: None,
     };
     vec![
         app(imp_mail::CONDITIONS[0].0, imp_mail::run_energy, &[DOVECOT]),

@@ -33,6 +33,7 @@ pub fn apps() -> Vec<App> {
             event: (fs::EVENT, "demand fetch round trip (ms)"),
             needs: &[],
             interactive_floor: Some("span_s"),
+            stagger: None,
         },
         App {
             name: "mail",
@@ -45,6 +46,7 @@ pub fn apps() -> Vec<App> {
             event: (mail::EVENT, "wait for an opened message (ms)"),
             needs: &[DOVECOT],
             interactive_floor: None,
+            stagger: None,
         },
         App {
             name: "sensing",
@@ -57,6 +59,7 @@ pub fn apps() -> Vec<App> {
             event: (sensing::EVENT, "urgent message latency, one way (ms)"),
             needs: &[],
             interactive_floor: None,
+            stagger: None,
         },
     ]
 }

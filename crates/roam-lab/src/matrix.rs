@@ -48,6 +48,10 @@ pub struct App {
     /// A metric giving the least the interactive metric can be on any network (the file
     /// system's replay cannot be shorter than the recorded build it replays), if there is one.
     pub interactive_floor: Option<&'static str>,
+    /// For an application with periodic bursts of CPU (speech recognition every 30 s): trials
+    /// of it run side by side start this long divided by `--jobs` apart, so their bursts do
+    /// not line up and take CPU from each other. Each trial's own timeline is unchanged.
+    pub stagger: Option<Duration>,
 }
 
 /// Every interactive event's latency, one row each, in `trials.csv`'s columns (the metric is
@@ -423,15 +427,20 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
     let notes: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(kept_notes));
     let running: Arc<Mutex<Vec<String>>> = Arc::default();
     std::thread::scope(|scope| {
-        for _ in 0..plan.jobs.min(n_jobs) {
+        let workers = plan.jobs.min(n_jobs);
+        for worker in 0..workers {
             let (queue, rows, events, notes, running, bar, all) =
                 (&queue, &rows, &events, &notes, &running, &bar, &all);
             let (csv_file, log_file, events_file) = (&csv_file, &log_file, &events_file);
+            let mut first = true;
             scope.spawn(move || loop {
                 let Some(j) = queue.lock().unwrap().pop_front() else {
                     return;
                 };
                 let app = &all[j.app];
+                if let (true, Some(s)) = (std::mem::take(&mut first), app.stagger) {
+                    std::thread::sleep(s * worker as u32 / workers as u32);
+                }
                 let name = trial_name(app.name, &j.scenario, j.system.name(), j.trial);
                 let show_running = |r: &Vec<String>| bar.set_message(r.join(" "));
                 {

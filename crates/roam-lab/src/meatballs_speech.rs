@@ -12,8 +12,8 @@
 //! made when the user starts to speak, with the utterance's length predicted from those before
 //! (the thesis's application-specific predictor); recognition starts when speech ends.
 //!
-//! Rules (the lab's [`Selection`]): local-only, remote-preferred (remote whenever the WiFi is
-//! there), adaptive (the single strategy of least weighted cost at the predicted values), and
+//! Rules (the lab's [`Selection`]): local-only, remote-only (remote always, over 3G when the
+//! WiFi is gone), remote-preferred (remote whenever the WiFi is there), adaptive (the single strategy of least weighted cost at the predicted values), and
 //! Meatballs (roam-decide with a method and a cost level: local, remote or both, re-evaluated
 //! at twice the expected time and every 200 ms after, when a local copy may be started).
 //!
@@ -36,7 +36,7 @@ use crate::imp_client::Metered;
 use crate::meatballs_net::weighted_costs;
 use crate::report::{mean_or_unfinished, UNFINISHED};
 use crate::selection::Selection;
-use crate::speech::{utterances, CpuLimit, Recognizer, Utterance};
+use crate::speech::{utterances, CpuLimit, CpuUse, Recognizer, Utterance};
 use crate::system::System;
 use crate::trial::{Metric, Trial};
 
@@ -66,7 +66,13 @@ fn cache_dir() -> std::path::PathBuf {
 
 /// Server: assemble each utterance's streamed audio; on `E id`, recognise it and answer
 /// `R id server_ms\ntext`.
-fn serve(conn: Arc<Conn>, load: bool, duration: Duration, seed: u64) -> Result<()> {
+fn serve(
+    conn: Arc<Conn>,
+    load: bool,
+    duration: Duration,
+    seed: u64,
+    used: &Mutex<Option<CpuUse>>,
+) -> Result<()> {
     let dir = std::env::temp_dir();
     let limit = CpuLimit::new("server", SERVER_SHARE)?;
     let rec = Arc::new(Recognizer::new(&dir, Some(limit))?);
@@ -99,7 +105,7 @@ fn serve(conn: Arc<Conn>, load: bool, duration: Duration, seed: u64) -> Result<(
                     std::thread::spawn(move || {
                         let r = rec.recognize(&wav, &format!("req-{id}"));
                         let reply = match r {
-                            Ok((text, took)) => format!("R {id} {}\n{text}", took.as_millis()),
+                            Ok(r) => format!("R {id} {}\n{}", r.wall.as_millis(), r.text),
                             Err(e) => format!("R {id} 0\nerror: {e:#}"),
                         };
                         let _ = conn.send(Label::ForegroundSmall, &[], reply.into_bytes(), None);
@@ -114,6 +120,7 @@ fn serve(conn: Arc<Conn>, load: bool, duration: Duration, seed: u64) -> Result<(
     if let Some(l) = loader {
         let _ = l.join();
     }
+    *used.lock().unwrap() = Some(rec.cpu_use());
     result
 }
 
@@ -267,6 +274,7 @@ impl Decider {
         };
         Ok(match self.rule {
             Selection::LocalOnly => (Plan::Local, l),
+            Selection::RemoteOnly => (Plan::Remote, r),
             Selection::RemotePreferred if wifi => (Plan::Remote, r),
             Selection::RemotePreferred => (Plan::Local, l),
             Selection::Meatballs(..) => {
@@ -329,6 +337,7 @@ struct Measured {
     radio_j: f64,
     metered: u64,
     plans: [u64; 3],
+    phone_cpu: CpuUse,
 }
 
 /// Run one trial of the speech application; `load`: other clients load the server.
@@ -342,11 +351,13 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
     };
     let (seed, duration) = (t.seed, t.duration);
     let us = utterances(&cache_dir()).context("synthesising the utterances")?;
+    let server_cpu = Arc::new(Mutex::new(None));
+    let used = server_cpu.clone();
     let server = t.start_server(
         "speech",
         PORT,
         || Ok(()),
-        move |(), c| serve(c, load, duration, seed),
+        move |(), c| serve(c, load, duration, seed, &used),
     )?;
     let locals = t.client_links();
     let system = t.system;
@@ -364,7 +375,7 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
         let meter = Metered::start(&conn)?;
         let out = phone(&conn, &us, rule, duration, &wifi_up, &*progress);
         let (radio_j, metered) = meter.finish();
-        let (delays_ms, cpu_s, plans) = out?;
+        let (delays_ms, cpu_s, plans, phone_cpu) = out?;
         Ok((
             Measured {
                 delays_ms,
@@ -372,6 +383,7 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
                 radio_j,
                 metered,
                 plans,
+                phone_cpu,
             },
             conn,
         ))
@@ -381,7 +393,7 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
     t.event_latencies(EVENT, m.delays_ms.iter().copied());
     let total_s = m.delays_ms.iter().sum::<f64>() / 1e3;
     let energy = m.radio_j + PHONE_CPU_W * m.cpu_s;
-    let metrics = vec![
+    let mut metrics = vec![
         Metric::new("recognition_ms", mean_or_unfinished(&m.delays_ms), "ms"),
         Metric::new("energy_J", energy, "J"),
         Metric::new("cpu_J", PHONE_CPU_W * m.cpu_s, "J"),
@@ -391,6 +403,17 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
         Metric::new("remote", m.plans[1] as f64, "msgs"),
         Metric::new("both", m.plans[2] as f64, "msgs"),
     ];
+    // Whether the recognizers got the CPU they stand for (trials side by side share the
+    // machine): the fraction of its share each obtained while busy.
+    let server_cpu = *server_cpu.lock().unwrap();
+    for (name, u) in [
+        ("phone_cpu_got", Some(m.phone_cpu)),
+        ("server_cpu_got", server_cpu),
+    ] {
+        if let Some(x) = u.and_then(|u| u.obtained()) {
+            metrics.push(Metric::new(name, x, "of share"));
+        }
+    }
     Ok(metrics
         .into_iter()
         .chain(weighted_costs(total_s, energy, m.metered))
@@ -399,7 +422,8 @@ pub fn run(t: &Trial, load: bool) -> Result<Vec<Metric>> {
 }
 
 /// The phone: an utterance every [`EVERY`] until the run is over; each recognition's delay
-/// (ms), the phone's CPU seconds spent recognising, and how often each plan was taken.
+/// (ms), the phone's CPU seconds spent recognising, how often each plan was taken, and the CPU
+/// its recognizer obtained.
 fn phone(
     conn: &Arc<Conn>,
     us: &[Utterance],
@@ -407,7 +431,7 @@ fn phone(
     duration: Duration,
     wifi_up: &dyn Fn() -> bool,
     progress: &(dyn Fn(u64) + Send + Sync),
-) -> Result<(Vec<f64>, f64, [u64; 3])> {
+) -> Result<(Vec<f64>, f64, [u64; 3], CpuUse)> {
     let limit = CpuLimit::new("phone", PHONE_SHARE)?;
     let local = Arc::new(Recognizer::new(&std::env::temp_dir(), Some(limit))?);
     let replies = Arc::new(Mutex::new(std::collections::HashMap::<
@@ -434,7 +458,9 @@ fn phone(
     let mut cpu_s = 0.0;
     let mut plans = [0u64; 3];
     let mut k = 0usize;
-    while start.elapsed() + EVERY <= duration + Duration::from_secs(1) {
+    // One utterance every EVERY: 20 in the thesis's 10 minutes.
+    let count = ((duration.as_secs_f64() / EVERY.as_secs_f64()).floor() as usize).max(1);
+    while k < count {
         let speak_at = start + EVERY * k as u32;
         std::thread::sleep(speak_at.saturating_duration_since(Instant::now()));
         progress(start.elapsed().as_secs());
@@ -475,7 +501,7 @@ fn phone(
         let run_local = |tx: mpsc::Sender<(&'static str, f64)>| {
             let (local, wav, tag) = (local.clone(), u.wav.clone(), id.clone());
             std::thread::spawn(move || {
-                let r = local.recognize(&wav, &tag).map(|(_, d)| d.as_secs_f64());
+                let r = local.recognize(&wav, &tag).map(|r| r.wall.as_secs_f64());
                 let _ = tx.send(("local", r.unwrap_or(f64::INFINITY)));
             })
         };
@@ -539,5 +565,5 @@ fn phone(
         decider.measured(len, local_s.filter(|s| s.is_finite()), remote_s)?;
         k += 1;
     }
-    Ok((delays, cpu_s, plans))
+    Ok((delays, cpu_s, plans, local.cpu_use()))
 }

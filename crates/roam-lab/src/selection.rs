@@ -1,7 +1,7 @@
 //! How `roam lab meatballs` decides (seed 000 §4.4.2-4.4.3): per request, which network
 //! (the thesis's three baselines and Meatballs with each evaluation method at each cost level;
 //! every one over roam-net with the same application, only the multi-sockets' configuration
-//! differs, at both ends); per utterance, where to recognise speech (local-only,
+//! differs, at both ends); per utterance, where to recognise speech (local-only, remote-only,
 //! remote-preferred, adaptive, Meatballs), which the speech application decides itself.
 
 use roam_decide::{CostLevel, Method, Prices};
@@ -23,6 +23,8 @@ pub enum Selection {
     LocalOnly,
     /// Speech: recognise on the server whenever the WiFi is there, else on the phone.
     RemotePreferred,
+    /// Speech: recognise on the server, always (over the 3G when the WiFi is gone).
+    RemoteOnly,
     /// Meatballs: one network or both, by least expected weighted cost at a cost level.
     Meatballs(Method, CostLevel),
 }
@@ -37,10 +39,11 @@ impl Selection {
         ])
     }
 
-    /// The speech rules: local-only, remote-preferred, adaptive, then Meatballs.
+    /// The speech rules: local-only, remote-only, remote-preferred, adaptive, then Meatballs.
     pub fn speech_all() -> Vec<Selection> {
         Selection::with_baselines(&[
             Selection::LocalOnly,
+            Selection::RemoteOnly,
             Selection::RemotePreferred,
             Selection::Adaptive,
         ])
@@ -63,7 +66,10 @@ impl Selection {
 
     /// Whether the network-selection application runs under this rule.
     pub fn network(self) -> bool {
-        !matches!(self, Selection::LocalOnly | Selection::RemotePreferred)
+        !matches!(
+            self,
+            Selection::LocalOnly | Selection::RemoteOnly | Selection::RemotePreferred
+        )
     }
 
     /// Name on the command line and in reports (`meatballs-empirical-low`, ...).
@@ -74,6 +80,7 @@ impl Selection {
             Selection::Adaptive => "adaptive",
             Selection::LocalOnly => "local-only",
             Selection::RemotePreferred => "remote-preferred",
+            Selection::RemoteOnly => "remote-only",
             Selection::Meatballs(m, l) => {
                 const NAMES: [[&str; 4]; 3] = [
                     [
@@ -104,12 +111,12 @@ impl Selection {
     pub fn parse(s: &str) -> Result<Selection, String> {
         Selection::all()
             .into_iter()
-            .chain([Selection::LocalOnly, Selection::RemotePreferred])
+            .chain(Selection::speech_all())
             .find(|x| x.name() == s)
             .ok_or_else(|| {
                 format!(
                     "unknown rule `{s}` (expected cellular-only, wifi-preferred, local-only, \
-                     remote-preferred, adaptive or meatballs-METHOD-LEVEL with METHOD \
+                     remote-only, remote-preferred, adaptive or meatballs-METHOD-LEVEL with METHOD \
                      empirical, bounds or bayesian and LEVEL none, low, mid or high)"
                 )
             })

@@ -11,6 +11,11 @@
 //!   share of 0.25 gives it a quarter of one core, as a 2010 phone against a desktop core.
 //!   Where no CPU cgroup can be made (not root, no cpu controller) the share is refused with
 //!   a one-line reason instead of silently running at full speed.
+//! - [`CpuUse`]: whether a recognizer really got its share. A quota is a ceiling, not a
+//!   floor: trials run side by side (or anything else on the machine) can leave a recognizer
+//!   less than its share, which would make it look slower than the CPU it stands for. Each
+//!   recognition's CPU time (the shell's `times`) is summed against the time the recognizer
+//!   was busy, so a report can say what fraction of its share it obtained.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -207,6 +212,7 @@ fn wav_file(rate: u32, samples: &[i16]) -> Vec<u8> {
 /// A CPU cgroup limiting the processes put in it to `share` of one core; removed on drop.
 pub struct CpuLimit {
     dir: PathBuf,
+    share: f64,
 }
 
 impl CpuLimit {
@@ -242,7 +248,7 @@ impl CpuLimit {
         };
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("creating the CPU cgroup {} (needs root)", dir.display()))?;
-        let limit = CpuLimit { dir };
+        let limit = CpuLimit { dir, share };
         for (f, v) in files {
             let p = limit.dir.join(f);
             std::fs::write(&p, &v).with_context(|| format!("writing {v} to {}", p.display()))?;
@@ -272,6 +278,47 @@ impl Drop for CpuLimit {
 pub struct Recognizer {
     limit: Option<CpuLimit>,
     scratch: PathBuf,
+    usage: std::sync::Mutex<Busy>,
+}
+
+/// One recognition's result.
+#[derive(Clone, Debug)]
+pub struct Recognition {
+    /// What PocketSphinx heard.
+    pub text: String,
+    /// From its start to its exit.
+    pub wall: Duration,
+    /// The CPU time (user and system) it used.
+    pub cpu: Duration,
+}
+
+/// The CPU a recognizer used against the time it was busy (one or more recognitions running).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuUse {
+    /// CPU seconds of all its recognitions.
+    pub cpu_s: f64,
+    /// Seconds during which at least one recognition ran.
+    pub busy_s: f64,
+    /// The share of one core it was limited to (1 without a limit).
+    pub share: f64,
+}
+
+impl CpuUse {
+    /// The fraction of its share the recognizer obtained while busy: near 1 when the quota was
+    /// what limited it (or a single-threaded recognition used a whole core); lower when the
+    /// machine's other work took CPU from it. `None` before any recognition.
+    pub fn obtained(&self) -> Option<f64> {
+        (self.busy_s > 0.0).then(|| self.cpu_s / self.busy_s / self.share)
+    }
+}
+
+/// Book-keeping of the busy time: recognitions running, since when, and the totals.
+#[derive(Default)]
+struct Busy {
+    running: usize,
+    since: Option<Instant>,
+    busy: Duration,
+    cpu: Duration,
 }
 
 impl Recognizer {
@@ -289,31 +336,53 @@ impl Recognizer {
         Ok(Recognizer {
             limit,
             scratch: scratch.to_path_buf(),
+            usage: Default::default(),
         })
     }
 
-    /// Recognise `wav`: the text PocketSphinx heard and how long it took (from start to exit).
-    pub fn recognize(&self, wav: &[u8], tag: &str) -> Result<(String, Duration)> {
+    /// The CPU its recognitions used so far against the time it was busy.
+    pub fn cpu_use(&self) -> CpuUse {
+        let b = self.usage.lock().unwrap();
+        let open = b.since.map_or(Duration::ZERO, |t| t.elapsed());
+        CpuUse {
+            cpu_s: b.cpu.as_secs_f64(),
+            busy_s: (b.busy + open).as_secs_f64(),
+            share: self.limit.as_ref().map_or(1.0, |l| l.share),
+        }
+    }
+
+    /// Recognise `wav` (`tag` names its scratch files; unique among concurrent calls).
+    pub fn recognize(&self, wav: &[u8], tag: &str) -> Result<Recognition> {
         let input = self.scratch.join(format!("{tag}.wav"));
+        let times = self.scratch.join(format!("{tag}.times"));
         std::fs::write(&input, wav).with_context(|| format!("writing {}", input.display()))?;
-        // The shell joins the cgroup first, then becomes the recognizer: nothing of it runs
-        // outside the limit.
+        // The shell joins the cgroup first, so nothing of the recognizer runs outside the
+        // limit, and stays to write its child's CPU times.
         let join = match &self.limit {
             Some(l) => format!("echo $$ > '{}' && ", l.procs().display()),
             None => String::new(),
         };
         let script = format!(
-            "{join}exec pocketsphinx_continuous -infile '{}' -logfn /dev/null",
-            input.display()
+            "{join}pocketsphinx_continuous -infile '{}' -logfn /dev/null; s=$?; times > '{}'; exit $s",
+            input.display(),
+            times.display()
         );
         let t0 = Instant::now();
+        self.started(t0);
         let out = Command::new("sh")
             .args(["-c", &script])
             .stdin(Stdio::null())
             .output()
-            .context("running pocketsphinx_continuous")?;
+            .context("running pocketsphinx_continuous");
         let took = t0.elapsed();
+        let cpu = std::fs::read_to_string(&times)
+            .ok()
+            .and_then(|t| children_cpu(&t))
+            .unwrap_or(Duration::ZERO);
+        self.ended(cpu);
         let _ = std::fs::remove_file(&input);
+        let _ = std::fs::remove_file(&times);
+        let out = out?;
         if !out.status.success() {
             bail!(
                 "pocketsphinx_continuous failed ({}): {}",
@@ -327,8 +396,43 @@ impl Recognizer {
             .unwrap_or("")
             .trim()
             .to_string();
-        Ok((text, took))
+        Ok(Recognition {
+            text,
+            wall: took,
+            cpu,
+        })
     }
+
+    fn started(&self, now: Instant) {
+        let mut b = self.usage.lock().unwrap();
+        if b.running == 0 {
+            b.since = Some(now);
+        }
+        b.running += 1;
+    }
+
+    fn ended(&self, cpu: Duration) {
+        let mut b = self.usage.lock().unwrap();
+        b.running -= 1;
+        b.cpu += cpu;
+        if b.running == 0 {
+            if let Some(t) = b.since.take() {
+                b.busy += t.elapsed();
+            }
+        }
+    }
+}
+
+/// The children's user and system time from the output of the shell's `times` (two lines of
+/// `XmY.YYs XmY.YYs`: the shell's, then its children's).
+fn children_cpu(times: &str) -> Option<Duration> {
+    let line = times.lines().nth(1)?;
+    let mut total = 0.0;
+    for f in line.split_whitespace() {
+        let (m, s) = f.strip_suffix('s')?.split_once('m')?;
+        total += m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?;
+    }
+    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
 }
 
 /// Words of `heard` found in `said`, as a fraction of `said`'s words (a rough accuracy, for
@@ -386,16 +490,50 @@ mod tests {
         );
         assert!(u[19].seconds() > 5.0, "{}", u[19].seconds());
         let full = Recognizer::new(&dir, None).unwrap();
-        let (_, fast) = full.recognize(&u[5].wav, "full").unwrap();
+        let fast = full.recognize(&u[5].wav, "full").unwrap();
+        assert!(fast.cpu > Duration::ZERO && fast.cpu <= fast.wall + Duration::from_millis(20));
+        assert_eq!(full.cpu_use().cpu_s, fast.cpu.as_secs_f64());
         match CpuLimit::new("test", 0.1) {
             Ok(limit) => {
                 let slow = Recognizer::new(&dir, Some(limit)).unwrap();
-                let (_, t) = slow.recognize(&u[5].wav, "slow").unwrap();
-                assert!(t > fast, "limited {t:?}, unlimited {fast:?}");
+                let r = slow.recognize(&u[5].wav, "slow").unwrap();
+                assert!(
+                    r.wall > fast.wall,
+                    "limited {:?}, unlimited {:?}",
+                    r.wall,
+                    fast.wall
+                );
+                // The quota is a ceiling: a tenth of a core, give or take one period's quota.
+                let got = slow.cpu_use();
+                assert!(got.share == 0.1 && got.busy_s >= r.wall.as_secs_f64() * 0.99);
+                assert!(
+                    got.cpu_s <= 0.1 * got.busy_s + 0.02,
+                    "{} s of CPU in {} s at a tenth of a core",
+                    got.cpu_s,
+                    got.busy_s
+                );
             }
             Err(e) => eprintln!("skipped the CPU limit: {e:#}"),
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_childrens_cpu_time_is_read_from_times() {
+        let t = "0m0.001000s 0m0.002000s\n1m2.500000s 0m0.250000s\n";
+        assert_eq!(children_cpu(t), Some(Duration::from_millis(62_750)));
+        assert_eq!(children_cpu("0m0.00s 0m0.00s\n"), None);
+        assert_eq!(children_cpu("0m0.00s 0m0.00s\n0mxs 0m0s\n"), None);
+        assert_eq!(
+            CpuUse {
+                cpu_s: 1.0,
+                busy_s: 8.0,
+                share: 0.25
+            }
+            .obtained(),
+            Some(0.5)
+        );
+        assert_eq!(CpuUse::default().obtained(), None);
     }
 
     #[test]
