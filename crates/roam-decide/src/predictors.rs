@@ -118,20 +118,47 @@ impl Weibull {
 }
 
 /// How long the device stays associated with a WiFi access point, learnt from past sessions.
+///
+/// Bounded: the most recent [`DwellTime::MAX_SESSIONS`] sessions overall and per access point,
+/// and at most [`DwellTime::MAX_APS`] access points of their own (sessions at more count only in
+/// the generic model), so a peer that reports networks coming and going cannot grow it. The fits
+/// are made when a session is recorded, so asking for a model costs nothing.
 #[derive(Clone, Debug)]
 pub struct DwellTime {
     min_sessions: usize,
-    all: Vec<f64>,
-    by_ap: HashMap<String, Vec<f64>>,
+    all: Sessions,
+    by_ap: HashMap<String, Sessions>,
+}
+
+/// Recent sessions and the fit to them.
+#[derive(Clone, Debug, Default)]
+struct Sessions {
+    recent: std::collections::VecDeque<f64>,
+    fit: Option<Weibull>,
+}
+
+impl Sessions {
+    fn push(&mut self, seconds: f64) {
+        if self.recent.len() == DwellTime::MAX_SESSIONS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(seconds);
+        self.fit = Weibull::fit(self.recent.make_contiguous());
+    }
 }
 
 impl DwellTime {
+    /// Sessions kept, overall and per access point (the oldest forgotten first).
+    pub const MAX_SESSIONS: usize = 256;
+    /// Access points with a model of their own.
+    pub const MAX_APS: usize = 64;
+
     /// A predictor that fits an access point's own sessions once it has `min_sessions` of
     /// them (at least 2), and all sessions until then.
     pub fn new(min_sessions: usize) -> DwellTime {
         DwellTime {
             min_sessions: min_sessions.max(2),
-            all: Vec::new(),
+            all: Sessions::default(),
             by_ap: HashMap::new(),
         }
     }
@@ -146,19 +173,28 @@ impl DwellTime {
             });
         }
         self.all.push(seconds);
-        self.by_ap.entry(ap.to_string()).or_default().push(seconds);
+        if let Some(own) = self.by_ap.get_mut(ap) {
+            own.push(seconds);
+        } else if self.by_ap.len() < Self::MAX_APS {
+            let mut own = Sessions::default();
+            own.push(seconds);
+            self.by_ap.insert(ap.to_string(), own);
+        }
         Ok(())
     }
 
     /// The distribution for access point `ap`, and whether it is the AP's own (else the
-    /// generic one over every session); `None` before two sessions.
+    /// generic one over every session); `None` before two sessions that differ.
     pub fn model(&self, ap: &str) -> Option<(Weibull, bool)> {
-        if let Some(own) = self.by_ap.get(ap).filter(|s| s.len() >= self.min_sessions) {
-            if let Some(w) = Weibull::fit(own) {
-                return Some((w, true));
-            }
+        if let Some(w) = self
+            .by_ap
+            .get(ap)
+            .filter(|s| s.recent.len() >= self.min_sessions)
+            .and_then(|s| s.fit)
+        {
+            return Some((w, true));
         }
-        Weibull::fit(&self.all).map(|w| (w, false))
+        self.all.fit.map(|w| (w, false))
     }
 }
 
@@ -262,6 +298,24 @@ mod tests {
         let (own, is_own) = d.model("cafe").unwrap();
         assert!(is_own && own.scale > 200.0, "{own:?}");
         assert!(d.record("cafe", f64::NAN).is_err());
+    }
+
+    #[test]
+    fn the_record_is_bounded() {
+        let mut d = DwellTime::new(2);
+        for i in 0..1000 {
+            d.record(&format!("ap{i}"), 10.0 + (i % 7) as f64).unwrap();
+        }
+        assert_eq!(d.by_ap.len(), DwellTime::MAX_APS);
+        assert_eq!(d.all.recent.len(), DwellTime::MAX_SESSIONS);
+        // An access point past the cap gets the generic model.
+        assert!(!d.model("ap999").unwrap().1);
+        for _ in 0..1000 {
+            d.record("ap0", 5.0).unwrap();
+            d.record("ap0", 50.0).unwrap();
+        }
+        assert_eq!(d.by_ap["ap0"].recent.len(), DwellTime::MAX_SESSIONS);
+        assert!(d.model("ap0").unwrap().1);
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl Session {
         n.kind = kind;
         n.up = true;
         if again {
-            self.selector_network_up(net);
+            self.selector_network_up(net, now);
         }
         let n = self.networks.get_mut(&net).expect("inserted above");
         n.retry_at = now;
@@ -193,6 +193,7 @@ impl Session {
         if let Some(n) = self.networks.get_mut(&net) {
             n.up = false;
         }
+        self.selector_network_down(net, now);
         let dead: Vec<ConnId> = self
             .conns
             .iter()
@@ -249,7 +250,7 @@ impl Session {
             if (up && !n.up) || i.port != n.port {
                 n.may_open = true; // announced anew
             }
-            let again = up && !n.up;
+            let (again, gone) = (up && !n.up, !up && n.up);
             if let (true, false, false, Some(d)) =
                 (up, n.up, connected, self.config.peer_open_delay)
             {
@@ -265,7 +266,9 @@ impl Session {
                 (i.bandwidth_bps > 0).then_some(BitRate::bps(i.bandwidth_bps)),
             );
             if again {
-                self.selector_network_up(i.net);
+                self.selector_network_up(i.net, now);
+            } else if gone {
+                self.selector_network_down(i.net, now);
             }
         }
     }

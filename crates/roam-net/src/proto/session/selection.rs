@@ -20,6 +20,15 @@
 //! pays, it is sent there too (the hedge path, `Session::hedge_late_foreground`). A network
 //! that comes up again (another access point) starts a new error record, as the thesis reset
 //! the WiFi's distributions per access point.
+//!
+//! WiFi dwell time (seed 000 §4.4.2): each association of a non-cellular network, from its
+//! coming up to its going down, is a session of the [`DwellTime`] predictor, keyed by the
+//! network's address (a new access point usually gives a new one). Once sessions are known, a
+//! WiFi's time is the chance it stays associated for the transfer (the Weibull's conditional
+//! survival given how long it has lasted) times its model time, plus the chance it goes times
+//! what recovering costs: the wait until re-evaluation notices (twice the time) and the best
+//! other network's time. A newly associated WiFi whose sessions have been short is thus
+//! trusted less than one that has lasted.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roam_core::Time;
+use roam_decide::predictors::DwellTime;
 use roam_decide::{
     EvaluatorId, Meatballs, Method, Outcome, PredictorId, Prices, Reevaluation, Running, StrategyId,
 };
@@ -93,7 +103,14 @@ pub(super) struct Selector {
     evaluator: Option<EvaluatorId>,
     /// The IROB length the strategies' data cost counts (set before each decision).
     len: Arc<AtomicU64>,
+    /// How long non-cellular networks stay associated.
+    pub(super) dwell: DwellTime,
+    /// The non-cellular networks' current associations: since when, and the access point's key.
+    pub(super) associated: BTreeMap<NetId, (Time, String)>,
 }
+
+/// Sessions an access point needs before it is predicted from its own.
+const DWELL_MIN_SESSIONS: usize = 3;
 
 /// A small foreground IROB placed by the selector.
 #[derive(Clone, Copy, Debug)]
@@ -119,7 +136,25 @@ impl Selector {
             pairs: Vec::new(),
             evaluator: None,
             len: Arc::new(AtomicU64::new(0)),
+            dwell: DwellTime::new(DWELL_MIN_SESSIONS),
+            associated: BTreeMap::new(),
         }
+    }
+
+    /// A network's time `t` given that it may go away before the transfer is done: `t` if it
+    /// stays, else the re-evaluation's wait and then `other` (the best other network's time).
+    fn dwell_adjusted(&self, net: NetId, t: f64, other: f64, now: Time) -> f64 {
+        let Some((since, ap)) = self.associated.get(&net) else {
+            return t;
+        };
+        let Some((w, _)) = self.dwell.model(ap) else {
+            return t;
+        };
+        let p = w.p_stays(now.saturating_since(*since).as_secs_f64(), t);
+        if !p.is_finite() {
+            return t;
+        }
+        p * t + (1.0 - p) * (Reevaluation::default().factor * t + other)
     }
 }
 
@@ -253,11 +288,22 @@ impl Session {
             return None;
         }
         self.selector_build(&nets);
-        let times: Vec<f64> = nets
+        let modelled: Vec<f64> = nets
             .iter()
             .map(|&(_, c)| self.modelled_time(c, len))
             .collect();
         let sel = self.selector.as_mut()?;
+        let times: Vec<f64> = nets
+            .iter()
+            .enumerate()
+            .map(|(i, &(net, _))| {
+                let other = (0..nets.len())
+                    .filter(|&j| j != i)
+                    .map(|j| modelled[j])
+                    .fold(f64::INFINITY, f64::min);
+                sel.dwell_adjusted(net, modelled[i], other, now)
+            })
+            .collect();
         sel.mb.set_prices(r.prices);
         sel.len.store((len as f64).to_bits(), Ordering::Relaxed);
         for (&(net, _), &t) in nets.iter().zip(&times) {
@@ -348,12 +394,33 @@ impl Session {
     }
 
     /// Network `net` came up again (another access point, perhaps): its error record starts
-    /// afresh.
-    pub(super) fn selector_network_up(&mut self, net: NetId) {
-        if let Some(sel) = self.selector.as_mut() {
-            if let Some(&p) = sel.predictors.get(&net) {
-                let _ = sel.mb.reset_errors(p);
-            }
+    /// afresh, and a non-cellular network's association begins.
+    pub(super) fn selector_network_up(&mut self, net: NetId, now: Time) {
+        let Some(r) = self.config.redundancy else {
+            return;
+        };
+        let (cellular, ap) = self.networks.get(&net).map_or((false, String::new()), |n| {
+            (n.kind.cellular, n.addr.to_string())
+        });
+        let sel = self.selector.get_or_insert_with(|| Selector::new(&r));
+        if let Some(&p) = sel.predictors.get(&net) {
+            let _ = sel.mb.reset_errors(p);
+        }
+        if !cellular {
+            sel.associated.insert(net, (now, ap));
+        }
+    }
+
+    /// Network `net` went away: a non-cellular network's association ended, one more session
+    /// of its access point's dwell time.
+    pub(super) fn selector_network_down(&mut self, net: NetId, now: Time) {
+        let Some(sel) = self.selector.as_mut() else {
+            return;
+        };
+        if let Some((since, ap)) = sel.associated.remove(&net) {
+            let _ = sel
+                .dwell
+                .record(&ap, now.saturating_since(since).as_secs_f64());
         }
     }
 }

@@ -129,3 +129,56 @@ fn network_choices_override_the_placement_model() {
         assert_eq!(on, vec![want], "{choice:?}");
     }
 }
+
+/// WiFi dwell time: a WiFi whose associations were mostly a second or two, just associated
+/// again, is predicted slower than its model time (it may go before a transfer is done, and
+/// then the transfer waits for re-evaluation and the 3G), and the more so the shorter its
+/// sessions; one associated for a minute is trusted more (these sessions' tail is long: the
+/// Weibull's shape is below 1, its hazard falls with age).
+#[test]
+fn a_newly_associated_wifi_with_short_sessions_is_trusted_less() {
+    let wifi_time = |sessions: &[f64], associated_for: u64| {
+        let mut s = meatballs(Method::Empirical, Prices::FREE);
+        let t = Time::ZERO + Duration::from_secs(1000);
+        let addr = s.networks[&1].addr.to_string();
+        let sel = s
+            .selector
+            .get_or_insert_with(|| selection::Selector::new(&s.config.redundancy.unwrap()));
+        for &d in sessions {
+            sel.dwell.record(&addr, d).unwrap();
+        }
+        let since = Time::ZERO + Duration::from_secs(1000 - associated_for);
+        sel.associated.insert(1, (since, addr));
+        let (id, _) = send(&mut s, t);
+        s.out[&id].selected.unwrap().predicted
+    };
+    let none = wifi_time(&[], 0);
+    let sessions = [0.5, 1.0, 2.0, 1.5, 30.0, 90.0];
+    let short = wifi_time(&sessions, 0);
+    let long = wifi_time(&sessions.map(|x| x * 10.0), 0);
+    let lasted = wifi_time(&sessions, 60);
+    assert!(short > long && long > none, "{short} {long} {none}");
+    assert!(lasted < short, "{lasted} {short}");
+}
+
+/// The sessions come from the networks' up and down events.
+#[test]
+fn associations_are_recorded_as_dwell_sessions() {
+    let mut s = meatballs(Method::Empirical, Prices::FREE);
+    let addr = s.networks[&1].addr;
+    let mut t = Time::ZERO;
+    for d in [5u64, 9, 30] {
+        s.network_down(1, t);
+        s.network_up(1, addr, NetKind::default(), t);
+        t = t + Duration::from_secs(d);
+    }
+    s.network_down(1, t);
+    let sel = s.selector.as_ref().unwrap();
+    let (w, own) = sel.dwell.model(&addr.to_string()).unwrap();
+    assert!(own, "three sessions at one access point");
+    assert!(w.scale > 5.0 && w.scale < 30.0, "{w:?}");
+    assert!(sel.associated.is_empty());
+    // The 3G's comings and goings are not WiFi sessions.
+    s.network_up(2, s.networks[&2].addr, s.networks[&2].kind, t);
+    assert!(!s.selector.as_ref().unwrap().associated.contains_key(&2));
+}
