@@ -115,6 +115,15 @@ impl Report {
     }
 }
 
+/// A dataset's sizes and the network's round trip as a first look sees them ([`Engine::survey`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Survey {
+    /// Each file's size, bytes, in the dataset's order.
+    pub sizes: Vec<u64>,
+    /// The shortest first-request time, ms (infinite for an empty dataset).
+    pub rtt_ms: f64,
+}
+
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
 /// Downloads datasets with fixed parameters.
@@ -196,6 +205,56 @@ impl Engine {
             files: logs,
             seconds: start.elapsed().as_secs_f64(),
         })
+    }
+
+    /// What a broker needs before choosing parameters: every file's size and the shortest
+    /// first-request time among them (a one-byte range request; on a connection already open
+    /// that is about one round trip plus the server's first byte), asked `cc` at a time. A
+    /// file whose size cannot be learnt is an error naming it.
+    pub async fn survey(self: &Arc<Self>, files: &[FileSpec]) -> Result<Survey, TransferError> {
+        let sem = Arc::new(tokio::sync::Semaphore::new(self.params.cc as usize));
+        let mut tasks = Vec::new();
+        for f in files {
+            let (me, sem, url) = (self.clone(), sem.clone(), f.url.clone());
+            tasks.push(tokio::spawn(async move {
+                let _slot = sem.acquire_owned().await;
+                let t0 = Instant::now();
+                let resp = me.get(&url, Some((0, 1))).await?;
+                let size = match resp.status() {
+                    StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => {
+                        total_of(&resp)
+                    }
+                    StatusCode::OK => content_length(&resp),
+                    s => {
+                        return Err(TransferError::Status {
+                            url,
+                            status: s.as_u16(),
+                        })
+                    }
+                };
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                if resp.status() == StatusCode::PARTIAL_CONTENT {
+                    // Read the byte, so the connection goes back to the pool for the next one.
+                    let _ = resp.into_body().collect().await;
+                }
+                let size = size.ok_or_else(|| TransferError::Network {
+                    url,
+                    why: "its size is not given (no Content-Range or Content-Length)".into(),
+                })?;
+                Ok((size, ms))
+            }));
+        }
+        let mut sizes = Vec::new();
+        let mut rtt_ms = f64::INFINITY;
+        for (t, f) in tasks.into_iter().zip(files) {
+            let (size, ms) = t.await.map_err(|e| TransferError::Network {
+                url: f.url.clone(),
+                why: format!("the survey's task failed: {e}"),
+            })??;
+            sizes.push(size);
+            rtt_ms = rtt_ms.min(ms);
+        }
+        Ok(Survey { sizes, rtt_ms })
     }
 
     /// A log record of `url` with this engine's parameters and `outcome`, nothing measured yet.

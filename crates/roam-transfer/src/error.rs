@@ -34,6 +34,9 @@ pub enum TransferError {
         /// What happened.
         why: String,
     },
+    /// A model file that cannot be used, or a model that cannot be trained.
+    #[error("model: {0}")]
+    Model(String),
     /// A local file could not be written.
     #[error("{path}: {source}")]
     Io {

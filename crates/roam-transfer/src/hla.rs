@@ -13,7 +13,8 @@
 //!    bounds is evaluated, and the one of greatest throughput per joule wins; the block size is
 //!    the one whose best is best (the seed treats bs apart from the cc × p surface).
 //! 4. [`Table`]: the clusters' centroids and optima, looked up by the nearest centroid: the
-//!    device's parameter cache (the seed's learnt models, a network and an SVM, are not built).
+//!    device's parameter cache ([`crate::broker`]); the learnt models that cover the conditions
+//!    between clusters are [`crate::model`].
 //!
 //! What is written here by hand and why: the spline (monotone cubic Hermite interpolation is
 //! forty lines, and the crates offering it interpolate 1-D only or bring a linear-algebra
@@ -23,6 +24,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::Condition;
 use crate::params::Params;
 
 /// One logged transfer, with the condition it ran in.
@@ -47,11 +49,7 @@ pub struct Record {
 impl Record {
     /// The condition as clustering sees it.
     fn features(&self) -> [f64; 3] {
-        [
-            self.rtt_ms.max(0.01).log10(),
-            self.bandwidth_mbps.max(0.001).log10(),
-            self.mean_file_bytes.max(1.0).log10(),
-        ]
+        Condition::of(self).features()
     }
 }
 
@@ -264,26 +262,17 @@ impl Table {
     }
 
     /// The parameters for a condition: the nearest cluster's optimum (`None` before learning).
-    pub fn lookup(
-        &self,
-        rtt_ms: f64,
-        bandwidth_mbps: f64,
-        mean_file_bytes: f64,
-    ) -> Option<Optimum> {
-        let q = Record {
-            rtt_ms,
-            bandwidth_mbps,
-            mean_file_bytes,
-            params: Params::default(),
-            throughput_mbps: 0.0,
-            energy_j_per_100mb: 0.0,
-            ok: true,
-        }
-        .features();
+    pub fn lookup(&self, c: &Condition) -> Option<Optimum> {
+        self.nearest(c).map(|n| n.1)
+    }
+
+    /// The nearest cluster's distance from a condition (log10 units) and its optimum.
+    pub fn nearest(&self, c: &Condition) -> Option<(f64, Optimum)> {
+        let q = c.features();
         self.entries
             .iter()
-            .min_by(|a, b| dist(&a.0, &q).total_cmp(&dist(&b.0, &q)))
-            .map(|e| e.1)
+            .map(|e| (dist(&e.0, &q), e.1))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
     }
 }
 
@@ -373,7 +362,15 @@ mod tests {
         assert!((14..=18).contains(&o.params.cc), "{o:?}");
         let t = Table::learn(&rs, CLUSTER_DISTANCE);
         assert_eq!(t.entries.len(), 1);
-        assert_eq!(t.lookup(250.0, 100.0, 100_000.0).unwrap().params, o.params);
-        assert!(Table::default().lookup(1.0, 1.0, 1.0).is_none());
+        let c = |rtt_ms, bandwidth_mbps, mean_file_bytes| Condition {
+            rtt_ms,
+            bandwidth_mbps,
+            mean_file_bytes,
+        };
+        assert_eq!(
+            t.lookup(&c(250.0, 100.0, 100_000.0)).unwrap().params,
+            o.params
+        );
+        assert!(Table::default().lookup(&c(1.0, 1.0, 1.0)).is_none());
     }
 }

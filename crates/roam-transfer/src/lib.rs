@@ -3,23 +3,26 @@
 //! chosen for the network and the dataset, to raise throughput and cut the energy a phone's
 //! radio spends per byte.
 //!
-//! Built so far: the transfer engine ([`Engine`]: HTTP/1.1 and HTTP/2 on hyper, resumable
-//! range downloads that never leave an incomplete file under its final name, a log record per
-//! file), the plan of a mixed-size dataset ([`mixed`]: clusters by size, parameters per
-//! cluster, channels scaled to a limit), and the HLA server's offline analysis ([`hla`]:
-//! outliers, clustering by condition, spline surfaces, the parameters of most throughput per
-//! joule, a lookup table). Not built yet (issue 26): the logs' upload and `roam hla serve`, the
-//! learnt models (network, SVM), the device's broker, `roam lab fasthla`, `roam bench
-//! transfer`.
+//! Built: the transfer engine ([`Engine`]: HTTP/1.1 and HTTP/2 on hyper, resumable range
+//! downloads that never leave an incomplete file under its final name, a log record per file),
+//! the plan of a mixed-size dataset ([`mixed`]: clusters by size, parameters per cluster,
+//! channels scaled to a limit), the HLA server's offline analysis ([`hla`]: outliers,
+//! clustering by condition, spline surfaces, the parameters of most throughput per joule), the
+//! learnt models ([`model`]: a network, an SVM, nearest neighbours), the device's broker
+//! ([`broker`]: cache, model, log ring) and the HLA server ([`server`]). Not built yet (issue
+//! 26): `roam lab fasthla`, `roam bench transfer`.
 
+pub mod broker;
 pub mod engine;
 pub mod error;
 pub mod hla;
 pub mod mixed;
+pub mod model;
 pub mod params;
 pub mod partial;
+pub mod server;
 
-pub use engine::{Engine, FileLog, FileSpec, Protocol, Report};
+pub use engine::{Engine, FileLog, FileSpec, Protocol, Report, Survey};
 pub use error::TransferError;
 pub use params::Params;
 

@@ -60,6 +60,19 @@ enum Cmd {
     /// engine).
     #[command(subcommand)]
     Transfer(TransferCmd),
+    /// FastHLA's HLA server: collect devices' transfer logs, learn the best parameters per
+    /// network condition, serve them.
+    #[command(subcommand)]
+    Hla(HlaCmd),
+}
+
+#[derive(Subcommand)]
+enum HlaCmd {
+    /// Serve: POST /logs (JSON lines of records), GET /update (clusters' optima and a model).
+    Serve(transfer_cmd::ServeArgs),
+    /// The server's analysis once, on a file of logs: clusters, optima, each learner's
+    /// cross-validated accuracy.
+    Train(transfer_cmd::TrainArgs),
 }
 
 #[derive(Subcommand)]
@@ -485,6 +498,8 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Transfer(TransferCmd::Get(a)) => transfer_cmd::get(&a).map(|_| 0),
+        Cmd::Hla(HlaCmd::Serve(a)) => transfer_cmd::serve(&a).map(|_| 0),
+        Cmd::Hla(HlaCmd::Train(a)) => transfer_cmd::train(&a).map(|_| 0),
         Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),
         Cmd::Drive(a) => drive::drive(&a).map(|_| 0),
         Cmd::Energy(a) => energy_cmd::energy(&a).map(|_| 0),

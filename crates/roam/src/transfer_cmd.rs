@@ -1,6 +1,8 @@
 //! `roam transfer get`: download URLs or a list of them with given concurrency, parallelism
-//! and block size (FastHLA's engine, `roam-transfer`), with a progress line and an optional
-//! log of one JSON record per file.
+//! and block size (FastHLA's engine, `roam-transfer`), or with `--auto` the parameters FastHLA's
+//! broker chooses per cluster of file sizes; a progress line, an optional log of one JSON record
+//! per file, and the broker's log of the transfer (uploaded to an HLA server with `--hla`).
+//! `roam hla serve` and `roam hla train`: the HLA server, and its analysis run once on a file.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,7 +12,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use roam_transfer::{Engine, FileSpec, Params, Protocol};
+use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Choice, Source};
+use roam_transfer::hla::Record;
+use roam_transfer::model::{accuracy, training_set, Condition, Kind};
+use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
 
 /// Arguments of `roam transfer get`.
 #[derive(Args, Debug)]
@@ -38,6 +43,44 @@ pub struct GetArgs {
     /// Append one JSON record per file to this file.
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Let FastHLA's broker choose concurrency, parallelism and block size per cluster of file
+    /// sizes (from its cache of the HLA server's optima, else its model, else the defaults),
+    /// instead of --cc, --p and --bs.
+    #[arg(long)]
+    auto: bool,
+    /// The broker's state (cache, model, logs not yet uploaded); default
+    /// $XDG_STATE_HOME/roam/transfer-broker.json (or ~/.local/state/...).
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// HLA server (http://host:port, `roam hla serve`) to upload this device's logs to and
+    /// fetch updates from.
+    #[arg(long)]
+    hla: Option<String>,
+    /// The network's bandwidth in Mbit/s, part of the condition the broker looks up (default:
+    /// the fastest transfer the broker has seen, a lower bound, else 10).
+    #[arg(long)]
+    bandwidth: Option<f64>,
+    /// Radio profile the logs' energy is modelled with (`roam-budget`: huang2012/wifi,
+    /// huang2012/lte, ...).
+    #[arg(long, default_value = "huang2012/wifi")]
+    radio: String,
+    /// The most channels (concurrency x parallelism, summed over the size clusters) --auto may
+    /// open.
+    #[arg(long, default_value_t = 64)]
+    max_channels: u32,
+}
+
+/// Where the broker's state lives by default.
+fn default_state() -> Result<PathBuf> {
+    let base = match std::env::var_os("XDG_STATE_HOME") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(
+            std::env::var_os("HOME")
+                .context("neither XDG_STATE_HOME nor HOME is set: give --state")?,
+        )
+        .join(".local/state"),
+    };
+    Ok(base.join("roam/transfer-broker.json"))
 }
 
 /// Run it: 0 when every file arrived, an error naming the failed ones otherwise.
@@ -56,29 +99,120 @@ pub fn get(a: &GetArgs) -> Result<()> {
     if urls.is_empty() {
         bail!("nothing to download: give URLs or --list FILE");
     }
+    if let Some(b) = a.bandwidth {
+        if !(b.is_finite() && b > 0.0) {
+            bail!("--bandwidth {b}: expected a positive number of Mbit/s");
+        }
+    }
+    if a.max_channels == 0 {
+        bail!("--max-channels must be at least 1");
+    }
     let specs = urls
         .iter()
         .map(|u| FileSpec::from_url(u))
         .collect::<Result<Vec<_>, _>>()?;
-    let params = Params {
+    let fixed = Params {
         cc: a.cc,
         p: a.p,
         bs: a.bs,
     };
+    fixed.validate()?;
+    // Check the radio profile before moving any byte.
+    modelled_energy_per_100mb(&a.radio, 1, Duration::from_secs(1))?;
     let protocol = if a.http2 {
         Protocol::Http2
     } else {
         Protocol::Http1
     };
+    let with_broker = a.auto || a.hla.is_some() || a.state.is_some();
+    let state = match &a.state {
+        Some(p) => p.clone(),
+        None => default_state()?,
+    };
+    let mut broker = if with_broker {
+        Broker::load(&state)?
+    } else {
+        Broker::default()
+    };
     let rt = tokio::runtime::Runtime::new()?;
-    let report = rt.block_on(async {
-        let engine = Arc::new(Engine::new(params, protocol)?);
-        let received = engine.received.clone();
+    let runs = rt.block_on(async {
+        if let (true, Some(url), false) = (a.auto, &a.hla, broker.has_update()) {
+            match server::fetch_update(url).await {
+                Ok(u) => broker.apply(u),
+                Err(e) => eprintln!("no update from the HLA server (defaults until there is): {e}"),
+            }
+        }
+        // The plan: one group with the given parameters, or the broker's per size cluster.
+        let mut groups: Vec<(Vec<FileSpec>, Choice, Condition)> = Vec::new();
+        let survey_params = Params {
+            cc: 16,
+            ..Params::default()
+        };
+        let survey = if with_broker {
+            let probe = Arc::new(Engine::new(survey_params, protocol)?);
+            Some(probe.survey(&specs).await?)
+        } else {
+            None
+        };
+        let bandwidth = a.bandwidth.or(broker.fastest_mbps()).unwrap_or(10.0);
+        let condition = |mean: f64, rtt_ms: f64| Condition {
+            rtt_ms,
+            bandwidth_mbps: bandwidth,
+            mean_file_bytes: mean,
+        };
+        match &survey {
+            Some(sv) if a.auto => {
+                let choose =
+                    |mean: f64, _n: usize| broker.choose(&condition(mean, sv.rtt_ms)).params;
+                for c in mixed::plan(&sv.sizes, choose, a.max_channels) {
+                    let cond = condition(c.mean_size, sv.rtt_ms);
+                    let mut choice = broker.choose(&cond);
+                    choice.params = c.params; // as scaled to the channel limit
+                    eprintln!(
+                        "{} file(s) of {:.0} KB on average: cc {} p {} bs {} ({})",
+                        c.files.len(),
+                        c.mean_size / 1e3,
+                        c.params.cc,
+                        c.params.p,
+                        c.params.bs,
+                        match choice.source {
+                            Source::Cache => "the cache",
+                            Source::Model => "the model",
+                            Source::Default => "defaults: no update from an HLA server yet",
+                        }
+                    );
+                    groups.push((
+                        c.files.iter().map(|&i| specs[i].clone()).collect(),
+                        choice,
+                        cond,
+                    ));
+                }
+            }
+            _ => {
+                let (mean, rtt) = survey.as_ref().map_or((0.0, 0.0), |sv| {
+                    (
+                        sv.sizes.iter().sum::<u64>() as f64 / sv.sizes.len().max(1) as f64,
+                        sv.rtt_ms,
+                    )
+                });
+                let choice = Choice {
+                    params: fixed,
+                    source: Source::Default,
+                    expected_mbps: None,
+                };
+                groups.push((specs.clone(), choice, condition(mean, rtt)));
+            }
+        }
+        let engines = groups
+            .iter()
+            .map(|g| Engine::new(g.1.params, protocol).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let counters: Vec<_> = engines.iter().map(|e| e.received.clone()).collect();
         let ticker = tokio::spawn(async move {
             let mut last = 0;
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                let now = received.load(Ordering::Relaxed);
+                let now: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
                 eprint!(
                     "\r{:.1} MB received, {:.1} Mbit/s   ",
                     now as f64 / 1e6,
@@ -87,34 +221,198 @@ pub fn get(a: &GetArgs) -> Result<()> {
                 last = now;
             }
         });
-        let r = engine.run(&specs, &a.out).await;
+        let runs = futures_join(engines.iter().zip(&groups).map(|(e, g)| {
+            let (e, files, out) = (e.clone(), g.0.clone(), a.out.clone());
+            async move { e.run(&files, &out).await }
+        }))
+        .await;
         ticker.abort();
         eprintln!();
-        r
+        let mut out = Vec::new();
+        for (r, g) in runs.into_iter().zip(groups) {
+            out.push((r?, g.1, g.2));
+        }
+        Ok::<_, anyhow::Error>(out)
     })?;
+    let mut files = Vec::new();
+    let (mut bytes, mut seconds) = (0u64, 0f64);
+    let mut ask = false;
+    for (report, choice, cond) in &runs {
+        bytes += report.bytes;
+        seconds = seconds.max(report.seconds);
+        files.extend(report.files.iter().cloned());
+        if with_broker && report.bytes > 0 {
+            let record = record_of(report, choice, cond, &a.radio)?;
+            ask |= broker.ran(choice, record);
+        }
+    }
+    let whole = Report {
+        files,
+        bytes,
+        seconds,
+    };
     if let Some(path) = &a.log {
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .with_context(|| format!("opening {}", path.display()))?;
-        for l in &report.files {
+        for l in &whole.files {
             writeln!(f, "{}", serde_json::to_string(l)?)?;
         }
     }
     eprintln!(
         "{} file(s), {:.1} MB in {:.1} s: {:.1} Mbit/s",
-        report.files.len(),
-        report.bytes as f64 / 1e6,
-        report.seconds,
-        report.mbps()
+        whole.files.len(),
+        whole.bytes as f64 / 1e6,
+        whole.seconds,
+        whole.mbps()
     );
-    let failed = report.failures();
+    if with_broker {
+        if let Some(url) = &a.hla {
+            rt.block_on(async {
+                let pending: Vec<Record> = broker.pending().cloned().collect();
+                match server::upload(url, &pending).await {
+                    Ok(n) => broker.uploaded(n),
+                    Err(e) => eprintln!("logs kept for later, not uploaded: {e}"),
+                }
+                if ask {
+                    match server::fetch_update(url).await {
+                        Ok(u) => broker.apply(u),
+                        Err(e) => eprintln!("no update from the HLA server: {e}"),
+                    }
+                }
+            });
+        }
+        if let Some(dir) = state.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        broker.save(&state)?;
+    }
+    let failed = whole.failures();
     if !failed.is_empty() {
         for f in &failed {
             eprintln!("{}", f.outcome);
         }
-        bail!("{} of {} file(s) failed", failed.len(), report.files.len());
+        bail!("{} of {} file(s) failed", failed.len(), whole.files.len());
     }
+    Ok(())
+}
+
+/// Await every future, in order.
+async fn futures_join<F>(fs: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = fs.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("a transfer task panicked"));
+    }
+    out
+}
+
+/// The broker's log of one group's transfer: its condition, parameters, throughput and
+/// modelled energy.
+fn record_of(report: &Report, choice: &Choice, c: &Condition, radio: &str) -> Result<Record> {
+    let wall = Duration::from_secs_f64(report.seconds.max(1e-3));
+    Ok(Record {
+        rtt_ms: c.rtt_ms,
+        bandwidth_mbps: c.bandwidth_mbps,
+        mean_file_bytes: c.mean_file_bytes,
+        params: choice.params,
+        throughput_mbps: report.mbps(),
+        energy_j_per_100mb: modelled_energy_per_100mb(radio, report.bytes, wall)?,
+        ok: report.failures().is_empty(),
+    })
+}
+
+/// Arguments of `roam hla serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8790")]
+    listen: String,
+    /// Directory the logs are kept in (logs.jsonl), read back at start.
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// The model served: `network` or `svm`.
+    #[arg(long, default_value = "network")]
+    model: String,
+}
+
+fn kind(name: &str) -> Result<Kind> {
+    Kind::ALL
+        .into_iter()
+        .find(|k| k.name() == name)
+        .with_context(|| format!("unknown model `{name}` (expected network, svm or knn)"))
+}
+
+/// `roam hla serve`: until interrupted.
+pub fn serve(a: &ServeArgs) -> Result<()> {
+    let state = server::HlaState::new(kind(&a.model)?, a.state.as_deref())?;
+    eprintln!(
+        "HLA server on http://{} ({} log(s) held): POST /logs, GET /update",
+        a.listen,
+        state.len()
+    );
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let l = tokio::net::TcpListener::bind(&a.listen)
+            .await
+            .with_context(|| format!("listening on {}", a.listen))?;
+        server::serve(l, Arc::new(std::sync::Mutex::new(state))).await;
+        Ok(())
+    })
+}
+
+/// Arguments of `roam hla train`.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Logs: JSON lines of records (what `POST /logs` takes; `logs.jsonl` of a server's state).
+    #[arg(long)]
+    logs: PathBuf,
+    /// Write the update (clusters' optima and the model) here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The model in the update: `network` or `svm`.
+    #[arg(long, default_value = "network")]
+    model: String,
+}
+
+/// `roam hla train`: the server's analysis once, with each learner's cross-validated accuracy
+/// (the seed's comparison), as JSON on stdout.
+pub fn train(a: &TrainArgs) -> Result<()> {
+    let text = std::fs::read(&a.logs).with_context(|| format!("reading {}", a.logs.display()))?;
+    let records =
+        server::parse_lines(&text).map_err(|e| anyhow::anyhow!("{}: {e}", a.logs.display()))?;
+    let (kept, dropped) = roam_transfer::hla::clean(&records);
+    let update = server::learn(&records, kind(&a.model)?)?;
+    let set = training_set(&kept, roam_transfer::hla::CLUSTER_DISTANCE);
+    let mut acc = serde_json::Map::new();
+    for k in Kind::ALL {
+        acc.insert(k.name().into(), serde_json::json!(accuracy(k, &set, 5, 1)));
+    }
+    if let Some(out) = &a.out {
+        std::fs::write(out, serde_json::to_string(&update)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "records": records.len(),
+            "dropped_as_outliers": dropped,
+            "clusters": update.table.entries.iter().map(|(c, o)| serde_json::json!({
+                "rtt_ms": 10f64.powf(c[0]),
+                "bandwidth_mbps": 10f64.powf(c[1]),
+                "mean_file_bytes": 10f64.powf(c[2]),
+                "params": o.params,
+                "throughput_mbps": o.throughput_mbps,
+                "energy_j_per_100mb": o.energy_j_per_100mb,
+            })).collect::<Vec<_>>(),
+            "accuracy_5_fold": acc,
+        }))?
+    );
     Ok(())
 }
