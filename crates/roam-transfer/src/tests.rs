@@ -316,3 +316,36 @@ fn bad_parameters_and_urls_are_refused_with_what_is_wrong() {
         "b.txt"
     );
 }
+
+/// The broker's first look: every file's size (an empty one included) and a round trip, and
+/// a missing file named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survey_finds_sizes_and_names_a_missing_file() {
+    let files = [
+        ("/s/a.bin", bytes(70_000, 1)),
+        ("/s/b.bin", bytes(3, 2)),
+        ("/s/c.bin", Vec::new()),
+    ];
+    let base = server(&files).await;
+    let specs: Vec<FileSpec> = files
+        .iter()
+        .map(|(p, _)| FileSpec::from_url(&format!("{base}{p}")).unwrap())
+        .collect();
+    let e = Arc::new(
+        Engine::new(
+            Params {
+                cc: 2,
+                ..Params::default()
+            },
+            Protocol::Http1,
+        )
+        .unwrap(),
+    );
+    let s = e.survey(&specs).await.unwrap();
+    assert_eq!(s.sizes, vec![70_000, 3, 0]);
+    assert!(s.rtt_ms > 0.0 && s.rtt_ms < 5_000.0, "{}", s.rtt_ms);
+    let mut missing = specs.clone();
+    missing.push(FileSpec::from_url(&format!("{base}/s/none.bin")).unwrap());
+    let err = e.survey(&missing).await.unwrap_err().to_string();
+    assert!(err.contains("none.bin") && err.contains("404"), "{err}");
+}
