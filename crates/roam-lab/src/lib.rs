@@ -8,14 +8,17 @@
 //! - [`sensing`], [`fs`], [`mail`]: the applications ([`dovecot`] and [`imap`] serve the
 //!   mail application);
 //! - [`variant`]: parameter sweeps (queue, RTT, rate) of any scenario;
+//! - [`bulk`], [`fasthla_lab`]: bulk transfers (FastHLA against wget, curl and aria2);
 //! - [`trial`], [`ends`], [`matrix`], [`lab`], [`outcome`], [`report`], [`chart`], [`stats`], [`paper`]: running the
 //!   matrix (one trial: an emulator, the application's server and client ends) and writing it
 //!   up.
 
+pub mod bulk;
 pub mod channel;
 pub mod chart;
 pub mod dovecot;
 pub mod ends;
+pub mod fasthla_lab;
 pub mod fs;
 pub mod imap;
 pub mod imp_client;

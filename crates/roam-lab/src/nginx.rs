@@ -77,8 +77,6 @@ impl Nginx {
     /// Write the site for `seed` and start nginx; call from inside the namespace it should
     /// serve. Returns once it accepts connections on 127.0.0.1:[`HTTP_PORT`].
     pub fn start(seed: u64) -> Result<Nginx> {
-        let bin =
-            binary().ok_or_else(|| anyhow!("nginx is not installed (apt-get install -y nginx)"))?;
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "roam-lab-nginx-{}-{}",
@@ -97,55 +95,69 @@ impl Nginx {
                     .with_context(|| format!("writing {}", p.display()))?;
             }
         }
-        std::fs::create_dir_all(dir.join("tmp"))?;
-        let d = dir.display();
-        let conf = dir.join("nginx.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
-                 error_log {d}/error.log;\nevents {{ worker_connections 64; }}\n\
-                 http {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  \
-                 proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  \
-                 uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  \
-                 server {{ listen 127.0.0.1:{HTTP_PORT}; root {d}/www; }}\n}}\n"
-            ),
-        )?;
-        let mut child = Command::new(&bin)
-            .arg("-c")
-            .arg(&conf)
-            .arg("-p")
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
+        let servers = format!(
+            "server {{ listen 127.0.0.1:{HTTP_PORT}; root {}/www; }}",
+            dir.display()
+        );
         let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, HTTP_PORT));
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-                bail!(
-                    "nginx exited at start ({status}): {} {}",
-                    err.trim(),
-                    log.trim()
-                );
+        let child = launch(&dir, &servers, addr)?;
+        Ok(Nginx { child, dir })
+    }
+}
+
+/// Start nginx with its state in `dir` and the `server` blocks `servers` (their roots under
+/// `dir`), in the calling thread's network namespace; returns once `probe` accepts
+/// connections (at most 15 s), else the error nginx gave.
+pub fn launch(dir: &std::path::Path, servers: &str, probe: SocketAddr) -> Result<Child> {
+    let bin =
+        binary().ok_or_else(|| anyhow!("nginx is not installed (apt-get install -y nginx)"))?;
+    std::fs::create_dir_all(dir.join("tmp"))?;
+    let d = dir.display();
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+             error_log {d}/error.log;\nevents {{ worker_connections 1024; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  \
+             proxy_temp_path {d}/tmp;\n  fastcgi_temp_path {d}/tmp;\n  \
+             uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  {servers}\n}}\n"
+        ),
+    )?;
+    let mut child = Command::new(&bin)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-p")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(Nginx { child, dir });
-            }
-            if Instant::now() > deadline {
-                let _ = Nginx { child, dir };
-                bail!("nginx did not accept connections within 15 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+            bail!(
+                "nginx exited at start ({status}): {} {}",
+                err.trim(),
+                log.trim()
+            );
         }
+        if TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok() {
+            return Ok(child);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("nginx did not accept connections within 15 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

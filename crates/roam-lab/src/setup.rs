@@ -46,6 +46,34 @@ pub const NGINX: Need = Need {
     what: "the news reader",
 };
 
+/// wget, a baseline of the bulk-transfer lab (`roam lab fasthla`).
+pub const WGET: Need = Need {
+    package: "wget",
+    paths: &["/usr/bin/wget"],
+    what: "the bulk-transfer lab's wget baseline",
+};
+
+/// curl, the HTTP/1.1 baseline of the bulk-transfer lab.
+pub const CURL: Need = Need {
+    package: "curl",
+    paths: &["/usr/bin/curl"],
+    what: "the bulk-transfer lab's curl baseline",
+};
+
+/// nghttp, the HTTP/2 baseline of the bulk-transfer lab.
+pub const NGHTTP: Need = Need {
+    package: "nghttp2-client",
+    paths: &["/usr/bin/nghttp"],
+    what: "the bulk-transfer lab's HTTP/2 baseline",
+};
+
+/// aria2, a baseline of the bulk-transfer lab.
+pub const ARIA2: Need = Need {
+    package: "aria2",
+    paths: &["/usr/bin/aria2c"],
+    what: "the bulk-transfer lab's aria2 baseline",
+};
+
 /// Install whatever of `needs` is missing. As root with apt-get it installs them (one
 /// `apt-get update` and one `apt-get install` for all); otherwise it fails with one line that
 /// names the packages.

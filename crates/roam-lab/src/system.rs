@@ -42,6 +42,8 @@ pub enum System {
     /// roam with a network-selection rule (`roam lab meatballs`: Meatballs or one of the
     /// thesis's baselines, every one over Intentional Networking).
     Select(crate::selection::Selection),
+    /// A bulk-transfer tool over the scenario's one link (`roam lab fasthla`).
+    Transfer(crate::bulk::Tool),
     /// Plain TCP over the link a baseline file derives. It is loaded once, when the command
     /// line names it, and lives as long as the process.
     File(&'static NamedBaseline),
@@ -63,6 +65,7 @@ impl System {
             System::File(b) => &b.name,
             System::Prefetch(s) => s.name(),
             System::Select(s) => s.name(),
+            System::Transfer(t) => t.name(),
             System::Roam => "roam",
             System::Mptcp => "mptcp",
             System::BestLatency => "best-latency",
@@ -102,7 +105,11 @@ impl System {
             System::BestBandwidth => Some(BaselineSpec::paper(Baseline::BestBandwidth)),
             System::Aggregation => Some(BaselineSpec::paper(Baseline::Aggregation)),
             System::File(b) => Some(b.spec.clone()),
-            System::Roam | System::Mptcp | System::Prefetch(_) | System::Select(_) => None,
+            System::Roam
+            | System::Mptcp
+            | System::Prefetch(_)
+            | System::Select(_)
+            | System::Transfer(_) => None,
         }
     }
 
@@ -152,8 +159,16 @@ pub fn links(
             seed: 1,
         }]);
     }
-    if scenario.links.len() < 2 {
+    let one = matches!(system, System::Transfer(_));
+    if scenario.links.len() < 2 && !one {
         bail!("scenario {} has fewer than two links", scenario.name);
+    }
+    if one && scenario.links.len() != 1 {
+        bail!(
+            "scenario {} has {} links; a bulk transfer runs over one (wifi-bulk, lte-bulk)",
+            scenario.name,
+            scenario.links.len()
+        );
     }
     Ok(scenario
         .links

@@ -20,6 +20,12 @@
 //!   695 / 1300 kbit/s and uplink of 216 / 358; the EV-DO trace has 402 / 3012 down and
 //!   960 / 1776 up (docs/traces.md).
 //!
+//! For bulk transfers (FastHLA, seed 003: one network at a time, the server's distance given
+//! as an added RTT, `wifi-bulk+rtt=290ms`):
+//! - `wifi-bulk`: one `wifi` link, 100 Mbit/s each way, no delay of its own, 0.01% loss;
+//! - `lte-bulk`: one `cell` link, the AT&T LTE driving trace (Mahimahi's), no delay of its own,
+//!   0.01% loss.
+//!
 //! On/off availability is seeded: the same seed gives the same drive.
 
 use crate::capacity::Capacity;
@@ -34,14 +40,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Names accepted by [`Scenario::by_name`].
-pub const SCENARIOS: [&str; 6] = [
+pub const SCENARIOS: [&str; 8] = [
     "hotspot",
     "intermittent",
     "vehicular",
     "vehicular-umts",
     "walking",
     "walking-campus",
+    "wifi-bulk",
+    "lte-bulk",
 ];
+
+/// Random loss on the bulk-transfer scenarios' links ("a little loss").
+pub const BULK_LOSS: f64 = 1e-4;
 
 /// A set of named links that together model a place or a drive.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,6 +123,20 @@ impl Scenario {
                 wifi_with(onoff::walking_campus(seed)),
                 cell_trace("Verizon-EVDO-driving")?,
             ],
+            "wifi-bulk" => vec![NamedLink {
+                name: "wifi".into(),
+                kind: LinkKind::Wifi,
+                trace: LinkTrace {
+                    loss: BULK_LOSS,
+                    ..LinkTrace::constant(BitRate::kbps(100_000), Duration::ZERO)
+                },
+            }],
+            "lte-bulk" => {
+                let mut l = cell_trace("ATT-LTE-driving")?;
+                l.trace.delay = Piecewise::constant(Duration::ZERO);
+                l.trace.loss = BULK_LOSS;
+                vec![l]
+            }
             other => {
                 return Err(TraceError::Unknown {
                     what: "scenario",

@@ -17,7 +17,7 @@ pub const MIN_BS: usize = 1024;
 pub const MAX_BS: usize = 16 << 20;
 
 /// Concurrency, parallelism and block size of a transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Params {
     /// Files in flight at once.
     pub cc: u32,

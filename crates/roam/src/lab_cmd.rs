@@ -252,6 +252,53 @@ pub fn meatballs(a: &InPaperArgs) -> Result<()> {
     }
 }
 
+/// `roam lab fasthla`: sweeps, learning, and FastHLA against today's tools; `--systems`
+/// names the compared ones (fasthla, wget, curl, nghttp, nghttp-16m, aria2, or a sweep point
+/// fixed-ccN-pN-bsNk), `--apps` the datasets (html, image, video, mixed). With --quick: html
+/// and image, small, on one network, a 4-point sweep.
+pub fn fasthla(a: &InPaperArgs) -> Result<()> {
+    use roam_lab::bulk::Tool;
+    use roam_lab::fasthla_lab;
+    let systems = match &a.systems {
+        Some(v) => v
+            .iter()
+            .map(|s| {
+                Tool::parse(s.trim()).map(System::Transfer).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "unknown system `{s}` (expected fasthla, wget, curl, nghttp, nghttp-16m, aria2 \
+                         or fixed-ccN-pN-bsNk)"
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => fasthla_lab::systems(),
+    };
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut plan = plan(
+        a,
+        systems,
+        Defaults {
+            scenarios: names(&fasthla_lab::SCENARIOS),
+            quick_scenarios: Some(names(&[fasthla_lab::QUICK_SCENARIO])),
+            apps: names(&["html", "image", "video", "mixed"]),
+            quick_apps: Some(names(&["html", "image"])),
+            out: "results/fasthla",
+        },
+    )?;
+    if a.jobs.is_none() {
+        // Bulk transfers fill their link: a few at once share the two cores fairly.
+        plan.jobs = if a.quick { 4 } else { 2 };
+    }
+    let (md, rows) = fasthla_lab::fasthla(&plan)?;
+    for l in md
+        .lines()
+        .filter(|l| l.starts_with("### ") || l.starts_with("FastHLA "))
+    {
+        println!("{l}");
+    }
+    finish(&plan, &rows)
+}
+
 /// Run it; print the report's headline table.
 pub fn in_paper(a: &InPaperArgs) -> Result<()> {
     let systems = match &a.systems {

@@ -94,6 +94,10 @@ enum LabCmd {
     /// responses of 4 KB; cellular-only, WiFi-preferred, adaptive and Meatballs with each
     /// method and cost level; walking and driving) into results/meatballs/.
     Meatballs(lab_cmd::InPaperArgs),
+    /// Reproduce FastHLA's evaluation: sweeps of concurrency, parallelism and block size over
+    /// emulated WiFi and LTE at 59, 115 and 290 ms, learning from them, and FastHLA against
+    /// wget, curl (HTTP/1.1 and HTTP/2) and aria2, into results/fasthla/.
+    Fasthla(lab_cmd::InPaperArgs),
 }
 
 #[derive(Subcommand)]
@@ -506,5 +510,6 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Lab(LabCmd::InPaper(a)) => lab_cmd::in_paper(&a).map(|_| 0),
         Cmd::Lab(LabCmd::Imp(a)) => lab_cmd::imp(&a).map(|_| 0),
         Cmd::Lab(LabCmd::Meatballs(a)) => lab_cmd::meatballs(&a).map(|_| 0),
+        Cmd::Lab(LabCmd::Fasthla(a)) => lab_cmd::fasthla(&a).map(|_| 0),
     }
 }

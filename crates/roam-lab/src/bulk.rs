@@ -1,0 +1,531 @@
+//! Bulk transfers for `roam lab fasthla` (seed 003): a dataset served by a real nginx from
+//! Debian in the emulator's server namespace (HTTP/1.1 on one port, HTTP/2 with prior
+//! knowledge on another), fetched across one emulated link by a tool in the client namespace:
+//! FastHLA's engine with fixed parameters (the sweeps) or with the parameters FastHLA learnt
+//! from them, and the tools users run today with their usual settings (wget and curl over
+//! HTTP/1.1, nghttp over HTTP/2, aria2). Every tool fetches the same files into a fresh
+//! directory (nghttp discards them: it checks each response's status, and the trial that the
+//! link carried every byte); a trial checks that every byte arrived.
+//!
+//! HTTP/2 is nghttp's, not curl's: Debian's curl 7.88 fails on its second request over a
+//! reused cleartext HTTP/2 connection to nginx 1.22 ("Error in the HTTP2 framing layer", with
+//! and without `-Z`), so it cannot move a dataset.
+//!
+//! Measured: wall time from the tool's start to its exit, and the bytes the link carried down
+//! (the emulator's counters), hence throughput. Energy per 100 MB is **modelled**: `roam-budget`'s
+//! radio profile for the link's kind (`huang2012/wifi` or `huang2012/lte`) driven by the bytes
+//! and the wall time (promotion, the transfer at its mean rate, the tail), as the device's
+//! broker models its own transfers; the CPU is not counted.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Update};
+use roam_transfer::model::Condition;
+use roam_transfer::{mixed, Engine, FileSpec, Params, Protocol};
+
+use crate::system::System;
+use crate::trial::{Metric, Trial};
+
+/// nginx's HTTP/1.1 port in the server namespace.
+pub const HTTP1_PORT: u16 = 8080;
+/// nginx's HTTP/2 (cleartext, prior knowledge) port.
+pub const HTTP2_PORT: u16 = 8081;
+
+/// How a dataset is fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tool {
+    /// FastHLA: the parameters learnt from the sweeps, per size cluster.
+    FastHla,
+    /// FastHLA's engine with fixed parameters (a sweep point), HTTP/1.1.
+    Fixed(Params),
+    /// `wget -i`: one file after another on one connection.
+    Wget,
+    /// `curl` with every URL: one after another on one connection, HTTP/1.1.
+    Curl,
+    /// `nghttp` with every URL: every request a stream of one HTTP/2 connection (prior
+    /// knowledge), as many at once as the server allows, with nghttp's own flow-control
+    /// windows (64 KiB per stream and per connection: at most 64 KiB a round trip).
+    Nghttp,
+    /// The same with 16 MiB windows (`-w 24 -W 24`), as browsers open theirs: HTTP/2 without
+    /// the small windows' limit.
+    NghttpWide,
+    /// `aria2c -i` with its defaults: 5 files at once, one connection each.
+    Aria2,
+}
+
+impl Tool {
+    /// The tools users run today, compared with FastHLA.
+    pub const BASELINES: [Tool; 5] = [
+        Tool::Wget,
+        Tool::Curl,
+        Tool::Nghttp,
+        Tool::NghttpWide,
+        Tool::Aria2,
+    ];
+
+    /// Name on the command line and in reports (`fixed-cc8-p2-bs64k` for a sweep point).
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::FastHla => "fasthla",
+            Tool::Wget => "wget",
+            Tool::Curl => "curl",
+            Tool::Nghttp => "nghttp",
+            Tool::NghttpWide => "nghttp-16m",
+            Tool::Aria2 => "aria2",
+            Tool::Fixed(p) => {
+                static NAMES: OnceLock<Mutex<HashMap<Params, &'static str>>> = OnceLock::new();
+                let mut m = NAMES.get_or_init(Default::default).lock().unwrap();
+                m.entry(p).or_insert_with(|| {
+                    Box::leak(
+                        format!("fixed-cc{}-p{}-bs{}k", p.cc, p.p, p.bs / 1024).into_boxed_str(),
+                    )
+                })
+            }
+        }
+    }
+
+    /// Parse a name.
+    pub fn parse(s: &str) -> Option<Tool> {
+        if let Some(rest) = s.strip_prefix("fixed-cc") {
+            let (cc, rest) = rest.split_once("-p")?;
+            let (p, bs) = rest.split_once("-bs")?;
+            let params = Params {
+                cc: cc.parse().ok()?,
+                p: p.parse().ok()?,
+                bs: bs.strip_suffix('k')?.parse::<usize>().ok()? * 1024,
+            };
+            return params.validate().is_ok().then_some(Tool::Fixed(params));
+        }
+        [Tool::FastHla]
+            .into_iter()
+            .chain(Tool::BASELINES)
+            .find(|t| t.name() == s)
+    }
+
+    /// The program it needs installed (FastHLA is roam itself).
+    pub fn needs(self) -> Option<crate::setup::Need> {
+        match self {
+            Tool::Wget => Some(crate::setup::WGET),
+            Tool::Curl => Some(crate::setup::CURL),
+            Tool::Nghttp | Tool::NghttpWide => Some(crate::setup::NGHTTP),
+            Tool::Aria2 => Some(crate::setup::ARIA2),
+            Tool::FastHla | Tool::Fixed(_) => None,
+        }
+    }
+}
+
+/// The seed's datasets (sizes from the seed; how many files is ours).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dataset {
+    /// Web pages of 56-155 KB (mean 112 KB).
+    Html,
+    /// Images of 2-3.2 MB (mean 2.7 MB).
+    Image,
+    /// One video of 152 MB.
+    Video,
+    /// Half the pages, half the images and a video of a third the size.
+    Mixed,
+}
+
+impl Dataset {
+    /// Every dataset, in the seed's order.
+    pub const ALL: [Dataset; 4] = [
+        Dataset::Html,
+        Dataset::Image,
+        Dataset::Video,
+        Dataset::Mixed,
+    ];
+
+    /// Its name (the lab's application).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dataset::Html => "html",
+            Dataset::Image => "image",
+            Dataset::Video => "video",
+            Dataset::Mixed => "mixed",
+        }
+    }
+
+    /// File sizes for `seed`: whole (100 pages, 40 images, 152 MB) or, `quick`, small (20
+    /// pages, 4 images, a 20 MB video).
+    pub fn sizes(self, seed: u64, quick: bool) -> Vec<u64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xb01c);
+        let pages = |n: usize, rng: &mut ChaCha8Rng| -> Vec<u64> {
+            (0..n).map(|_| rng.gen_range(56_000..=155_000)).collect()
+        };
+        let images = |n: usize, rng: &mut ChaCha8Rng| -> Vec<u64> {
+            (0..n)
+                .map(|_| rng.gen_range(2_000_000..=3_200_000))
+                .collect()
+        };
+        let video = if quick { 20_000_000 } else { 152_000_000 };
+        let (np, ni) = if quick { (20, 4) } else { (100, 40) };
+        match self {
+            Dataset::Html => pages(np, &mut rng),
+            Dataset::Image => images(ni, &mut rng),
+            Dataset::Video => vec![video],
+            Dataset::Mixed => {
+                let mut v = pages(np / 2, &mut rng);
+                v.extend(images(ni / 2, &mut rng));
+                v.push(video / 3);
+                v
+            }
+        }
+    }
+}
+
+/// What FastHLA learnt from the sweeps, set by the lab before the comparison runs.
+static LEARNT: OnceLock<Mutex<Option<Update>>> = OnceLock::new();
+
+/// Give FastHLA's trials the update learnt from the sweeps.
+pub fn set_learnt(u: Update) {
+    *LEARNT.get_or_init(Default::default).lock().unwrap() = Some(u);
+}
+
+fn learnt() -> Option<Update> {
+    LEARNT.get()?.lock().unwrap().clone()
+}
+
+/// The condition a trial's network is in, as the device knows it: the link's RTT (the added
+/// one; the bulk scenarios' links have no delay of their own) and its mean capacity down.
+pub fn condition_of(t: &Trial, mean_file_bytes: f64) -> Condition {
+    let l = &t.emu.links()[0].config.trace;
+    let zero = roam_core::Time::ZERO;
+    Condition {
+        rtt_ms: 2.0 * l.delay.value_at(zero).as_secs_f64() * 1e3,
+        bandwidth_mbps: l
+            .down
+            .mean_rate(zero, zero + Duration::from_secs(600))
+            .map_or(0.0, |r| r.as_bps() as f64 / 1e6),
+        mean_file_bytes,
+    }
+}
+
+/// nginx serving `dir` on both ports in the server namespace; stopped when dropped.
+struct Server {
+    child: std::process::Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_nginx(dir: &Path, addr: std::net::Ipv4Addr) -> Result<Server> {
+    let d = dir.display();
+    let servers = format!(
+        "sendfile on;\n  keepalive_requests 100000;\n  \
+         server {{ listen {addr}:{HTTP1_PORT}; root {d}/www; }}\n  \
+         server {{ listen {addr}:{HTTP2_PORT} http2; root {d}/www; }}"
+    );
+    let child = crate::nginx::launch(dir, &servers, (addr, HTTP1_PORT).into())?;
+    Ok(Server { child })
+}
+
+/// A fresh scratch directory.
+fn scratch(what: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "roam-lab-bulk-{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Run one trial: `dataset` fetched with the trial's tool.
+pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
+    let tool = match t.system {
+        System::Transfer(tool) => tool,
+        other => bail!(
+            "a bulk transfer runs with a transfer tool, not `{}`",
+            other.name()
+        ),
+    };
+    let sizes = dataset.sizes(t.seed, quick);
+    let site = scratch("site");
+    let www = site.join("www");
+    std::fs::create_dir_all(&www).with_context(|| format!("creating {}", www.display()))?;
+    let names: Vec<String> = (0..sizes.len())
+        .map(|i| format!("{}-{i:03}.bin", dataset.name()))
+        .collect();
+    for (n, &s) in names.iter().zip(&sizes) {
+        // The content does not matter to HTTP or TCP (nothing is compressed): sparse files.
+        let f = std::fs::File::create(www.join(n))?;
+        f.set_len(s)?;
+    }
+    let link = &t.emu.links()[0];
+    let addr = link.peer_addr;
+    let (dir, a) = (site.clone(), addr);
+    let server = t
+        .emu
+        .spawn_in_server(move || start_nginx(&dir, a))
+        .join()
+        .map_err(|_| anyhow!("the nginx starter panicked"))?
+        .context("entering the server namespace")??;
+    let out = scratch("out");
+    std::fs::create_dir_all(&out)?;
+    let h2 = matches!(tool, Tool::Nghttp | Tool::NghttpWide);
+    let port = if h2 { HTTP2_PORT } else { HTTP1_PORT };
+    let urls: Vec<String> = names
+        .iter()
+        .map(|n| format!("http://{addr}:{port}/{n}"))
+        .collect();
+    let mean = sizes.iter().sum::<u64>() as f64 / sizes.len() as f64;
+    let cond = condition_of(t, mean);
+    let down0 = link.down.delivered_bytes.load(Ordering::Relaxed);
+    let (o, u) = (out.clone(), urls.clone());
+    let update = learnt();
+    let started = Instant::now();
+    let result = t
+        .emu
+        .spawn_in_client(move || fetch(tool, &u, &o, cond, update))
+        .join()
+        .map_err(|_| anyhow!("the transfer panicked"))?
+        .context("entering the client namespace")?;
+    let wall = started.elapsed();
+    let carried = link.down.delivered_bytes.load(Ordering::Relaxed) - down0;
+    drop(server);
+    let note = result?;
+    let total: u64 = sizes.iter().sum();
+    if h2 && carried < total {
+        bail!(
+            "{}: the link carried {carried} of the dataset's {total} bytes",
+            tool.name()
+        );
+    }
+    // Every byte of every file, under its name.
+    for (n, &s) in names.iter().zip(&sizes).filter(|_| !h2) {
+        let got = std::fs::metadata(out.join(n)).map(|m| m.len()).unwrap_or(0);
+        if got != s {
+            bail!("{}: {n} has {got} of its {s} bytes", tool.name());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&site);
+    if let Some(n) = note {
+        t.note(n);
+    }
+    let radio = match link.config.kind {
+        roam_trace::LinkKind::Cellular => "huang2012/lte",
+        _ => "huang2012/wifi",
+    };
+    let energy = modelled_energy_per_100mb(radio, total, wall)?;
+    Ok(vec![
+        Metric::new(
+            "throughput_mbps",
+            total as f64 * 8.0 / 1e6 / wall.as_secs_f64(),
+            "Mbit/s",
+        ),
+        Metric::new("seconds", wall.as_secs_f64(), "s"),
+        Metric::new("energy_j_per_100mb", energy, "J"),
+        Metric::new("carried_mb", carried as f64 / 1e6, "MB"),
+        Metric::new("rtt_ms", cond.rtt_ms, "ms"),
+        Metric::new("bandwidth_mbps", cond.bandwidth_mbps, "Mbit/s"),
+        Metric::new("mean_file_bytes", mean, "B"),
+    ])
+}
+
+/// Fetch `urls` into `out` with `tool` (inside the client namespace); a note to keep, if any.
+fn fetch(
+    tool: Tool,
+    urls: &[String],
+    out: &Path,
+    cond: Condition,
+    update: Option<Update>,
+) -> Result<Option<String>> {
+    let run = |cmd: &mut Command| -> Result<()> {
+        let o = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .with_context(|| format!("running {}", tool.name()))?;
+        if !o.status.success() {
+            bail!(
+                "{} failed ({}): {}",
+                tool.name(),
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        Ok(())
+    };
+    let list = out.join("urls.txt");
+    match tool {
+        Tool::Wget => {
+            std::fs::write(&list, urls.join("\n"))?;
+            run(Command::new("wget")
+                .args(["-q", "-P"])
+                .arg(out)
+                .arg("-i")
+                .arg(&list))?;
+            std::fs::remove_file(&list)?;
+            Ok(None)
+        }
+        Tool::Curl => {
+            let mut cfg = String::new();
+            for u in urls {
+                cfg.push_str(&format!("url = \"{u}\"\n"));
+            }
+            std::fs::write(&list, cfg)?;
+            run(Command::new("curl")
+                .args(["-s", "-S", "--fail", "--remote-name-all", "--output-dir"])
+                .arg(out)
+                .arg("-K")
+                .arg(&list))?;
+            std::fs::remove_file(&list)?;
+            Ok(None)
+        }
+        Tool::Nghttp | Tool::NghttpWide => {
+            let mut c = Command::new("nghttp");
+            c.args(["-n", "-s"]);
+            if tool == Tool::NghttpWide {
+                c.args(["-w", "24", "-W", "24"]);
+            }
+            let o = c
+                .args(urls)
+                .stdin(Stdio::null())
+                .output()
+                .context("running nghttp")?;
+            // Its statistics: one line per request, the status in the fifth column.
+            let ok = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.split_whitespace().nth(4) == Some("200"))
+                .count();
+            if !o.status.success() || ok != urls.len() {
+                bail!(
+                    "nghttp ({}): {ok} of {} responses were 200: {}",
+                    o.status,
+                    urls.len(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+            }
+            Ok(None)
+        }
+        Tool::Aria2 => {
+            std::fs::write(&list, urls.join("\n"))?;
+            run(Command::new("aria2c")
+                .args(["-q", "--allow-overwrite=true", "-d"])
+                .arg(out)
+                .arg("-i")
+                .arg(&list))?;
+            std::fs::remove_file(&list)?;
+            Ok(None)
+        }
+        Tool::Fixed(p) => engine(urls, out, vec![(urls.to_vec(), p)]).map(|_| None),
+        Tool::FastHla => {
+            let mut broker = Broker::default();
+            let note = match update {
+                Some(u) => {
+                    broker.apply(u);
+                    None
+                }
+                None => Some("FastHLA had nothing learnt: the defaults".to_string()),
+            };
+            let rt = tokio::runtime::Runtime::new()?;
+            let survey = rt.block_on(async {
+                let e = Arc::new(Engine::new(
+                    Params {
+                        cc: 16,
+                        ..Params::default()
+                    },
+                    Protocol::Http1,
+                )?);
+                let specs = urls
+                    .iter()
+                    .map(|u| FileSpec::from_url(u))
+                    .collect::<Result<Vec<_>, _>>()?;
+                e.survey(&specs).await
+            })?;
+            let plan = mixed::plan(
+                &survey.sizes,
+                |m, _| {
+                    broker
+                        .choose(&Condition {
+                            mean_file_bytes: m,
+                            ..cond
+                        })
+                        .params
+                },
+                64,
+            );
+            let groups = plan
+                .iter()
+                .map(|c| (c.files.iter().map(|&i| urls[i].clone()).collect(), c.params))
+                .collect();
+            engine(urls, out, groups)?;
+            Ok(note)
+        }
+    }
+}
+
+/// FastHLA's engine: each group of URLs with its parameters, the groups at once.
+fn engine(_all: &[String], out: &Path, groups: Vec<(Vec<String>, Params)>) -> Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for (urls, p) in groups {
+            let e = Arc::new(Engine::new(p, Protocol::Http1)?);
+            let specs = urls
+                .iter()
+                .map(|u| FileSpec::from_url(u))
+                .collect::<Result<Vec<_>, _>>()?;
+            let out = out.to_path_buf();
+            tasks.push(tokio::spawn(async move { e.run(&specs, &out).await }));
+        }
+        for t in tasks {
+            let r = t
+                .await
+                .map_err(|e| anyhow!("a transfer task failed: {e}"))??;
+            if let Some(f) = r.failures().first() {
+                bail!("{}: {}", f.url, f.outcome);
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_parse_back() {
+        for t in [Tool::FastHla]
+            .into_iter()
+            .chain(Tool::BASELINES)
+            .chain([Tool::Fixed(Params {
+                cc: 8,
+                p: 2,
+                bs: 16384,
+            })])
+        {
+            assert_eq!(Tool::parse(t.name()), Some(t), "{}", t.name());
+        }
+        assert_eq!(Tool::parse("fixed-cc0-p1-bs64k"), None);
+        assert_eq!(Tool::parse("scp"), None);
+    }
+
+    #[test]
+    fn datasets_have_the_seeds_sizes() {
+        let html = Dataset::Html.sizes(1, false);
+        assert_eq!(html.len(), 100);
+        assert!(html.iter().all(|s| (56_000..=155_000).contains(s)));
+        let img = Dataset::Image.sizes(1, true);
+        assert!(img.iter().all(|s| (2_000_000..=3_200_000).contains(s)));
+        assert_eq!(Dataset::Video.sizes(1, false), vec![152_000_000]);
+        assert_eq!(Dataset::Html.sizes(3, false), Dataset::Html.sizes(3, false));
+    }
+}

@@ -1,0 +1,426 @@
+//! `roam lab fasthla`: FastHLA's evaluation (seed 003, ../shared/spec/fasthla.md) on the
+//! emulator, in three steps, every trial a real nginx and a real client ([`crate::bulk`]):
+//!
+//! 1. **Sweeps** (`OUT/sweep/`): each dataset on each network with FastHLA's engine at fixed
+//!    concurrency, parallelism and block size ([`sweep_grid`]), on the development seeds: the
+//!    logs FastHLA learns from.
+//! 2. **Learning** (`OUT/update.json`): the HLA server's analysis of those logs (outliers,
+//!    clusters, spline surfaces, the parameters of most throughput per joule, a network model),
+//!    and each learner's cross-validated accuracy.
+//! 3. **Comparison** (`OUT/compare/`): FastHLA with what it learnt against wget and curl
+//!    (HTTP/1.1), nghttp (HTTP/2) and aria2 with their usual settings, on the plan's seeds (held-out
+//!    for the headline figures), `--trials` each.
+//!
+//! Networks: `wifi-bulk` (100 Mbit/s) and `lte-bulk` (the AT&T LTE driving trace), both with
+//! 0.01% loss, at the seed's server RTTs of 59, 115 and 290 ms (`+rtt=`). Energy is modelled
+//! (see [`crate::bulk`]).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use roam_transfer::hla::Record;
+use roam_transfer::model::{accuracy, training_set, Kind};
+use roam_transfer::{server, Params};
+
+use crate::bulk::{self, Dataset, Tool};
+use crate::matrix::{self, App, Plan};
+use crate::outcome::cell;
+use crate::report::Row;
+use crate::system::System;
+
+/// The networks: each bulk scenario at the seed's three server RTTs.
+pub const SCENARIOS: [&str; 6] = [
+    "wifi-bulk+rtt=59ms",
+    "wifi-bulk+rtt=115ms",
+    "wifi-bulk+rtt=290ms",
+    "lte-bulk+rtt=59ms",
+    "lte-bulk+rtt=115ms",
+    "lte-bulk+rtt=290ms",
+];
+
+/// The quick run's network.
+pub const QUICK_SCENARIO: &str = "wifi-bulk+rtt=115ms";
+
+/// A trial of at most this long a workload moves the small datasets ([`Dataset::sizes`]).
+const QUICK_WORKLOAD: Duration = Duration::from_secs(180);
+
+/// An application's trial.
+type RunFn = fn(&crate::trial::Trial) -> Result<Vec<crate::trial::Metric>>;
+
+fn run_dataset(t: &crate::trial::Trial, d: Dataset) -> Result<Vec<crate::trial::Metric>> {
+    bulk::run(t, d, t.duration <= QUICK_WORKLOAD)
+}
+
+/// The applications: one per dataset.
+pub fn apps() -> Vec<App> {
+    fn html(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+        run_dataset(t, Dataset::Html)
+    }
+    fn image(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+        run_dataset(t, Dataset::Image)
+    }
+    fn video(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+        run_dataset(t, Dataset::Video)
+    }
+    fn mixed(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+        run_dataset(t, Dataset::Mixed)
+    }
+    let runs: [RunFn; 4] = [html, image, video, mixed];
+    Dataset::ALL
+        .iter()
+        .zip(runs)
+        .map(|(d, run)| App {
+            name: d.name(),
+            run,
+            full: Duration::from_secs(900),
+            quick: Duration::from_secs(120),
+            interactive: ("seconds", "transfer time (s)"),
+            background: (
+                "energy_j_per_100mb",
+                "energy per 100 MB, modelled (J)",
+                false,
+            ),
+            event: ("seconds", "transfer time (s)"),
+            needs: &[
+                crate::setup::NGINX,
+                crate::setup::WGET,
+                crate::setup::CURL,
+                crate::setup::NGHTTP,
+                crate::setup::ARIA2,
+            ],
+            interactive_floor: None,
+            stagger: None,
+        })
+        .collect()
+}
+
+/// The sweep's parameter points: every concurrency and parallelism at 64 KiB reads, and the
+/// block sizes at a few of them (the seed varied bs apart from the cc × p surface).
+pub fn sweep_grid(quick: bool) -> Vec<Params> {
+    let mut v = Vec::new();
+    let (ccs, ps): (&[u32], &[u32]) = if quick {
+        (&[1, 8], &[1, 2])
+    } else {
+        (&[1, 2, 4, 8, 16, 32], &[1, 2, 4, 8])
+    };
+    for &cc in ccs {
+        for &p in ps {
+            v.push(Params {
+                cc,
+                p,
+                bs: 64 * 1024,
+            });
+        }
+    }
+    if !quick {
+        for bs in [1024, 8 * 1024] {
+            for cc in [1, 8, 32] {
+                v.push(Params { cc, p: 1, bs });
+            }
+        }
+    }
+    v
+}
+
+/// The systems compared: FastHLA and the tools of today.
+pub fn systems() -> Vec<System> {
+    [Tool::FastHla]
+        .into_iter()
+        .chain(Tool::BASELINES)
+        .map(System::Transfer)
+        .collect()
+}
+
+/// The sweep's trials as the HLA server's records.
+pub fn records(rows: &[Row]) -> Vec<Record> {
+    use std::collections::BTreeMap;
+    let mut by: BTreeMap<(&str, &str, &str, u32), BTreeMap<&str, f64>> = BTreeMap::new();
+    for r in rows {
+        by.entry((&r.app, &r.scenario, &r.system, r.trial))
+            .or_default()
+            .insert(&r.metric, r.value);
+    }
+    by.into_iter()
+        .filter_map(|((_, _, system, _), m)| {
+            let Some(Tool::Fixed(params)) = Tool::parse(system) else {
+                return None;
+            };
+            let get = |k: &str| m.get(k).copied();
+            Some(Record {
+                rtt_ms: get("rtt_ms")?,
+                bandwidth_mbps: get("bandwidth_mbps")?,
+                mean_file_bytes: get("mean_file_bytes")?,
+                params,
+                throughput_mbps: get("throughput_mbps").unwrap_or(f64::NAN),
+                energy_j_per_100mb: get("energy_j_per_100mb").unwrap_or(f64::NAN),
+                ok: !m.contains_key("error") && get("throughput_mbps").is_some_and(f64::is_finite),
+            })
+        })
+        .collect()
+}
+
+/// The seed's figure for a dataset, for the report.
+fn seed_figure(app: &str) -> &'static str {
+    match app {
+        "html" => "cc 1 -> 16: 2.6 -> 42 Mbit/s (16.7x), -70% energy; 10x throughput and 5x less energy than HTTP/2",
+        "image" => "cc 1 -> 16: 5.6 -> 48 Mbit/s (8.5x), -68% energy; 2x throughput than HTTP/2",
+        "video" => "cc 1 -> 16: 13 -> 61 Mbit/s (4.5x), -38% energy; parallelism 3.1x, -45%; 4x throughput and 2x less energy than HTTP/2",
+        _ => "4x throughput than HTTP/2",
+    }
+}
+
+/// Run the three steps (or read them back with `--report-only`); the report and the
+/// comparison's rows.
+pub fn fasthla(plan: &Plan) -> Result<(String, Vec<Row>)> {
+    let all = apps();
+    std::fs::create_dir_all(&plan.out)
+        .with_context(|| format!("creating {}", plan.out.display()))?;
+    let sweep = Plan {
+        apps: plan.apps.clone(),
+        scenarios: plan.scenarios.clone(),
+        systems: sweep_grid(plan.quick)
+            .into_iter()
+            .map(|p| System::Transfer(Tool::Fixed(p)))
+            .collect(),
+        trials: 1,
+        first_seed: matrix::DEVELOPMENT_SEEDS,
+        quick: plan.quick,
+        duration: plan.duration,
+        jobs: plan.jobs,
+        out: plan.out.join("sweep"),
+        emu_logs: None,
+        resume: plan.resume,
+        report_only: plan.report_only,
+    };
+    eprintln!("1/3 sweeps: {} parameter points", sweep.systems.len());
+    let swept = matrix::measure(&sweep, &all)?;
+    let recs = records(&swept.rows);
+    let update = server::learn(&recs, Kind::Network)?;
+    std::fs::write(
+        plan.out.join("update.json"),
+        serde_json::to_string(&update)?,
+    )?;
+    let (kept, dropped) = roam_transfer::hla::clean(&recs);
+    let set = training_set(&kept, roam_transfer::hla::CLUSTER_DISTANCE);
+    let acc: Vec<(Kind, Option<f64>)> = Kind::ALL
+        .into_iter()
+        .map(|k| (k, accuracy(k, &set, 5, 1)))
+        .collect();
+    eprintln!(
+        "2/3 learnt from {} sweep trial(s) ({dropped} outliers): {} cluster(s)",
+        recs.len(),
+        update.table.entries.len()
+    );
+    bulk::set_learnt(update.clone());
+    let compare = Plan {
+        out: plan.out.join("compare"),
+        apps: plan.apps.clone(),
+        scenarios: plan.scenarios.clone(),
+        systems: plan.systems.clone(),
+        emu_logs: plan.emu_logs.clone(),
+        ..*plan
+    };
+    eprintln!("3/3 comparison");
+    let m = matrix::measure(&compare, &all)?;
+    matrix::charts(&compare, &all, &m)?;
+    let md = markdown(
+        plan,
+        &m.rows,
+        &swept.rows,
+        &m.notes,
+        &m.version,
+        &acc,
+        &update,
+    );
+    std::fs::write(plan.out.join("report.md"), &md)?;
+    Ok((md, m.rows))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn markdown(
+    plan: &Plan,
+    rows: &[Row],
+    sweep: &[Row],
+    notes: &[String],
+    version: &str,
+    acc: &[(Kind, Option<f64>)],
+    update: &roam_transfer::broker::Update,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# roam lab fasthla: bulk transfers with tuned concurrency, parallelism and block size\n\n\
+         Measured with roam `{version}`{}. {} trial(s) per cell{}. Every system fetches the same \
+         files from the same nginx over the same emulated link; only the client differs. Cells: \
+         the mean with its 95% confidence interval (Student's t), then the median. Energy per \
+         100 MB is **modelled** (roam-budget's huang2012 WiFi and LTE radio profiles driven by \
+         the bytes and the transfer time; the CPU not counted).\n",
+        matrix::written_by(version),
+        plan.trials,
+        if plan.quick {
+            ", **quick** (small datasets, one network: not comparable with the seed)"
+        } else {
+            ""
+        },
+    );
+    let _ = writeln!(s, "{}\n", matrix::seeds_line(rows));
+    let _ = writeln!(
+        s,
+        "FastHLA learnt from {} sweep trial(s) on the development seeds (`sweep/`): {} \
+         cluster(s) of conditions. Cross-validated accuracy (5 folds) of the learners on the \
+         optimiser's choices: {} (the seed: network 94%, SVM 92%, nearest neighbours 86%).\n",
+        records(sweep).len(),
+        update.table.entries.len(),
+        acc.iter()
+            .map(|(k, a)| match a {
+                Some(a) => format!("{} {:.0}%", k.name(), a * 100.0),
+                None => format!("{} (too few samples)", k.name()),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for app in &plan.apps {
+        let _ = writeln!(
+            s,
+            "## {app}\n\n![time]({app}-interactive.svg) ![energy]({app}-background.svg)\n\nThe seed: {}.\n",
+            seed_figure(app)
+        );
+        for sc in &plan.scenarios {
+            let _ = writeln!(
+                s,
+                "### {app} on `{sc}`\n\n| system | throughput (Mbit/s) | energy per 100 MB (J, modelled) | time (s) |\n|---|---:|---:|---:|"
+            );
+            for sys in &plan.systems {
+                let n = sys.name();
+                let _ = writeln!(
+                    s,
+                    "| {n} | {} | {} | {} |",
+                    cell(rows, app, sc, n, "throughput_mbps").cell(),
+                    cell(rows, app, sc, n, "energy_j_per_100mb").cell(),
+                    cell(rows, app, sc, n, "seconds").cell()
+                );
+            }
+            let fast = cell(rows, app, sc, "fasthla", "throughput_mbps").value();
+            let fast_e = cell(rows, app, sc, "fasthla", "energy_j_per_100mb").value();
+            let best = Tool::BASELINES
+                .iter()
+                .map(|t| {
+                    (
+                        t.name(),
+                        cell(rows, app, sc, t.name(), "throughput_mbps").value(),
+                    )
+                })
+                .filter(|x| x.1.is_finite())
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let h2 = cell(rows, app, sc, "nghttp", "throughput_mbps").value();
+            let h2_e = cell(rows, app, sc, "nghttp", "energy_j_per_100mb").value();
+            let wide = cell(rows, app, sc, "nghttp-16m", "throughput_mbps").value();
+            let wide_e = cell(rows, app, sc, "nghttp-16m", "energy_j_per_100mb").value();
+            if let (true, Some((b, bv))) = (fast.is_finite(), best) {
+                let _ = writeln!(
+                    s,
+                    "\nFastHLA {:.2}x the best baseline's throughput ({b}); against HTTP/2 \
+                     (nghttp's own 64 KiB windows): {:.2}x the throughput, {:.2}x less energy; \
+                     with 16 MiB windows: {:.2}x, {:.2}x.",
+                    fast / bv,
+                    fast / h2,
+                    h2_e / fast_e,
+                    fast / wide,
+                    wide_e / fast_e
+                );
+            }
+            // The sweep's surface at 64 KiB: throughput by concurrency and parallelism.
+            let grid: Vec<Params> = sweep_grid(plan.quick)
+                .into_iter()
+                .filter(|p| p.bs == 64 * 1024)
+                .collect();
+            let mut ccs: Vec<u32> = grid.iter().map(|p| p.cc).collect();
+            ccs.dedup();
+            let mut ps: Vec<u32> = grid.iter().map(|p| p.p).collect();
+            ps.sort_unstable();
+            ps.dedup();
+            let _ = writeln!(
+                s,
+                "\nThe sweep at 64 KiB reads: throughput (Mbit/s) / energy per 100 MB (J) by concurrency (rows) and parallelism (columns).\n\n| cc | {} |\n|---|{}",
+                ps.iter().map(|p| format!("p {p}")).collect::<Vec<_>>().join(" | "),
+                "---:|".repeat(ps.len())
+            );
+            for cc in &ccs {
+                let cells: Vec<String> = ps
+                    .iter()
+                    .map(|&p| {
+                        let name = Tool::Fixed(Params {
+                            cc: *cc,
+                            p,
+                            bs: 64 * 1024,
+                        })
+                        .name();
+                        let t = cell(sweep, app, sc, name, "throughput_mbps").value();
+                        let e = cell(sweep, app, sc, name, "energy_j_per_100mb").value();
+                        format!("{t:.1} / {e:.0}")
+                    })
+                    .collect();
+                let _ = writeln!(s, "| {cc} | {} |", cells.join(" | "));
+            }
+            let _ = writeln!(s);
+        }
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(s, "## Notes on trials\n");
+        for n in notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+/// Where the comparison's report is (for the command's last line).
+pub fn report_path(out: &Path) -> std::path::PathBuf {
+    out.join("report.md")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_rows_become_records() {
+        let row = |system: &str, metric: &str, value: f64| Row {
+            app: "html".into(),
+            scenario: "wifi-bulk+rtt=59ms".into(),
+            system: system.into(),
+            trial: 1,
+            seed: 1,
+            metric: metric.into(),
+            value,
+            unit: String::new(),
+        };
+        let p = Params {
+            cc: 8,
+            p: 2,
+            bs: 65536,
+        };
+        let name = Tool::Fixed(p).name();
+        let mut rows: Vec<Row> = [
+            ("rtt_ms", 59.0),
+            ("bandwidth_mbps", 100.0),
+            ("mean_file_bytes", 112e3),
+            ("throughput_mbps", 40.0),
+            ("energy_j_per_100mb", 12.0),
+        ]
+        .iter()
+        .map(|(m, v)| row(name, m, *v))
+        .collect();
+        rows.push(row("curl", "throughput_mbps", 5.0));
+        let r = records(&rows);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (r[0].params, r[0].throughput_mbps, r[0].ok),
+            (p, 40.0, true)
+        );
+        assert_eq!(sweep_grid(true).len(), 4);
+        assert!(sweep_grid(false).iter().all(|p| p.validate().is_ok()));
+    }
+}
