@@ -424,7 +424,7 @@ fn fetch(
             std::fs::remove_file(&list)?;
             Ok(None)
         }
-        Tool::Fixed(p) => engine(urls, out, vec![(urls.to_vec(), p)]).map(|_| None),
+        Tool::Fixed(p) => engine(out, vec![(specs_of(urls)?, p)]).map(|_| None),
         Tool::FastHla => {
             let mut broker = Broker::default();
             let note = match update {
@@ -435,6 +435,7 @@ fn fetch(
                 None => Some("FastHLA had nothing learnt: the defaults".to_string()),
             };
             let rt = tokio::runtime::Runtime::new()?;
+            let mut specs = specs_of(urls)?;
             let survey = rt.block_on(async {
                 let e = Arc::new(Engine::new(
                     Params {
@@ -443,12 +444,9 @@ fn fetch(
                     },
                     Protocol::Http1,
                 )?);
-                let specs = urls
-                    .iter()
-                    .map(|u| FileSpec::from_url(u))
-                    .collect::<Result<Vec<_>, _>>()?;
                 e.survey(&specs).await
             })?;
+            survey.apply(&mut specs);
             let plan = mixed::plan(
                 &survey.sizes,
                 |m, _| {
@@ -463,25 +461,33 @@ fn fetch(
             );
             let groups = plan
                 .iter()
-                .map(|c| (c.files.iter().map(|&i| urls[i].clone()).collect(), c.params))
+                .map(|c| {
+                    (
+                        c.files.iter().map(|&i| specs[i].clone()).collect(),
+                        c.params,
+                    )
+                })
                 .collect();
-            engine(urls, out, groups)?;
+            engine(out, groups)?;
             Ok(note)
         }
     }
 }
 
-/// FastHLA's engine: each group of URLs with its parameters, the groups at once.
-fn engine(_all: &[String], out: &Path, groups: Vec<(Vec<String>, Params)>) -> Result<()> {
+fn specs_of(urls: &[String]) -> Result<Vec<FileSpec>> {
+    Ok(urls
+        .iter()
+        .map(|u| FileSpec::from_url(u))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// FastHLA's engine: each group of files with its parameters, the groups at once.
+fn engine(out: &Path, groups: Vec<(Vec<FileSpec>, Params)>) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let mut tasks = Vec::new();
-        for (urls, p) in groups {
+        for (specs, p) in groups {
             let e = Arc::new(Engine::new(p, Protocol::Http1)?);
-            let specs = urls
-                .iter()
-                .map(|u| FileSpec::from_url(u))
-                .collect::<Result<Vec<_>, _>>()?;
             let out = out.to_path_buf();
             tasks.push(tokio::spawn(async move { e.run(&specs, &out).await }));
         }

@@ -44,6 +44,9 @@ pub struct FileSpec {
     pub url: String,
     /// The file name under the output directory.
     pub name: String,
+    /// Its size, when a survey ([`Engine::survey`]) found that the server serves it in ranges:
+    /// the engine then skips its own first-byte request.
+    pub ranged_size: Option<u64>,
 }
 
 impl FileSpec {
@@ -65,6 +68,7 @@ impl FileSpec {
         Ok(FileSpec {
             url: url.into(),
             name: name.into(),
+            ranged_size: None,
         })
     }
 }
@@ -103,6 +107,15 @@ pub struct Report {
     pub seconds: f64,
 }
 
+impl Survey {
+    /// `files` with what the survey learnt, so the engine skips its own first-byte requests.
+    pub fn apply(&self, files: &mut [FileSpec]) {
+        for ((f, &size), &r) in files.iter_mut().zip(&self.sizes).zip(&self.ranged) {
+            f.ranged_size = r.then_some(size);
+        }
+    }
+}
+
 impl Report {
     /// Throughput over the whole dataset, Mbit/s.
     pub fn mbps(&self) -> f64 {
@@ -120,6 +133,8 @@ impl Report {
 pub struct Survey {
     /// Each file's size, bytes, in the dataset's order.
     pub sizes: Vec<u64>,
+    /// Whether the server answered its range request with a range.
+    pub ranged: Vec<bool>,
     /// The shortest first-request time, ms (infinite for an empty dataset).
     pub rtt_ms: f64,
 }
@@ -191,7 +206,7 @@ impl Engine {
             let (me, sem, f, dest) = (self.clone(), sem.clone(), f.clone(), out.join(&f.name));
             tasks.push(tokio::spawn(async move {
                 let _slot = sem.acquire_owned().await;
-                me.file(&f.url, &dest).await
+                me.file(&f.url, f.ranged_size, &dest).await
             }));
         }
         let mut logs = Vec::new();
@@ -233,7 +248,8 @@ impl Engine {
                     }
                 };
                 let ms = t0.elapsed().as_secs_f64() * 1e3;
-                if resp.status() == StatusCode::PARTIAL_CONTENT {
+                let ranged = resp.status() == StatusCode::PARTIAL_CONTENT;
+                if ranged {
                     // Read the byte, so the connection goes back to the pool for the next one.
                     let _ = resp.into_body().collect().await;
                 }
@@ -241,20 +257,26 @@ impl Engine {
                     url,
                     why: "its size is not given (no Content-Range or Content-Length)".into(),
                 })?;
-                Ok((size, ms))
+                Ok((size, ms, ranged))
             }));
         }
         let mut sizes = Vec::new();
+        let mut ranged = Vec::new();
         let mut rtt_ms = f64::INFINITY;
         for (t, f) in tasks.into_iter().zip(files) {
-            let (size, ms) = t.await.map_err(|e| TransferError::Network {
+            let (size, ms, r) = t.await.map_err(|e| TransferError::Network {
                 url: f.url.clone(),
                 why: format!("the survey's task failed: {e}"),
             })??;
             sizes.push(size);
+            ranged.push(r);
             rtt_ms = rtt_ms.min(ms);
         }
-        Ok(Survey { sizes, rtt_ms })
+        Ok(Survey {
+            sizes,
+            ranged,
+            rtt_ms,
+        })
     }
 
     /// A log record of `url` with this engine's parameters and `outcome`, nothing measured yet.
@@ -273,10 +295,10 @@ impl Engine {
     }
 
     /// One file, logged.
-    async fn file(self: Arc<Self>, url: &str, dest: &Path) -> FileLog {
+    async fn file(self: Arc<Self>, url: &str, known: Option<u64>, dest: &Path) -> FileLog {
         let start = Instant::now();
         let mut log = self.log(url, "ok".into());
-        if let Err(e) = self.clone().fetch(url, dest, &mut log).await {
+        if let Err(e) = self.clone().fetch(url, known, dest, &mut log).await {
             log.outcome = format!("error: {e}");
         }
         log.seconds = start.elapsed().as_secs_f64();
@@ -286,9 +308,13 @@ impl Engine {
     async fn fetch(
         self: Arc<Self>,
         url: &str,
+        known: Option<u64>,
         dest: &Path,
         log: &mut FileLog,
     ) -> Result<PathBuf, TransferError> {
+        if let Some(size) = known {
+            return self.ranges(url, size, dest, log).await;
+        }
         let t0 = Instant::now();
         let probe = self.get(url, Some((0, 1))).await?;
         log.probe_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -322,6 +348,18 @@ impl Engine {
             }
         };
         drop(probe);
+        self.ranges(url, size, dest, log).await
+    }
+
+    /// A file of `size` bytes from a server that serves ranges: what is not on disk yet, in
+    /// `p` ranges at once.
+    async fn ranges(
+        self: Arc<Self>,
+        url: &str,
+        size: u64,
+        dest: &Path,
+        log: &mut FileLog,
+    ) -> Result<PathBuf, TransferError> {
         log.size = size;
         let (partial, done) = Partial::open(dest, size)?;
         let partial = Arc::new(partial);

@@ -343,6 +343,22 @@ async fn a_survey_finds_sizes_and_names_a_missing_file() {
     );
     let s = e.survey(&specs).await.unwrap();
     assert_eq!(s.sizes, vec![70_000, 3, 0]);
+    // The empty file's range cannot be satisfied: the engine will ask for it itself.
+    assert_eq!(s.ranged, vec![true, true, false]);
+    let mut known = specs.clone();
+    s.apply(&mut known);
+    let out = scratch("surveyed");
+    let r = e.run(&known, &out).await.unwrap();
+    assert!(r.failures().is_empty(), "{:?}", r.failures());
+    assert_eq!(
+        r.files[0].probe_ms, 0.0,
+        "no first-byte request after a survey"
+    );
+    for (p, body) in &files {
+        let name = p.rsplit('/').next().unwrap();
+        assert_eq!(&std::fs::read(out.join(name)).unwrap(), body);
+    }
+    let _ = std::fs::remove_dir_all(&out);
     assert!(s.rtt_ms > 0.0 && s.rtt_ms < 5_000.0, "{}", s.rtt_ms);
     let mut missing = specs.clone();
     missing.push(FileSpec::from_url(&format!("{base}/s/none.bin")).unwrap());

@@ -107,7 +107,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
     if a.max_channels == 0 {
         bail!("--max-channels must be at least 1");
     }
-    let specs = urls
+    let mut specs = urls
         .iter()
         .map(|u| FileSpec::from_url(u))
         .collect::<Result<Vec<_>, _>>()?;
@@ -150,7 +150,9 @@ pub fn get(a: &GetArgs) -> Result<()> {
         };
         let survey = if with_broker {
             let probe = Arc::new(Engine::new(survey_params, protocol)?);
-            Some(probe.survey(&specs).await?)
+            let sv = probe.survey(&specs).await?;
+            sv.apply(&mut specs);
+            Some(sv)
         } else {
             None
         };
