@@ -9,8 +9,8 @@
 //! channels scaled to a limit), the HLA server's offline analysis ([`hla`]: outliers,
 //! clustering by condition, spline surfaces, the parameters of most throughput per joule), the
 //! learnt models ([`model`]: a network, an SVM, nearest neighbours), the device's broker
-//! ([`broker`]: cache, model, log ring) and the HLA server ([`server`]). Not built yet (issue
-//! 26): `roam lab fasthla`, `roam bench transfer`.
+//! ([`broker`]: cache, model, log ring) and the HLA server ([`server`]). The lab
+//! (`roam lab fasthla`) and the benchmark (`roam bench transfer`) are in roam-lab and the CLI.
 
 pub mod broker;
 pub mod engine;

@@ -5,6 +5,7 @@ mod bench_decide;
 mod bench_net;
 mod bench_prefetch;
 mod bench_store;
+mod bench_transfer;
 mod drive;
 mod emu_plot;
 mod energy_cmd;
@@ -302,6 +303,9 @@ enum BenchCmd {
     /// Horatio's chunk store: how fast one core seals an image, and ingests it into a
     /// directory store (no network needed).
     Store(bench_store::BenchStoreArgs),
+    /// FastHLA: throughput as a fraction of a 100 Mbit/s, 290 ms link against the best of
+    /// today's tools, the model's prediction time, and CPU per GB against curl.
+    Transfer(bench_transfer::BenchTransferArgs),
 }
 
 #[derive(Subcommand)]
@@ -372,7 +376,7 @@ fn main() {
     if matches!(
         cli.cmd,
         Cmd::Emu(EmuCmd::Run(_))
-            | Cmd::Bench(BenchCmd::Emu(_) | BenchCmd::Net(_))
+            | Cmd::Bench(BenchCmd::Emu(_) | BenchCmd::Net(_) | BenchCmd::Transfer(_))
             | Cmd::Drive(_)
             | Cmd::Lab(_)
     ) && !roam_emu::sys::is_root()
@@ -499,6 +503,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Bench(BenchCmd::Prefetch(a)) => bench_prefetch::prefetch(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Decide(a)) => bench_decide::decide(&a).map(|_| 0),
         Cmd::Bench(BenchCmd::Store(a)) => bench_store::store(&a).map(|_| 0),
+        Cmd::Bench(BenchCmd::Transfer(a)) => bench_transfer::transfer(&a).map(|_| 0),
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Transfer(TransferCmd::Get(a)) => transfer_cmd::get(&a).map(|_| 0),
