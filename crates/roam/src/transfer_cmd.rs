@@ -263,6 +263,17 @@ pub fn get(a: &GetArgs) -> Result<()> {
             writeln!(f, "{}", serde_json::to_string(l)?)?;
         }
     }
+    let unranged = whole
+        .files
+        .iter()
+        .filter(|f| f.outcome == "ok" && f.params.p > 1 && f.streams == 1)
+        .count();
+    if unranged > 0 {
+        eprintln!(
+            "{unranged} file(s) came in one stream each: the server does not serve ranges, so \
+             parallelism did not apply to them"
+        );
+    }
     eprintln!(
         "{} file(s), {:.1} MB in {:.1} s: {:.1} Mbit/s",
         whole.files.len(),
