@@ -156,6 +156,7 @@ pub fn records(rows: &[Row]) -> Vec<Record> {
                 throughput_mbps: get("throughput_mbps").unwrap_or(f64::NAN),
                 energy_j_per_100mb: get("energy_j_per_100mb").unwrap_or(f64::NAN),
                 ok: !m.contains_key("error") && get("throughput_mbps").is_some_and(f64::is_finite),
+                context: Default::default(),
             })
         })
         .collect()

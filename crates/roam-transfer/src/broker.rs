@@ -217,6 +217,7 @@ mod tests {
             throughput_mbps: th,
             energy_j_per_100mb: 10.0,
             ok: true,
+            context: Default::default(),
         }
     }
 

@@ -44,6 +44,35 @@ pub struct Record {
     pub energy_j_per_100mb: f64,
     /// Whether it completed.
     pub ok: bool,
+    /// What else the device logged (not learnt from; kept for analysis).
+    #[serde(default, flatten)]
+    pub context: LogContext,
+}
+
+/// The rest of a transfer's log (seed 003's log fields beyond the condition and outcome).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogContext {
+    /// Files in the dataset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<u64>,
+    /// The client's CPU seconds during the transfer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    /// The kernel's ceiling on a TCP receive buffer, bytes (`net.ipv4.tcp_rmem`'s third value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_rmem_max: Option<u64>,
+}
+
+impl LogContext {
+    /// The kernel's TCP receive-buffer ceiling, if readable.
+    pub fn tcp_rmem_max() -> Option<u64> {
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem")
+            .ok()?
+            .split_whitespace()
+            .nth(2)?
+            .parse()
+            .ok()
+    }
 }
 
 impl Record {
@@ -293,6 +322,7 @@ mod tests {
             throughput_mbps: th,
             energy_j_per_100mb: e,
             ok: true,
+            context: Default::default(),
         }
     }
 
@@ -310,6 +340,24 @@ mod tests {
             last = v;
         }
         assert_eq!(pchip(&x, &y, 100.0), 42.0);
+    }
+
+    #[test]
+    fn a_record_keeps_its_context_and_older_records_still_read() {
+        let mut r = rec(59.0, 4, 2, 65536, 10.0, 10.0);
+        r.context = LogContext {
+            files: Some(100),
+            cpu_s: Some(0.5),
+            tcp_rmem_max: Some(6 << 20),
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains("\"files\":100"), "{text}");
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
+        let old = r#"{"rtt_ms":59,"bandwidth_mbps":100,"mean_file_bytes":1,"params":{"cc":1,"p":1,"bs":65536},"throughput_mbps":1,"energy_j_per_100mb":1,"ok":true}"#;
+        assert_eq!(
+            serde_json::from_str::<Record>(old).unwrap().context,
+            LogContext::default()
+        );
     }
 
     #[test]

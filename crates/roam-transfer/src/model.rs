@@ -619,6 +619,7 @@ mod tests {
                 throughput_mbps: th,
                 energy_j_per_100mb: 400.0 / th,
                 ok: true,
+                context: Default::default(),
             });
         }
         let s = training_set(&rs, hla::CLUSTER_DISTANCE);

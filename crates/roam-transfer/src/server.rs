@@ -369,6 +369,7 @@ mod tests {
                     throughput_mbps: th,
                     energy_j_per_100mb: e,
                     ok: true,
+                    context: Default::default(),
                 });
             }
         }

@@ -138,7 +138,7 @@ fn predict_us(records: &[roam_transfer::hla::Record]) -> Result<f64> {
 }
 
 /// CPU seconds of this process so far (user and system, every thread).
-fn self_cpu() -> f64 {
+pub(crate) fn self_cpu() -> f64 {
     cpu_of(libc::RUSAGE_SELF)
 }
 

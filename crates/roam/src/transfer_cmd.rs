@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Choice, Source};
-use roam_transfer::hla::Record;
+use roam_transfer::hla::{LogContext, Record};
 use roam_transfer::model::{accuracy, training_set, Condition, Kind};
 use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
 
@@ -135,6 +135,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
         Broker::default()
     };
     let rt = tokio::runtime::Runtime::new()?;
+    let cpu0 = crate::bench_transfer::self_cpu();
     let runs = rt.block_on(async {
         if let (true, Some(url), false) = (a.auto, &a.hla, broker.has_update()) {
             match server::fetch_update(url).await {
@@ -236,6 +237,8 @@ pub fn get(a: &GetArgs) -> Result<()> {
         }
         Ok::<_, anyhow::Error>(out)
     })?;
+    // The groups ran at once: each record carries the whole transfer's CPU.
+    let cpu_s = crate::bench_transfer::self_cpu() - cpu0;
     let mut files = Vec::new();
     let (mut bytes, mut seconds) = (0u64, 0f64);
     let mut ask = false;
@@ -244,7 +247,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
         seconds = seconds.max(report.seconds);
         files.extend(report.files.iter().cloned());
         if with_broker && report.bytes > 0 {
-            let record = record_of(report, choice, cond, &a.radio)?;
+            let record = record_of(report, choice, cond, &a.radio, cpu_s)?;
             ask |= broker.ran(choice, record);
         }
     }
@@ -328,7 +331,13 @@ where
 
 /// The broker's log of one group's transfer: its condition, parameters, throughput and
 /// modelled energy.
-fn record_of(report: &Report, choice: &Choice, c: &Condition, radio: &str) -> Result<Record> {
+fn record_of(
+    report: &Report,
+    choice: &Choice,
+    c: &Condition,
+    radio: &str,
+    cpu_s: f64,
+) -> Result<Record> {
     let wall = Duration::from_secs_f64(report.seconds.max(1e-3));
     Ok(Record {
         rtt_ms: c.rtt_ms,
@@ -338,6 +347,11 @@ fn record_of(report: &Report, choice: &Choice, c: &Condition, radio: &str) -> Re
         throughput_mbps: report.mbps(),
         energy_j_per_100mb: modelled_energy_per_100mb(radio, report.bytes, wall)?,
         ok: report.failures().is_empty(),
+        context: LogContext {
+            files: Some(report.files.len() as u64),
+            cpu_s: Some(cpu_s),
+            tcp_rmem_max: LogContext::tcp_rmem_max(),
+        },
     })
 }
 
