@@ -16,7 +16,8 @@
 //! [`HEADER_TIMEOUT`] and finish within [`CONNECTION_TIMEOUT`]. Learning is the only work a
 //! request can cause, once per batch of new logs.
 //!
-//! With a state directory the logs are appended to `DIR/logs.jsonl` and read back at start.
+//! With a state directory the logs are appended to `DIR/logs.jsonl` and read back at start;
+//! past twice [`HlaState::MAX_LOGS`] records the file is rewritten with the kept ones.
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -70,6 +71,8 @@ fn stride_sample(records: &[Record], n: usize) -> Vec<Record> {
 pub struct HlaState {
     logs: VecDeque<Record>,
     file: Option<PathBuf>,
+    /// Records in the file (compacted to the kept ones past twice [`HlaState::MAX_LOGS`]).
+    on_disk: usize,
     kind: Kind,
     /// Logs received since the update was learnt.
     fresh: bool,
@@ -93,6 +96,7 @@ impl HlaState {
         let mut s = HlaState {
             logs: VecDeque::new(),
             file: None,
+            on_disk: 0,
             kind,
             fresh: true,
             update: None,
@@ -104,6 +108,7 @@ impl HlaState {
                 Ok(text) => {
                     let records = parse_lines(text.as_bytes())
                         .map_err(|e| TransferError::Model(format!("{}: {e}", file.display())))?;
+                    s.on_disk = records.len();
                     s.keep(records);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -150,9 +155,32 @@ impl HlaState {
                 .open(file)
                 .and_then(|mut f| f.write_all(text.as_bytes()))
                 .map_err(|e| format!("{}: {e}", file.display()))?;
+            self.on_disk += n;
         }
         self.keep(records);
+        if self.on_disk > 2 * Self::MAX_LOGS {
+            self.compact()
+                .map_err(|e| format!("compacting the logs: {e}"))?;
+        }
         Ok(n)
+    }
+
+    /// Rewrite the log file with the logs kept (through a temporary file), so that uploads
+    /// cannot grow it without bound.
+    fn compact(&mut self) -> std::io::Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let tmp = file.with_extension("jsonl.tmp");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        for r in &self.logs {
+            serde_json::to_writer(&mut w, r)?;
+            w.write_all(b"\n")?;
+        }
+        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, file)?;
+        self.on_disk = self.logs.len();
+        Ok(())
     }
 
     /// The update for devices, learnt again if logs came since.
@@ -445,8 +473,14 @@ mod tests {
             assert!(e.contains("404"), "{e}");
             server.abort();
         });
-        let again = HlaState::new(Kind::Svm, Some(&dir)).unwrap();
+        let mut again = HlaState::new(Kind::Svm, Some(&dir)).unwrap();
         assert_eq!(again.len(), 12);
+        // Past twice the kept logs, the file is rewritten with those kept.
+        again.on_disk = 2 * HlaState::MAX_LOGS;
+        let one = serde_json::to_string(&records()[0]).unwrap() + "\n";
+        again.ingest(one.as_bytes()).unwrap();
+        let lines = std::fs::read_to_string(dir.join("logs.jsonl")).unwrap();
+        assert_eq!((lines.lines().count(), again.on_disk), (13, 13));
         std::fs::write(dir.join("logs.jsonl"), "nonsense\n").unwrap();
         let e = HlaState::new(Kind::Svm, Some(&dir))
             .err()
