@@ -232,16 +232,50 @@ fn start_nginx(dir: &Path, addr: std::net::Ipv4Addr) -> Result<Server> {
     Ok(Server { child })
 }
 
-/// A fresh scratch directory.
-fn scratch(what: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "roam-lab-bulk-{what}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A fresh scratch directory, removed with everything in it when dropped (a failed trial
+/// leaves no 152 MB video behind).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(what: &str) -> Result<Scratch> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let d = std::env::temp_dir().join(format!(
+            "roam-lab-bulk-{what}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        Ok(Scratch(d))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run `cmd` to its end, or kill it after `limit`: its output.
+fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {what}"))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(child.wait_with_output()?);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{what} did not finish within {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Run one trial: `dataset` fetched with the trial's tool.
@@ -254,8 +288,8 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
         ),
     };
     let sizes = dataset.sizes(t.seed, quick);
-    let site = scratch("site");
-    let www = site.join("www");
+    let site = Scratch::new("site")?;
+    let www = site.0.join("www");
     std::fs::create_dir_all(&www).with_context(|| format!("creating {}", www.display()))?;
     let names: Vec<String> = (0..sizes.len())
         .map(|i| format!("{}-{i:03}.bin", dataset.name()))
@@ -267,15 +301,14 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     }
     let link = &t.emu.links()[0];
     let addr = link.peer_addr;
-    let (dir, a) = (site.clone(), addr);
+    let (dir, a) = (site.0.clone(), addr);
     let server = t
         .emu
         .spawn_in_server(move || start_nginx(&dir, a))
         .join()
         .map_err(|_| anyhow!("the nginx starter panicked"))?
         .context("entering the server namespace")??;
-    let out = scratch("out");
-    std::fs::create_dir_all(&out)?;
+    let out = Scratch::new("out")?;
     let h2 = matches!(tool, Tool::Nghttp | Tool::NghttpWide);
     let port = if h2 { HTTP2_PORT } else { HTTP1_PORT };
     let urls: Vec<String> = names
@@ -285,12 +318,13 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     let mean = sizes.iter().sum::<u64>() as f64 / sizes.len() as f64;
     let cond = condition_of(t, mean);
     let down0 = link.down.delivered_bytes.load(Ordering::Relaxed);
-    let (o, u) = (out.clone(), urls.clone());
+    let (o, u) = (out.0.clone(), urls.clone());
     let update = learnt();
+    let limit = t.duration;
     let started = Instant::now();
     let result = t
         .emu
-        .spawn_in_client(move || fetch(tool, &u, &o, cond, update))
+        .spawn_in_client(move || fetch(tool, &u, &o, cond, update, limit))
         .join()
         .map_err(|_| anyhow!("the transfer panicked"))?
         .context("entering the client namespace")?;
@@ -307,13 +341,14 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     }
     // Every byte of every file, under its name.
     for (n, &s) in names.iter().zip(&sizes).filter(|_| !h2) {
-        let got = std::fs::metadata(out.join(n)).map(|m| m.len()).unwrap_or(0);
+        let got = std::fs::metadata(out.0.join(n))
+            .map(|m| m.len())
+            .unwrap_or(0);
         if got != s {
             bail!("{}: {n} has {got} of its {s} bytes", tool.name());
         }
     }
-    let _ = std::fs::remove_dir_all(&out);
-    let _ = std::fs::remove_dir_all(&site);
+    drop((out, site));
     if let Some(n) = note {
         t.note(n);
     }
@@ -337,21 +372,18 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     ])
 }
 
-/// Fetch `urls` into `out` with `tool` (inside the client namespace); a note to keep, if any.
+/// Fetch `urls` into `out` with `tool` (inside the client namespace), within `limit`; a note
+/// to keep, if any.
 fn fetch(
     tool: Tool,
     urls: &[String],
     out: &Path,
     cond: Condition,
     update: Option<Update>,
+    limit: Duration,
 ) -> Result<Option<String>> {
     let run = |cmd: &mut Command| -> Result<()> {
-        let o = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .with_context(|| format!("running {}", tool.name()))?;
+        let o = output_within(cmd, limit, tool.name())?;
         if !o.status.success() {
             bail!(
                 "{} failed ({}): {}",
@@ -394,11 +426,7 @@ fn fetch(
             if tool == Tool::NghttpWide {
                 c.args(["-w", "24", "-W", "24"]);
             }
-            let o = c
-                .args(urls)
-                .stdin(Stdio::null())
-                .output()
-                .context("running nghttp")?;
+            let o = output_within(c.args(urls), limit, tool.name())?;
             // Its statistics: one line per request, the status in the fifth column.
             let ok = String::from_utf8_lossy(&o.stdout)
                 .lines()
@@ -424,7 +452,7 @@ fn fetch(
             std::fs::remove_file(&list)?;
             Ok(None)
         }
-        Tool::Fixed(p) => engine(out, vec![(specs_of(urls)?, p)]).map(|_| None),
+        Tool::Fixed(p) => engine(out, vec![(specs_of(urls)?, p)], limit).map(|_| None),
         Tool::FastHla => {
             let mut broker = Broker::default();
             let note = match update {
@@ -444,7 +472,10 @@ fn fetch(
                     },
                     Protocol::Http1,
                 )?);
-                e.survey(&specs).await
+                tokio::time::timeout(limit, e.survey(&specs))
+                    .await
+                    .map_err(|_| anyhow!("FastHLA's survey did not finish within {limit:?}"))?
+                    .map_err(anyhow::Error::from)
             })?;
             survey.apply(&mut specs);
             let plan = mixed::plan(
@@ -468,7 +499,7 @@ fn fetch(
                     )
                 })
                 .collect();
-            engine(out, groups)?;
+            engine(out, groups, limit)?;
             Ok(note)
         }
     }
@@ -481,10 +512,11 @@ fn specs_of(urls: &[String]) -> Result<Vec<FileSpec>> {
         .collect::<Result<Vec<_>, _>>()?)
 }
 
-/// FastHLA's engine: each group of files with its parameters, the groups at once.
-fn engine(out: &Path, groups: Vec<(Vec<FileSpec>, Params)>) -> Result<()> {
+/// FastHLA's engine: each group of files with its parameters, the groups at once, within
+/// `limit`.
+fn engine(out: &Path, groups: Vec<(Vec<FileSpec>, Params)>, limit: Duration) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async {
+    let all = async {
         let mut tasks = Vec::new();
         for (specs, p) in groups {
             let e = Arc::new(Engine::new(p, Protocol::Http1)?);
@@ -500,6 +532,11 @@ fn engine(out: &Path, groups: Vec<(Vec<FileSpec>, Params)>) -> Result<()> {
             }
         }
         Ok(())
+    };
+    rt.block_on(async {
+        tokio::time::timeout(limit, all)
+            .await
+            .map_err(|_| anyhow!("the engine did not finish within {} s", limit.as_secs()))?
     })
 }
 
@@ -522,6 +559,33 @@ mod tests {
         }
         assert_eq!(Tool::parse("fixed-cc0-p1-bs64k"), None);
         assert_eq!(Tool::parse("scp"), None);
+    }
+
+    #[test]
+    fn a_tool_that_hangs_is_killed_at_its_limit_and_a_scratch_directory_goes() {
+        let e = output_within(
+            Command::new("sleep").arg("5"),
+            Duration::from_millis(100),
+            "sleep",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("did not finish within"), "{e}");
+        let o = output_within(
+            Command::new("sh").args(["-c", "echo hi; exit 3"]),
+            Duration::from_secs(10),
+            "sh",
+        )
+        .unwrap();
+        assert_eq!(
+            (o.status.code(), o.stdout.as_slice()),
+            (Some(3), &b"hi\n"[..])
+        );
+        let s = Scratch::new("test").unwrap();
+        let p = s.0.clone();
+        std::fs::write(p.join("f"), b"x").unwrap();
+        drop(s);
+        assert!(!p.exists());
     }
 
     #[test]
