@@ -5,10 +5,13 @@
 //! is from the end of speech to the text.
 //!
 //! Remote recognition streams the audio to the server while the user speaks (half-second
-//! chunks, large foreground IROBs), then asks for the text; the thesis ran it only when WiFi
-//! was available ("the upload bandwidth of both 3G and LTE networks is too low"), and so does
-//! this application: whether the phone is associated with the WiFi is what the emulated
-//! scenario says at that moment, as a phone's system knows its association. The decision is
+//! chunks, large foreground IROBs), then asks for the text. The thesis ran it only when WiFi
+//! was available ("the upload bandwidth of both 3G and LTE networks is too low"), and so do
+//! remote-preferred and the WiFi-side strategies; without WiFi, Meatballs and adaptive may
+//! also recognise remotely over the cellular network, with the 3G radio's energy (modelled)
+//! and the audio's bytes priced, and that strategy's own error record. Whether the phone is
+//! associated with the WiFi is what the emulated scenario says at that moment, as a phone's
+//! system knows its association. The decision is
 //! made when the user starts to speak, with the utterance's length predicted from those before
 //! (the thesis's application-specific predictor); recognition starts when speech ends.
 //!
@@ -21,7 +24,7 @@
 //! reconstructed constant, R), and the radios from the client's interface counters as in the
 //! network-selection workload.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,6 +60,10 @@ pub const PHONE_CPU_W: f64 = 0.555;
 const LOAD_EVERY: Duration = Duration::from_secs(10);
 /// Audio per streamed chunk.
 const CHUNK: Duration = Duration::from_millis(500);
+/// Bytes of audio a second (16 kHz, 16-bit mono).
+const AUDIO_BYTES_PER_S: f64 = crate::speech::SAMPLE_RATE as f64 * 2.0;
+/// The cellular radio the remote strategy over 3G is priced with.
+const CELL_RADIO: &str = "powertutor-nexus-one/3g-att";
 /// The interactive event whose latencies a trial records.
 pub const EVENT: &str = "recognition_ms";
 /// Where the utterances are synthesised once.
@@ -197,10 +204,21 @@ struct Decider {
     mb: Meatballs,
     local: roam_decide::PredictorId,
     remote: roam_decide::PredictorId,
+    /// Remote recognition with the audio over the cellular network (its own error record:
+    /// the 3G's upload and round trips add to the server's time).
+    remote_cell: roam_decide::PredictorId,
     s_local: roam_decide::StrategyId,
     s_remote: roam_decide::StrategyId,
+    s_remote_cell: roam_decide::StrategyId,
     with_wifi: roam_decide::EvaluatorId,
     without_wifi: roam_decide::EvaluatorId,
+    /// Whether the last decision was made without WiFi (which remote strategy ran).
+    cellular: bool,
+    /// The cellular remote strategy's energy (J) and data (bytes) for the utterance being
+    /// decided, as f64 bits.
+    cell: Arc<(AtomicU64, AtomicU64)>,
+    /// The cellular radio's model.
+    radio: Arc<roam_budget::profile::RadioProfile>,
     /// Local and remote times against the utterance's length (regressions).
     local_fit: roam_decide::predictors::LinearRegression,
     remote_fit: roam_decide::predictors::LinearRegression,
@@ -216,10 +234,12 @@ impl Decider {
         let mut mb = Meatballs::new(prices);
         let local = mb.create_predictor("local recognition (s)");
         let remote = mb.create_predictor("remote recognition (s)");
+        let remote_cell = mb.create_predictor("remote recognition over the cellular network (s)");
         // Until measured: a quarter of a core takes about the utterance's length, the
         // server a quarter of it (what a first look at PocketSphinx here gave).
         mb.set_prediction(local, 3.0)?;
         mb.set_prediction(remote, 1.0)?;
+        mb.set_prediction(remote_cell, 1.5)?;
         let s_local = mb.make_strategy("local", &[local], move |v| {
             Outcome::new(v[local], PHONE_CPU_W * v[local], 0.0)
         })?;
@@ -228,18 +248,38 @@ impl Decider {
         let s_remote = mb.make_strategy("remote", &[remote], move |v| {
             Outcome::new(v[remote], 0.04, 0.0)
         })?;
+        // Over the cellular network the audio is metered data, and the radio is up for the
+        // utterance and its tail (modelled per decision for the predicted length:
+        // `Decider::cellular_cost`).
+        let cell = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let c = cell.clone();
+        let s_remote_cell = mb.make_strategy("remote over cellular", &[remote_cell], move |v| {
+            let j = f64::from_bits(c.0.load(Ordering::Relaxed));
+            let bytes = f64::from_bits(c.1.load(Ordering::Relaxed));
+            Outcome::new(v[remote_cell], j, bytes)
+        })?;
         let both = mb.make_redundant_strategy("both", &[s_local, s_remote])?;
+        let both_cell =
+            mb.make_redundant_strategy("both over cellular", &[s_local, s_remote_cell])?;
         let with_wifi = mb.register_strategies(&[both], method)?;
-        let without_wifi = mb.register_strategies(&[s_local], method)?;
+        let without_wifi = mb.register_strategies(&[both_cell], method)?;
         Ok(Decider {
             rule,
             mb,
             local,
             remote,
+            remote_cell,
             s_local,
             s_remote,
+            s_remote_cell,
             with_wifi,
             without_wifi,
+            cellular: false,
+            cell,
+            radio: Arc::new(
+                roam_budget::profile::profile(CELL_RADIO)
+                    .map_err(|e| anyhow!("radio profile {CELL_RADIO}: {e}"))?,
+            ),
             local_fit: Default::default(),
             remote_fit: Default::default(),
             lengths: Vec::new(),
@@ -261,12 +301,32 @@ impl Decider {
         let r = self.remote_fit.predict(len).unwrap_or(len / 4.0).max(0.01);
         self.mb.set_prediction(self.local, l)?;
         self.mb.set_prediction(self.remote, r)?;
+        // The same regression: what the cellular network adds shows in its error record.
+        self.mb.set_prediction(self.remote_cell, r)?;
         Ok((l, r))
+    }
+
+    /// Streaming `seconds` of audio over the cellular network: the radio's energy (modelled:
+    /// from an idle radio, the upload at the audio's rate, then the tail) and the bytes.
+    fn cellular_cost(&self, seconds: f64) -> (f64, f64) {
+        let bytes = AUDIO_BYTES_PER_S * seconds.max(0.1);
+        let radio = roam_budget::radio::Radio::new(self.radio.clone(), roam_core::Time::ZERO);
+        let j = radio.marginal_energy(
+            roam_core::Time::ZERO,
+            roam_core::Bytes(bytes as u64),
+            roam_budget::radio::Direction::Up,
+            roam_core::BitRate::bps((AUDIO_BYTES_PER_S * 8.0) as u64),
+        );
+        (j.0, bytes)
     }
 
     fn decide(&mut self, wifi: bool) -> Result<(Plan, f64)> {
         let len = self.predicted_length();
         let (l, r) = self.predict(len)?;
+        let (j, bytes) = self.cellular_cost(len);
+        self.cell.0.store(j.to_bits(), Ordering::Relaxed);
+        self.cell.1.store(bytes.to_bits(), Ordering::Relaxed);
+        self.cellular = !wifi;
         let ev = if wifi {
             self.with_wifi
         } else {
@@ -281,7 +341,7 @@ impl Decider {
                 let c = self.mb.choose(ev)?;
                 let plan = if c.strategy == self.s_local {
                     Plan::Local
-                } else if c.strategy == self.s_remote {
+                } else if c.strategy == self.s_remote || c.strategy == self.s_remote_cell {
                     Plan::Remote
                 } else {
                     Plan::Both
@@ -305,13 +365,15 @@ impl Decider {
         if !matches!(self.rule, Selection::Meatballs(..)) {
             return false;
         }
-        let running = Running {
-            strategy: self.s_remote,
-            elapsed,
+        let (strategy, ev) = if self.cellular {
+            (self.s_remote_cell, self.without_wifi)
+        } else {
+            (self.s_remote, self.with_wifi)
         };
+        let running = Running { strategy, elapsed };
         self.mb
-            .reevaluate(self.with_wifi, running)
-            .is_ok_and(|c| c.strategy != self.s_remote)
+            .reevaluate(ev, running)
+            .is_ok_and(|c| c.strategy != strategy)
     }
 
     /// What happened: each measured time against its prediction.
@@ -322,9 +384,15 @@ impl Decider {
             self.mb.add_measurement(self.local, t, pl)?;
             self.local_fit.add(len, t)?;
         }
-        if let Some(t) = remote {
-            self.mb.add_measurement(self.remote, t, pr)?;
-            self.remote_fit.add(len, t)?;
+        match remote {
+            // Over the cellular network: its own error record; the regression stays the
+            // server's over WiFi.
+            Some(t) if self.cellular => self.mb.add_measurement(self.remote_cell, t, pr)?,
+            Some(t) => {
+                self.mb.add_measurement(self.remote, t, pr)?;
+                self.remote_fit.add(len, t)?;
+            }
+            None => {}
         }
         Ok(())
     }
@@ -566,4 +634,34 @@ fn phone(
         k += 1;
     }
     Ok((delays, cpu_s, plans, local.cpu_use()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_decide::CostLevel;
+
+    /// Without WiFi, Meatballs may recognise remotely over the cellular network: free, the
+    /// server's faster recognition wins (alone or beside a local one); when a second saved is
+    /// worth only 1 J or 1 KB, the 3G's energy and the audio's bytes keep it local.
+    #[test]
+    fn without_wifi_the_cellular_network_is_a_priced_option() {
+        let mut free =
+            Decider::new(Selection::Meatballs(Method::Empirical, CostLevel::None)).unwrap();
+        let (plan, _) = free.decide(false).unwrap();
+        assert_ne!(
+            plan,
+            Plan::Local,
+            "free: the server's 1.5 s against the phone's 3 s"
+        );
+        assert!(free.cellular);
+        let (j, bytes) = free.cellular_cost(5.0);
+        assert!(j > 1.0 && bytes == 160_000.0, "{j} J {bytes} B");
+        let mut dear =
+            Decider::new(Selection::Meatballs(Method::Empirical, CostLevel::High)).unwrap();
+        assert_eq!(dear.decide(false).unwrap().0, Plan::Local);
+        // With WiFi, remote costs next to nothing at any level.
+        assert_ne!(dear.decide(true).unwrap().0, Plan::Local);
+        assert!(!dear.cellular);
+    }
 }
