@@ -36,6 +36,14 @@ pub enum StoreError {
         /// The error.
         source: std::io::Error,
     },
+    /// A store's backend failed (an object store refused or could not be reached).
+    #[error("{store}: {why}")]
+    Backend {
+        /// The store.
+        store: String,
+        /// What happened.
+        why: String,
+    },
     /// An image that does not match its keyring.
     #[error("image: {0}")]
     Image(String),

@@ -7,19 +7,22 @@
 //! the next store ([`store`]); images in and out, only dirty chunks sealed again ([`image`]).
 //!
 //! Anyone may cache or relay blobs (the phone, the server, a borrowed PC); only the holder of
-//! the keyring and the parcel key can read them. Not here yet: the S3 backend, the three tiers
-//! with ownership handoff, and QEMU state (issue 27).
+//! the keyring and the parcel key can read them. Backends: a local directory ([`DirStore`])
+//! and any S3-compatible object store ([`S3Store`]). Not here yet: the three tiers with
+//! ownership handoff, and QEMU state (issue 27).
 
 pub mod chunk;
 pub mod error;
 pub mod image;
 pub mod keyring;
+pub mod s3;
 pub mod store;
 
 pub use chunk::{open, seal, ChunkId, ChunkKey, Sealed, CHUNK_SIZE};
 pub use error::StoreError;
 pub use image::{ingest, restore, Ingested};
 pub use keyring::{Entry, Keyring, ParcelKey};
+pub use s3::{S3Config, S3Store};
 pub use store::{fetch, ChunkStore, DirStore};
 
 #[cfg(test)]
