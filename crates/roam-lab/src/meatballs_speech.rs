@@ -104,16 +104,20 @@ fn serve(
                     .or_default()
                     .extend_from_slice(m.data.get(nl + 1..).unwrap_or(&[])),
                 (Some("E"), Some(id)) => {
-                    let wav = audio
-                        .remove(id)
-                        .ok_or_else(|| anyhow!("no audio for {id}"))?;
+                    // The phone orders the end after the audio; an end without audio is
+                    // answered with an error, and the server goes on.
+                    let Some(wav) = audio.remove(id) else {
+                        let reply = format!("F {id}\nno audio for {id}");
+                        conn.send(Label::ForegroundSmall, &[], reply.into_bytes(), None)?;
+                        continue;
+                    };
                     let (conn, rec, id) = (conn.clone(), rec.clone(), id.to_string());
                     // Each request on its own thread: the server serves them concurrently.
                     std::thread::spawn(move || {
                         let r = rec.recognize(&wav, &format!("req-{id}"));
                         let reply = match r {
                             Ok(r) => format!("R {id} {}\n{}", r.wall.as_millis(), r.text),
-                            Err(e) => format!("R {id} 0\nerror: {e:#}"),
+                            Err(e) => format!("F {id}\n{e:#}"),
                         };
                         let _ = conn.send(Label::ForegroundSmall, &[], reply.into_bytes(), None);
                     });
@@ -186,6 +190,14 @@ fn poisson(rng: &mut ChaCha8Rng, mean: f64) -> usize {
             return k;
         }
         k += 1;
+    }
+}
+
+/// The id of a message sent now (a foreground message is never deferred).
+fn sent_id(s: crate::channel::Sent) -> Result<roam_net::IrobId> {
+    match s {
+        crate::channel::Sent::Id(id) => Ok(id),
+        crate::channel::Sent::Deferred(_) => bail!("roam deferred a foreground message"),
     }
 }
 
@@ -512,10 +524,15 @@ fn phone(
             while let Ok(Some(m)) = conn.recv() {
                 let text = String::from_utf8_lossy(&m.data);
                 let mut f = text.split_whitespace();
-                if let (Some("R"), Some(id), Some(ms)) = (f.next(), f.next(), f.next()) {
-                    if let Some(tx) = replies.lock().unwrap().remove(id) {
-                        let _ = tx.send(ms.parse::<f64>().unwrap_or(0.0) / 1e3);
-                    }
+                // `R id ms`: recognised; `F id`: the server failed (NaN: a failure).
+                let (kind, id, ms) = (f.next(), f.next(), f.next());
+                let v = match (kind, ms) {
+                    (Some("R"), Some(ms)) => ms.parse::<f64>().map_or(f64::NAN, |v| v / 1e3),
+                    (Some("F"), _) => f64::NAN,
+                    _ => continue,
+                };
+                if let Some(tx) = id.and_then(|id| replies.lock().unwrap().remove(id)) {
+                    let _ = tx.send(v);
                 }
             }
         });
@@ -543,20 +560,29 @@ fn phone(
             let (tx, rx) = mpsc::channel();
             replies.lock().unwrap().insert(id.clone(), tx);
             let per = (crate::speech::SAMPLE_RATE as f64 * 2.0 * CHUNK.as_secs_f64()) as usize;
+            // Each chunk depends on the one before and the end on the last: roam-net may carry
+            // them over different networks, and the server must get the audio in order and
+            // whole before it recognises.
+            let mut last: Option<roam_net::IrobId> = None;
             for (i, part) in u.wav.chunks(per).enumerate() {
                 let mut m = format!("A {id}\n").into_bytes();
                 m.extend_from_slice(part);
-                conn.send(Label::ForegroundLarge, &[], m, None)?;
+                last = Some(sent_id(conn.send(
+                    Label::ForegroundLarge,
+                    last.as_slice(),
+                    m,
+                    None,
+                )?)?);
                 std::thread::sleep(
                     (speak_at + CHUNK * (i as u32 + 1)).saturating_duration_since(Instant::now()),
                 );
             }
-            conn.send(
+            sent_id(conn.send(
                 Label::ForegroundSmall,
-                &[],
+                last.as_slice(),
                 format!("E {id}").into_bytes(),
                 None,
-            )?;
+            )?)?;
             Some(rx)
         } else {
             std::thread::sleep(
@@ -577,8 +603,13 @@ fn phone(
         if let Some(rx) = remote_rx {
             let tx = first_tx.clone();
             std::thread::spawn(move || {
-                if rx.recv().is_ok() {
-                    let _ = tx.send(("remote", end.elapsed().as_secs_f64()));
+                if let Ok(v) = rx.recv() {
+                    let s = if v.is_finite() {
+                        end.elapsed().as_secs_f64()
+                    } else {
+                        f64::NAN
+                    };
+                    let _ = tx.send(("remote", s));
                 }
             });
         }
@@ -586,10 +617,21 @@ fn phone(
         let deadline = start + duration + Duration::from_secs(30);
         let schedule = Reevaluation::default();
         let mut next = end + Duration::from_secs_f64((expected * schedule.factor).clamp(0.0, 60.0));
+        // A recognition that failed (not finite) leaves the other to answer: a failed remote
+        // one starts a local one if none runs; with neither left, the utterance is unfinished.
+        let mut remote_alive = plan != Plan::Local;
         let first = loop {
             let wait = next.min(deadline).saturating_duration_since(Instant::now());
             match first_rx.recv_timeout(wait) {
-                Ok(x) => break Some(x),
+                Ok(x) if x.1.is_finite() => break Some(x),
+                Ok(("remote", _)) => {
+                    remote_alive = false;
+                    if local_thread.is_none() {
+                        local_thread = Some(run_local(first_tx.clone()));
+                    }
+                }
+                Ok(_) if remote_alive => {}
+                Ok(_) => break None,
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => break None,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if local_thread.is_none() && decider.add_local(end.elapsed().as_secs_f64()) {
@@ -630,7 +672,11 @@ fn phone(
         if let Some(s) = local_s.filter(|s| s.is_finite()) {
             cpu_s += s;
         }
-        decider.measured(len, local_s.filter(|s| s.is_finite()), remote_s)?;
+        decider.measured(
+            len,
+            local_s.filter(|s| s.is_finite()),
+            remote_s.filter(|s| s.is_finite()),
+        )?;
         k += 1;
     }
     Ok((delays, cpu_s, plans, local.cpu_use()))
