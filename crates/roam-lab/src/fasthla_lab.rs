@@ -16,7 +16,6 @@
 //! (see [`crate::bulk`]).
 
 use std::fmt::Write as _;
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -285,7 +284,7 @@ fn markdown(
     for app in &plan.apps {
         let _ = writeln!(
             s,
-            "## {app}\n\n![time]({app}-interactive.svg) ![energy]({app}-background.svg)\n\nThe seed: {}.\n",
+            "## {app}\n\n![time](compare/{app}-interactive.svg) ![energy](compare/{app}-background.svg)\n\nThe seed: {}.\n",
             seed_figure(app)
         );
         for sc in &plan.scenarios {
@@ -342,9 +341,10 @@ fn markdown(
             let mut ps: Vec<u32> = grid.iter().map(|p| p.p).collect();
             ps.sort_unstable();
             ps.dedup();
+            let figs = sweep_charts(plan, sweep, app, sc, &ccs, &ps);
             let _ = writeln!(
                 s,
-                "\nThe sweep at 64 KiB reads: throughput (Mbit/s) / energy per 100 MB (J) by concurrency (rows) and parallelism (columns).\n\n| cc | {} |\n|---|{}",
+                "\n{figs}\n\nThe sweep at 64 KiB reads: throughput (Mbit/s) / energy per 100 MB (J) by concurrency (rows) and parallelism (columns).\n\n| cc | {} |\n|---|{}",
                 ps.iter().map(|p| format!("p {p}")).collect::<Vec<_>>().join(" | "),
                 "---:|".repeat(ps.len())
             );
@@ -377,9 +377,69 @@ fn markdown(
     s
 }
 
-/// Where the comparison's report is (for the command's last line).
-pub fn report_path(out: &Path) -> std::path::PathBuf {
-    out.join("report.md")
+/// The sweep's throughput and energy against concurrency (groups) and parallelism (series),
+/// the seed's figure shapes, as two SVG charts in the plan's directory; the markdown that
+/// shows them (empty if they could not be written).
+fn sweep_charts(
+    plan: &Plan,
+    sweep: &[Row],
+    app: &str,
+    sc: &str,
+    ccs: &[u32],
+    ps: &[u32],
+) -> String {
+    let stem: String = format!("sweep-{app}-{sc}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut md = Vec::new();
+    for (metric, label, file) in [
+        ("throughput_mbps", "throughput (Mbit/s)", "throughput"),
+        (
+            "energy_j_per_100mb",
+            "energy per 100 MB, modelled (J)",
+            "energy",
+        ),
+    ] {
+        let mut bars = Vec::new();
+        for cc in ccs {
+            for &p in ps {
+                let name = Tool::Fixed(Params {
+                    cc: *cc,
+                    p,
+                    bs: 64 * 1024,
+                })
+                .name();
+                let v = cell(sweep, app, sc, name, metric).value();
+                if v.is_finite() {
+                    bars.push(crate::chart::Bar {
+                        group: format!("cc {cc}"),
+                        series: format!("p {p}"),
+                        value: v,
+                        center: v,
+                        ci: f64::NAN,
+                        note: String::new(),
+                        points: Vec::new(),
+                    });
+                }
+            }
+        }
+        if bars.is_empty() {
+            continue;
+        }
+        let title = format!("{app} on {sc}: the sweep at 64 KiB reads\none trial per point");
+        let path = plan.out.join(format!("{stem}-{file}.svg"));
+        if std::fs::write(&path, crate::chart::bar_chart(&title, label, &bars)).is_ok() {
+            md.push(format!("![{file}]({stem}-{file}.svg)"));
+        }
+    }
+    md.join(" ")
 }
 
 #[cfg(test)]
