@@ -8,13 +8,15 @@
 //!
 //! Anyone may cache or relay blobs (the phone, the server, a borrowed PC); only the holder of
 //! the keyring and the parcel key can read them. Backends: a local directory ([`DirStore`])
-//! and any S3-compatible object store ([`S3Store`]). Not here yet: the three tiers with
-//! ownership handoff, and QEMU state (issue 27).
+//! and any S3-compatible object store ([`S3Store`]). Who owns a parcel, and how the
+//! ownership nonce moves by two-phase commit: [`ownership`] (the server's record; the tiers'
+//! processes and their links are not built yet, nor QEMU state: issue 27).
 
 pub mod chunk;
 pub mod error;
 pub mod image;
 pub mod keyring;
+pub mod ownership;
 pub mod s3;
 pub mod store;
 
