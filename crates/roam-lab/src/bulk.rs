@@ -452,7 +452,13 @@ fn fetch(
             std::fs::remove_file(&list)?;
             Ok(None)
         }
-        Tool::Fixed(p) => engine(out, vec![(specs_of(urls)?, p)], limit).map(|_| None),
+        Tool::Fixed(p) => engine(
+            &tokio::runtime::Runtime::new()?,
+            out,
+            vec![(specs_of(urls)?, p)],
+            limit,
+        )
+        .map(|_| None),
         Tool::FastHla => {
             let mut broker = Broker::default();
             let note = match update {
@@ -499,7 +505,7 @@ fn fetch(
                     )
                 })
                 .collect();
-            engine(out, groups, limit)?;
+            engine(&rt, out, groups, limit)?;
             Ok(note)
         }
     }
@@ -512,10 +518,14 @@ fn specs_of(urls: &[String]) -> Result<Vec<FileSpec>> {
         .collect::<Result<Vec<_>, _>>()?)
 }
 
-/// FastHLA's engine: each group of files with its parameters, the groups at once, within
-/// `limit`.
-fn engine(out: &Path, groups: Vec<(Vec<FileSpec>, Params)>, limit: Duration) -> Result<()> {
-    let rt = tokio::runtime::Runtime::new()?;
+/// FastHLA's engine on `rt` (the survey's, for FastHLA): each group of files with its
+/// parameters, the groups at once, within `limit`.
+fn engine(
+    rt: &tokio::runtime::Runtime,
+    out: &Path,
+    groups: Vec<(Vec<FileSpec>, Params)>,
+    limit: Duration,
+) -> Result<()> {
     let all = async {
         let mut tasks = Vec::new();
         for (specs, p) in groups {

@@ -192,7 +192,9 @@ impl HlaState {
                 return Ok(u.clone());
             }
         }
-        let logs: Vec<Record> = self.logs.iter().cloned().collect();
+        // Only the sample the analysis uses is copied out of the (up to 200,000) logs.
+        let (n, m) = (self.logs.len(), self.logs.len().min(Self::MAX_LEARN));
+        let logs: Vec<Record> = (0..m).map(|i| self.logs[i * n / m].clone()).collect();
         let learnt = learn(&logs, self.kind)?;
         let modelled = learnt.model.is_some();
         let u = Arc::new(serde_json::to_string(&learnt).expect("serialises"));

@@ -26,6 +26,8 @@ use roam_transfer::model::{Condition, Kind, Model};
 use roam_transfer::{Engine, FileSpec, Params, Protocol};
 use serde_json::json;
 
+use crate::transfer_cmd::{cpu_of, self_cpu};
+
 /// Arguments of `roam bench transfer`.
 #[derive(Args, Debug)]
 pub struct BenchTransferArgs {
@@ -135,19 +137,6 @@ fn predict_us(records: &[roam_transfer::hla::Record]) -> Result<f64> {
     }
     std::hint::black_box(acc);
     Ok(t0.elapsed().as_secs_f64() * 1e6 / n as f64)
-}
-
-/// CPU seconds of this process so far (user and system, every thread).
-pub(crate) fn self_cpu() -> f64 {
-    cpu_of(libc::RUSAGE_SELF)
-}
-
-fn cpu_of(who: libc::c_int) -> f64 {
-    // SAFETY: getrusage writes into the struct we own.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(who, &mut u) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// The engine's and curl's CPU per GB on loopback.

@@ -135,7 +135,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
         Broker::default()
     };
     let rt = tokio::runtime::Runtime::new()?;
-    let cpu0 = crate::bench_transfer::self_cpu();
+    let cpu0 = self_cpu();
     let runs = rt.block_on(async {
         if let (true, Some(url), false) = (a.auto, &a.hla, broker.has_update()) {
             match server::fetch_update(url).await {
@@ -238,7 +238,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
         Ok::<_, anyhow::Error>(out)
     })?;
     // The groups ran at once: each record carries the whole transfer's CPU.
-    let cpu_s = crate::bench_transfer::self_cpu() - cpu0;
+    let cpu_s = self_cpu() - cpu0;
     let mut files = Vec::new();
     let (mut bytes, mut seconds) = (0u64, 0f64);
     let mut ask = false;
@@ -442,4 +442,17 @@ pub fn train(a: &TrainArgs) -> Result<()> {
         }))?
     );
     Ok(())
+}
+
+/// CPU seconds of this process so far (user and system, every thread).
+pub(crate) fn self_cpu() -> f64 {
+    cpu_of(libc::RUSAGE_SELF)
+}
+
+pub(crate) fn cpu_of(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage writes into the struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
