@@ -33,7 +33,7 @@ pub(super) async fn reader(
     mut dec: Decoder,
     closing: Arc<AtomicBool>,
 ) {
-    let mut spare = VecDeque::new();
+    let mut spare = Spares::for_window(sh.options.config.window);
     loop {
         // Frames already buffered (the listener may have read past the first frame).
         {
@@ -75,7 +75,21 @@ pub(super) async fn reader(
         let buf = dec.buffer_mut();
         make_room(buf, &mut spare, missing);
         let limit = read_limit(buf.capacity() - buf.len(), missing);
-        match rd.read_buf(&mut buf.limit(limit)).await {
+        let mut into = buf.limit(limit);
+        let read = rd.read_buf(&mut into);
+        let read = if spare.len() > IDLE_SPARES {
+            // `read_buf` is cancel-safe: on timeout nothing was read.
+            match tokio::time::timeout(SPARE_IDLE, read).await {
+                Ok(r) => r,
+                Err(_) => {
+                    spare.trim(IDLE_SPARES);
+                    continue;
+                }
+            }
+        } else {
+            read.await
+        };
+        match read {
             Ok(0) | Err(_) => {
                 if !closing.load(Ordering::SeqCst) {
                     sh.log(format!("connection {conn} broke"));
@@ -126,23 +140,80 @@ pub(super) fn read_limit(room: usize, missing: Option<usize>) -> usize {
     }
 }
 
-/// Filled receive buffers a reader keeps for reuse.
-pub(super) const SPARE_BUFFERS: usize = 4;
+/// Filled receive buffers a reader keeps for reuse ([`make_room`]). The data chunks decoded
+/// from a buffer are slices of it, held until the application takes them, and a reader may
+/// run up to the receive window ahead of the application; so it keeps as many buffers as the
+/// window can pin (`window / BUFFER + 2`; 18 at the default 16 MiB), not more. With only four,
+/// a bulk receiver that lagged a few MiB behind got a fresh buffer for nearly every read: a
+/// page fault per 4 KiB written, 6% of the CPU and a sixth of the throughput on loopback
+/// (`roam bench net`). This adds no peak memory (the unread data already pins as many
+/// buffers while it waits) and holds it only while data flows: once reads have been idle for
+/// [`SPARE_IDLE`] the reader keeps [`IDLE_SPARES`].
+#[derive(Debug, Default)]
+pub(super) struct Spares {
+    /// Oldest first.
+    ring: VecDeque<BytesMut>,
+    max: usize,
+    /// Buffers allocated because no spare was free.
+    allocated: u64,
+}
+
+/// Reads idle this long let the spare buffers go ([`Spares`]).
+pub(super) const SPARE_IDLE: Duration = Duration::from_secs(1);
+
+/// Spare buffers a reader keeps while its reads are idle.
+pub(super) const IDLE_SPARES: usize = 1;
+
+impl Spares {
+    /// Spares for a receive window of `window` bytes.
+    pub(super) fn for_window(window: u64) -> Spares {
+        let per = BUFFER as u64;
+        Spares {
+            ring: VecDeque::new(),
+            max: (window.div_ceil(per) + 2).min(1024) as usize,
+            allocated: 0,
+        }
+    }
+
+    /// The most recently filled spare buffer whose chunks have all been consumed, with room
+    /// for `want` bytes (the most recent is likeliest still in the CPU's cache).
+    fn take(&mut self, want: usize) -> Option<BytesMut> {
+        let ring = &mut self.ring;
+        let i = (0..ring.len()).rev().find(|&i| ring[i].try_reclaim(want))?;
+        ring.remove(i)
+    }
+
+    /// Keep a filled buffer for reuse, letting the oldest go past the limit.
+    fn keep(&mut self, mut old: BytesMut) {
+        old.clear();
+        if self.ring.len() >= self.max {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(old);
+    }
+
+    /// Let all but the newest `n` go.
+    pub(super) fn trim(&mut self, n: usize) {
+        while self.ring.len() > n {
+            self.ring.pop_front();
+        }
+    }
+
+    /// How many are kept.
+    pub(super) fn len(&self) -> usize {
+        self.ring.len()
+    }
+}
 
 /// Make room in a connection's receive buffer for a read (never leaving it without room). The
-/// data chunks decoded from it are slices of the buffer, held until the application takes
-/// them, so the buffer cannot simply be reused. A fresh buffer for every read costs a page
-/// fault per 4 KiB written into it (a tenth of the CPU on loopback in `roam bench net`);
-/// instead the reader keeps the last few buffers it filled and moves on to the first whose
-/// chunks have all been consumed, allocating only when none is free. It moves on at a frame
-/// boundary once two large frames no longer fit (see `read_limit`), or when the partial frame
-/// at the front (`missing` bytes short) does not fit, copying what has arrived of it. Returns
-/// how many bytes it carried over (copied, at most).
-pub(super) fn make_room(
-    buf: &mut BytesMut,
-    spare: &mut VecDeque<BytesMut>,
-    missing: Option<usize>,
-) -> usize {
+/// buffer cannot simply be reused while the application holds chunks of it, and a fresh
+/// buffer for every read costs a page fault per 4 KiB written into it; instead the reader
+/// moves on to a spare buffer whose chunks have all been consumed ([`Spares`]), allocating
+/// only when none is free. It moves on at a frame boundary once two large frames no longer
+/// fit (see `read_limit`), or when the partial frame at the front (`missing` bytes short) does
+/// not fit, copying what has arrived of it. Returns how many bytes it carried over (copied, at
+/// most).
+pub(super) fn make_room(buf: &mut BytesMut, spare: &mut Spares, missing: Option<usize>) -> usize {
     let room = buf.capacity() - buf.len();
     let enough = match missing {
         Some(m) if m > 0 => m <= room,
@@ -155,23 +226,14 @@ pub(super) fn make_room(
     if buf.try_reclaim(BUFFER) {
         return carried;
     }
-    let mut next = None;
-    for _ in 0..spare.len() {
-        let mut b = spare.pop_front().expect("counted");
-        if b.try_reclaim(BUFFER + buf.len()) {
-            next = Some(b);
-            break;
-        }
-        spare.push_back(b);
-    }
-    let mut next = next.unwrap_or_else(|| BytesMut::with_capacity(BUFFER + buf.len()));
+    let want = BUFFER + buf.len();
+    let mut next = spare.take(want).unwrap_or_else(|| {
+        spare.allocated += 1;
+        BytesMut::with_capacity(want)
+    });
     next.extend_from_slice(buf);
-    let mut old = std::mem::replace(buf, next);
-    old.clear();
-    if spare.len() >= SPARE_BUFFERS {
-        spare.pop_front();
-    }
-    spare.push_back(old);
+    let old = std::mem::replace(buf, next);
+    spare.keep(old);
     carried
 }
 
@@ -194,9 +256,10 @@ pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, ent
         let mut pause = Duration::from_millis(200);
         let finished;
         {
+            let kernel = sh.kernel_state(fd, network.as_deref());
             let mut s = sh.session();
             let now = sh.now();
-            let mut room = sh.background_room(&mut s, conn, fd, network.as_deref(), now);
+            let mut room = sh.background_room(&mut s, conn, &kernel, now);
             while total < WRITE_BATCH {
                 let Some(t) = s.poll_transmit(conn, now, room) else {
                     if room == 0 {
@@ -286,7 +349,7 @@ mod tests {
 
     #[test]
     fn receive_buffers_are_reused_once_their_chunks_are_consumed() {
-        let mut spare = VecDeque::new();
+        let mut spare = Spares::for_window(16 << 20);
         let mut buf = BytesMut::with_capacity(64 * 1024); // as the decoder starts
         let _ = fill(&mut buf, 10);
         assert_eq!(make_room(&mut buf, &mut spare, Some(BUFFER)), 10);
@@ -304,6 +367,35 @@ mod tests {
         assert_eq!(buf.as_ptr(), first);
         assert_eq!(&buf[..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         assert!(buf.capacity() - buf.len() >= LARGE_FRAME);
+    }
+
+    /// A reader running ahead of the application by several buffers (up to the receive
+    /// window) still reuses buffers once it has as many as that lag pins: no fresh buffer
+    /// (a page fault per 4 KiB) per read. Trimmed, the spares go.
+    #[test]
+    fn a_lagging_application_does_not_cost_a_fresh_buffer_per_read() {
+        let mut spare = Spares::for_window(16 << 20);
+        let mut buf = BytesMut::with_capacity(BUFFER);
+        let mut held = VecDeque::new();
+        let mut warm = 0;
+        for i in 0..200 {
+            held.push_back(fill(&mut buf, 10));
+            if held.len() > 10 {
+                held.pop_front(); // the application lags ten buffers (10 MiB) behind
+            }
+            make_room(&mut buf, &mut spare, Some(LARGE_FRAME));
+            if i == 20 {
+                warm = spare.allocated;
+            }
+        }
+        let fresh_after_warmup = spare.allocated - warm;
+        assert_eq!(
+            fresh_after_warmup, 0,
+            "fresh buffers while the lag held still"
+        );
+        assert!(spare.len() <= 18, "{} spares", spare.len());
+        spare.trim(IDLE_SPARES);
+        assert_eq!(spare.len(), IDLE_SPARES);
     }
 
     /// A bulk stream of full chunks (with acknowledgements piggybacked, so frames vary in
@@ -329,7 +421,7 @@ mod tests {
             frames += 1;
         }
         let mut dec = Decoder::default();
-        let mut spare = VecDeque::new();
+        let mut spare = Spares::for_window(16 << 20);
         let (mut at, mut copied, mut buffers, mut decoded) = (0, 0, 0, 0);
         let mut held = Vec::new();
         while at < stream.len() {

@@ -147,6 +147,14 @@ fn seed() -> u64 {
     u64::from_ne_bytes(b)
 }
 
+/// A connection's socket as the kernel reports it, and what other processes hold on its
+/// network (`Shared::kernel_state`).
+struct KernelState {
+    info: Option<sys::TcpInfo>,
+    outq: u64,
+    others: u64,
+}
+
 /// A socket's send queue from its SIOCOUTQ `outq` and TCP_INFO, as the session takes it.
 fn kernel_queue(info: Option<&sys::TcpInfo>, outq: u64) -> KernelQueue {
     let unsent = info.map_or(0, |i| i.notsent).min(outq);
@@ -204,6 +212,13 @@ impl Shared {
 
     fn session(&self) -> MutexGuard<'_, Session> {
         self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep thunk `t` until the session fires or drops it; its id.
+    fn add_thunk(&self, t: Thunk) -> u64 {
+        let id = self.next_thunk.fetch_add(1, Ordering::Relaxed);
+        self.thunks.lock().unwrap().insert(id, t);
+        id
     }
 
     fn now(&self) -> Time {
@@ -307,20 +322,22 @@ impl Shared {
         s.can_send(label) && self.buffer_room(s)
     }
 
-    /// Background bytes connection `conn` may still take (anticipatory scheduling).
-    fn background_room(
-        &self,
-        s: &mut Session,
-        conn: ConnId,
-        fd: i32,
-        network: Option<&str>,
-        now: Time,
-    ) -> u64 {
-        let info = sys::tcp_info(fd).ok();
-        let cap = s.background_cap(conn, now, info.map(|i| i.window()));
-        let mine = sys::outq(fd).unwrap_or(0);
-        s.kernel_queue(conn, kernel_queue(info.as_ref(), mine));
-        let others = self.shm.as_ref().map_or(0, |m| m.others(network));
-        cap.saturating_sub(mine + others)
+    /// What the kernel holds of connection `fd` and what other processes on this device hold
+    /// on the same network: read before the writer takes the session's lock, so that two
+    /// system calls are not made under it (the reader and the application wait for it).
+    fn kernel_state(&self, fd: i32, network: Option<&str>) -> KernelState {
+        KernelState {
+            info: sys::tcp_info(fd).ok(),
+            outq: sys::outq(fd).unwrap_or(0),
+            others: self.shm.as_ref().map_or(0, |m| m.others(network)),
+        }
+    }
+
+    /// Background bytes connection `conn` may still take (anticipatory scheduling), given
+    /// what the kernel holds (`kernel_state`).
+    fn background_room(&self, s: &mut Session, conn: ConnId, k: &KernelState, now: Time) -> u64 {
+        let cap = s.background_cap(conn, now, k.info.as_ref().map(|i| i.window()));
+        s.kernel_queue(conn, kernel_queue(k.info.as_ref(), k.outq));
+        cap.saturating_sub(k.outq + k.others)
     }
 }
