@@ -407,3 +407,25 @@ fn ipv6_and_dual_stack_listeners_carry_multi_sockets() {
     echo(&c6, &s6);
     assert_ne!(c4.session_id(), c6.session_id());
 }
+
+/// A dropped listener stops listening: its port can be bound again at once, and a client
+/// connecting to it is refused instead of being handshaken into a multi-socket nobody accepts.
+#[test]
+fn a_dropped_listener_frees_its_port() {
+    let l = Listener::bind("127.0.0.1:0".parse().unwrap(), lo_options()).unwrap();
+    let addr = l.local_addr();
+    drop(l);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let again = loop {
+        match Listener::bind(addr, lo_options()) {
+            Ok(l) => break l,
+            Err(e) if Instant::now() > deadline => panic!("{addr} still bound: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    drop(again);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut o = lo_options();
+    o.connect_timeout = Duration::from_secs(1);
+    assert!(MultiSocket::connect(addr, o).is_err());
+}

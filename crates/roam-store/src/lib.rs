@@ -9,16 +9,19 @@
 //! Anyone may cache or relay blobs (the phone, the server, a borrowed PC); only the holder of
 //! the keyring and the parcel key can read them. Backends: a local directory ([`DirStore`])
 //! and any S3-compatible object store ([`S3Store`]). Who owns a parcel, and how the
-//! ownership nonce moves by two-phase commit: [`ownership`] (the server's record; the tiers'
-//! processes and their links are not built yet, nor QEMU state: issue 27).
+//! ownership nonce moves by two-phase commit: [`ownership`] (the server's record). The three
+//! tiers and their links: [`tier`] (the phone's and the server's service, the client's link to
+//! them); the client's operations (init, resume, suspend, self-cleaning, status): [`parcel`].
 
 pub mod chunk;
 pub mod error;
 pub mod image;
 pub mod keyring;
 pub mod ownership;
+pub mod parcel;
 pub mod s3;
 pub mod store;
+pub mod tier;
 
 pub use chunk::{open, seal, ChunkId, ChunkKey, Sealed, CHUNK_SIZE};
 pub use error::StoreError;

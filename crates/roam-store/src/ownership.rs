@@ -22,13 +22,15 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// How long a prepared handoff waits for its commit.
 pub const PREPARE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The three tiers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Tier {
     /// The borrowed PC running the parcel.
     Client,
@@ -42,7 +44,7 @@ pub enum Tier {
 pub type Nonce = [u8; 16];
 
 /// A committed version of a parcel: a counter and the hash of its keyring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Version {
     /// Increases with every commit.
     pub number: u64,
@@ -76,7 +78,7 @@ pub enum OwnershipError {
     SameTier(String),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Pending {
     to: Tier,
     next: Nonce,
@@ -84,7 +86,7 @@ struct Pending {
     expires: Duration,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Record {
     owner: Tier,
     nonce: Nonce,
@@ -93,8 +95,8 @@ struct Record {
     pending: Option<Pending>,
 }
 
-/// The server's record of every parcel's owner.
-#[derive(Debug, Default)]
+/// The server's record of every parcel's owner (serialized as the server keeps it on disk).
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Registry {
     parcels: HashMap<String, Record>,
 }
@@ -128,6 +130,17 @@ impl Registry {
     pub fn owner(&mut self, parcel: &str, now: Duration) -> Result<(Tier, Nonce), OwnershipError> {
         let r = self.record(parcel, now)?;
         Ok((r.owner, r.nonce))
+    }
+
+    /// The handoff prepared, if any and not expired: its destination and version.
+    pub fn pending(&mut self, parcel: &str, now: Duration) -> Option<(Tier, Version)> {
+        let r = self.record(parcel, now).ok()?;
+        r.pending.as_ref().map(|p| (p.to, p.version))
+    }
+
+    /// Whether a parcel of that name is recorded.
+    pub fn knows(&self, parcel: &str) -> bool {
+        self.parcels.contains_key(parcel)
     }
 
     /// The last committed version.

@@ -13,6 +13,16 @@ use crate::proto::routing::{self, Route, RouteError, Router};
 pub struct Listener {
     pub(super) local: SocketAddr,
     pub(super) accepted: tokio::sync::Mutex<mpsc::Receiver<MultiSocket>>,
+    /// The accept loop: it owns the listening socket. Dropping the listener stops it, so the
+    /// port is free again and no connection is taken for a multi-socket nobody will accept
+    /// (multi-sockets already accepted keep their connections, but take no new joins).
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Listener {
@@ -24,10 +34,11 @@ impl Listener {
             .map_err(io_err(format!("listening on {addr}")))?;
         let local = l.local_addr().map_err(io_err("local address"))?;
         let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(accept_loop(l, options, tx));
+        let task = tokio::spawn(accept_loop(l, options, tx)).abort_handle();
         Ok(Listener {
             local,
             accepted: tokio::sync::Mutex::new(rx),
+            task,
         })
     }
 

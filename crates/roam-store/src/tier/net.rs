@@ -1,0 +1,498 @@
+//! The tiers' links over roam-net: [`serve`] answers a [`TierService`]'s requests on a
+//! listener; [`TierClient`] asks them (and is a [`ChunkStore`]); [`hand_off`] moves a parcel's
+//! ownership by two-phase commit at the server.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use roam_net::proto::Label;
+use roam_net::runtime::blocking::{Listener, MultiSocket};
+use roam_net::runtime::{Options, Tls};
+
+use super::service::TierService;
+use super::wire::{decode, encode, hex, Reply, Request, MAX_HAS, MAX_HEADER, MAX_PAYLOAD};
+use super::{Held, LINK_IDLE, MAX_LINKS};
+use crate::chunk::ChunkId;
+use crate::error::StoreError;
+use crate::ownership::Tier;
+use crate::store::ChunkStore;
+
+/// Largest message (header length, header, payload).
+const MAX_MESSAGE: usize = 4 + MAX_HEADER + MAX_PAYLOAD;
+
+/// roam-net options of a tier link: IROBs no larger than a message.
+pub fn link_options(tls: Option<Tls>) -> Options {
+    let mut o = Options {
+        tls,
+        ..Options::default()
+    };
+    o.config.max_irob_size = MAX_MESSAGE as u64;
+    o
+}
+
+fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// The next whole IROB from `ms`, at most [`MAX_MESSAGE`] bytes: its bytes and label; `None`
+/// at the end of the stream or after `idle` without one.
+fn recv_message(ms: &MultiSocket, idle: Duration) -> Result<Option<(Vec<u8>, Label)>, String> {
+    let mut parts: HashMap<u64, Vec<u8>> = HashMap::new();
+    loop {
+        let Some(d) = ms.recv_timeout(idle).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let buf = parts.entry(d.irob).or_default();
+        if buf.len() + d.data.len() > MAX_MESSAGE {
+            return Err(format!("a message over {MAX_MESSAGE} bytes"));
+        }
+        buf.extend_from_slice(&d.data);
+        if d.end {
+            let msg = parts.remove(&d.irob).unwrap_or_default();
+            return Ok(Some((msg, d.label)));
+        }
+    }
+}
+
+/// A running tier server; stops (and stops accepting) when dropped or [`ServeHandle::stop`]ped.
+pub struct ServeHandle {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ServeHandle {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stop accepting and wait for the accept loop (links being served end on their own).
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ServeHandle {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Serve `service` on `addr` (TLS when `tls` is set): each link must authenticate first, then
+/// gets one answer per request; at most [`MAX_LINKS`] at once, each closed after
+/// [`LINK_IDLE`] without a request.
+pub fn serve(
+    service: Arc<TierService>,
+    addr: SocketAddr,
+    tls: Option<Tls>,
+) -> Result<ServeHandle, String> {
+    let listener =
+        Listener::bind(addr, link_options(tls)).map_err(|e| format!("listening on {addr}: {e}"))?;
+    let addr = listener.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let links = Arc::new(AtomicUsize::new(0));
+    let st = stop.clone();
+    let thread = std::thread::spawn(move || {
+        while !st.load(Ordering::SeqCst) {
+            let ms = match listener.accept_timeout(Duration::from_millis(200)) {
+                Ok(Some(ms)) => ms,
+                Ok(None) => continue,
+                Err(_) => continue,
+            };
+            if links.fetch_add(1, Ordering::SeqCst) >= MAX_LINKS {
+                links.fetch_sub(1, Ordering::SeqCst);
+                ms.abort("too many links");
+                continue;
+            }
+            let (service, links, stop) = (service.clone(), links.clone(), st.clone());
+            std::thread::spawn(move || {
+                serve_link(&service, &ms, &stop);
+                ms.close(Duration::from_secs(5));
+                links.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    Ok(ServeHandle {
+        addr,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+fn serve_link(service: &Arc<TierService>, ms: &MultiSocket, stop: &AtomicBool) {
+    let mut authenticated = false;
+    while !stop.load(Ordering::SeqCst) {
+        let (msg, label) = match recv_message(ms, LINK_IDLE) {
+            Ok(Some(m)) => m,
+            Ok(None) | Err(_) => return,
+        };
+        let (reply, payload) = match decode::<Request>(&msg) {
+            Err(e) => (Reply::Error(format!("malformed request: {e}")), Vec::new()),
+            Ok((Request::Auth { secret }, _)) => {
+                if service.secret_ok(&secret) {
+                    authenticated = true;
+                    (Reply::Ok, Vec::new())
+                } else {
+                    let _ = ms.send(
+                        label,
+                        encode(&Reply::Error("wrong access secret".into()), b""),
+                        None,
+                    );
+                    return;
+                }
+            }
+            Ok(_) if !authenticated => {
+                let _ = ms.send(
+                    label,
+                    encode(&Reply::Error("authenticate first".into()), b""),
+                    None,
+                );
+                return;
+            }
+            Ok((req, payload)) => service.handle(req, payload, now()),
+        };
+        if ms.send(label, encode(&reply, &payload), None).is_err() {
+            return;
+        }
+    }
+}
+
+/// A link to a tier (phone or server): its requests, and a [`ChunkStore`] over it.
+pub struct TierClient {
+    ms: MultiSocket,
+    name: String,
+    /// One request in flight: requests and their replies pair up in order.
+    call: Mutex<()>,
+    background: AtomicBool,
+}
+
+impl TierClient {
+    /// Connect to the tier at `addr` (TLS when `tls` is set) and authenticate with `secret`.
+    /// `name` names it in errors ("phone", "server").
+    pub fn connect(
+        name: &str,
+        addr: SocketAddr,
+        tls: Option<Tls>,
+        secret: &[u8; 32],
+    ) -> Result<TierClient, String> {
+        let ms = MultiSocket::connect(addr, link_options(tls))
+            .map_err(|e| format!("{name} at {addr}: {e}"))?;
+        let c = TierClient {
+            ms,
+            name: name.to_string(),
+            call: Mutex::new(()),
+            background: AtomicBool::new(false),
+        };
+        c.expect_ok(&Request::Auth {
+            secret: hex(secret),
+        })?;
+        Ok(c)
+    }
+
+    /// Send bulk requests (chunks) with the background label (self-cleaning), or not.
+    pub fn set_background(&self, on: bool) {
+        self.background.store(on, Ordering::Relaxed);
+    }
+
+    /// One request and its reply with its payload.
+    pub fn call(&self, req: &Request, payload: &[u8]) -> Result<(Reply, Vec<u8>), String> {
+        let _g = self.call.lock().unwrap_or_else(|p| p.into_inner());
+        let bulk = matches!(req, Request::Put { .. } | Request::Get { .. });
+        let label = match (bulk, self.background.load(Ordering::Relaxed)) {
+            (true, true) => Label::BackgroundLarge,
+            (true, false) => Label::ForegroundLarge,
+            _ => Label::ForegroundSmall,
+        };
+        let e = |what: String| format!("{}: {what}", self.name);
+        self.ms
+            .send(label, encode(req, payload), None)
+            .map_err(|x| e(x.to_string()))?;
+        let (msg, _) =
+            recv_message(&self.ms, LINK_IDLE)?.ok_or_else(|| e("closed the link".into()))?;
+        let (reply, payload) =
+            decode::<Reply>(&msg).map_err(|x| e(format!("malformed reply: {x}")))?;
+        match reply {
+            Reply::Error(why) => Err(e(why)),
+            r => Ok((r, payload.to_vec())),
+        }
+    }
+
+    fn expect_ok(&self, req: &Request) -> Result<(), String> {
+        match self.call(req, b"")?.0 {
+            Reply::Ok => Ok(()),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// Which of `ids` the tier holds.
+    pub fn has_many(&self, ids: &[ChunkId]) -> Result<Vec<bool>, String> {
+        let mut out = Vec::with_capacity(ids.len());
+        for batch in ids.chunks(MAX_HAS) {
+            let req = Request::Has {
+                ids: batch.iter().map(|i| i.hex()).collect(),
+            };
+            match self.call(&req, b"")?.0 {
+                Reply::Have(h) if h.len() == batch.len() => out.extend(h),
+                r => return Err(format!("{}: unexpected reply {r:?}", self.name)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Put the chunks of `ids` the tier lacks, read from `from`; how many were sent and their
+    /// bytes. `progress` is told after each.
+    pub fn put_missing(
+        &self,
+        ids: &[ChunkId],
+        from: &dyn ChunkStore,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<(u64, u64), String> {
+        let have = self.has_many(ids)?;
+        let (mut n, mut bytes) = (0, 0);
+        for (id, had) in ids.iter().zip(have) {
+            if had {
+                continue;
+            }
+            let blob = from
+                .get(id)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("chunk {id}: not in {}", from.name()))?;
+            self.put(id, &blob).map_err(|e| e.to_string())?;
+            n += 1;
+            bytes += blob.len() as u64;
+            progress(n, bytes);
+        }
+        Ok((n, bytes))
+    }
+
+    /// Give the tier control state `held`.
+    pub fn put_control(&self, held: &Held) -> Result<(), String> {
+        let body = serde_json::to_vec(held).expect("serializes");
+        match self
+            .call(
+                &Request::PutControl {
+                    parcel: held.control.parcel.clone(),
+                },
+                &body,
+            )?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// The tier's control state of `parcel`, held under `nonce` (the server: `None` for its own).
+    pub fn get_control(&self, parcel: &str, nonce: Option<&str>) -> Result<Held, String> {
+        let req = Request::GetControl {
+            parcel: parcel.into(),
+            nonce: nonce.map(str::to_string),
+        };
+        match self.call(&req, b"")? {
+            (Reply::Payload, body) => serde_json::from_slice(&body)
+                .map_err(|e| format!("{}: control state: {e}", self.name)),
+            (r, _) => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// The tier deletes its control state of `parcel`.
+    pub fn drop_control(&self, parcel: &str) -> Result<(), String> {
+        self.expect_ok(&Request::DropControl {
+            parcel: parcel.into(),
+        })
+    }
+
+    /// The tier checks that it holds every chunk of its control state of `parcel` with a good
+    /// hash; an error says how many it lacks.
+    pub fn validate(&self, parcel: &str) -> Result<(), String> {
+        match self
+            .call(
+                &Request::Validate {
+                    parcel: parcel.into(),
+                },
+                b"",
+            )?
+            .0
+        {
+            Reply::Missing { count: 0, .. } => Ok(()),
+            Reply::Missing {
+                total,
+                count,
+                missing,
+            } => Err(format!(
+                "{}: lacks {count} of the {total} chunks of parcel `{parcel}` (first: {})",
+                self.name,
+                missing.first().map_or("", |s| s.as_str())
+            )),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// A request answered by [`Reply::Owned`]: (nonce, version).
+    pub fn owned(&self, req: &Request) -> Result<(String, u64), String> {
+        match self.call(req, b"")?.0 {
+            Reply::Owned { nonce, version } => Ok((nonce, version)),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// The server: who owns `parcel`, its last committed version, and whether a handoff is
+    /// prepared.
+    pub fn owner(&self, parcel: &str) -> Result<(Tier, u64, bool), String> {
+        match self
+            .call(
+                &Request::Owner {
+                    parcel: parcel.into(),
+                },
+                b"",
+            )?
+            .0
+        {
+            Reply::Owner {
+                tier,
+                committed,
+                pending,
+            } => Ok((tier, committed, pending)),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// What the tier knows of `parcel`: (control-state version held, self-cleaning state,
+    /// chunks held).
+    pub fn status(&self, parcel: &str) -> Result<(Option<u64>, Option<String>, u64), String> {
+        match self
+            .call(
+                &Request::Status {
+                    parcel: parcel.into(),
+                },
+                b"",
+            )?
+            .0
+        {
+            Reply::Status {
+                control,
+                cleaning,
+                chunks,
+            } => Ok((control, cleaning, chunks)),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// Ask the phone to self-clean `parcel`.
+    pub fn clean(&self, parcel: &str) -> Result<(), String> {
+        self.expect_ok(&Request::Clean {
+            parcel: parcel.into(),
+        })
+    }
+
+    /// Close the link.
+    pub fn close(&self) {
+        self.ms.close(Duration::from_secs(5));
+    }
+}
+
+impl ChunkStore for TierClient {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn put(&self, id: &ChunkId, blob: &[u8]) -> Result<(), StoreError> {
+        let b = |why: String| StoreError::Backend {
+            store: self.name.clone(),
+            why,
+        };
+        match self
+            .call(&Request::Put { id: id.hex() }, blob)
+            .map_err(b)?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            r => Err(b(format!("unexpected reply {r:?}"))),
+        }
+    }
+
+    fn get(&self, id: &ChunkId) -> Result<Option<Vec<u8>>, StoreError> {
+        let b = |why: String| StoreError::Backend {
+            store: self.name.clone(),
+            why,
+        };
+        match self.call(&Request::Get { id: id.hex() }, b"").map_err(b)? {
+            (Reply::Payload, blob) => Ok(Some(blob)),
+            (Reply::NotFound, _) => Ok(None),
+            (r, _) => Err(b(format!("unexpected reply {r:?}"))),
+        }
+    }
+
+    fn has(&self, id: &ChunkId) -> Result<bool, StoreError> {
+        let b = |why: String| StoreError::Backend {
+            store: self.name.clone(),
+            why,
+        };
+        Ok(self.has_many(&[*id]).map_err(b)?[0])
+    }
+}
+
+/// Hand the parcel whose control state is `held` (held under its current nonce) to tier `to`
+/// by two-phase commit at `server`: prepare (the server issues the next nonce), `deliver` the
+/// control state to the destination under that nonce and have it validated there, commit.
+/// When delivery fails the handoff is aborted and the source keeps the parcel. Returns the new
+/// nonce. The caller then deletes the source's control state.
+pub fn hand_off(
+    server: &TierClient,
+    held: &Held,
+    to: Tier,
+    deliver: impl FnOnce(&str) -> Result<(), String>,
+) -> Result<String, String> {
+    let c = &held.control;
+    let hash = hex(&c.hash());
+    let next = match server
+        .call(
+            &Request::Prepare {
+                parcel: c.parcel.clone(),
+                nonce: held.nonce.clone(),
+                to,
+                version: c.version,
+                hash: hash.clone(),
+            },
+            b"",
+        )?
+        .0
+    {
+        Reply::Prepared { next } => next,
+        r => return Err(format!("server: unexpected reply {r:?}")),
+    };
+    if let Err(e) = deliver(&next) {
+        let _ = server.call(
+            &Request::Abort {
+                parcel: c.parcel.clone(),
+                nonce: held.nonce.clone(),
+            },
+            b"",
+        );
+        return Err(format!(
+            "handoff of parcel `{}` to the {to:?} tier aborted: {e}",
+            c.parcel
+        ));
+    }
+    server.expect_ok(&Request::Commit {
+        parcel: c.parcel.clone(),
+        nonce: held.nonce.clone(),
+        next: next.clone(),
+        hash,
+    })?;
+    Ok(next)
+}

@@ -1,0 +1,321 @@
+//! The three tiers over loopback links (TLS, the access secret): the parcel's life from init
+//! through checkout, suspend to the phone, resume from it, suspend again and self-cleaning;
+//! and what each fault or bad input does (nothing changes, a clear error).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use roam_net::runtime::Tls;
+
+use super::*;
+use crate::ownership::Tier;
+use crate::parcel::{self, ParcelDir};
+use crate::tier::wire::Request;
+
+const SECRET: [u8; 32] = [7; 32];
+
+struct Tiers {
+    _tmp: TempDir,
+    root: std::path::PathBuf,
+    server: ServeHandle,
+    phone: ServeHandle,
+    cert: String,
+    tls: Tls,
+    server_svc: Arc<TierService>,
+    phone_svc: Arc<TierService>,
+}
+
+/// A directory removed when dropped.
+struct TempDir(std::path::PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tls_pair() -> (Tls, String) {
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (c.cert.pem(), c.signing_key.serialize_pem());
+    (Tls::server(cert.as_bytes(), key.as_bytes()).unwrap(), cert)
+}
+
+fn client_tls(cert: &str) -> Option<Tls> {
+    Some(Tls::client(cert.as_bytes(), "localhost").unwrap())
+}
+
+fn link(name: &str, addr: SocketAddr, cert: &str) -> TierClient {
+    TierClient::connect(name, addr, client_tls(cert), &SECRET).unwrap()
+}
+
+fn start(tag: &str) -> Tiers {
+    let root = std::env::temp_dir().join(format!("roam-tiers-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (tls, cert) = tls_pair();
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server_svc =
+        Arc::new(TierService::open(Tier::Server, &root.join("server"), SECRET).unwrap());
+    let server = serve(server_svc.clone(), any, Some(tls.clone())).unwrap();
+    let (saddr, scert) = (server.addr(), cert.clone());
+    let phone_svc = Arc::new(
+        TierService::open(Tier::Phone, &root.join("phone"), SECRET)
+            .unwrap()
+            .with_upstream(Box::new(move || {
+                TierClient::connect("server", saddr, client_tls(&scert), &SECRET)
+            })),
+    );
+    let phone = serve(phone_svc.clone(), any, Some(tls.clone())).unwrap();
+    Tiers {
+        _tmp: TempDir(root.clone()),
+        root,
+        server,
+        phone,
+        cert,
+        tls,
+        server_svc,
+        phone_svc,
+    }
+}
+
+/// An image of `chunks` chunks, chunk `i` filled from `seed + i`.
+fn write_image(path: &Path, chunks: usize, seed: u8) {
+    let mut v = Vec::new();
+    for i in 0..chunks {
+        let b = seed.wrapping_add(i as u8);
+        v.extend((0..crate::CHUNK_SIZE).map(|j| b ^ (j % 251) as u8));
+    }
+    v.extend_from_slice(b"tail");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, v).unwrap();
+}
+
+fn nothing(_: u64, _: u64) {}
+
+#[test]
+fn a_parcel_goes_round_the_three_tiers_and_only_dirty_chunks_move() {
+    let t = start("life");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p1"));
+    write_image(&dir.image("disk"), 12, 1);
+    write_image(&dir.image("memory"), 4, 100);
+    let original = std::fs::read(dir.image("disk")).unwrap();
+
+    let m = parcel::init(&server, "p1", &dir, &mut nothing).unwrap();
+    // Both images end in the same 4-byte tail, which seals alike and is sent once.
+    assert_eq!(m.chunks, 12 + 4 + 1);
+    assert!(
+        !dir.image("disk").exists(),
+        "init leaves no plaintext behind"
+    );
+    assert_eq!(server.owner("p1").unwrap().0, Tier::Server);
+
+    // Checkout: from the server.
+    parcel::resume(&server, Some(&phone), "p1", &dir, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir.image("disk")).unwrap(), original);
+    assert_eq!(server.owner("p1").unwrap().0, Tier::Client);
+
+    // The user works: two disk chunks change. Suspend to the phone sends just those.
+    let mut disk = original.clone();
+    disk[5] ^= 0xff;
+    disk[3 * crate::CHUNK_SIZE + 9] ^= 0xff;
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    let m = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+    assert_eq!((m.chunks, m.dirty, m.version), (2, 2, 2));
+    assert_eq!(server.owner("p1").unwrap().0, Tier::Phone);
+    assert!(dir.held().unwrap().is_none() && !dir.image("disk").exists());
+
+    // Resume elsewhere: dirty chunks from the phone, the rest from the server.
+    let dir2 = ParcelDir::new(t.root.join("client2/p1"));
+    parcel::resume(&server, Some(&phone), "p1", &dir2, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
+    assert_eq!(server.owner("p1").unwrap().0, Tier::Client);
+    assert_eq!(
+        phone.status("p1").unwrap().0,
+        None,
+        "the phone dropped its control state"
+    );
+
+    // Another change, suspend to the phone again, and the phone self-cleans to the server.
+    disk[7 * crate::CHUNK_SIZE] ^= 1;
+    std::fs::write(dir2.image("disk"), &disk).unwrap();
+    let m = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir2, &mut nothing).unwrap();
+    assert_eq!(
+        m.dirty, 3,
+        "the phone still holds the two chunks the server lacks"
+    );
+    assert_eq!(m.chunks, 1);
+    let end = parcel::clean(&phone, "p1", Duration::from_millis(20), &mut |_| {}).unwrap();
+    assert!(end.starts_with("done: 3 chunks uploaded"), "{end}");
+    let (owner, committed, _) = server.owner("p1").unwrap();
+    assert_eq!((owner, committed), (Tier::Server, 3));
+
+    // The server alone now has everything.
+    let dir3 = ParcelDir::new(t.root.join("client3/p1"));
+    parcel::resume(&server, None, "p1", &dir3, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir3.image("disk")).unwrap(), disk);
+}
+
+#[test]
+fn a_lost_phone_is_reclaimed_and_its_stale_nonce_fails() {
+    let t = start("lost");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 3, 9);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let mut disk = std::fs::read(dir.image("disk")).unwrap();
+    disk[0] ^= 1;
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+    let stale = phone.get_control("p", None).unwrap();
+
+    // The phone is lost: the server takes the parcel back at version 1.
+    let (_, v) = server
+        .owned(&Request::Reclaim { parcel: "p".into() })
+        .unwrap();
+    assert_eq!(v, 1);
+    // The phone's self-cleaning (a late check-in under the stale nonce) fails and changes
+    // nothing.
+    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap_err();
+    assert!(e.contains("stale"), "{e}");
+    assert_eq!(server.owner("p").unwrap(), (Tier::Server, 1, false));
+    // A resume gets version 1 (the change on the lost phone is gone, as the spec says).
+    let dir2 = ParcelDir::new(t.root.join("client2/p"));
+    parcel::resume(&server, Some(&phone), "p", &dir2, &mut nothing).unwrap();
+    assert_ne!(std::fs::read(dir2.image("disk")).unwrap(), disk);
+    assert_eq!(stale.control.version, 2);
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
+    let t = start("bad");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+
+    // A wrong access secret: no link.
+    let e = TierClient::connect("server", t.server.addr(), client_tls(&t.cert), &[0; 32])
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("wrong access secret") || e.contains("closed"),
+        "{e}"
+    );
+    // No TLS against a TLS tier: no link either.
+    assert!(TierClient::connect("server", t.server.addr(), None, &SECRET).is_err());
+
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 2, 3);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+
+    // A blob that is not what its name says.
+    let id = crate::ChunkId::of(b"something");
+    let e = crate::ChunkStore::put(&server, &id, b"something else").unwrap_err();
+    assert!(e.to_string().contains("refused"), "{e}");
+    // A bad parcel name.
+    let e = server.owner("../etc").unwrap_err();
+    assert!(e.contains("unknown") || e.contains("parcel name"), "{e}");
+
+    // A control state whose keyring is truncated, or sealed under another key: refused.
+    let held = server.get_control("p", None).unwrap();
+    let mut cut = held.clone();
+    let k = cut.control.images.get_mut("disk").unwrap();
+    k.truncate(k.len() - 10);
+    let e = phone.put_control(&cut).unwrap_err();
+    assert!(e.contains("image `disk`"), "{e}");
+    let mut wrong = held.clone();
+    wrong.control.parcel_key = super::wire::hex(&[1; 32]);
+    let e = phone.put_control(&wrong).unwrap_err();
+    assert!(e.contains("parcel key"), "{e}");
+    assert_eq!(phone.status("p").unwrap().0, None);
+
+    // A stale nonce: prepare and commit refused, nothing moves.
+    let e = server
+        .call(
+            &Request::Prepare {
+                parcel: "p".into(),
+                nonce: super::wire::hex(&[5; 16]),
+                to: Tier::Phone,
+                version: 1,
+                hash: super::wire::hex(&held.control.hash()),
+            },
+            b"",
+        )
+        .unwrap_err();
+    assert!(e.contains("stale"), "{e}");
+    assert_eq!(server.owner("p").unwrap(), (Tier::Server, 1, false));
+
+    // A tampered chunk on the phone: refused, and taken from the server instead.
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let disk = std::fs::read(dir.image("disk")).unwrap();
+    let mut d2 = disk.clone();
+    d2[1] ^= 1;
+    std::fs::write(dir.image("disk"), &d2).unwrap();
+    parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+    let held = phone.get_control("p", None).unwrap();
+    let dirty = held.control.dirty_ids().unwrap();
+    let id = dirty.iter().next().unwrap();
+    let path = t.phone_svc.store().path(id);
+    let mut blob = std::fs::read(&path).unwrap();
+    let last = blob.len() - 1;
+    blob[last] ^= 1;
+    std::fs::write(&path, blob).unwrap();
+    // The phone no longer validates it, so a handoff from it to the server cannot commit.
+    let e = phone.validate("p").unwrap_err();
+    assert!(e.contains("lacks 1"), "{e}");
+    let _ = &t.server_svc;
+}
+
+#[test]
+fn a_self_clean_cut_by_the_server_going_away_resumes_where_it_stopped() {
+    let t = start("cut");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 4, 50);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let mut disk = std::fs::read(dir.image("disk")).unwrap();
+    for i in 0..4 {
+        disk[i * crate::CHUNK_SIZE] ^= 0x55;
+    }
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+
+    // Two of the four dirty chunks reach the server before it goes away (as the client's
+    // concurrent upload or an earlier, interrupted clean would leave them).
+    let held = phone.get_control("p", None).unwrap();
+    for id in held.control.dirty_ids().unwrap().iter().take(2) {
+        let blob = crate::ChunkStore::get(t.phone_svc.store(), id)
+            .unwrap()
+            .unwrap();
+        crate::ChunkStore::put(&server, id, &blob).unwrap();
+    }
+    server.close();
+    let addr = t.server.addr();
+    let server_dir = t.root.join("server");
+    let Tiers {
+        server: handle,
+        server_svc,
+        tls,
+        cert,
+        ..
+    } = t;
+    handle.stop();
+    drop(server_svc);
+    // The server is gone: cleaning fails and the phone keeps the parcel.
+    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap_err();
+    assert!(e.contains("server"), "{e}");
+    assert!(phone.status("p").unwrap().0.is_some());
+
+    // The server comes back (same directory, certificate and address): cleaning resumes,
+    // sends only the two chunks the server still lacks, and the server owns the parcel.
+    let svc = Arc::new(TierService::open(Tier::Server, &server_dir, SECRET).unwrap());
+    let back = serve(svc, addr, Some(tls)).unwrap();
+    let end = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap();
+    assert!(end.starts_with("done: 2 chunks uploaded"), "{end}");
+    let server = link("server", back.addr(), &cert);
+    assert_eq!(server.owner("p").unwrap(), (Tier::Server, 2, false));
+}
