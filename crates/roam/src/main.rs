@@ -11,6 +11,7 @@ mod emu_plot;
 mod energy_cmd;
 mod lab_cmd;
 mod net_proxy;
+mod parcel_cmd;
 mod transfer_cmd;
 
 use anyhow::{bail, Context, Result};
@@ -65,6 +66,10 @@ enum Cmd {
     /// network condition, serve them.
     #[command(subcommand)]
     Hla(HlaCmd),
+    /// Horatio: a VM's state carried by the phone between borrowed PCs (the phone's and the
+    /// server's tiers; init, resume, suspend, self-cleaning, status).
+    #[command(subcommand)]
+    Parcel(parcel_cmd::ParcelCmd),
 }
 
 #[derive(Subcommand)]
@@ -507,6 +512,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Transfer(TransferCmd::Get(a)) => transfer_cmd::get(&a).map(|_| 0),
+        Cmd::Parcel(c) => parcel_cmd::run(c).map(|_| 0),
         Cmd::Hla(HlaCmd::Serve(a)) => transfer_cmd::serve(&a).map(|_| 0),
         Cmd::Hla(HlaCmd::Train(a)) => transfer_cmd::train(&a).map(|_| 0),
         Cmd::Net(NetCmd::Relay(a)) => net_proxy::relay(a).map(|_| 0),

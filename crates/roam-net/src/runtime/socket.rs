@@ -137,21 +137,30 @@ impl MultiSocket {
         thunk: Option<Thunk>,
     ) -> Result<IrobId, Error> {
         let tid = thunk.map(|t| self.shared.add_thunk(t));
+        self.until_accepted(label, tid, |s, now| {
+            s.begin_irob(label, deps.clone(), tid, now)
+        })
+        .await
+    }
+
+    /// Run `attempt` (a begin or a send of `label` with thunk `tid`) under the session's lock
+    /// until the session accepts it: an error at once, except `WouldBlock`, which waits for
+    /// the label to become sendable, and `Deferred`, which returns the thunk's handle.
+    async fn until_accepted(
+        &self,
+        label: Label,
+        tid: Option<u64>,
+        mut attempt: impl FnMut(&mut Session, Time) -> Result<IrobId, SendError>,
+    ) -> Result<IrobId, Error> {
         loop {
             let space = self.shared.space.notified();
             tokio::pin!(space);
             space.as_mut().enable();
             {
                 let mut s = self.shared.session();
-                let r = s.begin_irob(label, deps.clone(), tid, self.shared.now());
+                let r = attempt(&mut s, self.shared.now());
                 self.shared.after(&mut s);
                 match r {
-                    Ok(id) => {
-                        if let Some(t) = tid {
-                            self.shared.thunks.lock().unwrap().remove(&t);
-                        }
-                        return Ok(id);
-                    }
                     Err(SendError::Deferred(_)) => {
                         let id = tid.expect("deferred only with a thunk");
                         return Err(Error::Deferred(ThunkHandle {
@@ -165,7 +174,12 @@ impl MultiSocket {
                             .blocked
                             .fetch_or(1 << label.rank(), Ordering::SeqCst);
                     }
-                    Err(e) => return Err(e.into()),
+                    r => {
+                        if let Some(t) = tid {
+                            self.shared.thunks.lock().unwrap().remove(&t);
+                        }
+                        return Ok(r?);
+                    }
                 }
             }
             space.await;
@@ -202,38 +216,8 @@ impl MultiSocket {
     ) -> Result<IrobId, Error> {
         let data = data.into();
         let tid = thunk.map(|t| self.shared.add_thunk(t));
-        loop {
-            let space = self.shared.space.notified();
-            tokio::pin!(space);
-            space.as_mut().enable();
-            {
-                let mut s = self.shared.session();
-                let r = s.send(label, data.clone(), tid, self.shared.now());
-                self.shared.after(&mut s);
-                match r {
-                    Err(SendError::Deferred(_)) => {
-                        let id = tid.expect("deferred only with a thunk");
-                        return Err(Error::Deferred(ThunkHandle {
-                            shared: Arc::downgrade(&self.shared),
-                            id,
-                        }));
-                    }
-                    Err(SendError::WouldBlock(_)) => {
-                        // Under the session's lock, so `after` sees it on its next change.
-                        self.shared
-                            .blocked
-                            .fetch_or(1 << label.rank(), Ordering::SeqCst);
-                    }
-                    r => {
-                        if let Some(t) = tid {
-                            self.shared.thunks.lock().unwrap().remove(&t);
-                        }
-                        return Ok(r?);
-                    }
-                }
-            }
-            space.await;
-        }
+        self.until_accepted(label, tid, |s, now| s.send(label, data.clone(), tid, now))
+            .await
     }
 
     /// The next delivery, if one is ready now. `Ok(None)` also when nothing is ready.

@@ -1,0 +1,446 @@
+//! `roam parcel`: Horatio on the command line (seed 004; docs/horatio.md). `serve` runs the
+//! phone's or the server's tier; `secret` makes the user's access secret; `init`, `resume`
+//! (`checkout`), `suspend`, `clean`, `status` and `reclaim` run on the client (the borrowed
+//! PC), with progress on stderr.
+//!
+//! Links are TLS: a tier makes its certificate on first start (`DIR/tls/`, for the name
+//! `roam-parcel`) and clients pin it (`--server-cert`, `--phone-cert`). Every link then
+//! presents the user's access secret (`--secret-file`, 64 hex digits, made by `roam parcel
+//! secret`).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use roam_net::runtime::Tls;
+use roam_store::ownership::Tier;
+use roam_store::parcel;
+use roam_store::tier::wire::{unhex, Request};
+use roam_store::tier::{serve, TierClient, TierService};
+
+/// The name in every tier's certificate (clients check it).
+const TLS_NAME: &str = "roam-parcel";
+
+/// `roam parcel` commands.
+#[derive(Subcommand, Debug)]
+pub enum ParcelCmd {
+    /// Run the phone's or the server's tier (until interrupted).
+    Serve(ServeArgs),
+    /// Make an access secret file (64 hex digits, mode 0600) for the user's tiers and clients.
+    Secret {
+        /// Where to write it (refused if it exists).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Create a parcel at the server from a disk image (and optionally a memory image).
+    Init(InitArgs),
+    /// Resume (check out) a parcel: control state from its owner, data from the phone first and
+    /// the server on a miss; the images land in the parcel's directory.
+    #[command(alias = "checkout")]
+    Resume(OpArgs),
+    /// Suspend the parcel to the phone or the server: its changed chunks, then ownership; the
+    /// client's copy of the images and control state is deleted.
+    Suspend(SuspendArgs),
+    /// Have the phone self-clean a parcel: upload what the server lacks and hand it the
+    /// parcel; waits, showing progress.
+    Clean(OpArgs),
+    /// Who owns a parcel, its versions, and what the phone and the client hold.
+    Status(OpArgs),
+    /// The parcel's owner is lost: the server takes it back at its last committed version.
+    Reclaim(OpArgs),
+}
+
+/// Which tier `serve` runs.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ServeTier {
+    /// The phone: a portable cache that self-cleans to the server.
+    Phone,
+    /// The server: the trust anchor, keeping the ownership record.
+    Server,
+}
+
+/// Options of `roam parcel serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The tier.
+    #[arg(long, value_enum)]
+    tier: ServeTier,
+    /// Its directory (chunks, control state, the server's ownership record, its TLS
+    /// certificate).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Listen here.
+    #[arg(long)]
+    listen: SocketAddr,
+    /// The user's access secret.
+    #[arg(long)]
+    secret_file: PathBuf,
+    /// Phone: the server's address, for self-cleaning.
+    #[arg(long)]
+    server: Option<SocketAddr>,
+    /// Phone: the server's certificate (its `DIR/tls/cert.pem`).
+    #[arg(long)]
+    server_cert: Option<PathBuf>,
+}
+
+/// How a client reaches the tiers.
+#[derive(Args, Debug)]
+pub struct Links {
+    /// The server's address.
+    #[arg(long)]
+    server: SocketAddr,
+    /// The server's certificate (its `DIR/tls/cert.pem`).
+    #[arg(long)]
+    server_cert: PathBuf,
+    /// The phone's address.
+    #[arg(long)]
+    phone: Option<SocketAddr>,
+    /// The phone's certificate.
+    #[arg(long)]
+    phone_cert: Option<PathBuf>,
+    /// The user's access secret.
+    #[arg(long)]
+    secret_file: PathBuf,
+    /// Where the client keeps parcels (a directory per parcel).
+    #[arg(long, default_value = "parcels")]
+    dir: PathBuf,
+}
+
+/// Options of `roam parcel init`.
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// The parcel's name (1-64 of A-Z a-z 0-9 . _ -).
+    name: String,
+    /// Its disk image (any raw image).
+    #[arg(long)]
+    disk: PathBuf,
+    /// Its memory image.
+    #[arg(long)]
+    memory: Option<PathBuf>,
+    #[command(flatten)]
+    links: Links,
+}
+
+/// Options of the commands that name a parcel.
+#[derive(Args, Debug)]
+pub struct OpArgs {
+    /// The parcel's name.
+    name: String,
+    #[command(flatten)]
+    links: Links,
+}
+
+/// Options of `roam parcel suspend`.
+#[derive(Args, Debug)]
+pub struct SuspendArgs {
+    /// The parcel's name.
+    name: String,
+    /// Where to.
+    #[arg(long, value_enum, default_value = "phone")]
+    to: ServeTier,
+    #[command(flatten)]
+    links: Links,
+}
+
+fn read_secret(path: &Path) -> Result<[u8; 32]> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    unhex::<32>(text.trim(), "access secret").map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+fn client_tls(cert: &Path) -> Result<Tls> {
+    let pem = std::fs::read(cert).with_context(|| format!("{}", cert.display()))?;
+    Tls::client(&pem, TLS_NAME).with_context(|| format!("{}", cert.display()))
+}
+
+/// The tier's certificate and key under `dir/tls/`, made on first start.
+fn tier_tls(dir: &Path) -> Result<Tls> {
+    let tls = dir.join("tls");
+    let (cert, key) = (tls.join("cert.pem"), tls.join("key.pem"));
+    if !cert.exists() {
+        std::fs::create_dir_all(&tls).with_context(|| format!("{}", tls.display()))?;
+        let c = rcgen::generate_simple_self_signed(vec![TLS_NAME.to_string()])?;
+        write_private(&key, c.signing_key.serialize_pem().as_bytes())?;
+        std::fs::write(&cert, c.cert.pem()).with_context(|| format!("{}", cert.display()))?;
+        eprintln!(
+            "made a TLS certificate: {} (clients pin it with --server-cert / --phone-cert)",
+            cert.display()
+        );
+    }
+    let (c, k) = (std::fs::read(&cert)?, std::fs::read(&key)?);
+    Tls::server(&c, &k).with_context(|| format!("{}", tls.display()))
+}
+
+/// Write a file only its owner can read; refused if it exists.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("{}", path.display()))?;
+    f.write_all(bytes)?;
+    Ok(())
+}
+
+struct Connected {
+    server: TierClient,
+    phone: Option<TierClient>,
+}
+
+fn connect(l: &Links) -> Result<Connected> {
+    let secret = read_secret(&l.secret_file)?;
+    let server = TierClient::connect(
+        "server",
+        l.server,
+        Some(client_tls(&l.server_cert)?),
+        &secret,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let phone = match (l.phone, &l.phone_cert) {
+        (Some(addr), Some(cert)) => Some(
+            TierClient::connect("phone", addr, Some(client_tls(cert)?), &secret)
+                .map_err(anyhow::Error::msg)?,
+        ),
+        (Some(_), None) => bail!("--phone needs --phone-cert (the phone's DIR/tls/cert.pem)"),
+        (None, _) => None,
+    };
+    Ok(Connected { server, phone })
+}
+
+/// A progress bar on stderr: `label [=====>    ] n/total`.
+struct Bar {
+    label: &'static str,
+    start: Instant,
+    shown: Instant,
+}
+
+impl Bar {
+    fn new(label: &'static str) -> Bar {
+        let now = Instant::now();
+        Bar {
+            label,
+            start: now,
+            shown: now - Duration::from_secs(1),
+        }
+    }
+
+    fn chunks(&mut self, n: u64, total: Option<u64>, bytes: Option<u64>) {
+        if self.shown.elapsed() < Duration::from_millis(100) && total != Some(n) {
+            return;
+        }
+        self.shown = Instant::now();
+        let bar = match total {
+            Some(t) if t > 0 => {
+                let w = 30;
+                let f = (n * w / t) as usize;
+                format!(
+                    "[{}{}] {n}/{t} chunks",
+                    "=".repeat(f),
+                    " ".repeat(w as usize - f)
+                )
+            }
+            _ => format!("{n} chunks"),
+        };
+        let mb = bytes.map_or(String::new(), |b| format!(", {:.1} MB", b as f64 / 1e6));
+        eprint!(
+            "\r{}: {bar}{mb} ({:.1} s)   ",
+            self.label,
+            self.start.elapsed().as_secs_f64()
+        );
+    }
+
+    fn done(&self) {
+        eprintln!();
+    }
+}
+
+/// Run `roam parcel ...`.
+pub fn run(cmd: ParcelCmd) -> Result<()> {
+    match cmd {
+        ParcelCmd::Secret { out } => {
+            let mut s = [0u8; 32];
+            getrandom_fill(&mut s)?;
+            write_private(
+                &out,
+                format!("{}\n", roam_store::tier::wire::hex(&s)).as_bytes(),
+            )?;
+            eprintln!("wrote {}", out.display());
+            Ok(())
+        }
+        ParcelCmd::Serve(a) => serve_cmd(a),
+        ParcelCmd::Init(a) => {
+            let c = connect(&a.links)?;
+            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            // The images are copied into the parcel's directory, which init then clears.
+            std::fs::create_dir_all(dir.image("disk").parent().unwrap())?;
+            std::fs::copy(&a.disk, dir.image("disk"))
+                .with_context(|| format!("{}", a.disk.display()))?;
+            if let Some(m) = &a.memory {
+                std::fs::copy(m, dir.image("memory"))
+                    .with_context(|| format!("{}", m.display()))?;
+            }
+            let mut bar = Bar::new("upload");
+            let m = parcel::init(&c.server, &a.name, &dir, &mut |n, b| {
+                bar.chunks(n, None, Some(b))
+            })
+            .map_err(anyhow::Error::msg)?;
+            bar.done();
+            println!(
+                "parcel `{}` created at the server, version {}: {} chunks, {:.1} MB sent",
+                a.name,
+                m.version,
+                m.chunks,
+                m.bytes as f64 / 1e6
+            );
+            Ok(())
+        }
+        ParcelCmd::Resume(a) => {
+            let c = connect(&a.links)?;
+            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            let mut bar = Bar::new("resume");
+            let m = parcel::resume(&c.server, c.phone.as_ref(), &a.name, &dir, &mut |n, t| {
+                bar.chunks(n, Some(t), None)
+            })
+            .map_err(anyhow::Error::msg)?;
+            bar.done();
+            println!(
+                "parcel `{}` version {} resumed into {} ({} chunks; {} not yet at the server)",
+                a.name,
+                m.version,
+                dir.image("disk").parent().unwrap().display(),
+                m.chunks,
+                m.dirty
+            );
+            Ok(())
+        }
+        ParcelCmd::Suspend(a) => {
+            let c = connect(&a.links)?;
+            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            let to = match a.to {
+                ServeTier::Phone => Tier::Phone,
+                ServeTier::Server => Tier::Server,
+            };
+            let t0 = Instant::now();
+            let mut bar = Bar::new("suspend");
+            let m = parcel::suspend(&c.server, c.phone.as_ref(), to, &dir, &mut |n, b| {
+                bar.chunks(n, None, Some(b))
+            })
+            .map_err(anyhow::Error::msg)?;
+            bar.done();
+            println!(
+                "parcel `{}` version {} suspended to the {to:?} tier in {:.1} s: {} chunks ({:.1} MB) sent, {} dirty",
+                a.name,
+                m.version,
+                t0.elapsed().as_secs_f64(),
+                m.chunks,
+                m.bytes as f64 / 1e6,
+                m.dirty
+            );
+            Ok(())
+        }
+        ParcelCmd::Clean(a) => {
+            let c = connect(&a.links)?;
+            let phone = c
+                .phone
+                .as_ref()
+                .ok_or_else(|| anyhow!("clean runs on the phone: give --phone and --phone-cert"))?;
+            let end = parcel::clean(phone, &a.name, Duration::from_millis(250), &mut |s| {
+                eprint!("\rself-cleaning: {s}          ");
+            })
+            .map_err(anyhow::Error::msg)?;
+            eprintln!();
+            println!("{end}");
+            Ok(())
+        }
+        ParcelCmd::Status(a) => {
+            let c = connect(&a.links)?;
+            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            let s = parcel::status(&c.server, c.phone.as_ref(), &a.name, &dir)
+                .map_err(anyhow::Error::msg)?;
+            println!("parcel `{}`", a.name);
+            println!(
+                "  owner: {:?}{}",
+                s.owner,
+                if s.pending {
+                    " (a handoff is prepared)"
+                } else {
+                    ""
+                }
+            );
+            println!("  server: last committed version {}", s.committed);
+            match s.client {
+                Some((v, dirty)) => {
+                    println!("  this client: version {v}, {dirty} chunks not yet at the server")
+                }
+                None => println!("  this client: no control state"),
+            }
+            if let Some((control, cleaning, chunks)) = s.phone {
+                println!(
+                    "  phone: {}, {chunks} chunks held{}",
+                    control.map_or("no control state".to_string(), |v| format!("version {v}")),
+                    cleaning.map_or(String::new(), |c| format!(", self-cleaning: {c}"))
+                );
+            }
+            Ok(())
+        }
+        ParcelCmd::Reclaim(a) => {
+            let c = connect(&a.links)?;
+            let (_, v) = c
+                .server
+                .owned(&Request::Reclaim {
+                    parcel: a.name.clone(),
+                })
+                .map_err(anyhow::Error::msg)?;
+            println!("parcel `{}`: the server owns it again at version {v}; the lost owner's nonce is stale", a.name);
+            Ok(())
+        }
+    }
+}
+
+fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)?;
+    Ok(())
+}
+
+fn serve_cmd(a: ServeArgs) -> Result<()> {
+    let secret = read_secret(&a.secret_file)?;
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("{}", a.dir.display()))?;
+    let tls = tier_tls(&a.dir)?;
+    let tier = match a.tier {
+        ServeTier::Phone => Tier::Phone,
+        ServeTier::Server => Tier::Server,
+    };
+    let mut svc = TierService::open(tier, &a.dir, secret).map_err(anyhow::Error::msg)?;
+    match (tier, a.server, &a.server_cert) {
+        (Tier::Phone, Some(addr), Some(cert)) => {
+            let tls = client_tls(cert)?;
+            svc = svc.with_upstream(Box::new(move || {
+                TierClient::connect("server", addr, Some(tls.clone()), &secret)
+            }));
+        }
+        (Tier::Phone, Some(_), None) => bail!("--server needs --server-cert"),
+        (Tier::Phone, None, _) => eprintln!("no --server: this phone cannot self-clean"),
+        (_, Some(_), _) => bail!("--server is the phone's option"),
+        _ => {}
+    }
+    let h = serve(Arc::new(svc), a.listen, Some(tls)).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "{tier:?} tier listening on {} (directory {})",
+        h.addr(),
+        a.dir.display()
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    h.stop();
+    Ok(())
+}
