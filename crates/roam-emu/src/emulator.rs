@@ -9,6 +9,15 @@
 //!
 //! Addressing (link i counts from 1): the client's address on link i is `10.77.i.2/24`, the
 //! server side of the link `10.77.i.1/24`, and the server answers on `10.77.0.1` (its loopback).
+//!
+//! **More hosts** ([`EmuConfig::hosts`], [`EmuConfig::ends`]): besides the client and the
+//! server, named hosts (a phone, a second client) each get a namespace and an address of their
+//! own on loopback, `10.78.k.1` for the k-th ([`Emulator::host_addr`]); a link may join any two
+//! hosts (`client`, `server` or a named one; by default the client and the server). On a link
+//! between A and B, A takes `10.77.i.2` and B `10.77.i.1`, and each routes the other's own
+//! address over it (the first such link by metric); A's default route goes over its links to
+//! the server only, so a client with a USB link to the phone still reaches the server over
+//! its WAN. Policy routing by source address works on every A side as on the client.
 //! The client's default route uses the first link; policy routing (`from 10.77.i.2 lookup
 //! 100+i`) sends a socket bound to a link's address through that link, and SO_BINDTODEVICE on the
 //! device name works as well. Every link's address is also an MPTCP subflow endpoint, so an
@@ -82,6 +91,13 @@ pub struct EmuConfig {
     pub events: Vec<ScheduledCommand>,
     /// Where to listen for control commands.
     pub control_socket: Option<PathBuf>,
+    /// Hosts besides `client` and `server` (each a namespace; names of 1-15 letters or
+    /// digits).
+    pub hosts: Vec<String>,
+    /// The two hosts a link joins, by link name: (A, B), where A takes the client's side of
+    /// the link (the `up` direction runs from A to B). Links not named join the client (A) and
+    /// the server (B).
+    pub ends: HashMap<String, (String, String)>,
 }
 
 /// One link as the running emulator exposes it.
@@ -132,6 +148,8 @@ pub struct Emulator {
     clock: Clock,
     client_ns: OwnedFd,
     server_ns: OwnedFd,
+    /// The named hosts' namespaces, in `EmuConfig::hosts` order.
+    hosts: Vec<(String, OwnedFd)>,
     links: Vec<LinkHandle>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -141,6 +159,11 @@ pub struct Emulator {
     control_socket: Option<PathBuf>,
     stopped: bool,
     warnings: Arc<Mutex<Vec<String>>>,
+}
+
+/// The own address of the `k`-th named host (from 0).
+fn host_addr(k: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 78, k as u8 + 1, 1)
 }
 
 fn client_addr(i: usize) -> Ipv4Addr {
@@ -212,9 +235,79 @@ impl Emulator {
                 return Err(EmuError::Config(format!("link `{}` given twice", l.name)));
             }
         }
+        if cfg.hosts.len() > 50 {
+            return Err(EmuError::Config(
+                "at most 50 hosts besides client and server".into(),
+            ));
+        }
+        let mut host_names = std::collections::HashSet::from(["client", "server"]);
+        for h in &cfg.hosts {
+            let ok = !h.is_empty() && h.len() <= 15 && h.bytes().all(|b| b.is_ascii_alphanumeric());
+            if !ok {
+                return Err(EmuError::Config(format!(
+                    "host name `{h}`: 1-15 letters or digits"
+                )));
+            }
+            if !host_names.insert(h.as_str()) {
+                return Err(EmuError::Config(format!("host `{h}` given twice")));
+            }
+        }
+        let mut ends = Vec::with_capacity(cfg.links.len());
+        for l in &cfg.links {
+            let (a, b) = cfg
+                .ends
+                .get(&l.name)
+                .cloned()
+                .unwrap_or_else(|| ("client".into(), "server".into()));
+            for h in [&a, &b] {
+                if !host_names.contains(h.as_str()) {
+                    return Err(EmuError::Config(format!(
+                        "link `{}` joins unknown host `{h}` (hosts: client, server{})",
+                        l.name,
+                        cfg.hosts
+                            .iter()
+                            .map(|h| format!(", {h}"))
+                            .collect::<String>()
+                    )));
+                }
+            }
+            if a == b {
+                return Err(EmuError::Config(format!(
+                    "link `{}` joins host `{a}` to itself",
+                    l.name
+                )));
+            }
+            ends.push((a, b));
+        }
+        for name in cfg.ends.keys() {
+            if !seen.contains(name) {
+                return Err(EmuError::Config(format!(
+                    "ends given for unknown link `{name}`"
+                )));
+            }
+        }
         sys::check_privileges().map_err(EmuError::Privilege)?;
         let client_ns = sys::new_netns().map_err(io_err("creating the client namespace"))?;
         let server_ns = sys::new_netns().map_err(io_err("creating the server namespace"))?;
+        let mut hosts = Vec::new();
+        for h in &cfg.hosts {
+            let ns = sys::new_netns().map_err(io_err(format!("creating host {h}'s namespace")))?;
+            hosts.push((h.clone(), ns));
+        }
+        let ns_of = |h: &str| -> &OwnedFd {
+            match h {
+                "client" => &client_ns,
+                "server" => &server_ns,
+                _ => &hosts.iter().find(|(n, _)| n == h).expect("validated").1,
+            }
+        };
+        let own_addr = |h: &str| -> Option<Ipv4Addr> {
+            match h {
+                "client" => None,
+                "server" => Some(SERVER_ADDR),
+                _ => cfg.hosts.iter().position(|n| n == h).map(host_addr),
+            }
+        };
         let names: Vec<String> = cfg.links.iter().map(|l| l.name.clone()).collect();
         let make_tuns = |names: &[String]| -> Result<Vec<OwnedFd>, EmuError> {
             write_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
@@ -226,29 +319,59 @@ impl Emulator {
                 .map(|n| sys::create_tun(n).map_err(io_err(format!("creating TUN device {n}"))))
                 .collect()
         };
-        let client_tuns = sys::in_netns(&client_ns, || make_tuns(&names))
-            .map_err(io_err("entering the client namespace"))??;
-        let server_tuns = sys::in_netns(&server_ns, || make_tuns(&names))
-            .map_err(io_err("entering the server namespace"))??;
+        // Each link's TUN device on its A side and on its B side.
+        let mut a_tuns = Vec::with_capacity(names.len());
+        let mut b_tuns = Vec::with_capacity(names.len());
+        for (n, (a, b)) in names.iter().zip(&ends) {
+            let one = std::slice::from_ref(n);
+            let mut t = sys::in_netns(ns_of(a), || make_tuns(one))
+                .map_err(io_err(format!("entering host {a}'s namespace")))??;
+            a_tuns.push(t.remove(0));
+            let mut t = sys::in_netns(ns_of(b), || make_tuns(one))
+                .map_err(io_err(format!("entering host {b}'s namespace")))??;
+            b_tuns.push(t.remove(0));
+        }
 
-        let mut cscript = String::from("link set lo up\n");
-        let mut sscript = format!("link set lo up\naddr add {SERVER_ADDR}/32 dev lo\n");
-        for (i, n) in names.iter().enumerate() {
+        let mut scripts: HashMap<String, String> = HashMap::new();
+        for h in ["client", "server"]
+            .into_iter()
+            .chain(cfg.hosts.iter().map(|h| h.as_str()))
+        {
+            let mut sc = String::from("link set lo up\n");
+            if let Some(a) = own_addr(h) {
+                sc += &format!("addr add {a}/32 dev lo\n");
+            }
+            scripts.insert(h.to_string(), sc);
+        }
+        for (i, (n, (a, b))) in names.iter().zip(&ends).enumerate() {
             let (c, p) = (client_addr(i), peer_addr(i));
             let table = 100 + i;
-            cscript += &format!(
-                "link set dev {n} up\naddr add {c}/24 dev {n}\nroute add default dev {n} metric {}\nroute add default dev {n} table {table}\nrule add from {c} lookup {table} pref {}\n",
-                100 + i,
+            let sa = scripts.get_mut(a).expect("every host has a script");
+            *sa += &format!(
+                "link set dev {n} up\naddr add {c}/24 dev {n}\nroute add default dev {n} table {table}\nrule add from {c} lookup {table} pref {}\n",
                 1000 + i
             );
-            sscript += &format!("link set dev {n} up\naddr add {p}/24 dev {n}\n");
+            if b == "server" {
+                *sa += &format!("route add default dev {n} metric {}\n", 100 + i);
+            }
+            if let Some(ob) = own_addr(b) {
+                *sa += &format!("route append {ob}/32 dev {n} metric {}\n", 100 + i);
+            }
+            let sb = scripts.get_mut(b).expect("every host has a script");
+            *sb += &format!("link set dev {n} up\naddr add {p}/24 dev {n}\n");
+            if let Some(oa) = own_addr(a) {
+                *sb += &format!("route append {oa}/32 dev {n} metric {}\n", 100 + i);
+            }
         }
-        run_ip(&client_ns, &cscript, "the client namespace")?;
-        run_ip(&server_ns, &sscript, "the server namespace")?;
+        for (h, sc) in &scripts {
+            run_ip(ns_of(h), sc, &format!("host {h}'s namespace"))?;
+        }
         let mut warnings = Vec::new();
         let mut mptcp_c = String::from("mptcp limits set subflows 8 add_addr_accepted 8\n");
-        for (i, n) in names.iter().enumerate() {
-            mptcp_c += &format!("mptcp endpoint add {} dev {n} subflow\n", client_addr(i));
+        for (i, (n, (a, _))) in names.iter().zip(&ends).enumerate() {
+            if a == "client" {
+                mptcp_c += &format!("mptcp endpoint add {} dev {n} subflow\n", client_addr(i));
+            }
         }
         let mptcp_s = "mptcp limits set subflows 8 add_addr_accepted 8\n";
         if let Err(e) = run_ip(&client_ns, &mptcp_c, "MPTCP endpoints")
@@ -280,7 +403,7 @@ impl Emulator {
         for (i, (l, (ct, st))) in cfg
             .links
             .iter()
-            .zip(client_tuns.into_iter().zip(server_tuns))
+            .zip(a_tuns.into_iter().zip(b_tuns))
             .enumerate()
         {
             let ct = Arc::new(ct);
@@ -418,6 +541,7 @@ impl Emulator {
             clock,
             client_ns,
             server_ns,
+            hosts,
             links,
             stop,
             threads,
@@ -455,6 +579,44 @@ impl Emulator {
         &self.server_ns
     }
 
+    /// Every namespace: the client's, the server's, the named hosts'.
+    pub fn namespaces(&self) -> Vec<&OwnedFd> {
+        let mut v = vec![&self.client_ns, &self.server_ns];
+        v.extend(self.hosts.iter().map(|(_, ns)| ns));
+        v
+    }
+
+    /// Host `name`'s namespace (`client`, `server` or one of [`EmuConfig::hosts`]).
+    pub fn host_ns(&self, name: &str) -> Option<&OwnedFd> {
+        match name {
+            "client" => Some(&self.client_ns),
+            "server" => Some(&self.server_ns),
+            _ => self.hosts.iter().find(|(n, _)| n == name).map(|(_, ns)| ns),
+        }
+    }
+
+    /// Host `name`'s own address, reachable over every link that joins it to another host
+    /// (the server's is [`SERVER_ADDR`]; the client has none).
+    pub fn host_addr(&self, name: &str) -> Option<Ipv4Addr> {
+        match name {
+            "server" => Some(SERVER_ADDR),
+            _ => self
+                .hosts
+                .iter()
+                .position(|(n, _)| n == name)
+                .map(host_addr),
+        }
+    }
+
+    /// Run `f` on a new thread inside host `name`'s namespace (`None`: no such host).
+    pub fn spawn_in_host<R: Send + 'static>(
+        &self,
+        name: &str,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Option<JoinHandle<std::io::Result<R>>> {
+        self.host_ns(name).map(|ns| spawn_in(ns, f))
+    }
+
     /// Warnings gathered so far (e.g. MPTCP unavailable, an event for an unknown link).
     pub fn warnings(&self) -> Vec<String> {
         self.warnings.lock().unwrap().clone()
@@ -487,6 +649,12 @@ impl Emulator {
             v.push((format!("ROAM_LINK_{n}_ADDR"), l.client_addr.to_string()));
             v.push((format!("ROAM_LINK_{n}_PEER"), l.peer_addr.to_string()));
             v.push((format!("ROAM_LINK_{n}_DEV"), l.name.clone()));
+        }
+        for (k, (h, _)) in self.hosts.iter().enumerate() {
+            v.push((
+                format!("ROAM_HOST_{}_ADDR", env_name(h)),
+                host_addr(k).to_string(),
+            ));
         }
         if let Some(p) = &self.control_socket {
             v.push(("ROAM_EMU_CONTROL".into(), p.display().to_string()));

@@ -10,7 +10,7 @@
 
 use crate::emulator::{EmuError, Emulator};
 use crate::sys;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,8 +24,12 @@ pub struct RunSpec {
     pub server: Option<String>,
     /// Client program and arguments.
     pub client: Vec<String>,
-    /// How long to wait for the server to open a listening socket before starting the client.
+    /// How long to wait for the server (and each host command) to open a listening socket
+    /// before starting the client.
     pub server_wait: Duration,
+    /// Shell commands for named hosts (host, command), started before the server and stopped
+    /// with it.
+    pub hosts: Vec<(String, String)>,
 }
 
 fn spawn_in(cmd: &mut Command, ns: i32, own_group: bool) -> std::io::Result<Child> {
@@ -76,7 +80,8 @@ fn exit_code(s: std::process::ExitStatus) -> i32 {
 
 /// Terminate every process in the emulator's namespaces; returns how many had to be killed.
 pub fn kill_namespace_processes(emu: &Emulator) -> usize {
-    let inos: Vec<u64> = [emu.client_ns(), emu.server_ns()]
+    let inos: Vec<u64> = emu
+        .namespaces()
         .iter()
         .filter_map(|ns| sys::ns_inode(ns).ok())
         .collect();
@@ -149,22 +154,31 @@ pub fn run(mut emu: Emulator, spec: &RunSpec) -> Result<i32, EmuError> {
 }
 
 fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32, EmuError> {
-    let mut server: Option<Child> = None;
+    let mut started: Vec<(String, Child)> = Vec::new();
+    let mut commands: Vec<(String, &OwnedFd, &String)> = Vec::new();
+    for (h, c) in &spec.hosts {
+        let ns = emu
+            .host_ns(h)
+            .ok_or_else(|| EmuError::Config(format!("a command for unknown host `{h}`")))?;
+        commands.push((format!("host {h}"), ns, c));
+    }
     if let Some(s) = &spec.server {
+        commands.push(("server".into(), emu.server_ns(), s));
+    }
+    for (who, ns, s) in commands {
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(s).envs(emu.env(true));
-        let child =
-            spawn_in(&mut cmd, emu.server_ns().as_raw_fd(), true).map_err(|e| EmuError::Io {
-                what: format!("starting server `{s}`"),
-                source: e,
-            })?;
+        let child = spawn_in(&mut cmd, ns.as_raw_fd(), true).map_err(|e| EmuError::Io {
+            what: format!("starting {who} `{s}`"),
+            source: e,
+        })?;
         let pid = child.id();
-        server = Some(child);
+        started.push((who.clone(), child));
         let deadline = Instant::now() + spec.server_wait;
         while Instant::now() < deadline && !has_listener(pid) {
-            if let Some(Ok(Some(st))) = server.as_mut().map(|c| c.try_wait()) {
+            if let Some(Ok(Some(st))) = started.last_mut().map(|(_, c)| c.try_wait()) {
                 eprintln!(
-                    "roam emu: warning: server `{s}` exited early with status {}",
+                    "roam emu: warning: {who} `{s}` exited early with status {}",
                     exit_code(st)
                 );
                 break;
@@ -214,8 +228,8 @@ fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    if let Some(mut s) = server {
-        // SAFETY: signalling the server's process group.
+    for (_, mut s) in started.into_iter().rev() {
+        // SAFETY: signalling the command's process group.
         unsafe { libc::kill(-(s.id() as i32), libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {

@@ -190,3 +190,101 @@ fn a_long_outage_takes_the_carrier_down_only_when_asked() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(!no_carrier("a"), "the link's return restores the carrier");
 }
+
+/// Three hosts: the client reaches the phone over `usb` and the server over `wan`; the phone
+/// reaches the server over `cell`. Each connection goes over the link that joins its two
+/// hosts, and a link naming an unknown host is refused.
+#[test]
+fn a_phone_between_client_and_server_is_reached_over_its_own_links() {
+    use std::io::{Read, Write};
+    if !roam_emu::testing::privileged_or_skip() {
+        return;
+    }
+    let links: Vec<_> = [
+        "usb=rate=12mbit",
+        "wan=rate=10mbit,delay=10ms",
+        "cell=rate=2mbit,delay=50ms",
+    ]
+    .iter()
+    .map(|l| roam_emu::spec::parse_link(l, 1).unwrap())
+    .collect();
+    let mut ends = std::collections::HashMap::new();
+    ends.insert(
+        "usb".to_string(),
+        ("client".to_string(), "phone".to_string()),
+    );
+    ends.insert(
+        "cell".to_string(),
+        ("phone".to_string(), "server".to_string()),
+    );
+    let bad = Emulator::start(roam_emu::EmuConfig {
+        links: links.clone(),
+        ends: [(
+            "usb".to_string(),
+            ("client".to_string(), "tablet".to_string()),
+        )]
+        .into(),
+        hosts: vec!["phone".into()],
+        ..Default::default()
+    });
+    assert!(bad
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("unknown host `tablet`"));
+    let emu = Emulator::start(roam_emu::EmuConfig {
+        links,
+        ends,
+        hosts: vec!["phone".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let phone = emu.host_addr("phone").unwrap();
+    let server = emu.host_addr("server").unwrap();
+    // An echo listener on the phone and one on the server.
+    let listen = |addr: std::net::Ipv4Addr| {
+        move || {
+            let l = std::net::TcpListener::bind((addr, 7100)).unwrap();
+            let (mut c, _) = l.accept().unwrap();
+            let mut buf = vec![0u8; 200_000];
+            c.read_exact(&mut buf).unwrap();
+            c.write_all(b"ok").unwrap();
+        }
+    };
+    let on_phone = emu.spawn_in_host("phone", listen(phone)).unwrap();
+    let on_server = emu.spawn_in_server(listen(server));
+    std::thread::sleep(Duration::from_millis(200));
+    let send = |to: std::net::Ipv4Addr| {
+        move || {
+            let mut c = std::net::TcpStream::connect((to, 7100)).unwrap();
+            c.write_all(&vec![1u8; 200_000]).unwrap();
+            let mut ok = [0u8; 2];
+            c.read_exact(&mut ok).unwrap();
+            ok
+        }
+    };
+    assert_eq!(
+        &emu.spawn_in_client(send(phone)).join().unwrap().unwrap(),
+        b"ok"
+    );
+    assert_eq!(
+        &emu.spawn_in_host("phone", send(server))
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap(),
+        b"ok"
+    );
+    on_phone.join().unwrap().unwrap();
+    on_server.join().unwrap().unwrap();
+    let up = |n: &str| {
+        emu.link(n)
+            .unwrap()
+            .up
+            .delivered_bytes
+            .load(Ordering::Relaxed)
+    };
+    assert!(up("usb") > 200_000, "usb carried {}", up("usb"));
+    assert!(up("cell") > 200_000, "cell carried {}", up("cell"));
+    assert!(up("wan") < 10_000, "wan carried {}", up("wan"));
+}

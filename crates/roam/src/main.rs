@@ -226,6 +226,16 @@ struct RunArgs {
     /// How long to wait for the server to open a listening socket.
     #[arg(long, default_value = "3s", value_parser = parse_dur)]
     server_wait: Duration,
+    /// A host besides client and server, in a namespace of its own: `NAME`, or `NAME=COMMAND`
+    /// to run a shell command there (started before the server, stopped with it; its address
+    /// is in `$ROAM_HOST_<NAME>_ADDR`). Repeatable.
+    #[arg(long = "host", value_name = "NAME[=COMMAND]")]
+    hosts: Vec<String>,
+    /// Which two hosts a link joins, `LINK=A-B` (A takes the client's side); links not named
+    /// join the client and the server. Example: `--host phone --link usb=12mbit --ends
+    /// usb=client-phone`. Repeatable.
+    #[arg(long = "ends", value_name = "LINK=A-B")]
+    ends: Vec<String>,
     /// Scripted link changes: lines of `<time> LINK down|up|set k=v,...`.
     #[arg(long)]
     events: Option<PathBuf>,
@@ -421,6 +431,27 @@ fn real_main(cli: Cli) -> Result<i32> {
                     );
                 }
             }
+            let mut hosts = Vec::new();
+            let mut host_cmds = Vec::new();
+            for h in &a.hosts {
+                match h.split_once('=') {
+                    Some((n, c)) => {
+                        hosts.push(n.to_string());
+                        host_cmds.push((n.to_string(), c.to_string()));
+                    }
+                    None => hosts.push(h.clone()),
+                }
+            }
+            let mut ends = std::collections::HashMap::new();
+            for e in &a.ends {
+                let (link, pair) = e
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--ends {e:?}: expected LINK=A-B"))?;
+                let (x, y) = pair
+                    .split_once('-')
+                    .ok_or_else(|| anyhow::anyhow!("--ends {e:?}: expected LINK=A-B"))?;
+                ends.insert(link.to_string(), (x.to_string(), y.to_string()));
+            }
             let emu = Emulator::start(EmuConfig {
                 links,
                 log_dir: (!a.no_log).then(|| a.log_dir.clone()),
@@ -429,17 +460,20 @@ fn real_main(cli: Cli) -> Result<i32> {
                 pcap_dir: a.pcap.clone(),
                 events,
                 control_socket: a.control.clone(),
+                hosts,
+                ends,
             })?;
             let code = roam_emu::run::run(
                 emu,
                 &roam_emu::run::RunSpec {
                     server: a.server.clone(),
                     client: a.command.clone(),
-                    server_wait: if a.server.is_some() {
+                    server_wait: if a.server.is_some() || !host_cmds.is_empty() {
                         a.server_wait
                     } else {
                         Duration::ZERO
                     },
+                    hosts: host_cmds,
                 },
             )?;
             Ok(code)
