@@ -20,6 +20,7 @@ pub mod dovecot;
 pub mod ends;
 pub mod fasthla_lab;
 pub mod fs;
+pub mod horatio_lab;
 pub mod imap;
 pub mod imp_client;
 pub mod imp_lab;

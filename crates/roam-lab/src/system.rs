@@ -44,6 +44,9 @@ pub enum System {
     Select(crate::selection::Selection),
     /// A bulk-transfer tool over the scenario's one link (`roam lab fasthla`).
     Transfer(crate::bulk::Tool),
+    /// A Horatio path: where a parcel is suspended to, or how the phone self-cleans (`roam
+    /// lab horatio`).
+    Parcel(crate::horatio_lab::Path),
     /// Plain TCP over the link a baseline file derives. It is loaded once, when the command
     /// line names it, and lives as long as the process.
     File(&'static NamedBaseline),
@@ -66,6 +69,7 @@ impl System {
             System::Prefetch(s) => s.name(),
             System::Select(s) => s.name(),
             System::Transfer(t) => t.name(),
+            System::Parcel(p) => p.name(),
             System::Roam => "roam",
             System::Mptcp => "mptcp",
             System::BestLatency => "best-latency",
@@ -109,7 +113,8 @@ impl System {
             | System::Mptcp
             | System::Prefetch(_)
             | System::Select(_)
-            | System::Transfer(_) => None,
+            | System::Transfer(_)
+            | System::Parcel(_) => None,
         }
     }
 
@@ -158,6 +163,34 @@ pub fn links(
             carrier_after: None,
             seed: 1,
         }]);
+    }
+    if let System::Parcel(path) = system {
+        return path
+            .links()
+            .into_iter()
+            .map(|(name, _, _)| {
+                let l = scenario
+                    .links
+                    .iter()
+                    .find(|l| l.name == name)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "scenario {} has no link `{name}` ({} runs on the `horatio` scenario)",
+                            scenario.name,
+                            path.name()
+                        )
+                    })?;
+                Ok(LinkConfig {
+                    name: l.name.clone(),
+                    kind: l.kind,
+                    trace: l.trace.clone(),
+                    queue,
+                    jitter: Default::default(),
+                    carrier_after: None,
+                    seed: 1,
+                })
+            })
+            .collect();
     }
     let one = matches!(system, System::Transfer(_));
     if scenario.links.len() < 2 && !one {

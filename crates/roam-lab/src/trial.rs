@@ -122,9 +122,15 @@ pub fn run(
     log_dir: Option<PathBuf>,
 ) -> Result<Ran> {
     let links = system::links(scenario, system, duration, queue)?;
+    let (hosts, ends) = match system {
+        System::Parcel(p) => crate::horatio_lab::topology(p),
+        _ => Default::default(),
+    };
     let emu = Emulator::start(EmuConfig {
         links,
         log_dir: log_dir.clone(),
+        hosts,
+        ends,
         ..Default::default()
     })?;
     let mut t = Trial {

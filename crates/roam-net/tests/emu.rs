@@ -687,3 +687,57 @@ fn a_bulk_process_backs_off_while_another_is_interactive() {
         "the bulk process held {beside} bytes beside the interactive one, {alone} alone"
     );
 }
+
+/// Over TLS on a slow link, a reply larger than the socket takes at once still goes out at
+/// once: a TLS write that meets a full socket leaves records buffered in the TLS session, and
+/// the writer must flush them (it once did not, and each such reply waited for the 10 s
+/// acknowledgement timeout's probe to push it out).
+#[test]
+fn large_tls_replies_on_a_slow_link_are_not_held_back() {
+    let Some(emu) = emu(&["wan=rate=10mbit,delay=10ms"]) else {
+        return;
+    };
+    let c = rcgen::generate_simple_self_signed(vec!["roam.test".to_string()]).unwrap();
+    let (cert, key) = (c.cert.pem(), c.signing_key.serialize_pem());
+    let sopts = Options {
+        tls: Some(roam_net::runtime::Tls::server(cert.as_bytes(), key.as_bytes()).unwrap()),
+        ..Options::default()
+    };
+    let copts = Options {
+        tls: Some(roam_net::runtime::Tls::client(cert.as_bytes(), "roam.test").unwrap()),
+        networks: Networks::Explicit(networks(&emu)),
+        ..Options::default()
+    };
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7101));
+    let server = emu.spawn_in_server(move || {
+        let l = Listener::bind(addr, sopts).unwrap();
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().unwrap();
+        while let Some((_, _, req)) = ms.recv_irob().unwrap() {
+            let reply = content(req[0] as u64, 131_000);
+            ms.send(Label::ForegroundLarge, reply, None).unwrap();
+        }
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let slowest = emu
+        .spawn_in_client(move || {
+            let ms = MultiSocket::connect(addr, copts).unwrap();
+            let mut slowest = Duration::ZERO;
+            for i in 0..5u8 {
+                let t = Instant::now();
+                ms.send(Label::ForegroundSmall, vec![i; 40], None).unwrap();
+                let (_, _, reply) = ms.recv_irob().unwrap().unwrap();
+                assert_eq!(reply, content(i as u64, 131_000));
+                slowest = slowest.max(t.elapsed());
+            }
+            ms.close(Duration::from_secs(10));
+            slowest
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    server.join().unwrap().unwrap();
+    // 131 KB at 10 Mbit/s is about 0.1 s; the bug held one back for 10 s.
+    assert!(slowest < Duration::from_secs(3), "a reply took {slowest:?}");
+}

@@ -83,7 +83,8 @@ impl ParcelDir {
         }
     }
 
-    fn write_held(&self, held: &Held) -> Result<(), String> {
+    /// Keep `held` as the client's control state (after a handoff to the client committed).
+    pub fn write_held(&self, held: &Held) -> Result<(), String> {
         let p = self.control_path();
         write_atomic(&p, &serde_json::to_vec(held).expect("serializes"))
             .map_err(|e| format!("{}: {e}", p.display()))
@@ -106,10 +107,19 @@ impl ParcelDir {
     }
 }
 
-/// Seal each image of `dir` into its cache: the keyrings, by image name.
-fn seal_images(dir: &ParcelDir) -> Result<BTreeMap<String, Keyring>, String> {
+/// Which chunks of each image were written since the version checked out, by image name (what
+/// QEMU's dirty bitmaps give): only those are sealed again.
+pub type DirtyMap = BTreeMap<String, BTreeSet<u64>>;
+
+/// Seal each image of `dir` into its cache: the keyrings, by image name. With `base` (the
+/// keyrings checked out) and `dirty`, an image's chunks not named dirty keep their entries.
+fn seal_images(
+    dir: &ParcelDir,
+    base: Option<(&BTreeMap<String, Keyring>, &DirtyMap)>,
+) -> Result<BTreeMap<String, Keyring>, String> {
     let cache = dir.cache()?;
     let mut out = BTreeMap::new();
+    let none = BTreeSet::new();
     for name in IMAGES {
         let path = dir.image(name);
         let mut f = match fs::File::open(&path) {
@@ -117,7 +127,8 @@ fn seal_images(dir: &ParcelDir) -> Result<BTreeMap<String, Keyring>, String> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && name == "memory" => continue,
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        let got = ingest(&mut f, &cache, None).map_err(|e| format!("{}: {e}", path.display()))?;
+        let from = base.and_then(|(k, d)| Some((k.get(name)?, d.get(name).unwrap_or(&none))));
+        let got = ingest(&mut f, &cache, from).map_err(|e| format!("{}: {e}", path.display()))?;
         out.insert(name.to_string(), got.keyring);
     }
     Ok(out)
@@ -158,7 +169,7 @@ pub fn init(
     }
     let mut key: ParcelKey = [0; 32];
     rand::thread_rng().fill_bytes(&mut key);
-    let keyrings = seal_images(dir)?;
+    let keyrings = seal_images(dir, None)?;
     if !keyrings.contains_key("disk") {
         return Err(format!("{}: no disk image", dir.image("disk").display()));
     }
@@ -191,6 +202,20 @@ pub fn resume(
     dir: &ParcelDir,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Moved, String> {
+    resume_images(server, phone, parcel, dir, None, progress)
+}
+
+/// As [`resume`], writing only the images named in `only` before the parcel is handed over
+/// (the memory image: what a VM needs to start; its disk's chunks are then fetched as the
+/// guest reads them, by the same `fetch` from the same stores, which the lab does not model).
+pub fn resume_images(
+    server: &TierClient,
+    phone: Option<&TierClient>,
+    parcel: &str,
+    dir: &ParcelDir,
+    only: Option<&[&str]>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Moved, String> {
     if dir.held()?.is_some() {
         return Err(format!("parcel `{parcel}`: the client owns it already"));
     }
@@ -215,9 +240,14 @@ pub fn resume(
     }
     stores.push(server);
     fs::create_dir_all(&dir.root).map_err(|e| format!("{}: {e}", dir.root.display()))?;
-    let total: u64 = keyrings.values().map(|k| k.entries.len() as u64).sum();
+    let wanted = |name: &str| only.is_none_or(|o| o.contains(&name));
+    let total: u64 = keyrings
+        .iter()
+        .filter(|(n, _)| wanted(n))
+        .map(|(_, k)| k.entries.len() as u64)
+        .sum();
     let mut done = 0u64;
-    for (name, k) in &keyrings {
+    for (name, k) in keyrings.iter().filter(|(n, _)| wanted(n)) {
         let path = dir.image(name);
         let tmp = path.with_extension("img.part");
         let mut f = fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
@@ -271,6 +301,19 @@ pub fn suspend(
     dir: &ParcelDir,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Moved, String> {
+    suspend_dirty(server, phone, to, dir, None, progress)
+}
+
+/// As [`suspend`], with the chunks written since the checkout given (QEMU's dirty bitmaps):
+/// only those are sealed again, so the time goes with the dirty state, not the image size.
+pub fn suspend_dirty(
+    server: &TierClient,
+    phone: Option<&TierClient>,
+    to: Tier,
+    dir: &ParcelDir,
+    dirty_map: Option<&DirtyMap>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Moved, String> {
     let held = dir.held()?.ok_or_else(|| {
         format!(
             "{}: the client does not own a parcel here",
@@ -279,7 +322,7 @@ pub fn suspend(
     })?;
     let base = held.control.keyrings().map_err(|e| e.to_string())?;
     let key = held.control.key().map_err(|e| e.to_string())?;
-    let keyrings = seal_images(dir)?;
+    let keyrings = seal_images(dir, dirty_map.map(|d| (&base, d)))?;
     let before = ids_of(&base);
     let still_dirty = held.control.dirty_ids()?;
     let now_ids = ids_of(&keyrings);

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Names accepted by [`Scenario::by_name`].
-pub const SCENARIOS: [&str; 8] = [
+pub const SCENARIOS: [&str; 9] = [
     "hotspot",
     "intermittent",
     "vehicular",
@@ -49,6 +49,7 @@ pub const SCENARIOS: [&str; 8] = [
     "walking-campus",
     "wifi-bulk",
     "lte-bulk",
+    "horatio",
 ];
 
 /// Random loss on the bulk-transfer scenarios' links ("a little loss").
@@ -136,6 +137,32 @@ impl Scenario {
                 l.trace.delay = Piecewise::constant(Duration::ZERO);
                 l.trace.loss = BULK_LOSS;
                 vec![l]
+            }
+            // Horatio's evaluation (seed 004): the links a parcel's state can take between
+            // the client (the borrowed PC), the phone and the server. Which two hosts each
+            // joins is the lab's (`roam lab horatio`); the emulator runs only those a trial
+            // uses. The phone's USB 1.1 link at its nominal 12 Mbit/s; the phone's WiFi to the
+            // client at half that (the seed's WiFi suspends took about twice its USB ones);
+            // a card reader on USB 2.0 (480 Mbit/s); the WAN at 1 or 10 Mbit/s with a 20 ms
+            // round trip; the phone's uplinks to the server: WiFi behind the same 1 Mbit/s
+            // WAN, or a measured 3G trace (Verizon EV-DO).
+            "horatio" => {
+                let fixed = |name: &str, kind, kbps: u64, one_way_ms: u64| NamedLink {
+                    name: name.into(),
+                    kind,
+                    trace: LinkTrace::constant(BitRate::kbps(kbps), ms(one_way_ms)),
+                };
+                let mut cell = cell_trace("Verizon-EVDO-driving")?;
+                cell.trace.delay = Piecewise::constant(ms(100));
+                vec![
+                    fixed("usb", LinkKind::Other, 12_000, 1),
+                    fixed("lwifi", LinkKind::Wifi, 6_000, 2),
+                    fixed("sd", LinkKind::Other, 480_000, 0),
+                    fixed("wan1", LinkKind::Other, 1_000, 10),
+                    fixed("wan10", LinkKind::Other, 10_000, 10),
+                    fixed("pwifi", LinkKind::Wifi, 1_000, 10),
+                    cell,
+                ]
             }
             other => {
                 return Err(TraceError::Unknown {

@@ -325,3 +325,71 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
     }
     finish(&plan, &rows)
 }
+
+/// `roam lab horatio`: Horatio's evaluation; the same flags, `--systems` naming paths
+/// (isr-1mbit, isr-10mbit, phone-wifi, phone-usb, sd-usb; clean-wifi, clean-3g) and `--apps`
+/// dirty states (dirty-1mb ... dirty-500mb), workloads (email, word, photo, shop, podcast,
+/// video) and self-cleaning amounts (clean-1mb, clean-10mb, clean-100mb).
+pub fn horatio(a: &InPaperArgs) -> Result<()> {
+    use roam_lab::horatio_lab::{self, Path, CLEAN_APPS, DIRTY_APPS, WORKLOADS};
+    let paths = match &a.systems {
+        Some(v) => v
+            .iter()
+            .map(|s| {
+                Path::parse(s.trim()).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "unknown system `{s}` (expected isr-1mbit, isr-10mbit, phone-wifi, phone-usb, \
+                         sd-usb, clean-wifi or clean-3g)"
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None if a.quick => vec![Path::Isr10, Path::PhoneUsb, Path::CleanWifi],
+        None => Path::SUSPEND.into_iter().chain(Path::CLEAN).collect(),
+    };
+    let all_apps: Vec<String> = DIRTY_APPS
+        .iter()
+        .copied()
+        .chain(WORKLOADS.iter().map(|w| w.0))
+        .chain(CLEAN_APPS)
+        .map(str::to_string)
+        .collect();
+    let mut plan = plan(
+        a,
+        Vec::new(),
+        Defaults {
+            scenarios: vec!["horatio".into()],
+            quick_scenarios: Some(vec!["horatio".into()]),
+            apps: all_apps,
+            quick_apps: Some(vec![
+                "dirty-1mb".into(),
+                "dirty-10mb".into(),
+                "clean-1mb".into(),
+            ]),
+            out: "results/horatio",
+        },
+    )?;
+    let (clean_apps, apps): (Vec<String>, Vec<String>) = plan
+        .apps
+        .iter()
+        .cloned()
+        .partition(|x| x.starts_with("clean-"));
+    let (clean_paths, paths): (Vec<Path>, Vec<Path>) =
+        paths.into_iter().partition(|p| Path::CLEAN.contains(p));
+    plan.apps = apps;
+    plan.systems = paths.into_iter().map(System::Parcel).collect();
+    let clean_systems: Vec<System> = clean_paths.into_iter().map(System::Parcel).collect();
+    if a.jobs.is_none() {
+        // Each trial's transfer fills its link and its tiers seal and check chunks: one at a
+        // time, so that trials do not take CPU from each other.
+        plan.jobs = 1;
+    }
+    let (md, rows) = horatio_lab::horatio(&plan, &clean_apps, &clean_systems)?;
+    for l in md
+        .lines()
+        .filter(|l| l.starts_with("## ") || l.starts_with("- "))
+    {
+        println!("{l}");
+    }
+    finish(&plan, &rows)
+}

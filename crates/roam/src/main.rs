@@ -104,6 +104,10 @@ enum LabCmd {
     /// emulated WiFi and LTE at 59, 115 and 290 ms, learning from them, and FastHLA against
     /// wget, curl (HTTP/1.1 and HTTP/2) and aria2, into results/fasthla/.
     Fasthla(lab_cmd::InPaperArgs),
+    /// Reproduce Horatio's evaluation: suspend and resume by dirty state to ISR's server over
+    /// 1 and 10 Mbit/s, the phone over USB and WiFi, and a fast local card; self-cleaning over
+    /// WiFi and 3G; the six workloads; into results/horatio/.
+    Horatio(lab_cmd::InPaperArgs),
 }
 
 #[derive(Subcommand)]
@@ -556,5 +560,6 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Lab(LabCmd::Imp(a)) => lab_cmd::imp(&a).map(|_| 0),
         Cmd::Lab(LabCmd::Meatballs(a)) => lab_cmd::meatballs(&a).map(|_| 0),
         Cmd::Lab(LabCmd::Fasthla(a)) => lab_cmd::fasthla(&a).map(|_| 0),
+        Cmd::Lab(LabCmd::Horatio(a)) => lab_cmd::horatio(&a).map(|_| 0),
     }
 }

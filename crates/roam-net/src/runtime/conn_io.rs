@@ -302,6 +302,10 @@ pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, ent
     }
 }
 
+/// Write `parts` in order, then flush: under TLS a write that meets a full socket may leave
+/// records buffered in the TLS session and still report its bytes as written, and nothing
+/// would send them before the next batch (a 128 KB reply over a 10 Mbit/s link waited 10 s
+/// for the acknowledgement timeout's probe to push it out). On plain TCP the flush is free.
 pub(super) async fn write_all(wr: &mut ConnWrite, mut parts: Vec<Bytes>) -> io::Result<()> {
     let mut i = 0;
     while i < parts.len() {
@@ -328,7 +332,7 @@ pub(super) async fn write_all(wr: &mut ConnWrite, mut parts: Vec<Bytes>) -> io::
             }
         }
     }
-    Ok(())
+    wr.flush().await
 }
 
 #[cfg(test)]

@@ -1,0 +1,857 @@
+//! `roam lab horatio`: Horatio's evaluation (seed 004, ../shared/spec/horatio.md) on the
+//! emulator with three hosts (client, phone, server) and the real tiers (`roam-store`'s
+//! services and links over roam-net with TLS, the same code as `roam parcel`).
+//!
+//! Every trial sets a parcel up as checked out on the client (its chunks at the server, the
+//! ownership record saying the client owns it), writes its dirty state, and then measures:
+//!
+//! - **Suspend** (apps `dirty-1mb` ... `dirty-500mb` and the six workloads): the changed
+//!   chunks and then ownership to the destination the system names, the phone over USB or its
+//!   WiFi, a fast local card, or ISR's server over a 1 or 10 Mbit/s WAN. Dirty state: the
+//!   memory image is rewritten whole (as after any run of a VM; half the dirty state, at most
+//!   64 MB) and the rest is disk chunks; the workloads dirty the seed's amounts of each.
+//!   Dirty chunks are random bytes (state that is compressed or encrypted already) and are
+//!   named by a dirty bitmap, as QEMU gives one.
+//! - **Resume** on another client from wherever the parcel went: control state and the memory
+//!   image (the guest can then run; its disk is fetched on demand, not modelled).
+//! - **Self-cleaning** (apps `clean-1mb` ...; systems `clean-wifi`, `clean-3g`): after a
+//!   suspend to the phone over USB, the phone uploads what the server lacks over WiFi (behind
+//!   the 1 Mbit/s WAN) or a measured 3G trace, and hands the parcel to the server. Its radio
+//!   energy is **modelled** (roam-budget's huang2012 WiFi and 3G profiles, the bytes uploaded
+//!   at the rate achieved).
+//!
+//! The links are the `horatio` scenario's; which two hosts each joins is [`Path::links`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::RngCore;
+use roam_emu::SERVER_ADDR;
+use roam_net::runtime::Tls;
+use roam_store::ownership::Tier;
+use roam_store::parcel::{self, DirtyMap, ParcelDir};
+use roam_store::tier::wire::{hex, Reply, Request};
+use roam_store::tier::{serve, Control, Held, ServeHandle, TierClient, TierService};
+use roam_store::{ingest, CHUNK_SIZE};
+
+use crate::matrix::{self, App, Plan};
+use crate::outcome::cell;
+use crate::report::Row;
+use crate::system::System;
+use crate::trial::{Metric, Trial};
+
+/// Where a parcel goes, and over which links (the lab's systems).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Path {
+    /// ISR: suspend to (and resume from) the server over a 1 Mbit/s WAN.
+    Isr1,
+    /// ISR over a 10 Mbit/s WAN.
+    Isr10,
+    /// Horatio: the phone over USB.
+    PhoneUsb,
+    /// Horatio: the phone over its WiFi.
+    PhoneWifi,
+    /// A fast local card (a USB 2.0 reader) in the phone's place.
+    SdUsb,
+    /// Self-cleaning from the phone over WiFi.
+    CleanWifi,
+    /// Self-cleaning from the phone over 3G.
+    Clean3g,
+}
+
+impl Path {
+    /// The suspend and resume systems, in report order.
+    pub const SUSPEND: [Path; 5] = [
+        Path::Isr1,
+        Path::Isr10,
+        Path::PhoneWifi,
+        Path::PhoneUsb,
+        Path::SdUsb,
+    ];
+    /// The self-cleaning systems.
+    pub const CLEAN: [Path; 2] = [Path::CleanWifi, Path::Clean3g];
+
+    /// Name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Isr1 => "isr-1mbit",
+            Path::Isr10 => "isr-10mbit",
+            Path::PhoneUsb => "phone-usb",
+            Path::PhoneWifi => "phone-wifi",
+            Path::SdUsb => "sd-usb",
+            Path::CleanWifi => "clean-wifi",
+            Path::Clean3g => "clean-3g",
+        }
+    }
+
+    /// Parse a name.
+    pub fn parse(s: &str) -> Option<Path> {
+        Path::SUSPEND
+            .into_iter()
+            .chain(Path::CLEAN)
+            .find(|p| p.name() == s)
+    }
+
+    /// The `horatio` scenario's links this path uses, with the two hosts each joins (the
+    /// first takes the link's client side).
+    pub fn links(self) -> Vec<(&'static str, &'static str, &'static str)> {
+        let wan1 = ("wan1", "client", "server");
+        match self {
+            Path::Isr1 => vec![wan1],
+            Path::Isr10 => vec![("wan10", "client", "server")],
+            Path::PhoneUsb => vec![wan1, ("usb", "client", "phone")],
+            Path::PhoneWifi => vec![wan1, ("lwifi", "client", "phone")],
+            Path::SdUsb => vec![wan1, ("sd", "client", "phone")],
+            Path::CleanWifi => vec![
+                wan1,
+                ("usb", "client", "phone"),
+                ("pwifi", "phone", "server"),
+            ],
+            Path::Clean3g => vec![
+                wan1,
+                ("usb", "client", "phone"),
+                ("cell", "phone", "server"),
+            ],
+        }
+    }
+
+    /// Whether the parcel is suspended to the phone (else to the server).
+    fn to_phone(self) -> bool {
+        !matches!(self, Path::Isr1 | Path::Isr10)
+    }
+}
+
+/// A dirty state: MB of memory image (rewritten whole) and of disk chunks.
+#[derive(Clone, Copy, Debug)]
+struct Dirty {
+    memory_mb: f64,
+    disk_mb: f64,
+}
+
+/// `dirty-N`: N MB, half of it (at most 64 MB) the memory image.
+fn dirty_of(total_mb: f64) -> Dirty {
+    let memory_mb = (total_mb / 2.0).min(64.0);
+    Dirty {
+        memory_mb,
+        disk_mb: total_mb - memory_mb,
+    }
+}
+
+/// The seed's six workloads: dirty memory and disk (MB).
+pub const WORKLOADS: [(&str, f64, f64); 6] = [
+    ("email", 16.1, 3.4),
+    ("word", 40.8, 3.3),
+    ("photo", 24.5, 3.9),
+    ("shop", 30.6, 13.8),
+    ("podcast", 120.4, 109.3),
+    ("video", 263.8, 368.1),
+];
+
+/// The suspend applications: by dirty state, then the workloads.
+pub const DIRTY_APPS: [&str; 4] = ["dirty-1mb", "dirty-10mb", "dirty-100mb", "dirty-500mb"];
+/// The self-cleaning applications.
+pub const CLEAN_APPS: [&str; 3] = ["clean-1mb", "clean-10mb", "clean-100mb"];
+
+fn dirty_for(app: &str) -> Result<Dirty> {
+    if let Some((_, m, d)) = WORKLOADS.iter().find(|w| w.0 == app) {
+        return Ok(Dirty {
+            memory_mb: *m,
+            disk_mb: *d,
+        });
+    }
+    let mb = app
+        .strip_prefix("dirty-")
+        .or_else(|| app.strip_prefix("clean-"))
+        .and_then(|s| s.strip_suffix("mb"))
+        .and_then(|s| s.parse::<f64>().ok())
+        .ok_or_else(|| anyhow!("application `{app}`: not a Horatio workload"))?;
+    Ok(dirty_of(mb))
+}
+
+/// The seed's figures (seconds) for a cell, where it has one.
+pub fn paper(app: &str, path: Path) -> Option<f64> {
+    let i = DIRTY_APPS.iter().position(|a| *a == app);
+    let c = CLEAN_APPS.iter().position(|a| *a == app);
+    match (path, i, c) {
+        (Path::Isr1, Some(i), _) => Some([1433.5, 1487.5, 2118.0, 4936.0][i]),
+        (Path::PhoneWifi, Some(i), _) => Some([39.0, 68.7, 301.3, 1239.2][i]),
+        (Path::PhoneUsb, Some(i), _) => Some([29.3, 44.0, 142.0, 625.0][i]),
+        (Path::SdUsb, Some(i), _) => Some([23.3, 25.3, 40.3, 136.0][i]),
+        (Path::CleanWifi, _, Some(c)) => Some([36.3, 97.0, 869.0][c]),
+        (Path::Clean3g, _, Some(c)) => Some([152.7, 477.7, 3848.3][c]),
+        _ => None,
+    }
+}
+
+/// The seed's resume time (s) from the card, by dirty state (ISR's plain resume: 281.5 s).
+pub fn paper_resume(app: &str, path: Path) -> Option<f64> {
+    let i = DIRTY_APPS.iter().position(|a| *a == app)?;
+    match path {
+        Path::SdUsb => Some([34.7, 34.3, 35.7, 51.3][i]),
+        Path::Isr1 => Some(281.5),
+        _ => None,
+    }
+}
+
+fn run_app(t: &Trial, app: &str) -> Result<Vec<Metric>> {
+    match t.system {
+        System::Parcel(p) => trial(t, p, app),
+        other => bail!("system `{}` is not a Horatio path", other.name()),
+    }
+}
+
+macro_rules! app_fn {
+    ($f:ident, $name:expr) => {
+        fn $f(t: &Trial) -> Result<Vec<Metric>> {
+            run_app(t, $name)
+        }
+    };
+}
+
+app_fn!(d1, "dirty-1mb");
+app_fn!(d10, "dirty-10mb");
+app_fn!(d100, "dirty-100mb");
+app_fn!(d500, "dirty-500mb");
+app_fn!(w_email, "email");
+app_fn!(w_word, "word");
+app_fn!(w_photo, "photo");
+app_fn!(w_shop, "shop");
+app_fn!(w_podcast, "podcast");
+app_fn!(w_video, "video");
+app_fn!(c1, "clean-1mb");
+app_fn!(c10, "clean-10mb");
+app_fn!(c100, "clean-100mb");
+
+/// The applications: suspend and resume by dirty state and workload, and self-cleaning.
+pub fn apps() -> Vec<App> {
+    type RunFn = fn(&Trial) -> Result<Vec<Metric>>;
+    let suspend: [(&'static str, RunFn); 10] = [
+        ("dirty-1mb", d1),
+        ("dirty-10mb", d10),
+        ("dirty-100mb", d100),
+        ("dirty-500mb", d500),
+        ("email", w_email),
+        ("word", w_word),
+        ("photo", w_photo),
+        ("shop", w_shop),
+        ("podcast", w_podcast),
+        ("video", w_video),
+    ];
+    let clean: [(&'static str, RunFn); 3] = [
+        ("clean-1mb", c1),
+        ("clean-10mb", c10),
+        ("clean-100mb", c100),
+    ];
+    let app = |name, run, interactive, background| App {
+        name,
+        run,
+        full: Duration::from_secs(3600),
+        quick: Duration::from_secs(120),
+        interactive,
+        background,
+        event: interactive,
+        needs: &[],
+        interactive_floor: None,
+        stagger: None,
+    };
+    suspend
+        .into_iter()
+        .map(|(n, r)| {
+            app(
+                n,
+                r,
+                ("suspend_s", "suspend time (s)"),
+                ("resume_s", "resume time (s)", false),
+            )
+        })
+        .chain(clean.into_iter().map(|(n, r)| {
+            app(
+                n,
+                r,
+                ("clean_s", "self-cleaning time (s)"),
+                (
+                    "clean_energy_j",
+                    "self-cleaning radio energy, modelled (J)",
+                    false,
+                ),
+            )
+        }))
+        .collect()
+}
+
+fn now_unix() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// An image of `mb` MB: a third zero chunks, a third text, a third random (what a disk mixes).
+fn base_image(path: &FsPath, mb: f64, seed: u64) -> Result<()> {
+    let len = ((mb * 1e6) as usize).max(1);
+    let mut v = Vec::with_capacity(len);
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let text = b"From: user@example.org; a working day's notes, mail and documents 0123456789\n";
+    while v.len() < len {
+        let chunk = v.len() / CHUNK_SIZE;
+        for i in 0..CHUNK_SIZE.min(len - v.len()) {
+            v.push(match chunk % 3 {
+                0 => 0,
+                1 => text[(i + chunk) % text.len()],
+                _ => {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                }
+            });
+        }
+    }
+    std::fs::write(path, v).with_context(|| format!("{}", path.display()))
+}
+
+/// Overwrite the first `mb` MB of the image with random bytes; the chunks written.
+fn dirty_image(path: &FsPath, mb: f64) -> Result<BTreeSet<u64>> {
+    use std::io::{Seek, SeekFrom, Write};
+    let n = (mb * 1e6) as usize;
+    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+    let mut buf = vec![0u8; n];
+    rand::thread_rng().fill_bytes(&mut buf);
+    f.seek(SeekFrom::Start(0))?;
+    f.write_all(&buf)?;
+    f.sync_all()?;
+    Ok((0..n.div_ceil(CHUNK_SIZE) as u64).collect())
+}
+
+/// The tiers of one trial: the server (and phone) serving in their namespaces.
+struct Tiers {
+    server: Arc<TierService>,
+    _handles: Vec<ServeHandle>,
+    secret: [u8; 32],
+    cert: String,
+    server_addr: SocketAddr,
+    phone_addr: Option<SocketAddr>,
+}
+
+const PORT: u16 = 7500;
+
+fn start_tiers(t: &Trial, dir: &FsPath, phone: bool, phone_to_server: bool) -> Result<Tiers> {
+    let mut secret = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut secret);
+    let c = rcgen::generate_simple_self_signed(vec!["roam-parcel".to_string()])?;
+    let (cert, key) = (c.cert.pem(), c.signing_key.serialize_pem());
+    let tls = Tls::server(cert.as_bytes(), key.as_bytes())?;
+    let server_addr = SocketAddr::new(SERVER_ADDR.into(), PORT);
+    let server = Arc::new(
+        TierService::open(Tier::Server, &dir.join("server"), secret).map_err(anyhow::Error::msg)?,
+    );
+    let (svc, tls2) = (server.clone(), tls.clone());
+    let mut handles = vec![t
+        .emu
+        .spawn_in_server(move || serve(svc, server_addr, Some(tls2)))
+        .join()
+        .map_err(|_| anyhow!("the server's thread panicked"))??
+        .map_err(anyhow::Error::msg)?];
+    let mut phone_addr = None;
+    if phone {
+        let addr = t
+            .emu
+            .host_addr("phone")
+            .ok_or_else(|| anyhow!("no phone host"))?;
+        let addr = SocketAddr::new(addr.into(), PORT);
+        let mut svc = TierService::open(Tier::Phone, &dir.join("phone"), secret)
+            .map_err(anyhow::Error::msg)?;
+        if phone_to_server {
+            let client_tls = Tls::client(cert.as_bytes(), "roam-parcel")?;
+            svc = svc.with_upstream(Box::new(move || {
+                TierClient::connect("server", server_addr, Some(client_tls.clone()), &secret)
+            }));
+        }
+        let svc = Arc::new(svc);
+        let tls = tls.clone();
+        let h = t
+            .emu
+            .spawn_in_host("phone", move || serve(svc, addr, Some(tls)))
+            .ok_or_else(|| anyhow!("no phone host"))?
+            .join()
+            .map_err(|_| anyhow!("the phone's thread panicked"))??
+            .map_err(anyhow::Error::msg)?;
+        handles.push(h);
+        phone_addr = Some(addr);
+    }
+    Ok(Tiers {
+        server,
+        _handles: handles,
+        secret,
+        cert,
+        server_addr,
+        phone_addr,
+    })
+}
+
+impl Tiers {
+    /// Ask the server's service directly (set-up, not measured).
+    fn ask(&self, req: Request, payload: &[u8]) -> Result<Reply> {
+        match self.server.handle(req, payload, now_unix()) {
+            (Reply::Error(e), _) => bail!("server: {e}"),
+            (r, _) => Ok(r),
+        }
+    }
+
+    /// Links from the client's namespace: (server, phone).
+    fn links(&self) -> Result<(TierClient, Option<TierClient>)> {
+        let tls = Tls::client(self.cert.as_bytes(), "roam-parcel")?;
+        let server =
+            TierClient::connect("server", self.server_addr, Some(tls.clone()), &self.secret)
+                .map_err(anyhow::Error::msg)?;
+        let phone = match self.phone_addr {
+            Some(a) => Some(
+                TierClient::connect("phone", a, Some(tls), &self.secret)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            None => None,
+        };
+        Ok((server, phone))
+    }
+}
+
+/// Set the parcel up as checked out on the client in `cdir`: its base images' chunks at the
+/// server, the ownership record moved to the client by the same two-phase commit (asked of
+/// the server's service directly: set-up crosses no emulated link).
+fn checked_out(tiers: &Tiers, cdir: &ParcelDir, dirty: Dirty, seed: u64) -> Result<()> {
+    std::fs::create_dir_all(cdir.image("disk").parent().unwrap())?;
+    // The images: the dirty part and 16 MB more of disk; a memory image of its dirty size.
+    base_image(&cdir.image("disk"), dirty.disk_mb + 16.0, seed)?;
+    base_image(&cdir.image("memory"), dirty.memory_mb.max(0.2), seed ^ 1)?;
+    let mut key = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut key);
+    let mut keyrings = Vec::new();
+    for name in parcel::IMAGES {
+        let mut f = std::fs::File::open(cdir.image(name))?;
+        let got = ingest(&mut f, tiers.server.store(), None)?;
+        keyrings.push((name, got.keyring));
+    }
+    let list: Vec<(&str, &roam_store::Keyring)> = keyrings.iter().map(|(n, k)| (*n, k)).collect();
+    let control = Control::new("lab", 1, &key, &list);
+    let held = Held {
+        control: control.clone(),
+        nonce: hex(&[0; 16]),
+    };
+    tiers.ask(
+        Request::PutControl {
+            parcel: "lab".into(),
+        },
+        &serde_json::to_vec(&held)?,
+    )?;
+    let Reply::Owned { nonce, .. } = tiers.ask(
+        Request::Create {
+            parcel: "lab".into(),
+        },
+        b"",
+    )?
+    else {
+        bail!("server: no nonce on create");
+    };
+    let hash = hex(&control.hash());
+    let Reply::Prepared { next } = tiers.ask(
+        Request::Prepare {
+            parcel: "lab".into(),
+            nonce: nonce.clone(),
+            to: Tier::Client,
+            version: 1,
+            hash: hash.clone(),
+        },
+        b"",
+    )?
+    else {
+        bail!("server: no nonce on prepare");
+    };
+    cdir.write_held(&Held {
+        control,
+        nonce: next.clone(),
+    })
+    .map_err(anyhow::Error::msg)?;
+    tiers.ask(
+        Request::Commit {
+            parcel: "lab".into(),
+            nonce,
+            next,
+            hash,
+        },
+        b"",
+    )?;
+    Ok(())
+}
+
+/// Bytes link `name` carried from its A side so far.
+fn up_bytes(t: &Trial, name: &str) -> u64 {
+    t.emu
+        .link(name)
+        .map_or(0, |l| l.up.delivered_bytes.load(Ordering::Relaxed))
+}
+
+/// Modelled radio energy (J) of moving `bytes` in `secs` over a link of this profile.
+fn radio_energy(
+    profile: &str,
+    bytes: u64,
+    secs: f64,
+    dir: roam_budget::radio::Direction,
+) -> Result<f64> {
+    let p = roam_budget::profile::profile(profile)
+        .map_err(|e| anyhow!("radio profile {profile}: {e}"))?;
+    let radio = roam_budget::radio::Radio::new(Arc::new(p), roam_core::Time::ZERO);
+    let bps = ((bytes as f64 * 8.0 / secs.max(1e-3)) as u64).max(1);
+    Ok(radio
+        .marginal_energy(
+            roam_core::Time::ZERO,
+            roam_core::Bytes(bytes),
+            dir,
+            roam_core::BitRate::bps(bps),
+        )
+        .0)
+}
+
+fn trial(t: &Trial, path: Path, app: &str) -> Result<Vec<Metric>> {
+    let dirty = dirty_for(app)?;
+    let work = std::env::temp_dir().join(format!(
+        "roam-horatio-{}-{}-{}",
+        std::process::id(),
+        path.name(),
+        t.seed
+    ));
+    let _ = std::fs::remove_dir_all(&work);
+    let _cleanup = RemoveOnDrop(work.clone());
+    let cleaning = Path::CLEAN.contains(&path);
+    let tiers = start_tiers(t, &work, path.to_phone(), cleaning)?;
+    let cdir = ParcelDir::new(work.join("client"));
+    checked_out(&tiers, &cdir, dirty, t.seed)?;
+    let mut map = DirtyMap::new();
+    map.insert(
+        "memory".into(),
+        dirty_image(&cdir.image("memory"), dirty.memory_mb.max(0.2))?,
+    );
+    map.insert(
+        "disk".into(),
+        dirty_image(&cdir.image("disk"), dirty.disk_mb)?,
+    );
+    let to = if path.to_phone() {
+        Tier::Phone
+    } else {
+        Tier::Server
+    };
+
+    // Suspend, timed from the first connection to the committed handoff.
+    let (tiers, cdir2) = (Arc::new(tiers), cdir.clone());
+    let tt = tiers.clone();
+    let suspended = t
+        .emu
+        .spawn_in_client(move || -> Result<(f64, parcel::Moved)> {
+            let t0 = Instant::now();
+            let (server, phone) = tt.links()?;
+            let m = parcel::suspend_dirty(
+                &server,
+                phone.as_ref(),
+                to,
+                &cdir2,
+                Some(&map),
+                &mut |_, _| {},
+            )
+            .map_err(anyhow::Error::msg)?;
+            Ok((t0.elapsed().as_secs_f64(), m))
+        })
+        .join()
+        .map_err(|_| anyhow!("the client's thread panicked"))??;
+    let (suspend_s, moved) = suspended?;
+    let mut out = vec![
+        Metric::new("suspend_s", suspend_s, "s"),
+        Metric::new("dirty_mb", (moved.bytes as f64) / 1e6, "MB"),
+        Metric::new("dirty_chunks", moved.dirty as f64, "chunks"),
+    ];
+    t.event_latencies("suspend_s", [suspend_s * 1e3]);
+    if path == Path::PhoneWifi {
+        let e = radio_energy(
+            "huang2012/wifi",
+            moved.bytes,
+            suspend_s,
+            roam_budget::radio::Direction::Down,
+        )?;
+        out.push(Metric::new("suspend_energy_j", e, "J"));
+    }
+
+    if cleaning {
+        let link = path.links().last().expect("a phone-server link").0;
+        let b0 = up_bytes(t, link);
+        let tt = tiers.clone();
+        let r = t
+            .emu
+            .spawn_in_client(move || -> Result<f64> {
+                let (_, phone) = tt.links()?;
+                let phone = phone.ok_or_else(|| anyhow!("no phone link"))?;
+                let t0 = Instant::now();
+                parcel::clean(&phone, "lab", Duration::from_millis(50), &mut |_| {})
+                    .map_err(anyhow::Error::msg)?;
+                Ok(t0.elapsed().as_secs_f64())
+            })
+            .join()
+            .map_err(|_| anyhow!("the client's thread panicked"))??;
+        let clean_s = r?;
+        let bytes = up_bytes(t, link) - b0;
+        let profile = if path == Path::CleanWifi {
+            "huang2012/wifi"
+        } else {
+            "huang2012/3g"
+        };
+        out.push(Metric::new("clean_s", clean_s, "s"));
+        out.push(Metric::new("clean_mb", bytes as f64 / 1e6, "MB"));
+        out.push(Metric::new(
+            "clean_energy_j",
+            radio_energy(profile, bytes, clean_s, roam_budget::radio::Direction::Up)?,
+            "J",
+        ));
+        t.event_latencies("clean_s", [clean_s * 1e3]);
+        return Ok(out);
+    }
+
+    // Resume on another client: control state and the memory image.
+    let tt = tiers.clone();
+    let rdir = ParcelDir::new(work.join("client2"));
+    let r = t
+        .emu
+        .spawn_in_client(move || -> Result<f64> {
+            let t0 = Instant::now();
+            let (server, phone) = tt.links()?;
+            parcel::resume_images(
+                &server,
+                phone.as_ref(),
+                "lab",
+                &rdir,
+                Some(&["memory"]),
+                &mut |_, _| {},
+            )
+            .map_err(anyhow::Error::msg)?;
+            Ok(t0.elapsed().as_secs_f64())
+        })
+        .join()
+        .map_err(|_| anyhow!("the client's thread panicked"))??;
+    out.push(Metric::new("resume_s", r?, "s"));
+    drop(tiers);
+    Ok(out)
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The hosts and link ends of a Horatio system.
+pub fn topology(path: Path) -> (Vec<String>, HashMap<String, (String, String)>) {
+    let links = path.links();
+    let hosts = if links.iter().any(|(_, a, b)| *a == "phone" || *b == "phone") {
+        vec!["phone".to_string()]
+    } else {
+        Vec::new()
+    };
+    let ends = links
+        .into_iter()
+        .map(|(n, a, b)| (n.to_string(), (a.to_string(), b.to_string())))
+        .collect();
+    (hosts, ends)
+}
+
+/// Run the lab: the suspend and resume matrix (`OUT/suspend/`) and the self-cleaning one
+/// (`OUT/clean/`), and write `OUT/report.md`.
+pub fn horatio(
+    plan: &Plan,
+    clean_apps: &[String],
+    clean_systems: &[System],
+) -> Result<(String, Vec<Row>)> {
+    let all = apps();
+    std::fs::create_dir_all(&plan.out)
+        .with_context(|| format!("creating {}", plan.out.display()))?;
+    let suspend = Plan {
+        out: plan.out.join("suspend"),
+        apps: plan.apps.clone(),
+        scenarios: plan.scenarios.clone(),
+        systems: plan.systems.clone(),
+        emu_logs: plan.emu_logs.clone(),
+        ..*plan
+    };
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    let mut version = String::new();
+    if !suspend.apps.is_empty() && !suspend.systems.is_empty() {
+        eprintln!(
+            "suspend and resume: {} application(s) x {} system(s)",
+            suspend.apps.len(),
+            suspend.systems.len()
+        );
+        let m = matrix::measure(&suspend, &all)?;
+        matrix::charts(&suspend, &all, &m)?;
+        rows.extend(m.rows);
+        notes.extend(m.notes);
+        version = m.version;
+    }
+    let clean = Plan {
+        out: plan.out.join("clean"),
+        apps: clean_apps.to_vec(),
+        scenarios: plan.scenarios.clone(),
+        systems: clean_systems.to_vec(),
+        emu_logs: plan.emu_logs.clone(),
+        ..*plan
+    };
+    if !clean.apps.is_empty() && !clean.systems.is_empty() {
+        eprintln!(
+            "self-cleaning: {} application(s) x {} system(s)",
+            clean.apps.len(),
+            clean.systems.len()
+        );
+        let m = matrix::measure(&clean, &all)?;
+        matrix::charts(&clean, &all, &m)?;
+        rows.extend(m.rows);
+        notes.extend(m.notes);
+        version = m.version;
+    }
+    let md = markdown(plan, &suspend, &clean, &rows, &notes, &version);
+    std::fs::write(plan.out.join("report.md"), &md)?;
+    Ok((md, rows))
+}
+
+fn markdown(
+    plan: &Plan,
+    suspend: &Plan,
+    clean: &Plan,
+    rows: &[Row],
+    notes: &[String],
+    version: &str,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# roam lab horatio: suspend, resume and self-cleaning of a parcel\n\n\
+         Measured with roam `{version}`{}. {} trial(s) per cell{}. Three emulated hosts (client, \
+         phone, server) and the real tiers (`roam parcel`'s code, TLS links over roam-net); \
+         the links are the `horatio` scenario's (docs/horatio.md). Cells: the mean with its \
+         95% confidence interval (Student's t), then the median; beside it the seed's figure. \
+         Energy is **modelled** (roam-budget's huang2012 radio profiles; no USB power model).\n",
+        matrix::written_by(version),
+        plan.trials,
+        if plan.quick {
+            ", **quick** (not the seed's matrix)"
+        } else {
+            ""
+        },
+    );
+    let _ = writeln!(s, "{}\n", matrix::seeds_line(rows));
+    for sc in &plan.scenarios {
+        if !suspend.apps.is_empty() && !suspend.systems.is_empty() {
+            let _ = writeln!(
+                s,
+                "## Suspend (s): ours / the seed's\n\n| dirty state | {} |\n|---|{}",
+                suspend
+                    .systems
+                    .iter()
+                    .map(|x| x.name())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                "---:|".repeat(suspend.systems.len())
+            );
+            for app in &suspend.apps {
+                let cells: Vec<String> = suspend
+                    .systems
+                    .iter()
+                    .map(|sys| {
+                        let c = cell(rows, app, sc, sys.name(), "suspend_s").cell();
+                        match sys {
+                            System::Parcel(p) => match paper(app, *p) {
+                                Some(v) => format!("{c} / {v}"),
+                                None => c,
+                            },
+                            _ => c,
+                        }
+                    })
+                    .collect();
+                let _ = writeln!(s, "| {app} | {} |", cells.join(" | "));
+            }
+            let _ = writeln!(
+                s,
+                "\n## Resume until the guest can run (s): ours / the seed's\n\n| dirty state | {} |\n|---|{}",
+                suspend.systems.iter().map(|x| x.name()).collect::<Vec<_>>().join(" | "),
+                "---:|".repeat(suspend.systems.len())
+            );
+            for app in &suspend.apps {
+                let cells: Vec<String> = suspend
+                    .systems
+                    .iter()
+                    .map(|sys| {
+                        let c = cell(rows, app, sc, sys.name(), "resume_s").cell();
+                        match sys {
+                            System::Parcel(p) => match paper_resume(app, *p) {
+                                Some(v) => format!("{c} / {v}"),
+                                None => c,
+                            },
+                            _ => c,
+                        }
+                    })
+                    .collect();
+                let _ = writeln!(s, "| {app} | {} |", cells.join(" | "));
+            }
+            // The headline: the phone against ISR over 1 Mbit/s, per dirty state.
+            let _ = writeln!(
+                s,
+                "\nSuspend to the phone over USB against ISR over 1 Mbit/s (the seed: up to -97%):"
+            );
+            for app in &suspend.apps {
+                let ours = cell(rows, app, sc, "phone-usb", "suspend_s").value();
+                let isr = cell(rows, app, sc, "isr-1mbit", "suspend_s").value();
+                if ours.is_finite() && isr.is_finite() {
+                    let _ = writeln!(s, "- {app}: {:+.0}%", (ours / isr - 1.0) * 100.0);
+                }
+            }
+            let _ = writeln!(s);
+        }
+        if !clean.apps.is_empty() && !clean.systems.is_empty() {
+            let _ = writeln!(
+                s,
+                "## Self-cleaning (s): ours / the seed's; radio energy (J, modelled)\n\n| dirty state | {} |\n|---|{}",
+                clean.systems.iter().map(|x| x.name()).collect::<Vec<_>>().join(" | "),
+                "---:|".repeat(clean.systems.len())
+            );
+            for app in &clean.apps {
+                let cells: Vec<String> = clean
+                    .systems
+                    .iter()
+                    .map(|sys| {
+                        let c = cell(rows, app, sc, sys.name(), "clean_s").cell();
+                        let e = cell(rows, app, sc, sys.name(), "clean_energy_j").value();
+                        let p = match sys {
+                            System::Parcel(p) => {
+                                paper(app, *p).map_or(String::new(), |v| format!(" / {v}"))
+                            }
+                            _ => String::new(),
+                        };
+                        format!("{c}{p}; {e:.0} J")
+                    })
+                    .collect();
+                let _ = writeln!(s, "| {app} | {} |", cells.join(" | "));
+            }
+            let _ = writeln!(
+                s,
+                "\nThe seed's energy (N95, measured): self-cleaning 100 MB over WiFi 915.6 J, over 3G 4552.7 J.\n"
+            );
+        }
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(s, "## Notes on trials\n");
+        for n in notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
