@@ -319,8 +319,8 @@ enum BenchCmd {
     /// Meatballs: microseconds per decision for each evaluation method, with 2 and 4
     /// strategies and 50 or 500 error samples per predictor (no network needed).
     Decide(bench_decide::BenchDecideArgs),
-    /// Horatio's chunk store: how fast one core seals an image, and ingests it into a
-    /// directory store (no network needed).
+    /// Horatio: how fast one core seals an image and ingests it into a directory store; with
+    /// the emulator, a suspend of 100 MB dirty to the phone over USB and the resume from it.
     Store(bench_store::BenchStoreArgs),
     /// FastHLA: throughput as a fraction of a 100 Mbit/s, 290 ms link against the best of
     /// today's tools, the model's prediction time, and CPU per GB against curl.

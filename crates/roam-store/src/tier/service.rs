@@ -578,27 +578,35 @@ impl TierService {
         let mut done = 0usize;
         for batch in ids.chunks(MAX_HAS) {
             let have = server.has_many(batch)?;
-            for (id, had) in batch.iter().zip(have) {
-                if !had {
-                    let blob = self
-                        .store
+            let missing: Vec<ChunkId> = batch
+                .iter()
+                .zip(have)
+                .filter(|(_, had)| !had)
+                .map(|(id, _)| *id)
+                .collect();
+            let before = uploaded;
+            let (n, _) = server.put_pipelined(
+                &missing,
+                &mut |id| {
+                    self.store
                         .get(id)
                         .map_err(|e| e.to_string())?
-                        .ok_or_else(|| format!("chunk {id}: not on the phone"))?;
-                    server.put(id, &blob).map_err(|e| e.to_string())?;
-                    uploaded += 1;
-                }
-                done += 1;
-                if done.is_multiple_of(64) {
+                        .ok_or_else(|| format!("chunk {id}: not on the phone"))
+                },
+                &mut |n, _| {
                     self.set_cleaning(
                         parcel,
                         format!(
-                            "uploading: {done} of {} chunks checked, {uploaded} uploaded",
-                            ids.len()
+                            "uploading: {} of {} chunks checked, {} uploaded",
+                            done + n as usize,
+                            ids.len(),
+                            before + n
                         ),
-                    );
-                }
-            }
+                    )
+                },
+            )?;
+            uploaded += n;
+            done += batch.len();
         }
         self.set_cleaning(
             parcel,
