@@ -319,3 +319,53 @@ fn a_self_clean_cut_by_the_server_going_away_resumes_where_it_stopped() {
     let server = link("server", back.addr(), &cert);
     assert_eq!(server.owner("p").unwrap(), (Tier::Server, 2, false));
 }
+
+/// The phone dies in the middle of a suspend to it: the suspend fails, the client still owns
+/// the parcel with its images and control state, and suspending to the server then works.
+#[test]
+fn a_phone_lost_mid_suspend_leaves_the_client_the_owner() {
+    let t = start("midsuspend");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 200, 11);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    // Every chunk changes: 200 chunks to send.
+    let disk: Vec<u8> = std::fs::read(dir.image("disk"))
+        .unwrap()
+        .iter()
+        .map(|b| b ^ 0x3c)
+        .collect();
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    let phone_blobs = t.phone_svc.store().root().to_path_buf();
+    let held = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|x| std::fs::read_dir(x.path()).ok())
+                    .map(|f| f.count())
+                    .sum::<usize>()
+            })
+            .unwrap_or(0)
+    };
+    let Tiers { phone: ph, .. } = t;
+    let killer = std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while held(&phone_blobs) < 10 && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ph.stop(); // stops accepting, and every link at its next request
+    });
+    let e = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap_err();
+    killer.join().unwrap();
+    assert!(e.contains("phone"), "{e}");
+    assert_eq!(server.owner("p").unwrap(), (Tier::Client, 1, false));
+    assert!(
+        dir.held().unwrap().is_some(),
+        "the client keeps its control state"
+    );
+    assert_eq!(std::fs::read(dir.image("disk")).unwrap(), disk);
+    let m = parcel::suspend(&server, None, Tier::Server, &dir, &mut nothing).unwrap();
+    assert_eq!(server.owner("p").unwrap(), (Tier::Server, m.version, false));
+}
