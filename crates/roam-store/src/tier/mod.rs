@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::chunk::ChunkId;
 use crate::error::StoreError;
 use crate::keyring::{Keyring, ParcelKey};
-pub use net::{serve, ServeHandle, TierClient};
+pub use net::{serve, serve_idle, ServeHandle, TierClient};
 pub use service::TierService;
 use wire::{hex, unhex};
 

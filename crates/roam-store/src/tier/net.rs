@@ -104,6 +104,16 @@ pub fn serve(
     addr: SocketAddr,
     tls: Option<Tls>,
 ) -> Result<ServeHandle, String> {
+    serve_idle(service, addr, tls, LINK_IDLE)
+}
+
+/// As [`serve`], closing links idle for `idle`.
+pub fn serve_idle(
+    service: Arc<TierService>,
+    addr: SocketAddr,
+    tls: Option<Tls>,
+    idle: Duration,
+) -> Result<ServeHandle, String> {
     let listener =
         Listener::bind(addr, link_options(tls)).map_err(|e| format!("listening on {addr}: {e}"))?;
     let addr = listener.local_addr();
@@ -124,7 +134,7 @@ pub fn serve(
             }
             let (service, links, stop) = (service.clone(), links.clone(), st.clone());
             std::thread::spawn(move || {
-                serve_link(&service, &ms, &stop);
+                serve_link(&service, &ms, &stop, idle);
                 ms.close(Duration::from_secs(5));
                 links.fetch_sub(1, Ordering::SeqCst);
             });
@@ -137,10 +147,10 @@ pub fn serve(
     })
 }
 
-fn serve_link(service: &Arc<TierService>, ms: &MultiSocket, stop: &AtomicBool) {
+fn serve_link(service: &Arc<TierService>, ms: &MultiSocket, stop: &AtomicBool, idle: Duration) {
     let mut authenticated = false;
     while !stop.load(Ordering::SeqCst) {
-        let (msg, label) = match recv_message(ms, LINK_IDLE) {
+        let (msg, label) = match recv_message(ms, idle) {
             Ok(Some(m)) => m,
             Ok(None) | Err(_) => return,
         };
@@ -175,10 +185,16 @@ fn serve_link(service: &Arc<TierService>, ms: &MultiSocket, stop: &AtomicBool) {
     }
 }
 
-/// A link to a tier (phone or server): its requests, and a [`ChunkStore`] over it.
+/// A link to a tier (phone or server): its requests, and a [`ChunkStore`] over it. A tier
+/// closes a link idle for [`LINK_IDLE`] (a client suspending to the phone leaves its link to
+/// the server idle for as long as the chunks take); the next request then opens a new one and
+/// authenticates again. A request already sent is never sent twice.
 pub struct TierClient {
-    ms: MultiSocket,
+    ms: Mutex<MultiSocket>,
     name: String,
+    addr: SocketAddr,
+    tls: Option<Tls>,
+    secret: [u8; 32],
     /// One request in flight: requests and their replies pair up in order.
     call: Mutex<()>,
     background: AtomicBool,
@@ -193,18 +209,56 @@ impl TierClient {
         tls: Option<Tls>,
         secret: &[u8; 32],
     ) -> Result<TierClient, String> {
-        let ms = MultiSocket::connect(addr, link_options(tls))
-            .map_err(|e| format!("{name} at {addr}: {e}"))?;
         let c = TierClient {
-            ms,
+            ms: Mutex::new(Self::open(name, addr, &tls)?),
             name: name.to_string(),
+            addr,
+            tls,
+            secret: *secret,
             call: Mutex::new(()),
             background: AtomicBool::new(false),
         };
-        c.expect_ok(&Request::Auth {
-            secret: hex(secret),
-        })?;
+        c.authenticate()?; // nobody else has the client yet: no `call` lock needed
         Ok(c)
+    }
+
+    fn open(name: &str, addr: SocketAddr, tls: &Option<Tls>) -> Result<MultiSocket, String> {
+        MultiSocket::connect(addr, link_options(tls.clone()))
+            .map_err(|e| format!("{name} at {addr}: {e}"))
+    }
+
+    /// The link's multi-socket.
+    fn ms(&self) -> MultiSocket {
+        self.ms.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Present the access secret (the caller holds the `call` lock).
+    fn authenticate(&self) -> Result<(), String> {
+        self.send_request(
+            &Request::Auth {
+                secret: hex(&self.secret),
+            },
+            b"",
+        )?;
+        match self.next_reply()?.0 {
+            Reply::Ok => Ok(()),
+            r => Err(self.err(format!("unexpected reply {r:?}"))),
+        }
+    }
+
+    /// Before a request (the caller holds the `call` lock): a link the tier has closed is
+    /// opened again.
+    fn ensure_open(&self) -> Result<(), String> {
+        if !self.ms().peer_closed() {
+            return Ok(());
+        }
+        let fresh = Self::open(&self.name, self.addr, &self.tls)?;
+        let old = std::mem::replace(
+            &mut *self.ms.lock().unwrap_or_else(|p| p.into_inner()),
+            fresh,
+        );
+        old.close(Duration::from_millis(100));
+        self.authenticate()
     }
 
     /// Send bulk requests (chunks) with the background label (self-cleaning), or not.
@@ -229,7 +283,7 @@ impl TierClient {
 
     /// Send one request (the caller holds the `call` lock and takes its reply in order).
     fn send_request(&self, req: &Request, payload: &[u8]) -> Result<(), String> {
-        self.ms
+        self.ms()
             .send(self.label_of(req), encode(req, payload), None)
             .map(|_| ())
             .map_err(|x| self.err(x))
@@ -238,7 +292,7 @@ impl TierClient {
     /// The next reply (an `Error` reply as an error).
     fn next_reply(&self) -> Result<(Reply, Vec<u8>), String> {
         let (msg, _) =
-            recv_message(&self.ms, LINK_IDLE)?.ok_or_else(|| self.err("closed the link"))?;
+            recv_message(&self.ms(), LINK_IDLE)?.ok_or_else(|| self.err("closed the link"))?;
         let (reply, payload) =
             decode::<Reply>(&msg).map_err(|x| self.err(format!("malformed reply: {x}")))?;
         match reply {
@@ -250,6 +304,7 @@ impl TierClient {
     /// One request and its reply with its payload.
     pub fn call(&self, req: &Request, payload: &[u8]) -> Result<(Reply, Vec<u8>), String> {
         let _g = self.call.lock().unwrap_or_else(|p| p.into_inner());
+        self.ensure_open()?;
         self.send_request(req, payload)?;
         self.next_reply()
     }
@@ -264,6 +319,7 @@ impl TierClient {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<(u64, u64), String> {
         let _g = self.call.lock().unwrap_or_else(|p| p.into_inner());
+        self.ensure_open()?;
         let mut sizes = std::collections::VecDeque::new();
         let (mut n, mut bytes) = (0u64, 0u64);
         let mut take = |sizes: &mut std::collections::VecDeque<u64>| -> Result<(), String> {
@@ -296,6 +352,7 @@ impl TierClient {
     /// with their keys).
     pub fn get_pipelined(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<u8>>>, String> {
         let _g = self.call.lock().unwrap_or_else(|p| p.into_inner());
+        self.ensure_open()?;
         let mut out = Vec::with_capacity(ids.len());
         let take = |out: &mut Vec<Option<Vec<u8>>>| -> Result<(), String> {
             match self.next_reply()? {
@@ -487,7 +544,7 @@ impl TierClient {
 
     /// Close the link.
     pub fn close(&self) {
-        self.ms.close(Duration::from_secs(5));
+        self.ms().close(Duration::from_secs(5));
     }
 }
 

@@ -369,3 +369,27 @@ fn a_phone_lost_mid_suspend_leaves_the_client_the_owner() {
     let m = parcel::suspend(&server, None, Tier::Server, &dir, &mut nothing).unwrap();
     assert_eq!(server.owner("p").unwrap(), (Tier::Server, m.version, false));
 }
+
+/// A tier closes a link idle too long (hostile peers cannot hold links open); the client's
+/// next request opens a new link and authenticates again, as a long suspend to the phone
+/// leaves its link to the server idle.
+#[test]
+fn a_link_the_tier_closed_for_idleness_is_opened_again() {
+    let root = std::env::temp_dir().join(format!("roam-tiers-idle-{}", std::process::id()));
+    let _tmp = TempDir(root.clone());
+    let (tls, cert) = tls_pair();
+    let svc = Arc::new(TierService::open(Tier::Server, &root, SECRET).unwrap());
+    let h = super::serve_idle(
+        svc,
+        "127.0.0.1:0".parse().unwrap(),
+        Some(tls),
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    let server = link("server", h.addr(), &cert);
+    assert!(server.owner("p").unwrap_err().contains("unknown"));
+    std::thread::sleep(Duration::from_millis(1500));
+    // The tier has closed the first link by now; the request still gets its answer.
+    let e = server.owner("p").unwrap_err();
+    assert!(e.contains("unknown"), "{e}");
+}
