@@ -518,9 +518,12 @@ fn radio_energy(
 
 fn trial(t: &Trial, path: Path, app: &str) -> Result<Vec<Metric>> {
     let dirty = dirty_for(app)?;
+    // One directory per trial: trials of several applications run at once (`--jobs`).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let work = std::env::temp_dir().join(format!(
-        "roam-horatio-{}-{}-{}",
+        "roam-horatio-{}-{}-{app}-{}-{}",
         std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
         path.name(),
         t.seed
     ));
