@@ -291,27 +291,9 @@ fn now_unix() -> Duration {
         .unwrap_or_default()
 }
 
-/// An image of `mb` MB: a third zero chunks, a third text, a third random (what a disk mixes).
+/// An image of `mb` MB ([`roam_store::image::synthetic`]).
 fn base_image(path: &FsPath, mb: f64, seed: u64) -> Result<()> {
-    let len = ((mb * 1e6) as usize).max(1);
-    let mut v = Vec::with_capacity(len);
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let text = b"From: user@example.org; a working day's notes, mail and documents 0123456789\n";
-    while v.len() < len {
-        let chunk = v.len() / CHUNK_SIZE;
-        for i in 0..CHUNK_SIZE.min(len - v.len()) {
-            v.push(match chunk % 3 {
-                0 => 0,
-                1 => text[(i + chunk) % text.len()],
-                _ => {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                }
-            });
-        }
-    }
+    let v = roam_store::image::synthetic(((mb * 1e6) as usize).max(1), seed);
     std::fs::write(path, v).with_context(|| format!("{}", path.display()))
 }
 
@@ -726,6 +708,44 @@ pub fn horatio(
     Ok((md, rows))
 }
 
+/// A table of `metric` by application (rows) and system (columns) of `plan`, the seed's figure
+/// (`seed`) beside each cell that has one.
+fn table(
+    s: &mut String,
+    title: &str,
+    plan: &Plan,
+    rows: &[Row],
+    sc: &str,
+    metric: &str,
+    seed: fn(&str, Path) -> Option<f64>,
+) {
+    let _ = writeln!(
+        s,
+        "## {title}: ours / the seed's\n\n| dirty state | {} |\n|---|{}",
+        plan.systems
+            .iter()
+            .map(|x| x.name())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---:|".repeat(plan.systems.len())
+    );
+    for app in &plan.apps {
+        let cells: Vec<String> = plan
+            .systems
+            .iter()
+            .map(|sys| {
+                let c = cell(rows, app, sc, sys.name(), metric).cell();
+                match sys {
+                    System::Parcel(p) => seed(app, *p).map_or(c.clone(), |v| format!("{c} / {v}")),
+                    _ => c,
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "| {app} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(s);
+}
+
 fn markdown(
     plan: &Plan,
     suspend: &Plan,
@@ -754,57 +774,16 @@ fn markdown(
     let _ = writeln!(s, "{}\n", matrix::seeds_line(rows));
     for sc in &plan.scenarios {
         if !suspend.apps.is_empty() && !suspend.systems.is_empty() {
-            let _ = writeln!(
-                s,
-                "## Suspend (s): ours / the seed's\n\n| dirty state | {} |\n|---|{}",
-                suspend
-                    .systems
-                    .iter()
-                    .map(|x| x.name())
-                    .collect::<Vec<_>>()
-                    .join(" | "),
-                "---:|".repeat(suspend.systems.len())
+            table(&mut s, "Suspend (s)", suspend, rows, sc, "suspend_s", paper);
+            table(
+                &mut s,
+                "Resume until the guest can run (s)",
+                suspend,
+                rows,
+                sc,
+                "resume_s",
+                paper_resume,
             );
-            for app in &suspend.apps {
-                let cells: Vec<String> = suspend
-                    .systems
-                    .iter()
-                    .map(|sys| {
-                        let c = cell(rows, app, sc, sys.name(), "suspend_s").cell();
-                        match sys {
-                            System::Parcel(p) => match paper(app, *p) {
-                                Some(v) => format!("{c} / {v}"),
-                                None => c,
-                            },
-                            _ => c,
-                        }
-                    })
-                    .collect();
-                let _ = writeln!(s, "| {app} | {} |", cells.join(" | "));
-            }
-            let _ = writeln!(
-                s,
-                "\n## Resume until the guest can run (s): ours / the seed's\n\n| dirty state | {} |\n|---|{}",
-                suspend.systems.iter().map(|x| x.name()).collect::<Vec<_>>().join(" | "),
-                "---:|".repeat(suspend.systems.len())
-            );
-            for app in &suspend.apps {
-                let cells: Vec<String> = suspend
-                    .systems
-                    .iter()
-                    .map(|sys| {
-                        let c = cell(rows, app, sc, sys.name(), "resume_s").cell();
-                        match sys {
-                            System::Parcel(p) => match paper_resume(app, *p) {
-                                Some(v) => format!("{c} / {v}"),
-                                None => c,
-                            },
-                            _ => c,
-                        }
-                    })
-                    .collect();
-                let _ = writeln!(s, "| {app} | {} |", cells.join(" | "));
-            }
             // The headline: the phone against ISR over 1 Mbit/s, per dirty state.
             let _ = writeln!(
                 s,

@@ -180,15 +180,7 @@ pub fn links(
                             path.name()
                         )
                     })?;
-                Ok(LinkConfig {
-                    name: l.name.clone(),
-                    kind: l.kind,
-                    trace: l.trace.clone(),
-                    queue,
-                    jitter: Default::default(),
-                    carrier_after: None,
-                    seed: 1,
-                })
+                Ok(link_config(l, queue, 1))
             })
             .collect();
     }
@@ -207,16 +199,22 @@ pub fn links(
         .links
         .iter()
         .enumerate()
-        .map(|(i, l)| LinkConfig {
-            name: l.name.clone(),
-            kind: l.kind,
-            trace: l.trace.clone(),
-            queue,
-            jitter: Default::default(),
-            carrier_after: None,
-            seed: 1 + i as u64,
-        })
+        .map(|(i, l)| link_config(l, queue, 1 + i as u64))
         .collect())
+}
+
+/// A scenario's link as the emulator runs it: drop-tail bound `queue`, no jitter, outages
+/// silent, `seed` for its random parts.
+fn link_config(l: &roam_trace::link::NamedLink, queue: QueueLimit, seed: u64) -> LinkConfig {
+    LinkConfig {
+        name: l.name.clone(),
+        kind: l.kind,
+        trace: l.trace.clone(),
+        queue,
+        jitter: Default::default(),
+        carrier_after: None,
+        seed,
+    }
 }
 
 #[cfg(test)]

@@ -117,3 +117,28 @@ pub fn restore(
     }
     Ok(())
 }
+
+/// A synthetic image of `len` bytes, chunk by chunk a third zero blocks, a third text, a third
+/// random bytes (what a disk mixes: free space, files that compress, files that do not); the
+/// same `seed` gives the same bytes. For benchmarks and the lab.
+pub fn synthetic(len: usize, seed: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let text = b"From: user@example.org; a working day's notes, mail and documents 0123456789\n";
+    while v.len() < len {
+        let chunk = v.len() / CHUNK_SIZE;
+        for i in 0..CHUNK_SIZE.min(len - v.len()) {
+            v.push(match chunk % 3 {
+                0 => 0,
+                1 => text[(i + chunk) % text.len()],
+                _ => {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                }
+            });
+        }
+    }
+    v
+}

@@ -61,27 +61,9 @@ fn suspend_resume() -> Result<(f64, f64, f64)> {
     Ok((suspend / (mb * 8.0 / USB_MBIT), resume, mb))
 }
 
-/// A synthetic image: a third zero blocks, a third text-like, a third random bytes (what a
-/// disk image mixes: free space, files that compress, files that do not).
+/// A synthetic image of `mib` MiB ([`roam_store::image::synthetic`]).
 fn image(mib: usize) -> Vec<u8> {
-    let len = mib << 20;
-    let mut v = Vec::with_capacity(len);
-    let mut x: u32 = 12345;
-    let text = b"Subject: meeting notes; the quick brown fox jumps over the lazy dog 0123456789\n";
-    while v.len() < len {
-        let chunk = v.len() / CHUNK_SIZE;
-        for i in 0..CHUNK_SIZE.min(len - v.len()) {
-            v.push(match chunk % 3 {
-                0 => 0,
-                1 => text[(i + chunk) % text.len()],
-                _ => {
-                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    (x >> 24) as u8
-                }
-            });
-        }
-    }
-    v
+    roam_store::image::synthetic(mib << 20, 12345)
 }
 
 /// Run the benchmark and print its JSON.
