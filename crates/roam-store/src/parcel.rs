@@ -26,7 +26,7 @@ use crate::keyring::{Keyring, ParcelKey};
 use crate::ownership::Tier;
 use crate::store::{ChunkStore, DirStore};
 use crate::tier::net::hand_off;
-use crate::tier::service::write_atomic;
+use crate::tier::service::{read_held_file, write_atomic};
 use crate::tier::wire::{hex, Request};
 use crate::tier::{Control, Held, TierClient};
 
@@ -74,14 +74,7 @@ impl ParcelDir {
 
     /// The control state, if the client owns the parcel.
     pub fn held(&self) -> Result<Option<Held>, String> {
-        let p = self.control_path();
-        match fs::read(&p) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| format!("{}: {e}", p.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("{}: {e}", p.display())),
-        }
+        read_held_file(&self.control_path())
     }
 
     /// Keep `held` as the client's control state (after a handoff to the client committed).

@@ -71,6 +71,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs::rename(&tmp, path)
 }
 
+/// Control state kept in the file `path` (`None`: no such file); errors name the file.
+pub fn read_held_file(path: &Path) -> Result<Option<Held>, String> {
+    match fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 fn random_nonce() -> Nonce {
     let mut n = [0u8; 16];
     rand::thread_rng().fill_bytes(&mut n);
@@ -164,14 +175,7 @@ impl TierService {
 
     /// The control state held in `dir` (`control` or `incoming`) for `parcel`.
     pub fn read_held(&self, dir: &str, parcel: &str) -> Result<Option<Held>, String> {
-        let path = self.control_path(dir, parcel);
-        match fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
+        read_held_file(&self.control_path(dir, parcel))
     }
 
     fn write_held(&self, dir: &str, parcel: &str, held: &Held) -> Result<(), String> {
