@@ -22,6 +22,7 @@ pub mod parcel;
 pub mod s3;
 pub mod store;
 pub mod tier;
+pub mod vm;
 
 pub use chunk::{open, seal, ChunkId, ChunkKey, Sealed, CHUNK_SIZE};
 pub use error::StoreError;

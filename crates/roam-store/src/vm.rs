@@ -1,0 +1,653 @@
+//! Real VM state (seed 004 §4: the parcel is a VM's disk and memory): a QEMU guest running on a
+//! parcel's `disk.img`, its memory saved to `memory.img` by migration to a file, and the disk
+//! chunks it wrote found by a QEMU dirty bitmap, so a suspend seals only those.
+//!
+//! - **The guest** is Debian's cloud kernel and a BusyBox initramfs, built from Debian packages
+//!   by `scripts/build-guest DIR` (nothing installed on the host). Its init loads the virtio
+//!   block driver and answers one-line commands on the serial console ([`Vm::command`]):
+//!   `dirty MEM_MB DISK_MB SEED` writes fresh random data into memory (a tmpfs) and onto the
+//!   disk (direct I/O, so the page cache does not inflate the memory image), `sum` gives
+//!   checksums of both, `ping` answers `pong`. Freed pages are zeroed (`init_on_free=1`), so
+//!   the memory image holds what the guest uses, not what it once used.
+//! - **Dirty disk**: at start a dirty bitmap (`block-dirty-bitmap-add`) with the chunk size as
+//!   its granularity; at suspend the guest is stopped, the bitmap exported over QEMU's own NBD
+//!   server and read with `qemu-img map` (`x-dirty-bitmap`, where dirty areas read as
+//!   `"data": false`): the chunk numbers written since the start.
+//! - **Memory**: `migrate` to `exec:cat > memory.img` while stopped (QEMU 7.2 has no `file:`
+//!   URI); resume starts QEMU with `-incoming exec:cat memory.img` and continues it. The image is
+//!   QEMU's migration stream (zero pages elided), not a page-aligned dump, so it is sealed whole
+//!   at each suspend.
+//! - **Acceleration**: KVM where it boots the guest, else TCG with a one-line note. `/dev/kvm`
+//!   can be present and still not boot a guest (nested virtualisation on these machines stops
+//!   in the kernel's decompressor), so the first use boots the guest once under KVM with a
+//!   deadline and records the outcome in the guest's directory (`accel.json`).
+//!   `ROAM_QEMU_ACCEL=kvm|tcg` overrides.
+//!
+//! QEMU runs daemonized with its sockets in a run directory, so `roam parcel run` can start
+//! it, and a later `roam parcel suspend` finds it there ([`Vm::attach`]).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::chunk::CHUNK_SIZE;
+
+/// The guest's kernel and initramfs (`scripts/build-guest DIR`).
+#[derive(Clone, Debug)]
+pub struct GuestKit {
+    /// Its directory.
+    pub dir: PathBuf,
+}
+
+/// How QEMU runs the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    /// Hardware virtualisation.
+    Kvm,
+    /// QEMU's own translator (slower, always there).
+    Tcg,
+}
+
+impl Accel {
+    fn arg(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// The guest's memory, MiB (room for the largest workload's 264 MB of dirty memory).
+pub const DEFAULT_MEMORY_MB: u32 = 768;
+/// How long a guest may take to answer its first `ping`.
+const BOOT_DEADLINE: Duration = Duration::from_secs(30);
+/// How long KVM gets to boot the guest when it is probed.
+const KVM_PROBE_DEADLINE: Duration = Duration::from_secs(12);
+/// The bitmap's name.
+const BITMAP: &str = "roam";
+/// The disk's node name.
+const DISK_NODE: &str = "disk0";
+
+impl GuestKit {
+    /// The kit in `dir`, checked: both files there.
+    pub fn in_dir(dir: &Path) -> Result<GuestKit, String> {
+        for f in ["vmlinuz", "initrd.img"] {
+            if !dir.join(f).is_file() {
+                return Err(format!(
+                    "no guest in {} ({f} missing): build it with `scripts/build-guest {}`",
+                    dir.display(),
+                    dir.display()
+                ));
+            }
+        }
+        Ok(GuestKit {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Where the guest is kept unless told: `$ROAM_GUEST_DIR`, else `$XDG_CACHE_HOME/roam/guest`,
+    /// else `~/.cache/roam/guest`.
+    pub fn default_dir() -> PathBuf {
+        if let Some(d) = std::env::var_os("ROAM_GUEST_DIR") {
+            return d.into();
+        }
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        cache.join("roam/guest")
+    }
+
+    /// KVM if it boots this guest (probed once, the outcome kept in `accel.json`), else TCG;
+    /// `ROAM_QEMU_ACCEL` decides when set.
+    pub fn accel(&self) -> Result<Accel, String> {
+        match std::env::var("ROAM_QEMU_ACCEL").as_deref() {
+            Ok("kvm") => return Ok(Accel::Kvm),
+            Ok("tcg") => return Ok(Accel::Tcg),
+            Ok(other) => return Err(format!("ROAM_QEMU_ACCEL={other}: use kvm or tcg")),
+            Err(_) => {}
+        }
+        if std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/kvm")
+            .is_err()
+        {
+            eprintln!("note: /dev/kvm cannot be opened; the guest runs under TCG (slower)");
+            return Ok(Accel::Tcg);
+        }
+        let record = self.dir.join("accel.json");
+        if let Some(kvm) = std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .and_then(|v| v.get("kvm_boots")?.as_bool())
+        {
+            return Ok(if kvm { Accel::Kvm } else { Accel::Tcg });
+        }
+        let run = tempdir("kvm-probe")?;
+        let disk = run.join("disk.img");
+        std::fs::File::create(&disk)
+            .and_then(|f| f.set_len(1 << 20))
+            .map_err(|e| format!("{}: {e}", disk.display()))?;
+        let boots = Vm::launch(
+            self,
+            &disk,
+            None,
+            &run,
+            256,
+            Accel::Kvm,
+            KVM_PROBE_DEADLINE,
+        )
+        .map(|vm| vm.kill())
+        .is_ok();
+        let _ = std::fs::remove_dir_all(&run);
+        let _ = std::fs::write(&record, json!({ "kvm_boots": boots }).to_string());
+        if !boots {
+            eprintln!(
+                "note: KVM did not boot the guest within {} s (nested virtualisation?); the guest runs under TCG (slower)",
+                KVM_PROBE_DEADLINE.as_secs()
+            );
+        }
+        Ok(if boots { Accel::Kvm } else { Accel::Tcg })
+    }
+}
+
+fn tempdir(what: &str) -> Result<PathBuf, String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "roam-vm-{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    Ok(d)
+}
+
+/// A QMP connection (QEMU's JSON control protocol): one command at a time, events skipped.
+struct Qmp {
+    r: BufReader<UnixStream>,
+    w: UnixStream,
+}
+
+impl Qmp {
+    fn connect(path: &Path) -> Result<Qmp, String> {
+        let s = UnixStream::connect(path).map_err(|e| format!("QMP {}: {e}", path.display()))?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))
+            .map_err(|e| e.to_string())?;
+        let w = s.try_clone().map_err(|e| e.to_string())?;
+        let mut q = Qmp {
+            r: BufReader::new(s),
+            w,
+        };
+        let greeting = q.read()?;
+        if greeting.get("QMP").is_none() {
+            return Err(format!("{}: not a QMP greeting: {greeting}", path.display()));
+        }
+        q.run("qmp_capabilities", json!({}))?;
+        Ok(q)
+    }
+
+    fn read(&mut self) -> Result<Value, String> {
+        loop {
+            let mut line = String::new();
+            let n = self
+                .r
+                .read_line(&mut line)
+                .map_err(|e| format!("reading QMP: {e}"))?;
+            if n == 0 {
+                return Err("QEMU closed its QMP socket".into());
+            }
+            let v: Value = serde_json::from_str(&line)
+                .map_err(|e| format!("QMP sent what is not JSON ({e}): {}", line.trim()))?;
+            if v.get("event").is_none() {
+                return Ok(v);
+            }
+        }
+    }
+
+    /// Run `cmd`; its `return`, or its error's description.
+    fn run(&mut self, cmd: &str, args: Value) -> Result<Value, String> {
+        let msg = json!({ "execute": cmd, "arguments": args });
+        writeln!(self.w, "{msg}").map_err(|e| format!("QMP {cmd}: {e}"))?;
+        let v = self.read()?;
+        if let Some(e) = v.get("error") {
+            return Err(format!(
+                "QEMU refused {cmd}: {}",
+                e.get("desc").and_then(Value::as_str).unwrap_or("?")
+            ));
+        }
+        Ok(v.get("return").cloned().unwrap_or(Value::Null))
+    }
+}
+
+/// A running guest.
+pub struct Vm {
+    qmp: Qmp,
+    console: BufReader<UnixStream>,
+    pid: u32,
+    run: PathBuf,
+    /// How it runs.
+    pub accel: Accel,
+    kill_on_drop: bool,
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        if self.kill_on_drop {
+            self.terminate();
+        }
+    }
+}
+
+/// QEMU's `-drive`-style option strings double a comma.
+fn opt_path(p: &Path) -> Result<String, String> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| format!("{}: not UTF-8", p.display()))?;
+    Ok(s.replace(',', ",,"))
+}
+
+/// A path for `exec:cat ... 'PATH'` (a shell word): no single quotes in it.
+fn shell_path(p: &Path) -> Result<String, String> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| format!("{}: not UTF-8", p.display()))?;
+    if s.contains('\'') {
+        return Err(format!("{s}: a path with a quote cannot be given to QEMU's exec: migration"));
+    }
+    Ok(format!("'{s}'"))
+}
+
+impl Vm {
+    /// Start the guest on `disk` (a raw image), from `memory` (a memory image a suspend wrote)
+    /// when given, else booting; QEMU's sockets in `run`. Returns once the guest answers on
+    /// its console. The dirty bitmap counts from here. The guest is killed when the value is
+    /// dropped, unless [`Vm::detach`] is called.
+    pub fn start(
+        kit: &GuestKit,
+        disk: &Path,
+        memory: Option<&Path>,
+        run: &Path,
+        memory_mb: u32,
+    ) -> Result<Vm, String> {
+        let accel = kit.accel()?;
+        Vm::launch(kit, disk, memory, run, memory_mb, accel, BOOT_DEADLINE)
+    }
+
+    fn launch(
+        kit: &GuestKit,
+        disk: &Path,
+        memory: Option<&Path>,
+        run: &Path,
+        memory_mb: u32,
+        accel: Accel,
+        deadline: Duration,
+    ) -> Result<Vm, String> {
+        let qemu = which("qemu-system-x86_64").ok_or(
+            "qemu-system-x86_64 is missing (apt-get install -y qemu-system-x86 qemu-utils)",
+        )?;
+        std::fs::create_dir_all(run).map_err(|e| format!("{}: {e}", run.display()))?;
+        let (qmp_sock, con_sock, pidfile) = (
+            run.join("qmp.sock"),
+            run.join("console.sock"),
+            run.join("qemu.pid"),
+        );
+        if let Some(pid) = running(run) {
+            return Err(format!(
+                "a guest is already running from {} (pid {pid}): suspend or stop it first",
+                run.display()
+            ));
+        }
+        for f in [&qmp_sock, &con_sock, &pidfile] {
+            let _ = std::fs::remove_file(f);
+        }
+        let mut cmd = Command::new(qemu);
+        cmd.args(["-accel", accel.arg(), "-m"])
+            .arg(memory_mb.to_string())
+            .args(["-nodefaults", "-display", "none", "-no-reboot", "-kernel"])
+            .arg(kit.dir.join("vmlinuz"))
+            .arg("-initrd")
+            .arg(kit.dir.join("initrd.img"))
+            .args([
+                "-append",
+                "console=ttyS0 quiet init_on_free=1 panic=-1",
+                "-blockdev",
+            ])
+            .arg(format!(
+                "driver=file,filename={},node-name=file0",
+                opt_path(disk)?
+            ))
+            .args([
+                "-blockdev",
+                &format!("driver=raw,file=file0,node-name={DISK_NODE}"),
+                "-device",
+                &format!("virtio-blk-pci,drive={DISK_NODE}"),
+                "-chardev",
+            ])
+            .arg(format!(
+                "socket,id=con,path={},server=on,wait=off",
+                opt_path(&con_sock)?
+            ))
+            .args(["-serial", "chardev:con", "-qmp"])
+            .arg(format!("unix:{},server=on,wait=off", opt_path(&qmp_sock)?))
+            .arg("-pidfile")
+            .arg(&pidfile)
+            .arg("-daemonize")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(m) = memory {
+            if !m.is_file() {
+                return Err(format!("{}: no memory image there", m.display()));
+            }
+            cmd.args(["-incoming", &format!("exec:cat {}", shell_path(m)?)]);
+        }
+        // With -daemonize the first process exits once the sockets are ready.
+        let out = cmd
+            .output()
+            .map_err(|e| format!("starting qemu-system-x86_64: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "qemu-system-x86_64 failed to start ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let mut vm = Vm::attach(run)?;
+        vm.accel = accel;
+        vm.kill_on_drop = true;
+        if memory.is_some() {
+            vm.wait_migration("restoring the memory image", Duration::from_secs(600))?;
+        }
+        vm.qmp.run(
+            "block-dirty-bitmap-add",
+            json!({ "node": DISK_NODE, "name": BITMAP, "granularity": CHUNK_SIZE }),
+        )?;
+        if memory.is_some() {
+            vm.qmp.run("cont", json!({}))?;
+        }
+        vm.wait_console(deadline)?;
+        Ok(vm)
+    }
+
+    /// The guest running from `run` (started by [`Vm::start`], perhaps by another process).
+    /// It keeps running when the value is dropped.
+    pub fn attach(run: &Path) -> Result<Vm, String> {
+        let pid: u32 = std::fs::read_to_string(run.join("qemu.pid"))
+            .map_err(|e| format!("no guest running from {}: {e}", run.display()))?
+            .trim()
+            .parse()
+            .map_err(|_| format!("{}: a bad pid file", run.join("qemu.pid").display()))?;
+        let qmp = Qmp::connect(&run.join("qmp.sock"))?;
+        let con = UnixStream::connect(run.join("console.sock"))
+            .map_err(|e| format!("the guest's console in {}: {e}", run.display()))?;
+        con.set_read_timeout(Some(Duration::from_millis(500)))
+            .map_err(|e| e.to_string())?;
+        Ok(Vm {
+            qmp,
+            console: BufReader::new(con),
+            pid,
+            run: run.to_path_buf(),
+            accel: Accel::Tcg,
+            kill_on_drop: false,
+        })
+    }
+
+    /// Leave the guest running when this value is dropped.
+    pub fn detach(mut self) {
+        self.kill_on_drop = false;
+    }
+
+    /// Its process.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn wait_migration(&mut self, what: &str, limit: Duration) -> Result<(), String> {
+        let t0 = Instant::now();
+        loop {
+            let r = self.qmp.run("query-migrate", json!({}))?;
+            match r.get("status").and_then(Value::as_str) {
+                Some("completed") => break,
+                Some("failed") | Some("cancelled") => {
+                    return Err(format!(
+                        "{what}: migration {}",
+                        r.get("error-desc")
+                            .and_then(Value::as_str)
+                            .unwrap_or("failed")
+                    ))
+                }
+                _ if t0.elapsed() > limit => {
+                    return Err(format!("{what}: not done in {} s", limit.as_secs()))
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        // An incoming guest is paused once its state is in; an outgoing one is stopped.
+        loop {
+            let s = self.qmp.run("query-status", json!({}))?;
+            if s.get("status").and_then(Value::as_str) != Some("inmigrate") {
+                return Ok(());
+            }
+            if t0.elapsed() > limit {
+                return Err(format!("{what}: the guest stayed in migration"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Ping until the guest answers (`deadline`).
+    fn wait_console(&mut self, deadline: Duration) -> Result<(), String> {
+        let t0 = Instant::now();
+        while t0.elapsed() < deadline {
+            if self
+                .command_within("ping", Duration::from_secs(1))
+                .is_ok_and(|r| r == "pong")
+            {
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "the guest did not answer on its console within {} s ({:?})",
+            deadline.as_secs(),
+            self.accel
+        ))
+    }
+
+    /// Send one command line to the guest; its answer (after `roam-guest `).
+    pub fn command(&mut self, line: &str) -> Result<String, String> {
+        self.command_within(line, Duration::from_secs(600))
+    }
+
+    fn command_within(&mut self, line: &str, limit: Duration) -> Result<String, String> {
+        let word = line.split_whitespace().next().unwrap_or("");
+        let expect = match word {
+            "ping" => "pong",
+            "dirty" => "dirtied",
+            other => other,
+        };
+        self.console
+            .get_mut()
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(|e| format!("the guest's console: {e}"))?;
+        let t0 = Instant::now();
+        let mut buf = String::new();
+        while t0.elapsed() < limit {
+            match self.console.read_line(&mut buf) {
+                Ok(0) => return Err("the guest's console closed".into()),
+                Ok(_) if buf.ends_with('\n') => {
+                    let l = buf.trim_end_matches(['\r', '\n']).to_string();
+                    buf.clear();
+                    if let Some(rest) = l.strip_prefix("roam-guest ") {
+                        if rest.starts_with(expect) {
+                            return Ok(rest.to_string());
+                        }
+                        if rest.starts_with("unknown") {
+                            return Err(format!("the guest does not know `{line}`"));
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => return Err(format!("the guest's console: {e}")),
+            }
+        }
+        Err(format!(
+            "the guest did not answer `{line}` within {} s",
+            limit.as_secs()
+        ))
+    }
+
+    /// Run a workload in the guest: `mem_mb` of fresh data into memory, `disk_mb` onto the disk.
+    pub fn dirty(&mut self, mem_mb: u64, disk_mb: u64, seed: u64) -> Result<(), String> {
+        self.command(&format!("dirty {mem_mb} {disk_mb} {seed}"))
+            .map(|_| ())
+    }
+
+    /// Checksums of the guest's memory files and of its disk, as the guest computes them.
+    pub fn checksum(&mut self) -> Result<String, String> {
+        self.command("sum")
+    }
+
+    /// Suspend: stop the guest, write its memory to `memory` (replaced whole, atomically),
+    /// read the disk chunks it wrote since it started, and end QEMU. The chunk numbers.
+    pub fn suspend(mut self, memory: &Path) -> Result<BTreeSet<u64>, String> {
+        self.qmp.run("stop", json!({}))?;
+        let part = memory.with_extension("img.part");
+        let _ = std::fs::remove_file(&part);
+        self.qmp.run(
+            "migrate",
+            json!({ "uri": format!("exec:cat > {}", shell_path(&part)?) }),
+        )?;
+        self.wait_migration("saving the memory image", Duration::from_secs(600))?;
+        let dirty = self.dirty_chunks()?;
+        std::fs::File::open(&part)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("{}: {e}", part.display()))?;
+        std::fs::rename(&part, memory).map_err(|e| format!("{}: {e}", memory.display()))?;
+        let _ = self.qmp.run("quit", json!({}));
+        self.wait_exit(Duration::from_secs(10));
+        self.kill_on_drop = false;
+        Ok(dirty)
+    }
+
+    /// The bitmap's chunks: exported over QEMU's NBD server and read by `qemu-img map`.
+    fn dirty_chunks(&mut self) -> Result<BTreeSet<u64>, String> {
+        let img = which("qemu-img").ok_or("qemu-img is missing (apt-get install -y qemu-utils)")?;
+        self.qmp.run(
+            "block-dirty-bitmap-disable",
+            json!({ "node": DISK_NODE, "name": BITMAP }),
+        )?;
+        let sock = self.run.join("nbd.sock");
+        let _ = std::fs::remove_file(&sock);
+        self.qmp.run(
+            "nbd-server-start",
+            json!({ "addr": { "type": "unix", "data": { "path": sock } } }),
+        )?;
+        self.qmp.run(
+            "block-export-add",
+            json!({ "type": "nbd", "id": "roam", "node-name": DISK_NODE, "name": DISK_NODE, "bitmaps": [BITMAP] }),
+        )?;
+        let out = Command::new(img)
+            .args(["map", "--output=json", "--image-opts"])
+            .arg(format!(
+                "driver=nbd,export={DISK_NODE},server.type=unix,server.path={},x-dirty-bitmap=qemu:dirty-bitmap:{BITMAP}",
+                opt_path(&sock)?
+            ))
+            .output()
+            .map_err(|e| format!("running qemu-img: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "qemu-img map of the dirty bitmap failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        parse_dirty_map(&String::from_utf8_lossy(&out.stdout))
+    }
+
+    fn wait_exit(&self, limit: Duration) {
+        let t0 = Instant::now();
+        while alive(self.pid) && t0.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn terminate(&mut self) {
+        let _ = self.qmp.run("quit", json!({}));
+        self.wait_exit(Duration::from_secs(5));
+        if alive(self.pid) {
+            // SAFETY: kill(2) on the pid QEMU wrote for itself.
+            unsafe {
+                libc::kill(self.pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Stop QEMU without saving anything.
+    pub fn kill(mut self) {
+        self.terminate();
+        self.kill_on_drop = false;
+    }
+}
+
+/// The chunk numbers that `qemu-img map --output=json` of an `x-dirty-bitmap` export names
+/// dirty (its `"data": false` extents).
+pub fn parse_dirty_map(json: &str) -> Result<BTreeSet<u64>, String> {
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| format!("qemu-img map printed bad JSON: {e}"))?;
+    let extents = v
+        .as_array()
+        .ok_or("qemu-img map printed no list of extents")?;
+    let mut out = BTreeSet::new();
+    let chunk = CHUNK_SIZE as u64;
+    for e in extents {
+        let (Some(start), Some(len), Some(data)) = (
+            e.get("start").and_then(Value::as_u64),
+            e.get("length").and_then(Value::as_u64),
+            e.get("data").and_then(Value::as_bool),
+        ) else {
+            return Err(format!("qemu-img map printed an extent without start, length or data: {e}"));
+        };
+        if !data && len > 0 {
+            out.extend(start / chunk..=(start + len - 1) / chunk);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `pid` runs (a zombie does not: a daemonized QEMU's parent may never reap it).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with(|c| c != 'Z')))
+        .unwrap_or(false)
+}
+
+/// The QEMU running from `run`, if one is.
+pub fn running(run: &Path) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(run.join("qemu.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    (alive(pid) && String::from_utf8_lossy(&cmdline).contains("qemu-system")).then_some(pid)
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|c| c.is_file())
+    })
+}
