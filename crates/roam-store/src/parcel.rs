@@ -63,6 +63,11 @@ impl ParcelDir {
         self.root.join(format!("{name}.img"))
     }
 
+    /// Where a guest running on the images keeps QEMU's sockets ([`crate::vm`]).
+    pub fn vm_dir(&self) -> PathBuf {
+        self.root.join("vm")
+    }
+
     fn control_path(&self) -> PathBuf {
         self.root.join("control.json")
     }
@@ -97,23 +102,29 @@ impl ParcelDir {
                 Err(e) => return Err(format!("{}: {e}", p.display())),
             }
         }
-        Ok(())
+        match fs::remove_dir_all(self.vm_dir()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(format!("{}: {e}", self.vm_dir().display()))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
 /// Which chunks of each image were written since the version checked out, by image name (what
-/// QEMU's dirty bitmaps give): only those are sealed again.
+/// QEMU's dirty bitmaps give): only those are sealed again. An image the map does not name
+/// (the memory image a migration wrote anew) is sealed whole.
 pub type DirtyMap = BTreeMap<String, BTreeSet<u64>>;
 
 /// Seal each image of `dir` into its cache: the keyrings, by image name. With `base` (the
-/// keyrings checked out) and `dirty`, an image's chunks not named dirty keep their entries.
+/// keyrings checked out) and `dirty`, the chunks of an image the map names that it does not
+/// name dirty keep their entries.
 fn seal_images(
     dir: &ParcelDir,
     base: Option<(&BTreeMap<String, Keyring>, &DirtyMap)>,
 ) -> Result<BTreeMap<String, Keyring>, String> {
     let cache = dir.cache()?;
     let mut out = BTreeMap::new();
-    let none = BTreeSet::new();
     for name in IMAGES {
         let path = dir.image(name);
         let mut f = match fs::File::open(&path) {
@@ -121,7 +132,7 @@ fn seal_images(
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && name == "memory" => continue,
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        let from = base.and_then(|(k, d)| Some((k.get(name)?, d.get(name).unwrap_or(&none))));
+        let from = base.and_then(|(k, d)| Some((k.get(name)?, d.get(name)?)));
         let got = ingest(&mut f, &cache, from).map_err(|e| format!("{}: {e}", path.display()))?;
         out.insert(name.to_string(), got.keyring);
     }
@@ -330,6 +341,12 @@ pub fn suspend_dirty(
             dir.root.display()
         )
     })?;
+    if let Some(pid) = crate::vm::running(&dir.vm_dir()) {
+        return Err(format!(
+            "{}: a guest (pid {pid}) is running on the images; save it first (`roam parcel suspend` does)",
+            dir.root.display()
+        ));
+    }
     let base = held.control.keyrings().map_err(|e| e.to_string())?;
     let key = held.control.key().map_err(|e| e.to_string())?;
     let keyrings = seal_images(dir, dirty_map.map(|d| (&base, d)))?;

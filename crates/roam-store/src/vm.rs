@@ -134,17 +134,9 @@ impl GuestKit {
         std::fs::File::create(&disk)
             .and_then(|f| f.set_len(1 << 20))
             .map_err(|e| format!("{}: {e}", disk.display()))?;
-        let boots = Vm::launch(
-            self,
-            &disk,
-            None,
-            &run,
-            256,
-            Accel::Kvm,
-            KVM_PROBE_DEADLINE,
-        )
-        .map(|vm| vm.kill())
-        .is_ok();
+        let boots = Vm::launch(self, &disk, None, &run, 256, Accel::Kvm, KVM_PROBE_DEADLINE)
+            .map(|vm| vm.kill())
+            .is_ok();
         let _ = std::fs::remove_dir_all(&run);
         let _ = std::fs::write(&record, json!({ "kvm_boots": boots }).to_string());
         if !boots {
@@ -187,7 +179,10 @@ impl Qmp {
         };
         let greeting = q.read()?;
         if greeting.get("QMP").is_none() {
-            return Err(format!("{}: not a QMP greeting: {greeting}", path.display()));
+            return Err(format!(
+                "{}: not a QMP greeting: {greeting}",
+                path.display()
+            ));
         }
         q.run("qmp_capabilities", json!({}))?;
         Ok(q)
@@ -259,7 +254,9 @@ fn shell_path(p: &Path) -> Result<String, String> {
         .to_str()
         .ok_or_else(|| format!("{}: not UTF-8", p.display()))?;
     if s.contains('\'') {
-        return Err(format!("{s}: a path with a quote cannot be given to QEMU's exec: migration"));
+        return Err(format!(
+            "{s}: a path with a quote cannot be given to QEMU's exec: migration"
+        ));
     }
     Ok(format!("'{s}'"))
 }
@@ -293,6 +290,10 @@ impl Vm {
             "qemu-system-x86_64 is missing (apt-get install -y qemu-system-x86 qemu-utils)",
         )?;
         std::fs::create_dir_all(run).map_err(|e| format!("{}: {e}", run.display()))?;
+        // QEMU runs daemonized from `/`: every path it is given is absolute.
+        let (disk, run) = (absolute(disk)?, absolute(run)?);
+        let memory = memory.map(absolute).transpose()?;
+        let (disk, run, memory) = (&disk, &run, memory.as_deref());
         let (qmp_sock, con_sock, pidfile) = (
             run.join("qmp.sock"),
             run.join("console.sock"),
@@ -379,6 +380,7 @@ impl Vm {
     /// The guest running from `run` (started by [`Vm::start`], perhaps by another process).
     /// It keeps running when the value is dropped.
     pub fn attach(run: &Path) -> Result<Vm, String> {
+        let run = &absolute(run)?;
         let pid: u32 = std::fs::read_to_string(run.join("qemu.pid"))
             .map_err(|e| format!("no guest running from {}: {e}", run.display()))?
             .trim()
@@ -522,14 +524,21 @@ impl Vm {
     /// Suspend: stop the guest, write its memory to `memory` (replaced whole, atomically),
     /// read the disk chunks it wrote since it started, and end QEMU. The chunk numbers.
     pub fn suspend(mut self, memory: &Path) -> Result<BTreeSet<u64>, String> {
-        self.qmp.run("stop", json!({}))?;
+        let memory = &absolute(memory)?;
         let part = memory.with_extension("img.part");
-        let _ = std::fs::remove_file(&part);
-        self.qmp.run(
-            "migrate",
-            json!({ "uri": format!("exec:cat > {}", shell_path(&part)?) }),
-        )?;
-        self.wait_migration("saving the memory image", Duration::from_secs(600))?;
+        let status = self.qmp.run("query-status", json!({}))?;
+        // A suspend that failed after its migration finished left the guest in `postmigrate`
+        // with its memory in `part`; QEMU will not migrate it twice.
+        if !(status.get("status").and_then(Value::as_str) == Some("postmigrate") && part.is_file())
+        {
+            self.qmp.run("stop", json!({}))?;
+            let _ = std::fs::remove_file(&part);
+            self.qmp.run(
+                "migrate",
+                json!({ "uri": format!("exec:cat > {}", shell_path(&part)?) }),
+            )?;
+            self.wait_migration("saving the memory image", Duration::from_secs(600))?;
+        }
         let dirty = self.dirty_chunks()?;
         std::fs::File::open(&part)
             .and_then(|f| f.sync_all())
@@ -616,7 +625,9 @@ pub fn parse_dirty_map(json: &str) -> Result<BTreeSet<u64>, String> {
             e.get("length").and_then(Value::as_u64),
             e.get("data").and_then(Value::as_bool),
         ) else {
-            return Err(format!("qemu-img map printed an extent without start, length or data: {e}"));
+            return Err(format!(
+                "qemu-img map printed an extent without start, length or data: {e}"
+            ));
         };
         if !data && len > 0 {
             out.extend(start / chunk..=(start + len - 1) / chunk);
@@ -625,11 +636,21 @@ pub fn parse_dirty_map(json: &str) -> Result<BTreeSet<u64>, String> {
     Ok(out)
 }
 
+fn absolute(p: &Path) -> Result<PathBuf, String> {
+    std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
 /// Whether `pid` runs (a zombie does not: a daemonized QEMU's parent may never reap it).
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with(|c| c != 'Z')))
+        .and_then(|s| {
+            Some(
+                s[s.rfind(')')? + 1..]
+                    .trim_start()
+                    .starts_with(|c| c != 'Z'),
+            )
+        })
         .unwrap_or(false)
 }
 

@@ -13,7 +13,9 @@ fn kit() -> Option<GuestKit> {
         let found = std::env::var_os("PATH")
             .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()));
         if !found {
-            eprintln!("skipped: {tool} is not installed (apt-get install qemu-system-x86 qemu-utils)");
+            eprintln!(
+                "skipped: {tool} is not installed (apt-get install qemu-system-x86 qemu-utils)"
+            );
             return None;
         }
     }
@@ -43,7 +45,11 @@ fn a_guest_suspends_with_its_dirty_chunks_and_resumes_as_it_was() {
     let dir = std::env::temp_dir().join(format!("roam-vm-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (disk, memory, run) = (dir.join("disk.img"), dir.join("memory.img"), dir.join("run"));
+    let (disk, memory, run) = (
+        dir.join("disk.img"),
+        dir.join("memory.img"),
+        dir.join("run"),
+    );
     std::fs::File::create(&disk)
         .unwrap()
         .set_len(64 << 20)
@@ -55,9 +61,15 @@ fn a_guest_suspends_with_its_dirty_chunks_and_resumes_as_it_was() {
     let dirty = vm.suspend(&memory).unwrap();
     let written = written_chunks(&disk);
     assert_eq!(written.len(), 24, "3 MiB written: 24 chunks of 128 KiB");
-    assert_eq!(dirty, written, "the bitmap names exactly the chunks written");
+    assert_eq!(
+        dirty, written,
+        "the bitmap names exactly the chunks written"
+    );
     let mem_len = std::fs::metadata(&memory).unwrap().len();
-    assert!(mem_len > 8 << 20, "the memory image holds the 8 MB written ({mem_len})");
+    assert!(
+        mem_len > 8 << 20,
+        "the memory image holds the 8 MB written ({mem_len})"
+    );
 
     // Back from the memory image: the same memory and disk, and the bitmap starts afresh.
     let mut vm = Vm::start(&kit, &disk, Some(&memory), &run, 512).unwrap();
@@ -82,16 +94,25 @@ fn a_second_guest_on_the_same_run_directory_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let disk = dir.join("disk.img");
-    std::fs::File::create(&disk).unwrap().set_len(8 << 20).unwrap();
+    std::fs::File::create(&disk)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
     let vm = Vm::start(&kit, &disk, None, &dir.join("run"), 256).unwrap();
     let e = Vm::start(&kit, &disk, None, &dir.join("run"), 256)
         .err()
         .expect("a second guest from the same directory");
     assert!(e.contains("already running"), "{e}");
     vm.kill();
-    let e = Vm::start(&kit, &disk, Some(&dir.join("none.img")), &dir.join("run"), 256)
-        .err()
-        .expect("a missing memory image");
+    let e = Vm::start(
+        &kit,
+        &disk,
+        Some(&dir.join("none.img")),
+        &dir.join("run"),
+        256,
+    )
+    .err()
+    .expect("a missing memory image");
     assert!(e.contains("no memory image"), "got: {e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -103,6 +124,10 @@ fn a_dirty_map_is_read_from_qemu_img_output() {
 { "start": 47185920, "length": 100, "depth": 0, "present": true, "zero": false, "data": true}]"#;
     let d = parse_dirty_map(out).unwrap();
     assert_eq!(d, (336..360).collect());
-    assert!(parse_dirty_map("[{\"start\": 0}]").unwrap_err().contains("without"));
-    assert!(parse_dirty_map("not json").unwrap_err().contains("bad JSON"));
+    assert!(parse_dirty_map("[{\"start\": 0}]")
+        .unwrap_err()
+        .contains("without"));
+    assert!(parse_dirty_map("not json")
+        .unwrap_err()
+        .contains("bad JSON"));
 }

@@ -1,7 +1,7 @@
 //! `roam parcel`: Horatio on the command line (seed 004; docs/horatio.md). `serve` runs the
 //! phone's or the server's tier; `secret` makes the user's access secret; `init`, `resume`
-//! (`checkout`), `suspend`, `clean`, `status` and `reclaim` run on the client (the borrowed
-//! PC), with progress on stderr.
+//! (`checkout`), `run` and `guest` (the parcel's QEMU guest), `suspend`, `clean`, `status` and
+//! `reclaim` run on the client (the borrowed PC), with progress on stderr.
 //!
 //! Links are TLS: a tier makes its certificate on first start (`DIR/tls/`, for the name
 //! `roam-parcel`) and clients pin it (`--server-cert`, `--phone-cert`). Every link then
@@ -21,6 +21,7 @@ use roam_store::ownership::Tier;
 use roam_store::parcel;
 use roam_store::tier::wire::{unhex, Request};
 use roam_store::tier::{serve, TierClient, TierService};
+use roam_store::vm::{GuestKit, Vm};
 
 /// The name in every tier's certificate (clients check it).
 const TLS_NAME: &str = "roam-parcel";
@@ -42,8 +43,24 @@ pub enum ParcelCmd {
     /// the server on a miss; the images land in the parcel's directory.
     #[command(alias = "checkout")]
     Resume(OpArgs),
-    /// Suspend the parcel to the phone or the server: its changed chunks, then ownership; the
-    /// client's copy of the images and control state is deleted.
+    /// Run the parcel's guest (QEMU) on its images in the background: from its memory image
+    /// when it has one, else booting. A dirty bitmap records the disk chunks it writes.
+    Run(RunArgs),
+    /// Send a command line to the running guest's console (`dirty MEM_MB DISK_MB SEED`,
+    /// `sum`, `ping`) and print its answer.
+    Guest {
+        /// The parcel's name.
+        name: String,
+        /// Where the client keeps parcels.
+        #[arg(long, default_value = "parcels")]
+        dir: PathBuf,
+        /// The command line.
+        #[arg(trailing_var_arg = true, required = true)]
+        line: Vec<String>,
+    },
+    /// Suspend the parcel to the phone or the server: a running guest is stopped and its
+    /// memory saved, then its changed chunks go and ownership follows; the client's copy of
+    /// the images and control state is deleted.
     Suspend(SuspendArgs),
     /// Have the phone self-clean a parcel: upload what the server lacks and hand it the
     /// parcel; waits, showing progress.
@@ -133,6 +150,27 @@ pub struct OpArgs {
     #[command(flatten)]
     links: Links,
 }
+
+/// Options of `roam parcel run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The parcel's name (resumed on this client).
+    name: String,
+    /// Where the client keeps parcels.
+    #[arg(long, default_value = "parcels")]
+    dir: PathBuf,
+    /// The guest's kernel and initramfs (`scripts/build-guest DIR`); default
+    /// `$ROAM_GUEST_DIR`, else `~/.cache/roam/guest`.
+    #[arg(long)]
+    guest: Option<PathBuf>,
+    /// The guest's memory, MiB (a resumed guest needs what it was saved with).
+    #[arg(long, default_value_t = roam_store::vm::DEFAULT_MEMORY_MB)]
+    memory_mb: u32,
+}
+
+/// Marks a guest run since the parcel was resumed: a second run's bitmap misses the first's
+/// writes, so suspend then compares every chunk.
+const RAN: &str = "ran";
 
 /// Options of `roam parcel suspend`.
 #[derive(Args, Debug)]
@@ -299,9 +337,21 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
             );
             Ok(())
         }
+        ParcelCmd::Run(a) => run_guest(&a),
+        ParcelCmd::Guest { name, dir, line } => {
+            let dir = parcel::parcel_dir(&dir, &name);
+            let mut vm = Vm::attach(&dir.vm_dir()).map_err(anyhow::Error::msg)?;
+            println!(
+                "{}",
+                vm.command(&line.join(" ")).map_err(anyhow::Error::msg)?
+            );
+            Ok(())
+        }
         ParcelCmd::Resume(a) => {
             let c = connect(&a.links)?;
             let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            // A fresh checkout: whatever a guest left of an earlier one goes.
+            let _ = std::fs::remove_dir_all(dir.vm_dir());
             let mut bar = Bar::new("resume");
             let m = parcel::resume(&c.server, c.phone.as_ref(), &a.name, &dir, &mut |n, t| {
                 bar.chunks(n, Some(t), None)
@@ -326,10 +376,16 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
                 ServeTier::Server => Tier::Server,
             };
             let t0 = Instant::now();
+            let map = save_guest(&dir)?;
             let mut bar = Bar::new("suspend");
-            let m = parcel::suspend(&c.server, c.phone.as_ref(), to, &dir, &mut |n, b| {
-                bar.chunks(n, None, Some(b))
-            })
+            let m = parcel::suspend_dirty(
+                &c.server,
+                c.phone.as_ref(),
+                to,
+                &dir,
+                map.as_ref(),
+                &mut |n, b| bar.chunks(n, None, Some(b)),
+            )
             .map_err(anyhow::Error::msg)?;
             bar.done();
             println!(
@@ -400,6 +456,78 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `roam parcel run`: the guest on the parcel's images, left running.
+fn run_guest(a: &RunArgs) -> Result<()> {
+    let dir = parcel::parcel_dir(&a.dir, &a.name);
+    if dir.held().map_err(anyhow::Error::msg)?.is_none() {
+        bail!(
+            "parcel `{}`: not resumed on this client ({}): `roam parcel resume` it first",
+            a.name,
+            a.dir.display()
+        );
+    }
+    let kit = GuestKit::in_dir(&a.guest.clone().unwrap_or_else(GuestKit::default_dir))
+        .map_err(anyhow::Error::msg)?;
+    let run = dir.vm_dir();
+    std::fs::create_dir_all(&run)?;
+    if run.join(RAN).exists() {
+        eprintln!(
+            "note: the guest ran before since the resume; the next suspend compares every chunk"
+        );
+    }
+    let memory = dir.image("memory");
+    let t0 = Instant::now();
+    let vm = Vm::start(
+        &kit,
+        &dir.image("disk"),
+        memory.exists().then_some(memory.as_path()),
+        &run,
+        a.memory_mb,
+    )
+    .map_err(anyhow::Error::msg)?;
+    // Written after the start: a start that failed wrote nothing to the disk.
+    let first = !run.join(RAN).exists();
+    std::fs::write(run.join(RAN), if first { "1" } else { "2" })?;
+    println!(
+        "parcel `{}`: guest running (pid {}, {:?}) after {:.1} s, {} ({})",
+        a.name,
+        vm.pid(),
+        vm.accel,
+        t0.elapsed().as_secs_f64(),
+        if memory.exists() {
+            "from its memory image"
+        } else {
+            "booted"
+        },
+        run.display()
+    );
+    vm.detach();
+    Ok(())
+}
+
+/// Before a suspend: a guest running on the parcel is stopped, its memory saved into the
+/// memory image; the chunks its disk bitmap names (when it was the only run since the resume),
+/// else `None` (every chunk compared).
+fn save_guest(dir: &parcel::ParcelDir) -> Result<Option<parcel::DirtyMap>> {
+    let run = dir.vm_dir();
+    if roam_store::vm::running(&run).is_none() {
+        // Without a guest now, a run since the resume may have written anything.
+        return Ok(None);
+    }
+    let first = std::fs::read_to_string(run.join(RAN)).is_ok_and(|s| s.trim() == "1");
+    let vm = Vm::attach(&run).map_err(anyhow::Error::msg)?;
+    let t0 = Instant::now();
+    let disk = vm
+        .suspend(&dir.image("memory"))
+        .map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "guest saved in {:.1} s: {} disk chunks written since it started",
+        t0.elapsed().as_secs_f64(),
+        disk.len()
+    );
+    Ok(first.then(|| [("disk".to_string(), disk)].into_iter().collect()))
 }
 
 fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
