@@ -615,7 +615,7 @@ fn trial(t: &Trial, path: Path, app: &str) -> Result<Vec<Metric>> {
                 phone.as_ref(),
                 "lab",
                 &rdir,
-                Some(&["memory"]),
+                Some(&["memory", "state"]),
                 &mut |_, _| {},
             )
             .map_err(anyhow::Error::msg)?;

@@ -2,8 +2,8 @@
 //! them on the borrowed PC: [`init`], [`resume`] (a checkout from whoever owns the parcel),
 //! [`suspend`] to the phone or the server, [`clean`] (ask the phone to self-clean), [`status`].
 //!
-//! The client keeps a parcel in a directory: its images (`disk.img`, `memory.img`: what the
-//! VM runs on), its control state while it owns the parcel (`control.json`) and a cache of
+//! The client keeps a parcel in a directory: its images (`disk.img`, `memory.img`,
+//! `state.img`: what the VM runs on), its control state while it owns the parcel (`control.json`) and a cache of
 //! sealed chunks (`cache/`, a [`DirStore`]). Suspend seals the images into the cache (only
 //! chunks that changed are new there), sends the destination the chunks it must hold, hands
 //! the parcel over, and then deletes the control state and the images: what stays on the
@@ -30,8 +30,10 @@ use crate::tier::service::{read_held_file, write_atomic};
 use crate::tier::wire::{hex, Request};
 use crate::tier::{Control, Held, TierClient};
 
-/// The images a parcel has, in order.
-pub const IMAGES: [&str; 2] = ["disk", "memory"];
+/// The images a parcel has, in order: its disk, its memory (a guest's RAM file,
+/// [`crate::vm`]) and its device state (QEMU's, without the RAM); the last two only once a
+/// guest was saved (or given at init).
+pub const IMAGES: [&str; 3] = ["disk", "memory", "state"];
 
 /// A parcel's directory on the client.
 #[derive(Clone, Debug)]
@@ -95,6 +97,7 @@ impl ParcelDir {
             self.control_path(),
             self.image("disk"),
             self.image("memory"),
+            self.image("state"),
         ] {
             match fs::remove_file(&p) {
                 Ok(()) => {}
@@ -113,7 +116,8 @@ impl ParcelDir {
 
 /// Which chunks of each image were written since the version checked out, by image name (what
 /// QEMU's dirty bitmaps give): only those are sealed again. An image the map does not name
-/// (the memory image a migration wrote anew) is sealed whole.
+/// (a guest's memory and device state) is sealed whole, and its chunks unchanged since the
+/// basis seal to the blobs the tiers hold already.
 pub type DirtyMap = BTreeMap<String, BTreeSet<u64>>;
 
 /// Seal each image of `dir` into its cache: the keyrings, by image name. With `base` (the
@@ -129,7 +133,7 @@ fn seal_images(
         let path = dir.image(name);
         let mut f = match fs::File::open(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && name == "memory" => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && name != "disk" => continue,
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
         let from = base.and_then(|(k, d)| Some((k.get(name)?, d.get(name)?)));
@@ -157,7 +161,7 @@ fn control_of(
 }
 
 /// Create parcel `parcel` at the server from the images in `dir` (`disk.img`, optionally
-/// `memory.img`), under a fresh parcel key: every chunk uploaded, the control state put, the
+/// `memory.img` and `state.img`), under a fresh parcel key: every chunk uploaded, the control state put, the
 /// parcel created owned by the server. The client does not own it afterwards (`resume` does
 /// that).
 pub fn init(
@@ -211,7 +215,7 @@ pub fn resume(
 }
 
 /// As [`resume`], writing only the images named in `only` before the parcel is handed over
-/// (the memory image: what a VM needs to start; its disk's chunks are then fetched as the
+/// (the memory and device state: what a VM needs to start; its disk's chunks are then fetched as the
 /// guest reads them, by the same `fetch` from the same stores, which the lab does not model).
 pub fn resume_images(
     server: &TierClient,
@@ -297,6 +301,7 @@ pub fn resume_images(
         })
     })?;
     // The client holds what was committed; only the dirty list may be cleared.
+    let dirty = control.dirty.len() as u64;
     dir.write_held(&Held {
         control,
         nonce: next,
@@ -307,7 +312,7 @@ pub fn resume_images(
     Ok(Moved {
         chunks: total,
         bytes: 0,
-        dirty: held.control.dirty.len() as u64,
+        dirty,
         version: held.control.version,
     })
 }

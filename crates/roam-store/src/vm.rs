@@ -1,6 +1,7 @@
 //! Real VM state (seed 004 §4: the parcel is a VM's disk and memory): a QEMU guest running on a
-//! parcel's `disk.img`, its memory saved to `memory.img` by migration to a file, and the disk
-//! chunks it wrote found by a QEMU dirty bitmap, so a suspend seals only those.
+//! parcel's `disk.img` with its RAM in `memory.img` and its device state saved to
+//! `state.img`; the disk chunks it wrote are found by a QEMU dirty bitmap, so a suspend
+//! seals only those.
 //!
 //! - **The guest** is Debian's cloud kernel and a BusyBox initramfs, built from Debian packages
 //!   by `scripts/build-guest DIR` (nothing installed on the host). Its init loads the virtio
@@ -13,10 +14,12 @@
 //!   its granularity; at suspend the guest is stopped, the bitmap exported over QEMU's own NBD
 //!   server and read with `qemu-img map` (`x-dirty-bitmap`, where dirty areas read as
 //!   `"data": false`): the chunk numbers written since the start.
-//! - **Memory**: `migrate` to `exec:cat > memory.img` while stopped (QEMU 7.2 has no `file:`
-//!   URI); resume starts QEMU with `-incoming exec:cat memory.img` and continues it. The image is
-//!   QEMU's migration stream (zero pages elided), not a page-aligned dump, so it is sealed whole
-//!   at each suspend.
+//! - **Memory**: the guest's RAM is a file (`memory-backend-file`, shared), so the parcel's
+//!   memory image is page-aligned raw RAM: a suspend seals it whole and only chunks that
+//!   changed since the basis are new (the memory delta comes from content addressing, at
+//!   about 1 GB/s of sealing). The device state goes by migration with `x-ignore-shared`
+//!   (RAM left out) to `exec:cat > state.img` (QEMU 7.2 has no `file:` URI); a resume starts
+//!   QEMU with `-incoming defer` on the same RAM file and takes the state back.
 //! - **Acceleration**: KVM where it boots the guest, else TCG with a one-line note. `/dev/kvm`
 //!   can be present and still not boot a guest (nested virtualisation on these machines stops
 //!   in the kernel's decompressor), so the first use boots the guest once under KVM with a
@@ -130,11 +133,20 @@ impl GuestKit {
             return Ok(if kvm { Accel::Kvm } else { Accel::Tcg });
         }
         let run = tempdir("kvm-probe")?;
-        let disk = run.join("disk.img");
+        let (disk, ram, state) = (
+            run.join("disk.img"),
+            run.join("ram.img"),
+            run.join("state.img"),
+        );
         std::fs::File::create(&disk)
-            .and_then(|f| f.set_len(1 << 20))
+            .and_then(|f| f.set_len(MIB))
             .map_err(|e| format!("{}: {e}", disk.display()))?;
-        let boots = Vm::launch(self, &disk, None, &run, 256, Accel::Kvm, KVM_PROBE_DEADLINE)
+        let images = Images {
+            disk: &disk,
+            ram: &ram,
+            state: &state,
+        };
+        let boots = Vm::launch(self, images, &run, 256, Accel::Kvm, KVM_PROBE_DEADLINE)
             .map(|vm| vm.kill())
             .is_ok();
         let _ = std::fs::remove_dir_all(&run);
@@ -261,26 +273,36 @@ fn shell_path(p: &Path) -> Result<String, String> {
     Ok(format!("'{s}'"))
 }
 
+/// A guest's images: its disk; its RAM, a file QEMU maps shared, so that it is a page-aligned
+/// raw image in which a page unchanged since the last check-in is a chunk unchanged (the
+/// memory delta against the basis comes from content addressing); its device state, QEMU's
+/// migration stream without the RAM (`x-ignore-shared`: a few hundred KB).
+#[derive(Clone, Copy, Debug)]
+pub struct Images<'a> {
+    /// The disk (raw).
+    pub disk: &'a Path,
+    /// The RAM file.
+    pub ram: &'a Path,
+    /// The device state (present once a suspend wrote it).
+    pub state: &'a Path,
+}
+
+const MIB: u64 = 1 << 20;
+
 impl Vm {
-    /// Start the guest on `disk` (a raw image), from `memory` (a memory image a suspend wrote)
-    /// when given, else booting; QEMU's sockets in `run`. Returns once the guest answers on
-    /// its console. The dirty bitmap counts from here. The guest is killed when the value is
-    /// dropped, unless [`Vm::detach`] is called.
-    pub fn start(
-        kit: &GuestKit,
-        disk: &Path,
-        memory: Option<&Path>,
-        run: &Path,
-        memory_mb: u32,
-    ) -> Result<Vm, String> {
+    /// Start the guest on `images`: from its saved RAM and device state when the state is
+    /// there (the RAM file's size is the memory), else booting with `memory_mb` of fresh RAM;
+    /// QEMU's sockets in `run`. Returns once the guest answers on its console. The disk's
+    /// dirty bitmap counts from here. The guest is killed when the value is dropped, unless
+    /// [`Vm::detach`] is called.
+    pub fn start(kit: &GuestKit, images: Images, run: &Path, memory_mb: u32) -> Result<Vm, String> {
         let accel = kit.accel()?;
-        Vm::launch(kit, disk, memory, run, memory_mb, accel, BOOT_DEADLINE)
+        Vm::launch(kit, images, run, memory_mb, accel, BOOT_DEADLINE)
     }
 
     fn launch(
         kit: &GuestKit,
-        disk: &Path,
-        memory: Option<&Path>,
+        images: Images,
         run: &Path,
         memory_mb: u32,
         accel: Accel,
@@ -291,26 +313,56 @@ impl Vm {
         )?;
         std::fs::create_dir_all(run).map_err(|e| format!("{}: {e}", run.display()))?;
         // QEMU runs daemonized from `/`: every path it is given is absolute.
-        let (disk, run) = (absolute(disk)?, absolute(run)?);
-        let memory = memory.map(absolute).transpose()?;
-        let (disk, run, memory) = (&disk, &run, memory.as_deref());
-        let (qmp_sock, con_sock, pidfile) = (
-            run.join("qmp.sock"),
-            run.join("console.sock"),
-            run.join("qemu.pid"),
+        let (disk, ram, state, run) = (
+            absolute(images.disk)?,
+            absolute(images.ram)?,
+            absolute(images.state)?,
+            absolute(run)?,
         );
+        let run = &run;
         if let Some(pid) = running(run) {
             return Err(format!(
                 "a guest is already running from {} (pid {pid}): suspend or stop it first",
                 run.display()
             ));
         }
+        let resuming = state.is_file();
+        let mb = if resuming {
+            let len = std::fs::metadata(&ram)
+                .map_err(|e| format!("{}: the RAM image of a saved guest: {e}", ram.display()))?
+                .len();
+            if len == 0 || len % MIB != 0 {
+                return Err(format!(
+                    "{}: a RAM image of {len} bytes (not a whole number of MiB)",
+                    ram.display()
+                ));
+            }
+            len / MIB
+        } else {
+            // A fresh boot gets fresh (zero) RAM.
+            let _ = std::fs::remove_file(&ram);
+            std::fs::File::create(&ram)
+                .and_then(|f| f.set_len(u64::from(memory_mb) * MIB))
+                .map_err(|e| format!("{}: {e}", ram.display()))?;
+            u64::from(memory_mb)
+        };
+        let (qmp_sock, con_sock, pidfile) = (
+            run.join("qmp.sock"),
+            run.join("console.sock"),
+            run.join("qemu.pid"),
+        );
         for f in [&qmp_sock, &con_sock, &pidfile] {
             let _ = std::fs::remove_file(f);
         }
         let mut cmd = Command::new(qemu);
         cmd.args(["-accel", accel.arg(), "-m"])
-            .arg(memory_mb.to_string())
+            .arg(format!("{mb}M"))
+            .arg("-object")
+            .arg(format!(
+                "memory-backend-file,id=ram0,size={mb}M,mem-path={},share=on",
+                opt_path(&ram)?
+            ))
+            .args(["-machine", "memory-backend=ram0"])
             .args(["-nodefaults", "-display", "none", "-no-reboot", "-kernel"])
             .arg(kit.dir.join("vmlinuz"))
             .arg("-initrd")
@@ -322,7 +374,7 @@ impl Vm {
             ])
             .arg(format!(
                 "driver=file,filename={},node-name=file0",
-                opt_path(disk)?
+                opt_path(&disk)?
             ))
             .args([
                 "-blockdev",
@@ -343,11 +395,8 @@ impl Vm {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if let Some(m) = memory {
-            if !m.is_file() {
-                return Err(format!("{}: no memory image there", m.display()));
-            }
-            cmd.args(["-incoming", &format!("exec:cat {}", shell_path(m)?)]);
+        if resuming {
+            cmd.args(["-incoming", "defer"]);
         }
         // With -daemonize the first process exits once the sockets are ready.
         let out = cmd
@@ -363,14 +412,19 @@ impl Vm {
         let mut vm = Vm::attach(run)?;
         vm.accel = accel;
         vm.kill_on_drop = true;
-        if memory.is_some() {
-            vm.wait_migration("restoring the memory image", Duration::from_secs(600))?;
+        if resuming {
+            vm.ignore_shared()?;
+            vm.qmp.run(
+                "migrate-incoming",
+                json!({ "uri": format!("exec:cat {}", shell_path(&state)?) }),
+            )?;
+            vm.wait_migration("restoring the device state", Duration::from_secs(600))?;
         }
         vm.qmp.run(
             "block-dirty-bitmap-add",
             json!({ "node": DISK_NODE, "name": BITMAP, "granularity": CHUNK_SIZE }),
         )?;
-        if memory.is_some() {
+        if resuming {
             vm.qmp.run("cont", json!({}))?;
         }
         vm.wait_console(deadline)?;
@@ -521,33 +575,45 @@ impl Vm {
         self.command("sum")
     }
 
-    /// Suspend: stop the guest, write its memory to `memory` (replaced whole, atomically),
-    /// read the disk chunks it wrote since it started, and end QEMU. The chunk numbers.
-    pub fn suspend(mut self, memory: &Path) -> Result<BTreeSet<u64>, String> {
-        let memory = &absolute(memory)?;
-        let part = memory.with_extension("img.part");
+    /// Suspend: stop the guest, leave its RAM in its RAM file, write its device state to
+    /// `state` (replaced whole, atomically), read the disk chunks it wrote since it started,
+    /// and end QEMU. The chunk numbers.
+    pub fn suspend(mut self, state: &Path) -> Result<BTreeSet<u64>, String> {
+        let state = &absolute(state)?;
+        let part = state.with_extension("img.part");
         let status = self.qmp.run("query-status", json!({}))?;
         // A suspend that failed after its migration finished left the guest in `postmigrate`
-        // with its memory in `part`; QEMU will not migrate it twice.
+        // with its state in `part`; QEMU will not migrate it twice.
         if !(status.get("status").and_then(Value::as_str) == Some("postmigrate") && part.is_file())
         {
             self.qmp.run("stop", json!({}))?;
             let _ = std::fs::remove_file(&part);
+            self.ignore_shared()?;
             self.qmp.run(
                 "migrate",
                 json!({ "uri": format!("exec:cat > {}", shell_path(&part)?) }),
             )?;
-            self.wait_migration("saving the memory image", Duration::from_secs(600))?;
+            self.wait_migration("saving the device state", Duration::from_secs(600))?;
         }
         let dirty = self.dirty_chunks()?;
+        let _ = self.qmp.run("quit", json!({}));
+        // The RAM file is complete once QEMU has unmapped it.
+        self.wait_exit(Duration::from_secs(30));
+        self.kill_on_drop = false;
         std::fs::File::open(&part)
             .and_then(|f| f.sync_all())
             .map_err(|e| format!("{}: {e}", part.display()))?;
-        std::fs::rename(&part, memory).map_err(|e| format!("{}: {e}", memory.display()))?;
-        let _ = self.qmp.run("quit", json!({}));
-        self.wait_exit(Duration::from_secs(10));
-        self.kill_on_drop = false;
+        std::fs::rename(&part, state).map_err(|e| format!("{}: {e}", state.display()))?;
         Ok(dirty)
+    }
+
+    /// Migrate the device state only: the RAM is in the shared RAM file.
+    fn ignore_shared(&mut self) -> Result<(), String> {
+        self.qmp.run(
+            "migrate-set-capabilities",
+            json!({ "capabilities": [{ "capability": "x-ignore-shared", "state": true }] }),
+        )?;
+        Ok(())
     }
 
     /// The bitmap's chunks: exported over QEMU's NBD server and read by `qemu-img map`.

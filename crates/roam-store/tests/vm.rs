@@ -1,11 +1,12 @@
 //! A real QEMU guest (`scripts/build-guest`): its dirty bitmap names exactly the disk chunks a
-//! workload wrote, and its memory image brings the guest back as it was. Skips, saying why,
+//! workload wrote, its RAM image and device state bring it back as it was, and new memory
+//! changes few of the RAM image's chunks. Skips, saying why,
 //! without QEMU or the guest (`./scripts/test` installs and builds both).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use roam_store::vm::{parse_dirty_map, GuestKit, Vm};
+use roam_store::vm::{parse_dirty_map, GuestKit, Images, Vm};
 use roam_store::CHUNK_SIZE;
 
 fn kit() -> Option<GuestKit> {
@@ -45,37 +46,46 @@ fn a_guest_suspends_with_its_dirty_chunks_and_resumes_as_it_was() {
     let dir = std::env::temp_dir().join(format!("roam-vm-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (disk, memory, run) = (
+    let (disk, ram, state, run) = (
         dir.join("disk.img"),
         dir.join("memory.img"),
+        dir.join("state.img"),
         dir.join("run"),
     );
     std::fs::File::create(&disk)
         .unwrap()
         .set_len(64 << 20)
         .unwrap();
+    let images = Images {
+        disk: &disk,
+        ram: &ram,
+        state: &state,
+    };
 
-    let mut vm = Vm::start(&kit, &disk, None, &run, 512).unwrap();
+    let mut vm = Vm::start(&kit, images, &run, 512).unwrap();
     vm.dirty(8, 3, 1).unwrap();
     let before = vm.checksum().unwrap();
-    let dirty = vm.suspend(&memory).unwrap();
+    let dirty = vm.suspend(&state).unwrap();
     let written = written_chunks(&disk);
     assert_eq!(written.len(), 24, "3 MiB written: 24 chunks of 128 KiB");
     assert_eq!(
         dirty, written,
         "the bitmap names exactly the chunks written"
     );
-    let mem_len = std::fs::metadata(&memory).unwrap().len();
+    assert_eq!(std::fs::metadata(&ram).unwrap().len(), 512 << 20);
+    let state_len = std::fs::metadata(&state).unwrap().len();
     assert!(
-        mem_len > 8 << 20,
-        "the memory image holds the 8 MB written ({mem_len})"
+        state_len < 4 << 20,
+        "the device state leaves the RAM out ({state_len})"
     );
+    let ram1 = chunk_hashes(&ram);
 
-    // Back from the memory image: the same memory and disk, and the bitmap starts afresh.
-    let mut vm = Vm::start(&kit, &disk, Some(&memory), &run, 512).unwrap();
+    // Back from the saved RAM and state: the same memory and disk, and the bitmap starts
+    // afresh. 1 MB more memory changes few of the RAM image's chunks (the delta).
+    let mut vm = Vm::start(&kit, images, &run, 64).unwrap();
     assert_eq!(vm.checksum().unwrap(), before);
-    vm.dirty(0, 1, 2).unwrap();
-    let again = vm.suspend(&memory).unwrap();
+    vm.dirty(1, 1, 2).unwrap();
+    let again = vm.suspend(&state).unwrap();
     let now = written_chunks(&disk);
     assert_eq!(again.len(), 8, "1 MiB more: 8 chunks");
     assert!(again.is_subset(&now));
@@ -84,7 +94,23 @@ fn a_guest_suspends_with_its_dirty_chunks_and_resumes_as_it_was() {
         8,
         "only the chunks of the second write are dirty the second time"
     );
+    let ram2 = chunk_hashes(&ram);
+    let changed = ram1.iter().zip(&ram2).filter(|(a, b)| a != b).count();
+    assert!(
+        changed > 8 && changed < ram1.len() / 4,
+        "{changed} of {} RAM chunks changed for 1 MB of new data",
+        ram1.len()
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each chunk's hash.
+fn chunk_hashes(f: &Path) -> Vec<[u8; 32]> {
+    std::fs::read(f)
+        .unwrap()
+        .chunks(CHUNK_SIZE)
+        .map(|c| *blake3::hash(c).as_bytes())
+        .collect()
 }
 
 #[test]
@@ -93,27 +119,33 @@ fn a_second_guest_on_the_same_run_directory_is_refused() {
     let dir = std::env::temp_dir().join(format!("roam-vm-test2-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let disk = dir.join("disk.img");
+    let (disk, ram, state) = (
+        dir.join("disk.img"),
+        dir.join("memory.img"),
+        dir.join("state.img"),
+    );
     std::fs::File::create(&disk)
         .unwrap()
         .set_len(8 << 20)
         .unwrap();
-    let vm = Vm::start(&kit, &disk, None, &dir.join("run"), 256).unwrap();
-    let e = Vm::start(&kit, &disk, None, &dir.join("run"), 256)
+    let images = Images {
+        disk: &disk,
+        ram: &ram,
+        state: &state,
+    };
+    let vm = Vm::start(&kit, images, &dir.join("run"), 256).unwrap();
+    let e = Vm::start(&kit, images, &dir.join("run"), 256)
         .err()
         .expect("a second guest from the same directory");
     assert!(e.contains("already running"), "{e}");
     vm.kill();
-    let e = Vm::start(
-        &kit,
-        &disk,
-        Some(&dir.join("none.img")),
-        &dir.join("run"),
-        256,
-    )
-    .err()
-    .expect("a missing memory image");
-    assert!(e.contains("no memory image"), "got: {e}");
+    // A saved state without its RAM image.
+    std::fs::write(&state, b"state").unwrap();
+    std::fs::remove_file(&ram).unwrap();
+    let e = Vm::start(&kit, images, &dir.join("run"), 256)
+        .err()
+        .expect("a missing RAM image");
+    assert!(e.contains("the RAM image of a saved guest"), "got: {e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -21,7 +21,7 @@ use roam_store::ownership::Tier;
 use roam_store::parcel;
 use roam_store::tier::wire::{unhex, Request};
 use roam_store::tier::{serve, TierClient, TierService};
-use roam_store::vm::{GuestKit, Vm};
+use roam_store::vm::{GuestKit, Images, Vm};
 
 /// The name in every tier's certificate (clients check it).
 const TLS_NAME: &str = "roam-parcel";
@@ -135,9 +135,12 @@ pub struct InitArgs {
     /// Its disk image (any raw image).
     #[arg(long)]
     disk: PathBuf,
-    /// Its memory image.
-    #[arg(long)]
+    /// Its memory image (a saved guest's RAM file; with --state).
+    #[arg(long, requires = "state")]
     memory: Option<PathBuf>,
+    /// Its device state (a saved guest's; with --memory).
+    #[arg(long, requires = "memory")]
+    state: Option<PathBuf>,
     #[command(flatten)]
     links: Links,
 }
@@ -318,9 +321,11 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
             std::fs::create_dir_all(dir.image("disk").parent().unwrap())?;
             std::fs::copy(&a.disk, dir.image("disk"))
                 .with_context(|| format!("{}", a.disk.display()))?;
-            if let Some(m) = &a.memory {
-                std::fs::copy(m, dir.image("memory"))
-                    .with_context(|| format!("{}", m.display()))?;
+            for (src, name) in [(&a.memory, "memory"), (&a.state, "state")] {
+                if let Some(m) = src {
+                    std::fs::copy(m, dir.image(name))
+                        .with_context(|| format!("{}", m.display()))?;
+                }
             }
             let mut bar = Bar::new("upload");
             let m = parcel::init(&c.server, &a.name, &dir, &mut |n, b| {
@@ -477,16 +482,15 @@ fn run_guest(a: &RunArgs) -> Result<()> {
             "note: the guest ran before since the resume; the next suspend compares every chunk"
         );
     }
-    let memory = dir.image("memory");
+    let (disk, memory, state) = (dir.image("disk"), dir.image("memory"), dir.image("state"));
+    let images = Images {
+        disk: &disk,
+        ram: &memory,
+        state: &state,
+    };
     let t0 = Instant::now();
-    let vm = Vm::start(
-        &kit,
-        &dir.image("disk"),
-        memory.exists().then_some(memory.as_path()),
-        &run,
-        a.memory_mb,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let saved = state.exists();
+    let vm = Vm::start(&kit, images, &run, a.memory_mb).map_err(anyhow::Error::msg)?;
     // Written after the start: a start that failed wrote nothing to the disk.
     let first = !run.join(RAN).exists();
     std::fs::write(run.join(RAN), if first { "1" } else { "2" })?;
@@ -496,8 +500,8 @@ fn run_guest(a: &RunArgs) -> Result<()> {
         vm.pid(),
         vm.accel,
         t0.elapsed().as_secs_f64(),
-        if memory.exists() {
-            "from its memory image"
+        if saved {
+            "from its saved memory and state"
         } else {
             "booted"
         },
@@ -507,8 +511,8 @@ fn run_guest(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Before a suspend: a guest running on the parcel is stopped, its memory saved into the
-/// memory image; the chunks its disk bitmap names (when it was the only run since the resume),
+/// Before a suspend: a guest running on the parcel is stopped (its RAM is the memory image)
+/// and its device state saved; the chunks its disk bitmap names (when it was the only run since the resume),
 /// else `None` (every chunk compared).
 fn save_guest(dir: &parcel::ParcelDir) -> Result<Option<parcel::DirtyMap>> {
     let run = dir.vm_dir();
@@ -520,7 +524,7 @@ fn save_guest(dir: &parcel::ParcelDir) -> Result<Option<parcel::DirtyMap>> {
     let vm = Vm::attach(&run).map_err(anyhow::Error::msg)?;
     let t0 = Instant::now();
     let disk = vm
-        .suspend(&dir.image("memory"))
+        .suspend(&dir.image("state"))
         .map_err(anyhow::Error::msg)?;
     eprintln!(
         "guest saved in {:.1} s: {} disk chunks written since it started",

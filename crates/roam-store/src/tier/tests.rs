@@ -153,8 +153,12 @@ fn a_parcel_goes_round_the_three_tiers_and_only_dirty_chunks_move() {
 
     // The server alone now has everything.
     let dir3 = ParcelDir::new(t.root.join("client3/p1"));
-    parcel::resume(&server, None, "p1", &dir3, &mut nothing).unwrap();
+    let m = parcel::resume(&server, None, "p1", &dir3, &mut nothing).unwrap();
     assert_eq!(std::fs::read(dir3.image("disk")).unwrap(), disk);
+    assert_eq!(
+        m.dirty, 0,
+        "after the clean nothing is missing at the server"
+    );
 }
 
 #[test]
