@@ -62,9 +62,6 @@ pub enum OwnershipError {
     /// reclaimed the parcel, or a replay).
     #[error("parcel `{0}`: stale ownership nonce (the parcel has moved on; check it out again)")]
     StaleNonce(String),
-    /// A handoff asked for while another is prepared.
-    #[error("parcel `{0}`: a handoff is already prepared")]
-    Busy(String),
     /// A commit with nothing prepared, or not matching what was prepared.
     #[error("parcel `{parcel}`: commit refused: {why}")]
     Commit {
@@ -152,7 +149,10 @@ impl Registry {
     }
 
     /// Phase 1: the owner (naming `nonce`) prepares to hand the parcel to `to` at `version`;
-    /// `next` becomes the nonce on commit.
+    /// `next` becomes the nonce on commit. A handoff the owner prepared before and never
+    /// committed is replaced: only the owner holds its nonce, so a second prepare means the
+    /// first source gave up (it died between the phases and started again); the first's
+    /// commit, naming the old `next`, is refused from then on.
     pub fn prepare(
         &mut self,
         parcel: &str,
@@ -165,9 +165,6 @@ impl Registry {
         let r = self.record(parcel, now)?;
         if r.nonce != nonce {
             return Err(OwnershipError::StaleNonce(parcel.into()));
-        }
-        if r.pending.is_some() {
-            return Err(OwnershipError::Busy(parcel.into()));
         }
         if r.owner == to {
             return Err(OwnershipError::SameTier(parcel.into()));
@@ -316,6 +313,22 @@ mod tests {
         assert_eq!(reg.committed("p").unwrap(), v(2));
     }
 
+    /// The owner prepares again (its first attempt died between the phases): the second
+    /// handoff replaces the first, whose commit is refused.
+    #[test]
+    fn a_second_prepare_by_the_owner_replaces_the_first() {
+        let mut reg = Registry::default();
+        reg.create("p", v(1), [1; 16]);
+        reg.prepare("p", [1; 16], Tier::Phone, v(1), [2; 16], T0)
+            .unwrap();
+        reg.prepare("p", [1; 16], Tier::Phone, v(1), [3; 16], T0)
+            .unwrap();
+        assert!(reg.commit("p", [1; 16], [2; 16], v(1).keyring, T0).is_err());
+        assert_eq!(reg.owner("p", T0).unwrap(), (Tier::Server, [1; 16]));
+        reg.commit("p", [1; 16], [3; 16], v(1).keyring, T0).unwrap();
+        assert_eq!(reg.owner("p", T0).unwrap(), (Tier::Phone, [3; 16]));
+    }
+
     /// A source that dies between the phases: the handoff expires and the old owner keeps the
     /// parcel; a commit naming another version or nonce is refused and changes nothing.
     #[test]
@@ -324,10 +337,6 @@ mod tests {
         reg.create("p", v(1), [1; 16]);
         reg.prepare("p", [1; 16], Tier::Phone, v(1), [2; 16], T0)
             .unwrap();
-        assert_eq!(
-            reg.prepare("p", [1; 16], Tier::Client, v(1), [9; 16], T0),
-            Err(OwnershipError::Busy("p".into()))
-        );
         assert!(reg.commit("p", [1; 16], [2; 16], v(7).keyring, T0).is_err());
         assert!(reg.commit("p", [1; 16], [8; 16], v(1).keyring, T0).is_err());
         assert_eq!(reg.owner("p", T0).unwrap(), (Tier::Server, [1; 16]));

@@ -374,6 +374,52 @@ fn a_phone_lost_mid_suspend_leaves_the_client_the_owner() {
     assert_eq!(server.owner("p").unwrap(), (Tier::Server, m.version, false));
 }
 
+/// The client dies between the two phases of its handoff to the phone: the server prepared it
+/// and the phone holds the control state under the next nonce, but no commit came. The
+/// client still owns the parcel; the phone's copy is refused when it self-cleans and nothing
+/// changes; the client, started again, suspends, its new handoff replacing the dead one.
+#[test]
+fn a_client_that_dies_between_the_commit_phases_stays_the_owner_and_can_suspend_again() {
+    let t = start("twophase");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 6, 21);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let held = dir.held().unwrap().unwrap();
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        net::hand_off(&server, &held, Tier::Phone, |next| {
+            phone.put_control(&Held {
+                control: held.control.clone(),
+                nonce: next.to_string(),
+            })?;
+            phone.validate("p")?;
+            panic!("the client dies between the two phases");
+        })
+    }));
+    assert!(died.is_err());
+    assert_eq!(server.owner("p").unwrap(), (Tier::Client, 1, true));
+    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap_err();
+    assert!(e.contains("stale"), "{e}");
+    assert_eq!(server.owner("p").unwrap().0, Tier::Client);
+
+    let mut disk = std::fs::read(dir.image("disk")).unwrap();
+    disk[3] ^= 1;
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    let m = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+    assert_eq!(m.version, 2);
+    assert_eq!(
+        server.owner("p").unwrap(),
+        (Tier::Phone, 1, false),
+        "committed: still 1"
+    );
+    parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap();
+    let dir2 = ParcelDir::new(t.root.join("client2/p"));
+    parcel::resume(&server, None, "p", &dir2, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
+}
+
 /// A tier closes a link idle too long (hostile peers cannot hold links open); the client's
 /// next request opens a new link and authenticates again, as a long suspend to the phone
 /// leaves its link to the server idle.
