@@ -9,11 +9,17 @@
 //!   chunks and then ownership to the destination the system names, the phone over USB or its
 //!   WiFi, a fast local card, or ISR's server over a 1 or 10 Mbit/s WAN. Dirty state: the
 //!   memory image is rewritten whole (as after any run of a VM; half the dirty state, at most
-//!   64 MB) and the rest is disk chunks; the workloads dirty the seed's amounts of each.
-//!   Dirty chunks are random bytes (state that is compressed or encrypted already) and are
-//!   named by a dirty bitmap, as QEMU gives one.
+//!   64 MB) and the rest is disk chunks. Dirty chunks are random bytes (state that is
+//!   compressed or encrypted already) and are named by a dirty bitmap, as QEMU gives one.
+//!   The six workloads run in the real guest when it is built (`scripts/build-guest`,
+//!   [`roam_store::vm`]): it boots and is saved (the checked-out version), is resumed, writes
+//!   the seed's amounts of fresh random data into its memory and onto its disk (a stand-in
+//!   for the applications), and is saved again; the disk's chunks come from QEMU's dirty
+//!   bitmap and the RAM image (768 MB) is sealed whole, only its changed chunks new. Without
+//!   the guest they write synthetic state like the `dirty-` applications (column `guest` 0).
 //! - **Resume** on another client from wherever the parcel went: control state and the memory
-//!   image (the guest can then run; its disk is fetched on demand, not modelled).
+//!   image (the guest can then run; its disk is fetched on demand, not modelled); with the
+//!   real guest, also the time until it runs again (`guest_running_s`).
 //! - **Self-cleaning** (apps `clean-1mb` ...; systems `clean-wifi`, `clean-3g`): after a
 //!   suspend to the phone over USB, the phone uploads what the server lacks over WiFi (behind
 //!   the 1 Mbit/s WAN) or a measured 3G trace, and hands the parcel to the server. Its radio
@@ -38,6 +44,7 @@ use roam_store::ownership::Tier;
 use roam_store::parcel::{self, DirtyMap, ParcelDir};
 use roam_store::tier::wire::{hex, Reply, Request};
 use roam_store::tier::{serve, Control, Held, ServeHandle, TierClient, TierService};
+use roam_store::vm::{GuestKit, Images, Vm};
 use roam_store::{ingest, CHUNK_SIZE};
 
 use crate::matrix::{self, App, Plan};
@@ -297,6 +304,65 @@ fn base_image(path: &FsPath, mb: f64, seed: u64) -> Result<()> {
     std::fs::write(path, v).with_context(|| format!("{}", path.display()))
 }
 
+/// The guest's memory, MiB: room for the largest workload's 264 MB in its tmpfs.
+const GUEST_MB: u32 = roam_store::vm::DEFAULT_MEMORY_MB;
+
+/// A parcel directory's image paths, for the guest.
+struct GuestImages {
+    disk: PathBuf,
+    ram: PathBuf,
+    state: PathBuf,
+}
+
+impl GuestImages {
+    fn images(&self) -> Images<'_> {
+        Images {
+            disk: &self.disk,
+            ram: &self.ram,
+            state: &self.state,
+        }
+    }
+}
+
+fn guest_images(cdir: &ParcelDir) -> GuestImages {
+    GuestImages {
+        disk: cdir.image("disk"),
+        ram: cdir.image("memory"),
+        state: cdir.image("state"),
+    }
+}
+
+/// The real guest, for the six workloads, when it has been built (`scripts/build-guest`) and
+/// QEMU is installed; else the workloads write synthetic dirty state (said in the report).
+fn guest_kit() -> Option<GuestKit> {
+    let on_path = |t: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(t).is_file()))
+    };
+    if !on_path("qemu-system-x86_64") || !on_path("qemu-img") {
+        return None;
+    }
+    GuestKit::in_dir(&GuestKit::default_dir()).ok()
+}
+
+/// Run a workload in the checked-out guest: resume it from its saved state, have it write
+/// the workload's memory and disk, save it again. The dirty map (the disk's bitmap; the RAM
+/// and device state are sealed whole, their unchanged chunks already at the tiers).
+fn guest_workload(kit: &GuestKit, cdir: &ParcelDir, dirty: Dirty, seed: u64) -> Result<DirtyMap> {
+    let mut vm = Vm::start(kit, guest_images(cdir).images(), &cdir.vm_dir(), GUEST_MB)
+        .map_err(anyhow::Error::msg)?;
+    vm.dirty(
+        dirty.memory_mb.round() as u64,
+        dirty.disk_mb.round() as u64,
+        seed,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let disk = vm
+        .suspend(&cdir.image("state"))
+        .map_err(anyhow::Error::msg)?;
+    Ok([("disk".to_string(), disk)].into_iter().collect())
+}
+
 /// Overwrite the first `mb` MB of the image with random bytes; the chunks written.
 fn dirty_image(path: &FsPath, mb: f64) -> Result<BTreeSet<u64>> {
     use std::io::{Seek, SeekFrom, Write};
@@ -405,15 +471,33 @@ impl Tiers {
 /// Set the parcel up as checked out on the client in `cdir`: its base images' chunks at the
 /// server, the ownership record moved to the client by the same two-phase commit (asked of
 /// the server's service directly: set-up crosses no emulated link).
-fn checked_out(tiers: &Tiers, cdir: &ParcelDir, dirty: Dirty, seed: u64) -> Result<()> {
+fn checked_out(
+    tiers: &Tiers,
+    cdir: &ParcelDir,
+    dirty: Dirty,
+    seed: u64,
+    guest: Option<&GuestKit>,
+) -> Result<()> {
     std::fs::create_dir_all(cdir.image("disk").parent().unwrap())?;
-    // The images: the dirty part and 16 MB more of disk; a memory image of its dirty size.
+    // The images: the dirty part and 16 MB more of disk; a memory image of its dirty size, or
+    // the guest's RAM and device state after it booted.
     base_image(&cdir.image("disk"), dirty.disk_mb + 16.0, seed)?;
-    base_image(&cdir.image("memory"), dirty.memory_mb.max(0.2), seed ^ 1)?;
+    match guest {
+        Some(kit) => {
+            let vm = Vm::start(kit, guest_images(cdir).images(), &cdir.vm_dir(), GUEST_MB)
+                .map_err(anyhow::Error::msg)?;
+            vm.suspend(&cdir.image("state"))
+                .map_err(anyhow::Error::msg)?;
+        }
+        None => base_image(&cdir.image("memory"), dirty.memory_mb.max(0.2), seed ^ 1)?,
+    }
     let mut key = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut key);
     let mut keyrings = Vec::new();
     for name in parcel::IMAGES {
+        if !cdir.image(name).exists() {
+            continue; // no device state without a guest
+        }
         let mut f = std::fs::File::open(cdir.image(name))?;
         let got = ingest(&mut f, tiers.server.store(), None)?;
         keyrings.push((name, got.keyring));
@@ -514,16 +598,27 @@ fn trial(t: &Trial, path: Path, app: &str) -> Result<Vec<Metric>> {
     let cleaning = Path::CLEAN.contains(&path);
     let tiers = start_tiers(t, &work, path.to_phone(), cleaning)?;
     let cdir = ParcelDir::new(work.join("client"));
-    checked_out(&tiers, &cdir, dirty, t.seed)?;
-    let mut map = DirtyMap::new();
-    map.insert(
-        "memory".into(),
-        dirty_image(&cdir.image("memory"), dirty.memory_mb.max(0.2))?,
-    );
-    map.insert(
-        "disk".into(),
-        dirty_image(&cdir.image("disk"), dirty.disk_mb)?,
-    );
+    let guest = WORKLOADS
+        .iter()
+        .any(|w| w.0 == app)
+        .then(guest_kit)
+        .flatten();
+    checked_out(&tiers, &cdir, dirty, t.seed, guest.as_ref())?;
+    let map = match &guest {
+        Some(kit) => guest_workload(kit, &cdir, dirty, t.seed)?,
+        None => {
+            let mut map = DirtyMap::new();
+            map.insert(
+                "memory".into(),
+                dirty_image(&cdir.image("memory"), dirty.memory_mb.max(0.2))?,
+            );
+            map.insert(
+                "disk".into(),
+                dirty_image(&cdir.image("disk"), dirty.disk_mb)?,
+            );
+            map
+        }
+    };
     let to = if path.to_phone() {
         Tier::Phone
     } else {
@@ -553,6 +648,7 @@ fn trial(t: &Trial, path: Path, app: &str) -> Result<Vec<Metric>> {
         .map_err(|_| anyhow!("the client's thread panicked"))??;
     let (suspend_s, moved) = suspended?;
     let mut out = vec![
+        Metric::new("guest", f64::from(u8::from(guest.is_some())), "real guest"),
         Metric::new("suspend_s", suspend_s, "s"),
         Metric::new("dirty_mb", (moved.bytes as f64) / 1e6, "MB"),
         Metric::new("dirty_chunks", moved.dirty as f64, "chunks"),
@@ -602,12 +698,15 @@ fn trial(t: &Trial, path: Path, app: &str) -> Result<Vec<Metric>> {
         return Ok(out);
     }
 
-    // Resume on another client: control state and the memory image.
+    // Resume on another client: control state, the memory image and the device state; with
+    // the real guest, then until it runs again (its disk, fetched on demand, is not modelled:
+    // an empty disk of the same size stands in).
     let tt = tiers.clone();
     let rdir = ParcelDir::new(work.join("client2"));
+    let disk_len = ((dirty.disk_mb + 16.0) * 1e6) as u64;
     let r = t
         .emu
-        .spawn_in_client(move || -> Result<f64> {
+        .spawn_in_client(move || -> Result<(f64, Option<f64>)> {
             let t0 = Instant::now();
             let (server, phone) = tt.links()?;
             parcel::resume_images(
@@ -619,11 +718,24 @@ fn trial(t: &Trial, path: Path, app: &str) -> Result<Vec<Metric>> {
                 &mut |_, _| {},
             )
             .map_err(anyhow::Error::msg)?;
-            Ok(t0.elapsed().as_secs_f64())
+            let data = t0.elapsed().as_secs_f64();
+            let Some(kit) = guest else {
+                return Ok((data, None));
+            };
+            std::fs::File::create(rdir.image("disk"))?.set_len(disk_len)?;
+            let vm = Vm::start(&kit, guest_images(&rdir).images(), &rdir.vm_dir(), GUEST_MB)
+                .map_err(anyhow::Error::msg)?;
+            let running = t0.elapsed().as_secs_f64();
+            vm.kill();
+            Ok((data, Some(running)))
         })
         .join()
         .map_err(|_| anyhow!("the client's thread panicked"))??;
-    out.push(Metric::new("resume_s", r?, "s"));
+    let (resume_s, running_s) = r?;
+    out.push(Metric::new("resume_s", resume_s, "s"));
+    if let Some(s) = running_s {
+        out.push(Metric::new("guest_running_s", s, "s"));
+    }
     drop(tiers);
     Ok(out)
 }

@@ -13,7 +13,7 @@
 //! comparing names with the version checked out (sealing runs near 1 GB/s on one core, `roam
 //! bench store`); with a bitmap, [`ingest`](crate::ingest) seals only the chunks it names.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,9 @@ use crate::tier::net::hand_off;
 use crate::tier::service::{read_held_file, write_atomic};
 use crate::tier::wire::{hex, Request};
 use crate::tier::{Control, Held, TierClient};
+
+/// Bytes of repeated chunks' plaintext a resume keeps to write them again without fetching.
+const REPEATS_KEPT: usize = 64 << 20;
 
 /// The images a parcel has, in order: its disk, its memory (a guest's RAM file,
 /// [`crate::vm`]) and its device state (QEMU's, without the RAM); the last two only once a
@@ -264,15 +267,48 @@ pub fn resume_images(
         // pipelined; a chunk it lacks or holds bad comes from the next store, checked as
         // `restore` checks it. Nothing of a chunk is written before it opens with its key.
         let first: &TierClient = phone.unwrap_or(server);
+        // A chunk the image holds more than once (a RAM image's zero pages) is fetched once:
+        // its plaintext is kept, up to REPEATS_KEPT bytes.
+        let mut count: HashMap<ChunkId, u32> = HashMap::new();
+        for e in &k.entries {
+            *count.entry(e.id).or_default() += 1;
+        }
+        let mut repeated: HashMap<ChunkId, Vec<u8>> = HashMap::new();
+        let mut kept = 0usize;
         for window in k.entries.chunks(64) {
-            let ids: Vec<ChunkId> = window.iter().map(|e| e.id).collect();
-            let blobs = first.get_pipelined(&ids)?;
-            for (e, blob) in window.iter().zip(blobs) {
-                let got = blob.and_then(|b| crate::chunk::open(&e.id, &e.key, &b).ok());
+            let mut ids: Vec<ChunkId> = Vec::new();
+            for e in window {
+                if !repeated.contains_key(&e.id) && !ids.contains(&e.id) {
+                    ids.push(e.id);
+                }
+            }
+            let blobs = if ids.is_empty() {
+                Vec::new()
+            } else {
+                first.get_pipelined(&ids)?
+            };
+            let fetched: HashMap<ChunkId, Option<Vec<u8>>> = ids.into_iter().zip(blobs).collect();
+            for e in window {
+                let got = match repeated.get(&e.id) {
+                    Some(p) => Some(p.clone()),
+                    None => fetched
+                        .get(&e.id)
+                        .cloned()
+                        .flatten()
+                        .and_then(|b| crate::chunk::open(&e.id, &e.key, &b).ok()),
+                };
                 match got {
-                    Some(plain) if plain.len() == e.len as usize => f
-                        .write_all(&plain)
-                        .map_err(|x| format!("{}: {x}", tmp.display()))?,
+                    Some(plain) if plain.len() == e.len as usize => {
+                        f.write_all(&plain)
+                            .map_err(|x| format!("{}: {x}", tmp.display()))?;
+                        if count[&e.id] > 1
+                            && !repeated.contains_key(&e.id)
+                            && kept + plain.len() <= REPEATS_KEPT
+                        {
+                            kept += plain.len();
+                            repeated.insert(e.id, plain);
+                        }
+                    }
                     _ => {
                         let one = Keyring {
                             image_len: e.len as u64,

@@ -374,6 +374,28 @@ fn a_phone_lost_mid_suspend_leaves_the_client_the_owner() {
     assert_eq!(server.owner("p").unwrap(), (Tier::Server, m.version, false));
 }
 
+/// An image that holds one chunk many times (a RAM image's zero pages) among others comes back
+/// byte for byte; the repeated chunk is fetched once and written from memory after.
+#[test]
+fn an_image_with_repeated_chunks_resumes_byte_for_byte() {
+    let t = start("repeats");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 2, 5);
+    let mut ram = vec![0u8; 300 * crate::CHUNK_SIZE + 100];
+    for (i, c) in ram.chunks_mut(crate::CHUNK_SIZE).enumerate() {
+        if i % 37 == 3 {
+            c.fill(i as u8);
+        }
+    }
+    std::fs::write(dir.image("memory"), &ram).unwrap();
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    let dir2 = ParcelDir::new(t.root.join("client2/p"));
+    parcel::resume(&server, Some(&phone), "p", &dir2, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir2.image("memory")).unwrap(), ram);
+}
+
 /// The client dies between the two phases of its handoff to the phone: the server prepared it
 /// and the phone holds the control state under the next nonce, but no commit came. The
 /// client still owns the parcel; the phone's copy is refused when it self-cleans and nothing
