@@ -456,6 +456,7 @@ fn fetch(
             &tokio::runtime::Runtime::new()?,
             out,
             vec![(specs_of(urls)?, p)],
+            None,
             limit,
         )
         .map(|_| None),
@@ -470,7 +471,7 @@ fn fetch(
             };
             let rt = tokio::runtime::Runtime::new()?;
             let mut specs = specs_of(urls)?;
-            let survey = rt.block_on(async {
+            let (survey, probe) = rt.block_on(async {
                 let e = Arc::new(Engine::new(
                     Params {
                         cc: 16,
@@ -478,10 +479,11 @@ fn fetch(
                     },
                     Protocol::Http1,
                 )?);
-                tokio::time::timeout(limit, e.survey(&specs))
+                let sv = tokio::time::timeout(limit, e.survey(&specs))
                     .await
                     .map_err(|_| anyhow!("FastHLA's survey did not finish within {limit:?}"))?
-                    .map_err(anyhow::Error::from)
+                    .map_err(anyhow::Error::from)?;
+                anyhow::Ok((sv, e))
             })?;
             survey.apply(&mut specs);
             let plan = mixed::plan(
@@ -505,7 +507,7 @@ fn fetch(
                     )
                 })
                 .collect();
-            engine(&rt, out, groups, limit)?;
+            engine(&rt, out, groups, Some(&probe), limit)?;
             Ok(note)
         }
     }
@@ -519,17 +521,22 @@ fn specs_of(urls: &[String]) -> Result<Vec<FileSpec>> {
 }
 
 /// FastHLA's engine on `rt` (the survey's, for FastHLA): each group of files with its
-/// parameters, the groups at once, within `limit`.
+/// parameters, the groups at once, within `limit`; over the connections of `warm` (the
+/// survey's engine) where it has them.
 fn engine(
     rt: &tokio::runtime::Runtime,
     out: &Path,
     groups: Vec<(Vec<FileSpec>, Params)>,
+    warm: Option<&Engine>,
     limit: Duration,
 ) -> Result<()> {
     let all = async {
         let mut tasks = Vec::new();
         for (specs, p) in groups {
-            let e = Arc::new(Engine::new(p, Protocol::Http1)?);
+            let e = Arc::new(match warm {
+                Some(w) => w.sharing(p, Protocol::Http1)?,
+                None => Engine::new(p, Protocol::Http1)?,
+            });
             let out = out.to_path_buf();
             tasks.push(tokio::spawn(async move { e.run(&specs, &out).await }));
         }

@@ -319,16 +319,25 @@ fn markdown(
             let wide = cell(rows, app, sc, "nghttp-16m", "throughput_mbps").value();
             let wide_e = cell(rows, app, sc, "nghttp-16m", "energy_j_per_100mb").value();
             if let (true, Some((b, bv))) = (fast.is_finite(), best) {
+                // Against a baseline that did not finish there is no ratio to give.
+                let vs = |t: f64, e: f64| {
+                    if t.is_finite() && e.is_finite() {
+                        format!(
+                            "{:.2}x the throughput, {:.2}x less energy",
+                            fast / t,
+                            e / fast_e
+                        )
+                    } else {
+                        "it did not finish".to_string()
+                    }
+                };
                 let _ = writeln!(
                     s,
                     "\nFastHLA {:.2}x the best baseline's throughput ({b}); against HTTP/2 \
-                     (nghttp's own 64 KiB windows): {:.2}x the throughput, {:.2}x less energy; \
-                     with 16 MiB windows: {:.2}x, {:.2}x.",
+                     (nghttp's own 64 KiB windows): {}; with 16 MiB windows: {}.",
                     fast / bv,
-                    fast / h2,
-                    h2_e / fast_e,
-                    fast / wide,
-                    wide_e / fast_e
+                    vs(h2, h2_e),
+                    vs(wide, wide_e),
                 );
             }
             // The sweep's surface at 64 KiB: throughput by concurrency and parallelism.

@@ -169,6 +169,21 @@ impl Engine {
         })
     }
 
+    /// An engine with `params` that shares this one's connections (the survey's, already
+    /// open and past slow start) when the block size and protocol are the same; else a new one.
+    pub fn sharing(&self, params: Params, protocol: Protocol) -> Result<Engine, TransferError> {
+        if params.bs != self.params.bs || protocol != self.protocol {
+            return Engine::new(params, protocol);
+        }
+        params.validate()?;
+        Ok(Engine {
+            client: self.client.clone(),
+            params,
+            protocol,
+            received: Arc::default(),
+        })
+    }
+
     async fn get(
         &self,
         url: &str,
@@ -347,7 +362,9 @@ impl Engine {
                 })
             }
         };
-        drop(probe);
+        // Read its byte: a response dropped unread closes its connection, and the ranges would
+        // pay a new handshake and TCP's slow start for every file.
+        let _ = probe.into_body().collect().await;
         self.ranges(url, size, dest, log).await
     }
 

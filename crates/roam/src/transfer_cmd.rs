@@ -149,13 +149,21 @@ pub fn get(a: &GetArgs) -> Result<()> {
             cc: 16,
             ..Params::default()
         };
-        let survey = if with_broker {
-            let probe = Arc::new(Engine::new(survey_params, protocol)?);
-            let sv = probe.survey(&specs).await?;
-            sv.apply(&mut specs);
-            Some(sv)
+        // The survey's connections, open and warm, carry the transfer after it.
+        let probe = if with_broker {
+            Some(Engine::new(survey_params, protocol)?)
         } else {
             None
+        };
+        let survey = match &probe {
+            Some(e) => {
+                let sv = Arc::new(e.sharing(survey_params, protocol)?)
+                    .survey(&specs)
+                    .await?;
+                sv.apply(&mut specs);
+                Some(sv)
+            }
+            None => None,
         };
         let bandwidth = a.bandwidth.or(broker.fastest_mbps()).unwrap_or(10.0);
         let condition = |mean: f64, rtt_ms: f64| Condition {
@@ -208,7 +216,10 @@ pub fn get(a: &GetArgs) -> Result<()> {
         }
         let engines = groups
             .iter()
-            .map(|g| Engine::new(g.1.params, protocol).map(Arc::new))
+            .map(|g| match &probe {
+                Some(e) => e.sharing(g.1.params, protocol).map(Arc::new),
+                None => Engine::new(g.1.params, protocol).map(Arc::new),
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let counters: Vec<_> = engines.iter().map(|e| e.received.clone()).collect();
         let ticker = tokio::spawn(async move {
