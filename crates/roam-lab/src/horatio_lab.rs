@@ -15,7 +15,9 @@
 //!   [`roam_store::vm`]): it boots and is saved (the checked-out version), is resumed, writes
 //!   the seed's amounts of fresh random data into its memory and onto its disk (a stand-in
 //!   for the applications), and is saved again; the disk's chunks come from QEMU's dirty
-//!   bitmap and the RAM image (768 MB) is sealed whole, only its changed chunks new. Without
+//!   bitmap and the RAM image (768 MB) is sealed whole, only its changed chunks new; the
+//!   phone has hoarded the checked-out version at set-up (the RAM's basis, about 80 MB
+//!   after the boot, would otherwise come from the server over the WAN at resume). Without
 //!   the guest they write synthetic state like the `dirty-` applications (column `guest` 0).
 //! - **Resume** on another client from wherever the parcel went: control state and the memory
 //!   image (the guest can then run; its disk is fetched on demand, not modelled); with the
@@ -379,6 +381,7 @@ fn dirty_image(path: &FsPath, mb: f64) -> Result<BTreeSet<u64>> {
 /// The tiers of one trial: the server (and phone) serving in their namespaces.
 struct Tiers {
     server: Arc<TierService>,
+    phone: Option<Arc<TierService>>,
     _handles: Vec<ServeHandle>,
     secret: [u8; 32],
     cert: String,
@@ -406,6 +409,7 @@ fn start_tiers(t: &Trial, dir: &FsPath, phone: bool, phone_to_server: bool) -> R
         .map_err(|_| anyhow!("the server's thread panicked"))??
         .map_err(anyhow::Error::msg)?];
     let mut phone_addr = None;
+    let mut phone_svc = None;
     if phone {
         let addr = t
             .emu
@@ -421,6 +425,7 @@ fn start_tiers(t: &Trial, dir: &FsPath, phone: bool, phone_to_server: bool) -> R
             }));
         }
         let svc = Arc::new(svc);
+        phone_svc = Some(svc.clone());
         let tls = tls.clone();
         let h = t
             .emu
@@ -434,6 +439,7 @@ fn start_tiers(t: &Trial, dir: &FsPath, phone: bool, phone_to_server: bool) -> R
     }
     Ok(Tiers {
         server,
+        phone: phone_svc,
         _handles: handles,
         secret,
         cert,
@@ -500,6 +506,12 @@ fn checked_out(
         }
         let mut f = std::fs::File::open(cdir.image(name))?;
         let got = ingest(&mut f, tiers.server.store(), None)?;
+        // The guest's phone has hoarded the checked-out version (`roam parcel hoard`): its
+        // RAM image's basis is then on the phone for a resume, not only at the server.
+        if let (Some(_), Some(phone)) = (guest, &tiers.phone) {
+            let mut f = std::fs::File::open(cdir.image(name))?;
+            ingest(&mut f, phone.store(), None)?;
+        }
         keyrings.push((name, got.keyring));
     }
     let list: Vec<(&str, &roam_store::Keyring)> = keyrings.iter().map(|(n, k)| (*n, k)).collect();

@@ -1,6 +1,7 @@
 //! The client tier's operations on a parcel (seed 004, "Operations"), as `roam parcel` runs
 //! them on the borrowed PC: [`init`], [`resume`] (a checkout from whoever owns the parcel),
-//! [`suspend`] to the phone or the server, [`clean`] (ask the phone to self-clean), [`status`].
+//! [`suspend`] to the phone or the server, [`clean`] (ask the phone to self-clean), [`hoard`]
+//! (ask the phone to hold the whole version), [`status`].
 //!
 //! The client keeps a parcel in a directory: its images (`disk.img`, `memory.img`,
 //! `state.img`: what the VM runs on), its control state while it owns the parcel (`control.json`) and a cache of
@@ -431,6 +432,52 @@ pub fn suspend_dirty(
         dirty: dirty.len() as u64,
         version: control.version,
     })
+}
+
+/// Hoarding (seed 004): have the phone fetch from the server every chunk of the parcel's
+/// current version that it lacks, so that a resume on another PC finds them all on the phone,
+/// even cut off from the server. The version is this client's when it owns the parcel, else
+/// its owner's. Waits until the phone is done, telling `progress` what it is doing; the final
+/// state ("hoarded: ...").
+pub fn hoard(
+    server: &TierClient,
+    phone: &TierClient,
+    parcel: &str,
+    dir: &ParcelDir,
+    poll: std::time::Duration,
+    progress: &mut dyn FnMut(&str),
+) -> Result<String, String> {
+    let held = match dir.held()? {
+        Some(h) => h,
+        None => match server.owner(parcel)?.0 {
+            Tier::Phone => phone.get_control(parcel, None)?,
+            Tier::Server => server.get_control(parcel, None)?,
+            Tier::Client => {
+                return Err(format!(
+                    "parcel `{parcel}`: another client owns it; hoard from there"
+                ))
+            }
+        },
+    };
+    let ids: Vec<ChunkId> = held
+        .control
+        .chunk_ids()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .collect();
+    phone.hoard(parcel, &ids)?;
+    loop {
+        let (_, task, _) = phone.status(parcel)?;
+        let s = task.unwrap_or_default();
+        progress(&s);
+        if s.starts_with("hoarded") {
+            return Ok(s);
+        }
+        if let Some(e) = s.strip_prefix("hoard failed: ") {
+            return Err(format!("hoarding of parcel `{parcel}` failed: {e}"));
+        }
+        std::thread::sleep(poll);
+    }
 }
 
 /// Ask the phone to self-clean `parcel` and wait until it ends, telling `progress` what it is

@@ -1,7 +1,7 @@
 //! `roam parcel`: Horatio on the command line (seed 004; docs/horatio.md). `serve` runs the
 //! phone's or the server's tier; `secret` makes the user's access secret; `init`, `resume`
-//! (`checkout`), `run` and `guest` (the parcel's QEMU guest), `suspend`, `clean`, `status` and
-//! `reclaim` run on the client (the borrowed PC), with progress on stderr.
+//! (`checkout`), `run` and `guest` (the parcel's QEMU guest), `suspend`, `clean`, `hoard`,
+//! `status` and `reclaim` run on the client (the borrowed PC), with progress on stderr.
 //!
 //! Links are TLS: a tier makes its certificate on first start (`DIR/tls/`, for the name
 //! `roam-parcel`) and clients pin it (`--server-cert`, `--phone-cert`). Every link then
@@ -65,6 +65,10 @@ pub enum ParcelCmd {
     /// Have the phone self-clean a parcel: upload what the server lacks and hand it the
     /// parcel; waits, showing progress.
     Clean(OpArgs),
+    /// Have the phone hoard the parcel's current version (fetch from the server every chunk
+    /// it lacks), so a resume elsewhere gets all its data from the phone; waits, showing
+    /// progress.
+    Hoard(OpArgs),
     /// Who owns a parcel, its versions, and what the phone and the client hold.
     Status(OpArgs),
     /// The parcel's owner is lost: the server takes it back at its last committed version.
@@ -418,6 +422,25 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
             println!("{end}");
             Ok(())
         }
+        ParcelCmd::Hoard(a) => {
+            let c = connect(&a.links)?;
+            let phone = c.phone.as_ref().ok_or_else(|| {
+                anyhow!("hoarding runs on the phone: give --phone and --phone-cert")
+            })?;
+            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            let end = parcel::hoard(
+                &c.server,
+                phone,
+                &a.name,
+                &dir,
+                Duration::from_millis(250),
+                &mut |s| eprint!("\r{s}          "),
+            )
+            .map_err(anyhow::Error::msg)?;
+            eprintln!();
+            println!("{end}");
+            Ok(())
+        }
         ParcelCmd::Status(a) => {
             let c = connect(&a.links)?;
             let dir = parcel::parcel_dir(&a.links.dir, &a.name);
@@ -444,7 +467,7 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
                 println!(
                     "  phone: {}, {chunks} chunks held{}",
                     control.map_or("no control state".to_string(), |v| format!("version {v}")),
-                    cleaning.map_or(String::new(), |c| format!(", self-cleaning: {c}"))
+                    cleaning.map_or(String::new(), |c| format!(", {c}"))
                 );
             }
             Ok(())

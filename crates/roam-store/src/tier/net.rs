@@ -542,6 +542,24 @@ impl TierClient {
         })
     }
 
+    /// Ask the phone to hoard `ids` (answers at once; `status` tells the progress).
+    pub fn hoard(&self, parcel: &str, ids: &[ChunkId]) -> Result<(), String> {
+        let payload: Vec<u8> = ids.iter().flat_map(|i| i.0).collect();
+        match self
+            .call(
+                &Request::Hoard {
+                    parcel: parcel.into(),
+                    count: ids.len() as u64,
+                },
+                &payload,
+            )?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
     /// Close the link.
     pub fn close(&self) {
         self.ms().close(Duration::from_secs(5));

@@ -41,7 +41,8 @@ pub struct TierService {
     /// Control-state files are read and written under this lock.
     control: Mutex<()>,
     upstream: Option<Upstream>,
-    /// Self-cleaning, by parcel: what it is doing or how it ended.
+    /// The phone's background task (self-cleaning or hoarding), by parcel: what it is doing
+    /// or how it ended.
     cleaning: Mutex<HashMap<String, String>>,
 }
 
@@ -512,6 +513,52 @@ impl TierService {
                     Vec::new(),
                 ))
             }
+            Request::Hoard { parcel, count } => {
+                parcel_ok(&parcel)?;
+                if self.role != Tier::Phone || self.upstream.is_none() {
+                    return Err("hoarding runs on a phone that knows its server".into());
+                }
+                if payload.len() as u64 != count.saturating_mul(32) {
+                    return Err(format!(
+                        "`Hoard` of {count} names with a payload of {} bytes",
+                        payload.len()
+                    ));
+                }
+                let ids: Vec<ChunkId> = payload
+                    .chunks(32)
+                    .map(|c| ChunkId(c.try_into().expect("32 bytes")))
+                    .collect();
+                {
+                    let mut c = self.cleaning.lock().unwrap();
+                    match c.get(&parcel) {
+                        Some(s) if s.starts_with("hoarding") => return ok(), // already running
+                        Some(s) if running_clean(s) => {
+                            return Err(format!(
+                                "parcel `{parcel}`: the phone is self-cleaning it; hoard after"
+                            ))
+                        }
+                        _ => {}
+                    }
+                    c.insert(parcel.clone(), "hoarding: starting".into());
+                }
+                let me = self.clone();
+                std::thread::spawn(move || {
+                    let end = match me.hoard(&parcel, &ids) {
+                        Ok((fetched, missing)) => format!(
+                            "hoarded: {} chunks, {fetched} fetched{}",
+                            ids.len(),
+                            if missing > 0 {
+                                format!(", {missing} not at the server")
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        Err(e) => format!("hoard failed: {e}"),
+                    };
+                    me.cleaning.lock().unwrap().insert(parcel, end);
+                });
+                ok()
+            }
             Request::Clean { parcel } => {
                 parcel_ok(&parcel)?;
                 if self.role != Tier::Phone || self.upstream.is_none() {
@@ -519,10 +566,13 @@ impl TierService {
                 }
                 {
                     let mut c = self.cleaning.lock().unwrap();
-                    if c.get(&parcel)
-                        .is_some_and(|s| s.starts_with("uploading") || s.starts_with("handing"))
-                    {
+                    if c.get(&parcel).is_some_and(|s| running_clean(s)) {
                         return ok(); // already running
+                    }
+                    if c.get(&parcel).is_some_and(|s| s.starts_with("hoarding")) {
+                        return Err(format!(
+                            "parcel `{parcel}`: the phone is hoarding it; clean after"
+                        ));
                     }
                     c.insert(parcel.clone(), "uploading: starting".into());
                 }
@@ -554,6 +604,44 @@ impl TierService {
                 ))
             }
         }
+    }
+
+    /// Hoarding: fetch from the server, a window at a time, the chunks of `ids` the phone
+    /// lacks; each kept only when its hash is its name. (fetched, not at the server).
+    fn hoard(&self, parcel: &str, ids: &[ChunkId]) -> Result<(u64, u64), String> {
+        let server = (self.upstream.as_ref().expect("checked"))()?;
+        server.set_background(true);
+        let (mut fetched, mut missing, mut done) = (0u64, 0u64, 0usize);
+        for batch in ids.chunks(MAX_HAS) {
+            let lack: Vec<ChunkId> = batch
+                .iter()
+                .filter(|id| !self.store.has(id).unwrap_or(false))
+                .copied()
+                .collect();
+            for window in lack.chunks(64) {
+                for (id, blob) in window.iter().zip(server.get_pipelined(window)?) {
+                    match blob {
+                        Some(b) if ChunkId::of(&b) == *id => {
+                            self.store.put(id, &b).map_err(|e| e.to_string())?;
+                            fetched += 1;
+                        }
+                        Some(_) => {
+                            return Err(format!("the server's chunk {id} does not match its name"))
+                        }
+                        None => missing += 1,
+                    }
+                }
+            }
+            done += batch.len();
+            self.set_cleaning(
+                parcel,
+                format!(
+                    "hoarding: {done} of {} chunks checked, {fetched} fetched",
+                    ids.len()
+                ),
+            );
+        }
+        Ok((fetched, missing))
     }
 
     fn set_cleaning(&self, parcel: &str, what: String) {
@@ -627,6 +715,11 @@ impl TierService {
         fs::remove_file(self.control_path("control", parcel)).map_err(|e| e.to_string())?;
         Ok(uploaded)
     }
+}
+
+/// Whether a phone's task status says a self-clean is running.
+fn running_clean(s: &str) -> bool {
+    s.starts_with("uploading") || s.starts_with("handing")
 }
 
 /// Blobs under a directory store's root (two levels: fan-out directories, then blobs).

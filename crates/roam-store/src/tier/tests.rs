@@ -396,6 +396,65 @@ fn an_image_with_repeated_chunks_resumes_byte_for_byte() {
     assert_eq!(std::fs::read(dir2.image("memory")).unwrap(), ram);
 }
 
+/// Hoarding: the phone fetches every chunk of the version from the server, so a resume
+/// elsewhere gets all its data from the phone: here the server has lost its blobs by then.
+#[test]
+fn a_hoarded_parcel_resumes_from_the_phone_alone() {
+    let t = start("hoard");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 12, 31);
+    write_image(&dir.image("memory"), 5, 77);
+    let images: Vec<Vec<u8>> = ["disk", "memory"]
+        .iter()
+        .map(|n| std::fs::read(dir.image(n)).unwrap())
+        .collect();
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    let end = parcel::hoard(
+        &server,
+        &phone,
+        "p",
+        &dir,
+        Duration::from_millis(10),
+        &mut |_| {},
+    )
+    .unwrap();
+    // 18 distinct chunks: both images end in the same short chunk.
+    assert!(end.starts_with("hoarded: 18 chunks, 18 fetched"), "{end}");
+    // Again: nothing left to fetch.
+    let end = parcel::hoard(
+        &server,
+        &phone,
+        "p",
+        &dir,
+        Duration::from_millis(10),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(end.starts_with("hoarded: 18 chunks, 0 fetched"), "{end}");
+
+    let blobs = t.server_svc.store().root().to_path_buf();
+    std::fs::remove_dir_all(&blobs).unwrap();
+    std::fs::create_dir_all(&blobs).unwrap();
+    let dir2 = ParcelDir::new(t.root.join("client2/p"));
+    parcel::resume(&server, Some(&phone), "p", &dir2, &mut nothing).unwrap();
+    for (name, bytes) in ["disk", "memory"].iter().zip(&images) {
+        assert_eq!(&std::fs::read(dir2.image(name)).unwrap(), bytes);
+    }
+    // A hoard list that does not match its payload is refused.
+    let e = phone
+        .call(
+            &Request::Hoard {
+                parcel: "p".into(),
+                count: 3,
+            },
+            &[0u8; 64],
+        )
+        .map(|r| r.0);
+    assert!(format!("{e:?}").contains("payload of 64 bytes"), "{e:?}");
+}
+
 /// The client dies between the two phases of its handoff to the phone: the server prepared it
 /// and the phone holds the control state under the next nonce, but no commit came. The
 /// client still owns the parcel; the phone's copy is refused when it self-cleans and nothing

@@ -115,6 +115,15 @@ pub enum Request {
         /// Parcel name.
         parcel: String,
     },
+    /// Phone: hoard the chunks named in the payload (32 bytes each, `count` of them): fetch
+    /// from the server those the phone lacks, so that a later resume (even one cut off from
+    /// the server) finds them on the phone. Answers at once; `Status` tells the progress.
+    Hoard {
+        /// Parcel name.
+        parcel: String,
+        /// How many chunk names the payload holds.
+        count: u64,
+    },
     /// What the tier knows of the parcel ([`Reply::Status`]).
     Status {
         /// Parcel name.
