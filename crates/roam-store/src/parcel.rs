@@ -56,6 +56,8 @@ pub struct Moved {
     pub dirty: u64,
     /// The version now.
     pub version: u64,
+    /// The chunks of the new version not at the server (after a suspend).
+    pub dirty_ids: Vec<ChunkId>,
 }
 
 impl ParcelDir {
@@ -202,6 +204,7 @@ pub fn init(
         bytes,
         dirty: 0,
         version,
+        dirty_ids: Vec::new(),
     })
 }
 
@@ -351,6 +354,7 @@ pub fn resume_images(
         bytes: 0,
         dirty,
         version: held.control.version,
+        dirty_ids: Vec::new(),
     })
 }
 
@@ -431,7 +435,24 @@ pub fn suspend_dirty(
         bytes,
         dirty: dirty.len() as u64,
         version: control.version,
+        dirty_ids: dirty.into_iter().collect(),
     })
+}
+
+/// The seed's concurrent upload: after a suspend to the phone, the client (which keeps the
+/// sealed chunks in its cache, though it can no longer open them) uploads the chunks the
+/// server lacks straight to it. The server keeps a chunk only when its hash is its name and
+/// validates every chunk again before it commits a handoff, so this asks no trust of the
+/// client; whatever arrives, the phone's self-cleaning skips. (chunks, bytes) uploaded.
+pub fn upload_behind(
+    server: &TierClient,
+    dir: &ParcelDir,
+    ids: &[ChunkId],
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(u64, u64), String> {
+    let cache = dir.cache()?;
+    server.set_background(true);
+    server.put_missing(ids, &cache, progress)
 }
 
 /// Hoarding (seed 004): have the phone fetch from the server every chunk of the parcel's

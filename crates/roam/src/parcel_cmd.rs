@@ -187,6 +187,10 @@ pub struct SuspendArgs {
     /// Where to.
     #[arg(long, value_enum, default_value = "phone")]
     to: ServeTier,
+    /// After a suspend to the phone, upload its dirty chunks from this client straight to the
+    /// server too (what arrives, the phone's self-cleaning need not send).
+    #[arg(long)]
+    upload_behind: bool,
     #[command(flatten)]
     links: Links,
 }
@@ -406,6 +410,18 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
                 m.bytes as f64 / 1e6,
                 m.dirty
             );
+            if a.upload_behind && to == Tier::Phone && !m.dirty_ids.is_empty() {
+                let mut bar = Bar::new("upload behind");
+                let (n, b) = parcel::upload_behind(&c.server, &dir, &m.dirty_ids, &mut |n, b| {
+                    bar.chunks(n, Some(m.dirty_ids.len() as u64), Some(b))
+                })
+                .map_err(anyhow::Error::msg)?;
+                bar.done();
+                println!(
+                    "uploaded {n} chunks ({:.1} MB) to the server behind the phone",
+                    b as f64 / 1e6
+                );
+            }
             Ok(())
         }
         ParcelCmd::Clean(a) => {

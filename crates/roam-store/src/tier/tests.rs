@@ -455,6 +455,32 @@ fn a_hoarded_parcel_resumes_from_the_phone_alone() {
     assert!(format!("{e:?}").contains("payload of 64 bytes"), "{e:?}");
 }
 
+/// The client's upload behind the phone: after a suspend to the phone the client sends the
+/// dirty chunks from its cache straight to the server; the phone's clean then uploads none.
+#[test]
+fn chunks_the_client_uploaded_behind_the_phone_are_not_sent_again() {
+    let t = start("behind");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 8, 41);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let mut disk = std::fs::read(dir.image("disk")).unwrap();
+    disk[0] ^= 1;
+    disk[5 * crate::CHUNK_SIZE] ^= 1;
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    let m = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+    assert_eq!(m.dirty_ids.len(), 2);
+    let (n, _) = parcel::upload_behind(&server, &dir, &m.dirty_ids, &mut nothing).unwrap();
+    assert_eq!(n, 2);
+    let end = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap();
+    assert!(end.starts_with("done: 0 chunks uploaded"), "{end}");
+    let dir2 = ParcelDir::new(t.root.join("client2/p"));
+    parcel::resume(&server, None, "p", &dir2, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
+}
+
 /// The client dies between the two phases of its handoff to the phone: the server prepared it
 /// and the phone holds the control state under the next nonce, but no commit came. The
 /// client still owns the parcel; the phone's copy is refused when it self-cleans and nothing
