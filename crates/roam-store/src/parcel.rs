@@ -487,15 +487,33 @@ pub fn hoard(
         .into_iter()
         .collect();
     phone.hoard(parcel, &ids)?;
+    wait_for_phone(
+        phone,
+        parcel,
+        poll,
+        progress,
+        ("hoarded", "hoard failed: ", "hoarding"),
+    )
+}
+
+/// Poll the phone's background task for `parcel` until its status starts with `ends.0`
+/// (returned) or `ends.1` (an error naming `ends.2`).
+fn wait_for_phone(
+    phone: &TierClient,
+    parcel: &str,
+    poll: std::time::Duration,
+    progress: &mut dyn FnMut(&str),
+    ends: (&str, &str, &str),
+) -> Result<String, String> {
     loop {
         let (_, task, _) = phone.status(parcel)?;
         let s = task.unwrap_or_default();
         progress(&s);
-        if s.starts_with("hoarded") {
+        if s.starts_with(ends.0) {
             return Ok(s);
         }
-        if let Some(e) = s.strip_prefix("hoard failed: ") {
-            return Err(format!("hoarding of parcel `{parcel}` failed: {e}"));
+        if let Some(e) = s.strip_prefix(ends.1) {
+            return Err(format!("{} of parcel `{parcel}` failed: {e}", ends.2));
         }
         std::thread::sleep(poll);
     }
@@ -510,18 +528,13 @@ pub fn clean(
     progress: &mut dyn FnMut(&str),
 ) -> Result<String, String> {
     phone.clean(parcel)?;
-    loop {
-        let (_, cleaning, _) = phone.status(parcel)?;
-        let s = cleaning.unwrap_or_default();
-        progress(&s);
-        if s.starts_with("done") {
-            return Ok(s);
-        }
-        if let Some(e) = s.strip_prefix("failed: ") {
-            return Err(format!("self-cleaning of parcel `{parcel}` failed: {e}"));
-        }
-        std::thread::sleep(poll);
-    }
+    wait_for_phone(
+        phone,
+        parcel,
+        poll,
+        progress,
+        ("done", "failed: ", "self-cleaning"),
+    )
 }
 
 /// A parcel's state as `roam parcel status` shows it.
