@@ -439,6 +439,29 @@ pub fn suspend_dirty(
     })
 }
 
+/// One cycle of eager propagation (seed 004 §4.6.3): while the guest runs, seal the images as
+/// they are now into the client's cache and send the phone the chunks that changed since the
+/// checkout and that it lacks. What is sent is speculation: no control state moves and a chunk
+/// overwritten later is wasted, but at suspend only the final difference is left to send.
+/// (chunks, bytes) sent.
+pub fn eager(
+    phone: &TierClient,
+    dir: &ParcelDir,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(u64, u64), String> {
+    let held = dir.held()?.ok_or_else(|| {
+        format!(
+            "{}: the client does not own a parcel here",
+            dir.root.display()
+        )
+    })?;
+    let base = ids_of(&held.control.keyrings().map_err(|e| e.to_string())?);
+    let now = ids_of(&seal_images(dir, None)?);
+    let changed: Vec<ChunkId> = now.difference(&base).copied().collect();
+    phone.set_background(true);
+    phone.put_missing(&changed, &dir.cache()?, progress)
+}
+
 /// The seed's concurrent upload: after a suspend to the phone, the client (which keeps the
 /// sealed chunks in its cache, though it can no longer open them) uploads the chunks the
 /// server lacks straight to it. The server keeps a chunk only when its hash is its name and

@@ -1,7 +1,7 @@
 //! `roam parcel`: Horatio on the command line (seed 004; docs/horatio.md). `serve` runs the
 //! phone's or the server's tier; `secret` makes the user's access secret; `init`, `resume`
-//! (`checkout`), `run` and `guest` (the parcel's QEMU guest), `suspend`, `clean`, `hoard`,
-//! `status` and `reclaim` run on the client (the borrowed PC), with progress on stderr.
+//! (`checkout`), `run` and `guest` (the parcel's QEMU guest), `eager`, `suspend`, `clean`,
+//! `hoard`, `status` and `reclaim` run on the client (the borrowed PC), with progress on stderr.
 //!
 //! Links are TLS: a tier makes its certificate on first start (`DIR/tls/`, for the name
 //! `roam-parcel`) and clients pin it (`--server-cert`, `--phone-cert`). Every link then
@@ -65,6 +65,10 @@ pub enum ParcelCmd {
     /// Have the phone self-clean a parcel: upload what the server lacks and hand it the
     /// parcel; waits, showing progress.
     Clean(OpArgs),
+    /// Eager propagation: every --every seconds, send the phone the chunks changed since the
+    /// checkout that it lacks, while the guest runs (or --cycles times), so a suspend has only
+    /// the final difference left; prints what each cycle sent and the total.
+    Eager(EagerArgs),
     /// Have the phone hoard the parcel's current version (fetch from the server every chunk
     /// it lacks), so a resume elsewhere gets all its data from the phone; waits, showing
     /// progress.
@@ -154,6 +158,22 @@ pub struct InitArgs {
 pub struct OpArgs {
     /// The parcel's name.
     name: String,
+    #[command(flatten)]
+    links: Links,
+}
+
+/// Options of `roam parcel eager`.
+#[derive(Args, Debug)]
+pub struct EagerArgs {
+    /// The parcel's name.
+    name: String,
+    /// Seconds between cycles (the seed's were about a minute apart).
+    #[arg(long, default_value_t = 60.0)]
+    every: f64,
+    /// Stop after this many cycles (default: while the parcel's guest runs; one cycle without
+    /// a guest).
+    #[arg(long)]
+    cycles: Option<u64>,
     #[command(flatten)]
     links: Links,
 }
@@ -436,6 +456,39 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
             .map_err(anyhow::Error::msg)?;
             eprintln!();
             println!("{end}");
+            Ok(())
+        }
+        ParcelCmd::Eager(a) => {
+            if !(a.every.is_finite() && a.every > 0.0) {
+                bail!("--every {}: a positive number of seconds", a.every);
+            }
+            let c = connect(&a.links)?;
+            let phone = c.phone.as_ref().ok_or_else(|| {
+                anyhow!("eager propagation goes to the phone: give --phone and --phone-cert")
+            })?;
+            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            let guest = roam_store::vm::running(&dir.vm_dir()).is_some();
+            let (mut total, mut bytes, mut k) = (0u64, 0u64, 0u64);
+            loop {
+                let (n, b) =
+                    parcel::eager(phone, &dir, &mut |_, _| {}).map_err(anyhow::Error::msg)?;
+                k += 1;
+                total += n;
+                bytes += b;
+                eprintln!("cycle {k}: {n} chunks ({:.1} MB) sent", b as f64 / 1e6);
+                let more = match a.cycles {
+                    Some(c) => k < c,
+                    None => guest && roam_store::vm::running(&dir.vm_dir()).is_some(),
+                };
+                if !more {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs_f64(a.every));
+            }
+            println!(
+                "eager propagation: {k} cycles, {total} chunks ({:.1} MB) sent to the phone",
+                bytes as f64 / 1e6
+            );
             Ok(())
         }
         ParcelCmd::Hoard(a) => {

@@ -481,6 +481,41 @@ fn chunks_the_client_uploaded_behind_the_phone_are_not_sent_again() {
     assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
 }
 
+/// Eager propagation: chunks sent to the phone while the parcel is in use are not sent again
+/// at suspend; one overwritten after its eager cycle is (the cost of speculation).
+#[test]
+fn eager_cycles_leave_only_the_final_difference_for_the_suspend() {
+    let t = start("eager");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 10, 51);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let mut disk = std::fs::read(dir.image("disk")).unwrap();
+    for c in [1, 2, 3] {
+        disk[c * crate::CHUNK_SIZE] ^= 1;
+    }
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    let (n, _) = parcel::eager(&phone, &dir, &mut nothing).unwrap();
+    assert_eq!(n, 3);
+    let (n, _) = parcel::eager(&phone, &dir, &mut nothing).unwrap();
+    assert_eq!(n, 0, "a second cycle with no change sends nothing");
+    // Chunk 3 changes again after the cycle, chunk 7 for the first time.
+    disk[3 * crate::CHUNK_SIZE + 1] ^= 1;
+    disk[7 * crate::CHUNK_SIZE] ^= 1;
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    let m = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+    assert_eq!(
+        (m.chunks, m.dirty),
+        (2, 4),
+        "only the final difference is sent"
+    );
+    let dir2 = ParcelDir::new(t.root.join("client2/p"));
+    parcel::resume(&server, Some(&phone), "p", &dir2, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
+}
+
 /// The client dies between the two phases of its handoff to the phone: the server prepared it
 /// and the phone holds the control state under the next nonce, but no commit came. The
 /// client still owns the parcel; the phone's copy is refused when it self-cleans and nothing
