@@ -131,14 +131,17 @@ fn an_empty_image_has_an_empty_keyring() {
 /// A real S3 server for the S3 backend's test: versitygw (an S3 gateway over a directory),
 /// found as `$ROAM_VERSITYGW`, on the PATH or in `~/go/bin` (`./scripts/test` installs it with
 /// `go install`); stopped when dropped.
-struct Versity {
+/// A real S3 server (versitygw) for the tests, stopped when dropped.
+pub(crate) struct Versity {
     child: std::process::Child,
-    endpoint: String,
+    /// Its URL.
+    pub(crate) endpoint: String,
     _root: Scratch,
 }
 
 impl Versity {
-    fn start(bucket: &str) -> Option<Versity> {
+    /// Started with `bucket`, keys `roamtest` / `roamtestsecret`; None without versitygw.
+    pub(crate) fn start(bucket: &str) -> Option<Versity> {
         let candidates = [
             std::env::var_os("ROAM_VERSITYGW").map(std::path::PathBuf::from),
             std::env::var_os("PATH").and_then(|p| {

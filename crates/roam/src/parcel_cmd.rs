@@ -110,6 +110,19 @@ pub struct ServeArgs {
     /// Phone: the server's certificate (its `DIR/tls/cert.pem`).
     #[arg(long)]
     server_cert: Option<PathBuf>,
+    /// Server: keep blobs in this S3-compatible endpoint's bucket (`--s3-bucket`) instead of
+    /// DIR; the keys come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    #[arg(long, requires = "s3_bucket")]
+    s3_endpoint: Option<String>,
+    /// Server: the S3 bucket.
+    #[arg(long, requires = "s3_endpoint")]
+    s3_bucket: Option<String>,
+    /// Server: the S3 region.
+    #[arg(long, default_value = "us-east-1")]
+    s3_region: String,
+    /// Server: the prefix of the blobs' object names.
+    #[arg(long, default_value = "")]
+    s3_prefix: String,
 }
 
 /// How a client reaches the tiers.
@@ -641,6 +654,23 @@ fn serve_cmd(a: ServeArgs) -> Result<()> {
         ServeTier::Server => Tier::Server,
     };
     let mut svc = TierService::open(tier, &a.dir, secret).map_err(anyhow::Error::msg)?;
+    if let (Some(endpoint), Some(bucket)) = (&a.s3_endpoint, &a.s3_bucket) {
+        let key = |v: &str| {
+            std::env::var(v).map_err(|_| anyhow!("--s3-endpoint needs {v} in the environment"))
+        };
+        let store = roam_store::S3Store::open(roam_store::S3Config {
+            endpoint: endpoint.clone(),
+            bucket: bucket.clone(),
+            region: a.s3_region.clone(),
+            access_key: key("AWS_ACCESS_KEY_ID")?,
+            secret_key: key("AWS_SECRET_ACCESS_KEY")?,
+            prefix: a.s3_prefix.clone(),
+        })
+        .map_err(|e| anyhow!("{e}"))?;
+        svc = svc
+            .with_blobs(Box::new(store))
+            .map_err(anyhow::Error::msg)?;
+    }
     match (tier, a.server, &a.server_cert) {
         (Tier::Phone, Some(addr), Some(cert)) => {
             let tls = client_tls(cert)?;

@@ -35,6 +35,8 @@ pub struct TierService {
     role: Tier,
     dir: PathBuf,
     store: DirStore,
+    /// Where blobs live when not in `store` (the server's S3 bucket).
+    blobs: Option<Box<dyn ChunkStore>>,
     secret: [u8; 32],
     /// The server's ownership record.
     registry: Option<Mutex<Registry>>,
@@ -119,6 +121,7 @@ impl TierService {
             role,
             dir: dir.to_path_buf(),
             store,
+            blobs: None,
             secret,
             registry,
             control: Mutex::new(()),
@@ -133,12 +136,27 @@ impl TierService {
         self
     }
 
+    /// The server: keep blobs in `blobs` (an S3 bucket, for a server that outgrows one disk)
+    /// instead of the directory; control state and the ownership record stay in the directory.
+    pub fn with_blobs(mut self, blobs: Box<dyn ChunkStore>) -> Result<TierService, String> {
+        if self.role != Tier::Server {
+            return Err("only the server keeps its blobs elsewhere than its directory".into());
+        }
+        self.blobs = Some(blobs);
+        Ok(self)
+    }
+
+    /// Where this tier's blobs are kept.
+    fn blobs(&self) -> &dyn ChunkStore {
+        self.blobs.as_deref().unwrap_or(&self.store)
+    }
+
     /// Which tier this is.
     pub fn role(&self) -> Tier {
         self.role
     }
 
-    /// The tier's chunk store.
+    /// The tier's directory store (its blobs unless [`TierService::with_blobs`] moved them).
     pub fn store(&self) -> &DirStore {
         &self.store
     }
@@ -210,7 +228,7 @@ impl TierService {
         };
         let mut missing = Vec::new();
         for id in &ids {
-            let good = match self.store.get(id).map_err(|e| e.to_string())? {
+            let good = match self.blobs().get(id).map_err(|e| e.to_string())? {
                 Some(blob) => ChunkId::of(&blob) == *id,
                 None => false,
             };
@@ -241,7 +259,7 @@ impl TierService {
                 for s in &ids {
                     let id = ChunkId::parse(s)
                         .ok_or_else(|| format!("chunk name {s:?}: not 64 hex digits"))?;
-                    have.push(self.store.has(&id).map_err(|e| e.to_string())?);
+                    have.push(self.blobs().has(&id).map_err(|e| e.to_string())?);
                 }
                 Ok((Reply::Have(have), Vec::new()))
             }
@@ -258,13 +276,13 @@ impl TierService {
                 if actual != id {
                     return Err(format!("chunk {id}: refused, its hash is {actual}"));
                 }
-                self.store.put(&id, payload).map_err(|e| e.to_string())?;
+                self.blobs().put(&id, payload).map_err(|e| e.to_string())?;
                 ok()
             }
             Request::Get { id } => {
                 let id = ChunkId::parse(&id)
                     .ok_or_else(|| format!("chunk name {id:?}: not 64 hex digits"))?;
-                match self.store.get(&id).map_err(|e| e.to_string())? {
+                match self.blobs().get(&id).map_err(|e| e.to_string())? {
                     Some(blob) => Ok((Reply::Payload, blob)),
                     None => Ok((Reply::NotFound, Vec::new())),
                 }
@@ -615,14 +633,14 @@ impl TierService {
         for batch in ids.chunks(MAX_HAS) {
             let lack: Vec<ChunkId> = batch
                 .iter()
-                .filter(|id| !self.store.has(id).unwrap_or(false))
+                .filter(|id| !self.blobs().has(id).unwrap_or(false))
                 .copied()
                 .collect();
             for window in lack.chunks(64) {
                 for (id, blob) in window.iter().zip(server.get_pipelined(window)?) {
                     match blob {
                         Some(b) if ChunkId::of(&b) == *id => {
-                            self.store.put(id, &b).map_err(|e| e.to_string())?;
+                            self.blobs().put(id, &b).map_err(|e| e.to_string())?;
                             fetched += 1;
                         }
                         Some(_) => {
@@ -680,7 +698,7 @@ impl TierService {
             let (n, _) = server.put_pipelined(
                 &missing,
                 &mut |id| {
-                    self.store
+                    self.blobs()
                         .get(id)
                         .map_err(|e| e.to_string())?
                         .ok_or_else(|| format!("chunk {id}: not on the phone"))

@@ -516,6 +516,71 @@ fn eager_cycles_leave_only_the_final_difference_for_the_suspend() {
     assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
 }
 
+/// A server that keeps its blobs in S3 (`roam parcel serve --s3-...`): a parcel goes in and
+/// comes back whole, and no blob is in its directory.
+#[test]
+fn a_server_keeping_its_blobs_in_s3_serves_a_parcel() {
+    let Some(s3) = crate::tests::Versity::start("tierblobs") else {
+        eprintln!(
+            "skipped: no versitygw (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
+        );
+        return;
+    };
+    let root = std::env::temp_dir().join(format!("roam-tiers-s3-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let _tmp = TempDir(root.clone());
+    let store = crate::S3Store::open(crate::S3Config {
+        endpoint: s3.endpoint.clone(),
+        bucket: "tierblobs".into(),
+        region: "us-east-1".into(),
+        access_key: "roamtest".into(),
+        secret_key: "roamtestsecret".into(),
+        prefix: "server".into(),
+    })
+    .unwrap();
+    let svc = TierService::open(Tier::Server, &root.join("server"), SECRET)
+        .unwrap()
+        .with_blobs(Box::new(store))
+        .unwrap();
+    let svc = Arc::new(svc);
+    let (tls, cert) = tls_pair();
+    let h = serve(svc.clone(), "127.0.0.1:0".parse().unwrap(), Some(tls)).unwrap();
+    let server = link("server", h.addr(), &cert);
+    let dir = ParcelDir::new(root.join("client/p"));
+    write_image(&dir.image("disk"), 4, 61);
+    let disk = std::fs::read(dir.image("disk")).unwrap();
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    assert_eq!(
+        count_files(svc.store().root()),
+        0,
+        "no blob in the directory"
+    );
+    let dir2 = ParcelDir::new(root.join("client2/p"));
+    parcel::resume(&server, None, "p", &dir2, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
+    // A phone may not keep its blobs elsewhere.
+    let phone = TierService::open(Tier::Phone, &root.join("phone"), SECRET).unwrap();
+    let other = crate::DirStore::open(root.join("x")).unwrap();
+    assert!(phone.with_blobs(Box::new(other)).is_err());
+}
+
+/// Files under `root`, at any depth.
+fn count_files(root: &Path) -> usize {
+    std::fs::read_dir(root)
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    if e.path().is_dir() {
+                        count_files(&e.path())
+                    } else {
+                        1
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// The client dies between the two phases of its handoff to the phone: the server prepared it
 /// and the phone holds the control state under the next nonce, but no commit came. The
 /// client still owns the parcel; the phone's copy is refused when it self-cleans and nothing
