@@ -627,6 +627,54 @@ fn a_client_that_dies_between_the_commit_phases_stays_the_owner_and_can_suspend_
     assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
 }
 
+/// The phone dies between the two phases of its self-cleaning handoff: the server prepared it
+/// and took the control state into `incoming/`, but no commit came. The phone still owns the
+/// parcel; when it cleans again its new handoff replaces the dead one and the server owns the
+/// parcel with every chunk.
+#[test]
+fn a_phone_that_dies_between_the_commit_phases_of_a_clean_cleans_again() {
+    let t = start("phonephases");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 5, 71);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let mut disk = std::fs::read(dir.image("disk")).unwrap();
+    disk[2 * crate::CHUNK_SIZE] ^= 1;
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+
+    // What the phone's clean does, up to the commit: its chunks to the server, prepare,
+    // the control state to the server, validated; then the phone dies.
+    let held = phone.get_control("p", None).unwrap();
+    for id in held.control.dirty_ids().unwrap() {
+        let blob = crate::ChunkStore::get(t.phone_svc.store(), &id)
+            .unwrap()
+            .unwrap();
+        crate::ChunkStore::put(&server, &id, &blob).unwrap();
+    }
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        net::hand_off(&server, &held, Tier::Server, |next| {
+            server.put_control(&Held {
+                control: held.control.clone(),
+                nonce: next.to_string(),
+            })?;
+            server.validate("p")?;
+            panic!("the phone dies between the two phases");
+        })
+    }));
+    assert!(died.is_err());
+    assert_eq!(server.owner("p").unwrap(), (Tier::Phone, 1, true));
+
+    let end = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap();
+    assert!(end.starts_with("done: 0 chunks uploaded"), "{end}");
+    assert_eq!(server.owner("p").unwrap(), (Tier::Server, 2, false));
+    let dir2 = ParcelDir::new(t.root.join("client2/p"));
+    parcel::resume(&server, None, "p", &dir2, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(dir2.image("disk")).unwrap(), disk);
+}
+
 /// A tier closes a link idle too long (hostile peers cannot hold links open); the client's
 /// next request opens a new link and authenticates again, as a long suspend to the phone
 /// leaves its link to the server idle.
