@@ -4,7 +4,9 @@
 //! state to the phone over its emulated 12 Mbit/s USB link, as a multiple of the link's raw
 //! transfer time for the bytes sent, and the resume from the phone until the guest could run
 //! (control state and memory image on another client): one trial of `roam lab horatio`'s
-//! `dirty-100mb` on `phone-usb`. Without the emulator those fields are null, with the reason.
+//! `dirty-100mb` on `phone-usb`; and, where the real guest is built, its resume from the phone
+//! until it runs again (`resume_guest_s`: one trial of the lab's `email` workload). Without the
+//! emulator those fields are null, with the reason.
 
 use std::time::Instant;
 
@@ -33,12 +35,19 @@ const USB_MBIT: f64 = 12.0;
 /// Suspend 100 MB dirty to the phone over USB and resume from it: (suspend as a multiple of
 /// the link's raw time for the bytes sent, resume seconds, bytes sent).
 fn suspend_resume() -> Result<(f64, f64, f64)> {
+    let get = lab_trial("dirty-100mb")?;
+    let (suspend, mb, resume) = (get("suspend_s")?, get("dirty_mb")?, get("resume_s")?);
+    Ok((suspend / (mb * 8.0 / USB_MBIT), resume, mb))
+}
+
+/// One trial of `roam lab horatio`'s `app` on the phone over USB: its metrics by name.
+fn lab_trial(app: &str) -> Result<impl Fn(&str) -> Result<f64>> {
     use roam_lab::horatio_lab::{apps, Path};
     use roam_lab::system::{System, QUEUE};
     let app = apps()
         .into_iter()
-        .find(|a| a.name == "dirty-100mb")
-        .expect("the lab has dirty-100mb");
+        .find(|a| a.name == app)
+        .ok_or_else(|| anyhow::anyhow!("the lab has no {app}"))?;
     let scenario = roam_trace::scenario::Scenario::by_name("horatio", 1)?;
     let ran = roam_lab::trial::run(
         app.run,
@@ -50,15 +59,23 @@ fn suspend_resume() -> Result<(f64, f64, f64)> {
         std::sync::Arc::new(|_| {}),
         None,
     )?;
-    let get = |n: &str| {
+    Ok(move |n: &str| {
         ran.metrics
             .iter()
             .find(|m| m.name == n)
             .map(|m| m.value)
             .ok_or_else(|| anyhow::anyhow!("the trial did not measure {n}"))
-    };
-    let (suspend, mb, resume) = (get("suspend_s")?, get("dirty_mb")?, get("resume_s")?);
-    Ok((suspend / (mb * 8.0 / USB_MBIT), resume, mb))
+    })
+}
+
+/// The real guest's resume from the phone until it runs again (the e-mail workload): seconds,
+/// or why not.
+fn guest_resume() -> Result<f64, String> {
+    let get = lab_trial("email").map_err(|e| e.to_string())?;
+    if get("guest").map_err(|e| e.to_string())? < 1.0 {
+        return Err("no guest (scripts/build-guest, QEMU)".into());
+    }
+    get("guest_running_s").map_err(|e| e.to_string())
 }
 
 /// A synthetic image of `mib` MiB ([`roam_store::image::synthetic`]).
@@ -90,12 +107,13 @@ pub fn store(a: &BenchStoreArgs) -> Result<()> {
     if remove {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let (vs_link, resume_s, sent_mb, why) = if a.no_link {
+    let (vs_link, resume_s, sent_mb, why, guest_s) = if a.no_link {
         (
             None,
             None,
             None,
             "suspend and resume: skipped (--no-link)".to_string(),
+            None,
         )
     } else if let Err(e) = roam_emu::sys::check_privileges() {
         (
@@ -103,15 +121,24 @@ pub fn store(a: &BenchStoreArgs) -> Result<()> {
             None,
             None,
             format!("suspend and resume: skipped ({e})"),
+            None,
         )
     } else {
         eprintln!("suspend of 100 MB dirty to the phone over emulated USB, then resume...");
         let (v, r, m) = suspend_resume()?;
+        eprintln!(
+            "the real guest's e-mail workload: suspend to the phone, resume until it runs..."
+        );
+        let guest = guest_resume();
         (
             Some(v),
             Some(r),
             Some(m),
-            "suspend_100mb_vs_link: suspend time over the raw time of the bytes sent at the USB link's 12 Mbit/s (one trial, roam lab horatio's dirty-100mb on phone-usb); resume_s: control state and memory image from the phone on another client".to_string(),
+            format!("suspend_100mb_vs_link: suspend time over the raw time of the bytes sent at the USB link's 12 Mbit/s (one trial, roam lab horatio's dirty-100mb on phone-usb); resume_s: control state and memory image from the phone on another client; resume_guest_s: {}", match &guest {
+                Ok(_) => "the real guest (768 MB RAM image, the e-mail workload, the phone having hoarded the version) from the phone over USB until it answers on its console (one trial)".to_string(),
+                Err(e) => format!("not measured: {e}"),
+            }),
+            guest.ok(),
         )
     };
     let out = json!({
@@ -119,6 +146,7 @@ pub fn store(a: &BenchStoreArgs) -> Result<()> {
         "ingest_to_dir_mb_s": mb / ingest_s,
         "suspend_100mb_vs_link": vs_link,
         "resume_s": resume_s,
+        "resume_guest_s": guest_s,
         "suspend_sent_mb": sent_mb,
         "image_mb": mb,
         "sealed_mb": sealed as f64 / 1e6,
