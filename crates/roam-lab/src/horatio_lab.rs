@@ -337,14 +337,7 @@ fn guest_images(cdir: &ParcelDir) -> GuestImages {
 /// The real guest, for the six workloads, when it has been built (`scripts/build-guest`) and
 /// QEMU is installed; else the workloads write synthetic dirty state (said in the report).
 fn guest_kit() -> Option<GuestKit> {
-    let on_path = |t: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(t).is_file()))
-    };
-    if !on_path("qemu-system-x86_64") || !on_path("qemu-img") {
-        return None;
-    }
-    GuestKit::in_dir(&GuestKit::default_dir()).ok()
+    GuestKit::available().ok()
 }
 
 /// Run a workload in the checked-out guest: resume it from its saved state, have it write

@@ -93,6 +93,18 @@ impl GuestKit {
         })
     }
 
+    /// The guest in [`GuestKit::default_dir`], with QEMU and qemu-img installed; else why not.
+    pub fn available() -> Result<GuestKit, String> {
+        for tool in ["qemu-system-x86_64", "qemu-img"] {
+            if which(tool).is_none() {
+                return Err(format!(
+                    "{tool} is not installed (apt-get install qemu-system-x86 qemu-utils)"
+                ));
+            }
+        }
+        GuestKit::in_dir(&GuestKit::default_dir())
+    }
+
     /// Where the guest is kept unless told: `$ROAM_GUEST_DIR`, else `$XDG_CACHE_HOME/roam/guest`,
     /// else `~/.cache/roam/guest`.
     pub fn default_dir() -> PathBuf {

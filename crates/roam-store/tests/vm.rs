@@ -10,23 +10,9 @@ use roam_store::vm::{parse_dirty_map, GuestKit, Images, Vm};
 use roam_store::CHUNK_SIZE;
 
 fn kit() -> Option<GuestKit> {
-    for tool in ["qemu-system-x86_64", "qemu-img"] {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()));
-        if !found {
-            eprintln!(
-                "skipped: {tool} is not installed (apt-get install qemu-system-x86 qemu-utils)"
-            );
-            return None;
-        }
-    }
-    match GuestKit::in_dir(&GuestKit::default_dir()) {
-        Ok(k) => Some(k),
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
+    GuestKit::available()
+        .map_err(|e| eprintln!("skipped: {e}"))
+        .ok()
 }
 
 /// The chunks of `disk` that are not all zero.
