@@ -47,6 +47,21 @@ impl DirStore {
     pub fn root(&self) -> &Path {
         &self.root
     }
+
+    /// Remove the temporary files a killed writer left in the fan-out directories (only safe
+    /// while no other process writes here: a tier calls it holding its directory's lock).
+    /// Returns how many went.
+    pub fn remove_temporaries(&self) -> Result<usize, String> {
+        let mut n = 0;
+        let entries = fs::read_dir(&self.root).map_err(|e| format!("{e}"))?;
+        for e in entries {
+            let e = e.map_err(|e| format!("{e}"))?;
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                n += remove_temporaries(&e.path())?;
+            }
+        }
+        Ok(n)
+    }
 }
 
 impl ChunkStore for DirStore {
@@ -105,4 +120,25 @@ pub fn fetch(
         id: *id,
         tried: tried.join("; "),
     })
+}
+
+/// Remove the temporary files (`.NAME.tmp`) in `dir` that a killed writer left; a missing
+/// `dir` has none.
+pub fn remove_temporaries(dir: &Path) -> Result<usize, String> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    let mut n = 0;
+    for e in entries {
+        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.ends_with(".tmp") {
+            fs::remove_file(e.path()).map_err(|err| format!("{}: {err}", e.path().display()))?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }

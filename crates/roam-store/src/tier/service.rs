@@ -7,6 +7,11 @@
 //! Layout of a tier's directory: `blobs/` (a [`DirStore`]), `control/<parcel>.json` (the
 //! [`Held`] control state), on the server `incoming/<parcel>.json` (control state of a handoff
 //! to the server, until it commits) and `registry.json`.
+//!
+//! One service per directory: `open` takes an exclusive lock on `DIR/lock` (two servers on one
+//! ownership record would hand out nonces independently) and, holding it, removes the
+//! temporary files a killed predecessor left half written (`.NAME.PID.tmp`; nothing under a
+//! real name is ever partial).
 
 use std::collections::HashMap;
 use std::fs;
@@ -22,7 +27,7 @@ use super::wire::{hex, unhex, Reply, Request, MAX_HAS};
 use super::Held;
 use crate::chunk::{ChunkId, CHUNK_SIZE};
 use crate::ownership::{Nonce, Registry, Tier, Version};
-use crate::store::{ChunkStore, DirStore};
+use crate::store::{remove_temporaries, ChunkStore, DirStore};
 
 /// Largest blob a tier keeps: a chunk that did not compress, with its header and tag.
 pub const MAX_BLOB: usize = CHUNK_SIZE + 1024;
@@ -46,6 +51,8 @@ pub struct TierService {
     /// The phone's background task (self-cleaning or hoarding), by parcel: what it is doing
     /// or how it ended.
     cleaning: Mutex<HashMap<String, String>>,
+    /// Held while the service lives: the directory's exclusive lock.
+    _lock: fs::File,
 }
 
 /// Whether `name` may name a parcel (and so a file): 1-64 of `[A-Za-z0-9._-]`, not starting
@@ -59,7 +66,8 @@ pub fn valid_parcel_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
-/// Write `bytes` to `path` whole or not at all (temporary file, sync, rename).
+/// Write `bytes` to `path` whole or not at all (temporary file, sync, rename, sync the
+/// directory).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
@@ -71,7 +79,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = fs::File::create(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
-    fs::rename(&tmp, path)
+    fs::rename(&tmp, path)?;
+    // The rename itself is durable only once the directory is synced.
+    fs::File::open(dir)?.sync_all()
 }
 
 /// Control state kept in the file `path` (`None`: no such file); errors name the file.
@@ -104,7 +114,29 @@ impl TierService {
         if role == Tier::Client {
             return Err("the client tier runs no service (it is `roam parcel`)".into());
         }
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let lock_path = dir.join("lock");
+        let lock = fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| format!("{}: {e}", lock_path.display()))?;
+        lock.try_lock().map_err(|e| match e {
+            fs::TryLockError::WouldBlock => format!(
+                "{}: another tier is serving this directory (it holds {})",
+                dir.display(),
+                lock_path.display()
+            ),
+            fs::TryLockError::Error(e) => format!("{}: {e}", lock_path.display()),
+        })?;
         let store = DirStore::open(dir.join("blobs")).map_err(|e| e.to_string())?;
+        for sub in ["", "control", "incoming"] {
+            remove_temporaries(&dir.join(sub))?;
+        }
+        store
+            .remove_temporaries()
+            .map_err(|e| format!("{}: {e}", store.root().display()))?;
         let registry = if role == Tier::Server {
             let path = dir.join("registry.json");
             let r = match fs::read(&path) {
@@ -127,6 +159,7 @@ impl TierService {
             control: Mutex::new(()),
             upstream: None,
             cleaning: Mutex::new(HashMap::new()),
+            _lock: lock,
         })
     }
 
