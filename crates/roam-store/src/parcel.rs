@@ -97,10 +97,21 @@ impl ParcelDir {
             .map_err(|e| format!("{}: {e}", p.display()))
     }
 
+    fn lent_path(&self) -> PathBuf {
+        self.root.join("lent")
+    }
+
+    /// Whether the client holds the parcel on a lease from the phone (a resume cut off from
+    /// the server, [`resume_offline`]): it suspends back to the phone alone.
+    pub fn is_lent(&self) -> bool {
+        self.lent_path().exists()
+    }
+
     /// Delete the control state and the images (after a handoff away from the client).
     fn forget(&self) -> Result<(), String> {
         for p in [
             self.control_path(),
+            self.lent_path(),
             self.image("disk"),
             self.image("memory"),
             self.image("state"),
@@ -255,6 +266,91 @@ pub fn resume_images(
         stores.push(p);
     }
     stores.push(server);
+    let total = fetch_images(
+        phone.unwrap_or(server),
+        &stores,
+        &keyrings,
+        dir,
+        only,
+        progress,
+    )?;
+    let mut control = held.control.clone();
+    if owner == Tier::Server {
+        control.dirty.clear(); // everything is at the server
+    }
+    let next = hand_off(server, &held, Tier::Client, |next| {
+        dir.write_held(&Held {
+            control: held.control.clone(),
+            nonce: next.to_string(),
+        })
+    })?;
+    // The client holds what was committed; only the dirty list may be cleared.
+    let dirty = control.dirty.len() as u64;
+    dir.write_held(&Held {
+        control,
+        nonce: next,
+    })?;
+    if owner == Tier::Phone {
+        source.drop_control(parcel)?;
+    }
+    Ok(Moved {
+        chunks: total,
+        bytes: 0,
+        dirty,
+        version: held.control.version,
+        dirty_ids: Vec::new(),
+    })
+}
+
+/// Resume `parcel` into `dir` cut off from the server (seed 004 §4.2): the phone, which owns
+/// the parcel and has hoarded all its data, lends it under a random lease (see the phone's
+/// `lend` module); every chunk comes from the phone, checked. The client then holds the parcel
+/// on the lease and suspends it back to the phone alone ([`suspend_lent`]); in the server's
+/// record the phone owns it throughout.
+pub fn resume_offline(
+    phone: &TierClient,
+    parcel: &str,
+    dir: &ParcelDir,
+    only: Option<&[&str]>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Moved, String> {
+    if dir.held()?.is_some() {
+        return Err(format!("parcel `{parcel}`: the client owns it already"));
+    }
+    let mut lease = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut lease);
+    let held = phone.lend(parcel, &hex(&lease))?;
+    let keyrings = held.control.keyrings().map_err(|e| e.to_string())?;
+    let cache = dir.cache()?;
+    let stores: Vec<&dyn ChunkStore> = vec![&cache, phone];
+    let total = fetch_images(phone, &stores, &keyrings, dir, only, progress)?;
+    // The marker first: a client holding control state without it would suspend through the
+    // server, which knows nothing of the lease.
+    let marker = dir.lent_path();
+    write_atomic(&marker, b"lent by the phone\n")
+        .map_err(|e| format!("{}: {e}", marker.display()))?;
+    dir.write_held(&held)?;
+    Ok(Moved {
+        chunks: total,
+        bytes: 0,
+        dirty: held.control.dirty.len() as u64,
+        version: held.control.version,
+        dirty_ids: Vec::new(),
+    })
+}
+
+/// Write the images of `keyrings` (those `only` names, or all) into `dir`: a window of chunks
+/// at a time from `first`, pipelined; a chunk it lacks or holds bad comes from the next of
+/// `stores`, checked as `restore` checks it. Nothing of a chunk is written before it opens with
+/// its key. Returns how many chunks the images hold.
+fn fetch_images(
+    first: &TierClient,
+    stores: &[&dyn ChunkStore],
+    keyrings: &BTreeMap<String, Keyring>,
+    dir: &ParcelDir,
+    only: Option<&[&str]>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<u64, String> {
     fs::create_dir_all(&dir.root).map_err(|e| format!("{}: {e}", dir.root.display()))?;
     let wanted = |name: &str| only.is_none_or(|o| o.contains(&name));
     let total: u64 = keyrings
@@ -267,10 +363,6 @@ pub fn resume_images(
         let path = dir.image(name);
         let tmp = path.with_extension("img.part");
         let mut f = fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        // A window of chunks at a time from the first tier (the phone when there is one),
-        // pipelined; a chunk it lacks or holds bad comes from the next store, checked as
-        // `restore` checks it. Nothing of a chunk is written before it opens with its key.
-        let first: &TierClient = phone.unwrap_or(server);
         // A chunk the image holds more than once (a RAM image's zero pages) is fetched once:
         // its plaintext is kept, up to REPEATS_KEPT bytes.
         let mut count: HashMap<ChunkId, u32> = HashMap::new();
@@ -318,7 +410,7 @@ pub fn resume_images(
                             image_len: e.len as u64,
                             entries: vec![*e],
                         };
-                        restore(&one, &stores, &mut f)
+                        restore(&one, stores, &mut f)
                             .map_err(|e| format!("image `{name}`: {e}"))?;
                     }
                 }
@@ -330,32 +422,7 @@ pub fn resume_images(
             .map_err(|e| format!("{}: {e}", tmp.display()))?;
         fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let mut control = held.control.clone();
-    if owner == Tier::Server {
-        control.dirty.clear(); // everything is at the server
-    }
-    let next = hand_off(server, &held, Tier::Client, |next| {
-        dir.write_held(&Held {
-            control: held.control.clone(),
-            nonce: next.to_string(),
-        })
-    })?;
-    // The client holds what was committed; only the dirty list may be cleared.
-    let dirty = control.dirty.len() as u64;
-    dir.write_held(&Held {
-        control,
-        nonce: next,
-    })?;
-    if owner == Tier::Phone {
-        source.drop_control(parcel)?;
-    }
-    Ok(Moved {
-        chunks: total,
-        bytes: 0,
-        dirty,
-        version: held.control.version,
-        dirty_ids: Vec::new(),
-    })
+    Ok(total)
 }
 
 /// Suspend the parcel in `dir` to `to` (the phone or the server): the images sealed, the
@@ -381,6 +448,68 @@ pub fn suspend_dirty(
     dirty_map: Option<&DirtyMap>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Moved, String> {
+    if dir.is_lent() {
+        return Err(format!(
+            "{}: the phone lent this parcel (it was resumed while the server was out of reach); suspend it to the phone alone",
+            dir.root.display()
+        ));
+    }
+    let Sealed {
+        held,
+        parcel,
+        control,
+        dirty,
+        now_ids,
+    } = seal_for_suspend(dir, dirty_map)?;
+    let dst: &TierClient = match to {
+        Tier::Phone => phone.ok_or("suspend to the phone: give its address (--phone)")?,
+        Tier::Server => server,
+        Tier::Client => return Err("suspend goes to the phone or the server".into()),
+    };
+    let send: Vec<ChunkId> = match to {
+        Tier::Phone => dirty.iter().copied().collect(),
+        _ => now_ids.iter().copied().collect(),
+    };
+    let cache = dir.cache()?;
+    let (chunks, bytes) = dst.put_missing(&send, &cache, progress)?;
+    let staged = Held {
+        control: control.clone(),
+        nonce: held.nonce.clone(),
+    };
+    let next = hand_off(server, &staged, to, |next| {
+        dst.put_control(&Held {
+            control: control.clone(),
+            nonce: next.to_string(),
+        })?;
+        dst.validate(&parcel)
+    })?;
+    if to == Tier::Phone {
+        // Only a phone that knows it owns the parcel may lend it later; if this is lost,
+        // a resume cut off from the server is refused, saying why.
+        let _ = dst.confirm(&parcel, &next);
+    }
+    dir.forget()?;
+    Ok(Moved {
+        chunks,
+        bytes,
+        dirty: dirty.len() as u64,
+        version: control.version,
+        dirty_ids: dirty.into_iter().collect(),
+    })
+}
+
+/// A suspend's sealed state: the held control state, the new version's control state (its
+/// dirty list set), its dirty chunks (not at the server) and all its chunks.
+struct Sealed {
+    held: Held,
+    parcel: String,
+    control: Control,
+    dirty: BTreeSet<ChunkId>,
+    now_ids: BTreeSet<ChunkId>,
+}
+
+/// Seal the images of the parcel the client holds in `dir` as the next version.
+fn seal_for_suspend(dir: &ParcelDir, dirty_map: Option<&DirtyMap>) -> Result<Sealed, String> {
     let held = dir.held()?.ok_or_else(|| {
         format!(
             "{}: the client does not own a parcel here",
@@ -407,27 +536,42 @@ pub fn suspend_dirty(
     let parcel = held.control.parcel.clone();
     let mut control = control_of(&parcel, held.control.version + 1, &key, &keyrings);
     control.dirty = dirty.iter().map(|i| i.hex()).collect();
-    let dst: &TierClient = match to {
-        Tier::Phone => phone.ok_or("suspend to the phone: give its address (--phone)")?,
-        Tier::Server => server,
-        Tier::Client => return Err("suspend goes to the phone or the server".into()),
-    };
-    let send: Vec<ChunkId> = match to {
-        Tier::Phone => dirty.iter().copied().collect(),
-        _ => now_ids.iter().copied().collect(),
-    };
-    let cache = dir.cache()?;
-    let (chunks, bytes) = dst.put_missing(&send, &cache, progress)?;
-    let staged = Held {
+    Ok(Sealed {
+        held,
+        parcel,
+        control,
+        dirty,
+        now_ids,
+    })
+}
+
+/// Suspend a parcel the phone lent ([`resume_offline`]) back to the phone, without the
+/// server: its dirty chunks the phone lacks sent, then the new control state given back under
+/// the lease; the phone checks it holds them and owns the parcel again. The client's control
+/// state and images are then deleted.
+pub fn suspend_lent(
+    phone: &TierClient,
+    dir: &ParcelDir,
+    dirty_map: Option<&DirtyMap>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Moved, String> {
+    if !dir.is_lent() {
+        return Err(format!(
+            "{}: not a parcel the phone lent; suspend it as usual",
+            dir.root.display()
+        ));
+    }
+    let Sealed {
+        held,
+        control,
+        dirty,
+        ..
+    } = seal_for_suspend(dir, dirty_map)?;
+    let send: Vec<ChunkId> = dirty.iter().copied().collect();
+    let (chunks, bytes) = phone.put_missing(&send, &dir.cache()?, progress)?;
+    phone.give_back(&Held {
         control: control.clone(),
-        nonce: held.nonce.clone(),
-    };
-    hand_off(server, &staged, to, |next| {
-        dst.put_control(&Held {
-            control: control.clone(),
-            nonce: next.to_string(),
-        })?;
-        dst.validate(&parcel)
+        nonce: held.nonce,
     })?;
     dir.forget()?;
     Ok(Moved {

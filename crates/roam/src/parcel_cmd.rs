@@ -40,9 +40,11 @@ pub enum ParcelCmd {
     /// Create a parcel at the server from a disk image (and optionally a memory image).
     Init(InitArgs),
     /// Resume (check out) a parcel: control state from its owner, data from the phone first and
-    /// the server on a miss; the images land in the parcel's directory.
+    /// the server on a miss; the images land in the parcel's directory. With the server out of
+    /// reach (or --offline), a phone that owns the parcel and has hoarded it lends it: the
+    /// parcel then suspends back to that phone alone.
     #[command(alias = "checkout")]
-    Resume(OpArgs),
+    Resume(ResumeArgs),
     /// Run the parcel's guest (QEMU) on its images in the background: from its memory image
     /// when it has one, else booting. A dirty bitmap records the disk chunks it writes.
     Run(RunArgs),
@@ -175,6 +177,20 @@ pub struct OpArgs {
     links: Links,
 }
 
+/// Options of `roam parcel resume`.
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// The parcel's name.
+    name: String,
+    /// Do not try the server: borrow the parcel from the phone (which must own it and have
+    /// hoarded it). Without this, a resume falls back to the phone when the server cannot be
+    /// reached.
+    #[arg(long)]
+    offline: bool,
+    #[command(flatten)]
+    links: Links,
+}
+
 /// Options of `roam parcel eager`.
 #[derive(Args, Debug)]
 pub struct EagerArgs {
@@ -283,15 +299,24 @@ fn connect(l: &Links) -> Result<Connected> {
         &secret,
     )
     .map_err(anyhow::Error::msg)?;
-    let phone = match (l.phone, &l.phone_cert) {
-        (Some(addr), Some(cert)) => Some(
-            TierClient::connect("phone", addr, Some(client_tls(cert)?), &secret)
-                .map_err(anyhow::Error::msg)?,
-        ),
-        (Some(_), None) => bail!("--phone needs --phone-cert (the phone's DIR/tls/cert.pem)"),
-        (None, _) => None,
+    let phone = match l.phone {
+        Some(_) => Some(connect_phone(l)?),
+        None => None,
     };
     Ok(Connected { server, phone })
+}
+
+/// The link to the phone alone (`--phone` and `--phone-cert` required).
+fn connect_phone(l: &Links) -> Result<TierClient> {
+    let secret = read_secret(&l.secret_file)?;
+    match (l.phone, &l.phone_cert) {
+        (Some(addr), Some(cert)) => {
+            TierClient::connect("phone", addr, Some(client_tls(cert)?), &secret)
+                .map_err(anyhow::Error::msg)
+        }
+        (Some(_), None) => bail!("--phone needs --phone-cert (the phone's DIR/tls/cert.pem)"),
+        (None, _) => bail!("this needs the phone: give --phone and --phone-cert"),
+    }
 }
 
 /// A progress bar on stderr: `label [=====>    ] n/total`.
@@ -393,30 +418,13 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
             );
             Ok(())
         }
-        ParcelCmd::Resume(a) => {
-            let c = connect(&a.links)?;
-            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
-            // A fresh checkout: whatever a guest left of an earlier one goes.
-            let _ = std::fs::remove_dir_all(dir.vm_dir());
-            let mut bar = Bar::new("resume");
-            let m = parcel::resume(&c.server, c.phone.as_ref(), &a.name, &dir, &mut |n, t| {
-                bar.chunks(n, Some(t), None)
-            })
-            .map_err(anyhow::Error::msg)?;
-            bar.done();
-            println!(
-                "parcel `{}` version {} resumed into {} ({} chunks; {} not yet at the server)",
-                a.name,
-                m.version,
-                dir.image("disk").parent().unwrap().display(),
-                m.chunks,
-                m.dirty
-            );
-            Ok(())
-        }
+        ParcelCmd::Resume(a) => resume_cmd(&a),
         ParcelCmd::Suspend(a) => {
-            let c = connect(&a.links)?;
             let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+            if dir.is_lent() {
+                return suspend_lent_cmd(&a, &dir);
+            }
+            let c = connect(&a.links)?;
             let to = match a.to {
                 ServeTier::Phone => Tier::Phone,
                 ServeTier::Server => Tier::Server,
@@ -540,9 +548,14 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
             );
             println!("  server: last committed version {}", s.committed);
             match s.client {
-                Some((v, dirty)) => {
-                    println!("  this client: version {v}, {dirty} chunks not yet at the server")
-                }
+                Some((v, dirty)) => println!(
+                    "  this client: version {v}, {dirty} chunks not yet at the server{}",
+                    if dir.is_lent() {
+                        " (lent by the phone: it suspends back to the phone)"
+                    } else {
+                        ""
+                    }
+                ),
                 None => println!("  this client: no control state"),
             }
             if let Some((control, cleaning, chunks)) = s.phone {
@@ -619,6 +632,81 @@ fn run_guest(a: &RunArgs) -> Result<()> {
 /// Before a suspend: a guest running on the parcel is stopped (its RAM is the memory image)
 /// and its device state saved; the chunks its disk bitmap names (when it was the only run since the resume),
 /// else `None` (every chunk compared).
+/// `roam parcel resume`: through the server, or borrowed from the phone when the server is
+/// out of reach (or `--offline`).
+fn resume_cmd(a: &ResumeArgs) -> Result<()> {
+    let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+    // A fresh checkout: whatever a guest left of an earlier one goes.
+    let _ = std::fs::remove_dir_all(dir.vm_dir());
+    let c = if a.offline {
+        None
+    } else {
+        match connect(&a.links) {
+            Ok(c) => Some(c),
+            Err(e) if a.links.phone.is_some() => {
+                eprintln!("{e:#}: resuming from the phone alone (a disconnected resume)");
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let mut bar = Bar::new("resume");
+    let mut progress = |n, t| bar.chunks(n, Some(t), None);
+    let (m, how) = match &c {
+        Some(c) => (
+            parcel::resume(&c.server, c.phone.as_ref(), &a.name, &dir, &mut progress),
+            "",
+        ),
+        None => {
+            let phone = connect_phone(&a.links)?;
+            (
+                parcel::resume_offline(&phone, &a.name, &dir, None, &mut progress),
+                "; lent by the phone: suspend it back to the phone",
+            )
+        }
+    };
+    let m = m.map_err(anyhow::Error::msg)?;
+    bar.done();
+    println!(
+        "parcel `{}` version {} resumed into {} ({} chunks; {} not yet at the server{how})",
+        a.name,
+        m.version,
+        dir.image("disk").parent().unwrap().display(),
+        m.chunks,
+        m.dirty
+    );
+    Ok(())
+}
+
+/// `roam parcel suspend` of a parcel the phone lent: back to the phone, without the server.
+fn suspend_lent_cmd(a: &SuspendArgs, dir: &parcel::ParcelDir) -> Result<()> {
+    if !matches!(a.to, ServeTier::Phone) {
+        bail!(
+            "parcel `{}` was lent by the phone (resumed while the server was out of reach): suspend it with --to phone",
+            a.name
+        );
+    }
+    let phone = connect_phone(&a.links)?;
+    let t0 = Instant::now();
+    let map = save_guest(dir)?;
+    let mut bar = Bar::new("suspend");
+    let m = parcel::suspend_lent(&phone, dir, map.as_ref(), &mut |n, b| {
+        bar.chunks(n, None, Some(b))
+    })
+    .map_err(anyhow::Error::msg)?;
+    bar.done();
+    println!(
+        "parcel `{}` version {} given back to the phone in {:.1} s: {} chunks ({:.1} MB) sent, {} dirty",
+        a.name,
+        m.version,
+        t0.elapsed().as_secs_f64(),
+        m.chunks,
+        m.bytes as f64 / 1e6,
+        m.dirty
+    );
+    Ok(())
+}
+
 fn save_guest(dir: &parcel::ParcelDir) -> Result<Option<parcel::DirtyMap>> {
     let run = dir.vm_dir();
     if roam_store::vm::running(&run).is_none() {

@@ -544,3 +544,31 @@ fn a_second_tier_on_one_directory_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_resume_cut_off_from_the_server_borrows_the_parcel_from_the_phone() {
+    let (mut lab, _) = suspended("offline");
+    ok(&lab.client("hoard", "c1", true).output().unwrap(), "hoard");
+    lab.server.kill();
+    // The server is out of reach: the resume falls back to the phone, which lends the parcel.
+    let o = lab.client("resume", "c2", true).output().unwrap();
+    let out = ok(&o, "resume cut off from the server");
+    assert!(out.contains("lent by the phone"), "{out}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("disconnected resume"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let work = random_image(CHUNKS, 3);
+    std::fs::write(lab.disk("c2"), &work).unwrap();
+    let out = ok(
+        &to_phone(lab.client("suspend", "c2", true))
+            .output()
+            .unwrap(),
+        "suspend back to the phone",
+    );
+    assert!(out.contains("given back to the phone"), "{out}");
+    // In reach again: the phone self-cleans the session's state to the server.
+    lab.restart_server();
+    clean_resumes(&mut lab, 0, &work);
+}

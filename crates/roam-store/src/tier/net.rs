@@ -459,6 +459,46 @@ impl TierClient {
         })
     }
 
+    /// Tell the phone that the handoff giving it `parcel` under `nonce` committed (so it may
+    /// lend the parcel while the server is out of reach).
+    pub fn confirm(&self, parcel: &str, nonce: &str) -> Result<(), String> {
+        self.expect_ok(&Request::Committed {
+            parcel: parcel.into(),
+            nonce: nonce.into(),
+        })
+    }
+
+    /// Borrow `parcel` from the phone that owns it under `lease` (a resume cut off from the
+    /// server): its control state, held under the lease.
+    pub fn lend(&self, parcel: &str, lease: &str) -> Result<Held, String> {
+        let req = Request::Lend {
+            parcel: parcel.into(),
+            lease: lease.into(),
+        };
+        match self.call(&req, b"")? {
+            (Reply::Payload, body) => serde_json::from_slice(&body)
+                .map_err(|e| format!("{}: control state: {e}", self.name)),
+            (r, _) => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
+    /// Give a lent parcel back to the phone: `held` is its new control state under the lease.
+    pub fn give_back(&self, held: &Held) -> Result<(), String> {
+        let body = serde_json::to_vec(held).expect("control state serializes");
+        match self
+            .call(
+                &Request::Return {
+                    parcel: held.control.parcel.clone(),
+                },
+                &body,
+            )?
+            .0
+        {
+            Reply::Ok => Ok(()),
+            r => Err(format!("{}: unexpected reply {r:?}", self.name)),
+        }
+    }
+
     /// The tier checks that it holds every chunk of its control state of `parcel` with a good
     /// hash; an error says how many it lacks.
     pub fn validate(&self, parcel: &str) -> Result<(), String> {

@@ -29,6 +29,8 @@ use crate::chunk::{ChunkId, CHUNK_SIZE};
 use crate::ownership::{Nonce, Registry, Tier, Version};
 use crate::store::{remove_temporaries, ChunkStore, DirStore};
 
+mod lend;
+
 /// Largest blob a tier keeps: a chunk that did not compress, with its header and tag.
 pub const MAX_BLOB: usize = CHUNK_SIZE + 1024;
 
@@ -337,6 +339,7 @@ impl TierService {
                 let _g = self.control.lock().unwrap_or_else(|p| p.into_inner());
                 if self.role == Tier::Phone {
                     self.write_held("control", &parcel, &held)?;
+                    self.end_lease(&parcel)?;
                     return ok();
                 }
                 let mut reg = self.registry()?;
@@ -361,6 +364,7 @@ impl TierService {
                 parcel_ok(&parcel)?;
                 let _g = self.control.lock().unwrap_or_else(|p| p.into_inner());
                 if self.role == Tier::Phone {
+                    self.not_lent(&parcel)?;
                     let held = self.read_held("control", &parcel)?.ok_or_else(|| {
                         format!("parcel `{parcel}`: the phone holds no control state")
                     })?;
@@ -405,6 +409,7 @@ impl TierService {
                     );
                 }
                 let _g = self.control.lock().unwrap_or_else(|p| p.into_inner());
+                self.not_lent(&parcel)?;
                 match fs::remove_file(self.control_path("control", &parcel)) {
                     Ok(()) => ok(),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => ok(),
@@ -637,13 +642,40 @@ impl TierService {
                 });
                 ok()
             }
+            Request::Committed { parcel, nonce } => {
+                parcel_ok(&parcel)?;
+                self.phone_only("`Committed`")?;
+                self.confirm(&parcel, &nonce)
+            }
+            Request::Lend { parcel, lease } => {
+                parcel_ok(&parcel)?;
+                self.phone_only("lending")?;
+                self.lend(&parcel, &lease)
+            }
+            Request::Return { parcel } => {
+                parcel_ok(&parcel)?;
+                self.phone_only("`Return`")?;
+                self.take_back(&parcel, payload)
+            }
             Request::Status { parcel } => {
-                let control = {
+                let (control, lease) = {
                     let _g = self.control.lock().unwrap_or_else(|p| p.into_inner());
-                    self.read_held("control", &parcel)?
-                        .map(|h| h.control.version)
+                    let control = self
+                        .read_held("control", &parcel)?
+                        .map(|h| h.control.version);
+                    (control, self.lease(&parcel)?)
                 };
-                let cleaning = self.cleaning.lock().unwrap().get(&parcel).cloned();
+                let mut cleaning = self.cleaning.lock().unwrap().get(&parcel).cloned();
+                if let Some(l) = lease {
+                    let lent = format!(
+                        "version {} lent to a client cut off from the server",
+                        l.version
+                    );
+                    cleaning = Some(match cleaning {
+                        Some(c) => format!("{c}; {lent}"),
+                        None => lent,
+                    });
+                }
                 let chunks = count_blobs(self.store.root());
                 Ok((
                     Reply::Status {
@@ -695,6 +727,14 @@ impl TierService {
         Ok((fetched, missing))
     }
 
+    fn phone_only(&self, what: &str) -> Result<(), String> {
+        if self.role == Tier::Phone {
+            Ok(())
+        } else {
+            Err(format!("{what} is the phone's"))
+        }
+    }
+
     fn set_cleaning(&self, parcel: &str, what: String) {
         self.cleaning.lock().unwrap().insert(parcel.into(), what);
     }
@@ -706,6 +746,7 @@ impl TierService {
     fn clean(&self, parcel: &str) -> Result<u64, String> {
         let held = {
             let _g = self.control.lock().unwrap_or_else(|p| p.into_inner());
+            self.not_lent(parcel)?;
             self.read_held("control", parcel)?
         }
         .ok_or_else(|| format!("parcel `{parcel}`: the phone holds no control state"))?;

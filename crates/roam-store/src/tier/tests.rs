@@ -698,3 +698,109 @@ fn a_link_the_tier_closed_for_idleness_is_opened_again() {
     let e = server.owner("p").unwrap_err();
     assert!(e.contains("unknown"), "{e}");
 }
+
+/// A resume cut off from the server (seed 004 §4.2): the phone owns the parcel and has hoarded
+/// it; the server goes away; the phone lends the parcel to a client, which changes it and
+/// suspends it back to the phone alone; in reach again, the phone self-cleans and the server
+/// has the new version. Lending needs the hoard and the phone's knowledge that it owns the
+/// parcel; while lent the phone neither self-cleans it nor lends it again.
+#[test]
+fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
+    let t = start("offline");
+    let server = link("server", t.server.addr(), &t.cert);
+    let phone = link("phone", t.phone.addr(), &t.cert);
+    let dir = ParcelDir::new(t.root.join("client/p"));
+    write_image(&dir.image("disk"), 12, 41);
+    write_image(&dir.image("memory"), 4, 90);
+    parcel::init(&server, "p", &dir, &mut nothing).unwrap();
+    parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
+    let mut disk = std::fs::read(dir.image("disk")).unwrap();
+    disk[3 * crate::CHUNK_SIZE] ^= 1;
+    std::fs::write(dir.image("disk"), &disk).unwrap();
+    parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap();
+
+    // Not hoarded: the phone lacks the chunks only the server holds.
+    let away = ParcelDir::new(t.root.join("away/p"));
+    let e = parcel::resume_offline(&phone, "p", &away, None, &mut nothing).unwrap_err();
+    assert!(
+        e.contains("lacks 16 of the 17 chunks") && e.contains("hoard"),
+        "{e}"
+    );
+    parcel::hoard(
+        &server,
+        &phone,
+        "p",
+        &away,
+        Duration::from_millis(10),
+        &mut |_| {},
+    )
+    .unwrap();
+
+    // The phone was not told its handoff committed (the notice lost): it cannot lend.
+    let owned = t.root.join("phone/owned/p");
+    let nonce = std::fs::read_to_string(&owned).unwrap();
+    std::fs::remove_file(&owned).unwrap();
+    let e = parcel::resume_offline(&phone, "p", &away, None, &mut nothing).unwrap_err();
+    assert!(e.contains("not told"), "{e}");
+    let e = phone.confirm("p", &"0".repeat(32)).unwrap_err();
+    assert!(e.contains("not the nonce"), "{e}");
+    phone.confirm("p", &nonce).unwrap();
+
+    // The server goes away; the client resumes from the phone alone.
+    server.close();
+    let addr = t.server.addr();
+    let Tiers {
+        server: handle,
+        server_svc,
+        tls,
+        cert,
+        phone_svc,
+        root,
+        ..
+    } = t;
+    handle.stop();
+    let m = parcel::resume_offline(&phone, "p", &away, None, &mut nothing).unwrap();
+    assert_eq!(m.version, 2);
+    assert_eq!(std::fs::read(away.image("disk")).unwrap(), disk);
+    assert!(away.is_lent());
+    let status = phone.status("p").unwrap().1.unwrap_or_default();
+    assert!(status.contains("lent"), "{status}");
+
+    // While lent: no other client borrows it, the phone does not self-clean it, and the
+    // client does not suspend it through the server.
+    let other = ParcelDir::new(root.join("other/p"));
+    let e = parcel::resume_offline(&phone, "p", &other, None, &mut nothing).unwrap_err();
+    assert!(e.contains("lent already"), "{e}");
+    let e = parcel::clean(&phone, "p", Duration::from_millis(10), &mut |_| {}).unwrap_err();
+    assert!(e.contains("lent"), "{e}");
+    let e = parcel::suspend(&server, Some(&phone), Tier::Phone, &away, &mut nothing).unwrap_err();
+    assert!(e.contains("suspend it to the phone alone"), "{e}");
+
+    // The user works: one more chunk changes. Back to the phone, without the server: only
+    // that chunk goes, and the phone owns the parcel again under its own nonce.
+    disk[7 * crate::CHUNK_SIZE] ^= 1;
+    std::fs::write(away.image("disk"), &disk).unwrap();
+    let held = away.held().unwrap().unwrap();
+    let m = parcel::suspend_lent(&phone, &away, None, &mut nothing).unwrap();
+    assert_eq!((m.chunks, m.version, m.dirty), (1, 3, 2));
+    assert!(!away.is_lent() && !away.image("disk").exists());
+    assert_eq!(
+        phone_svc.read_held("control", "p").unwrap().unwrap().nonce,
+        nonce
+    );
+    // The lease is over: giving it back again is refused.
+    let e = phone.give_back(&held).unwrap_err();
+    assert!(e.contains("not lent"), "{e}");
+
+    // In reach again: the phone self-cleans, and the server has version 3.
+    // (The same service: a link the stopped server still has open keeps its directory's
+    // lock until it closes.)
+    let back = serve(server_svc, addr, Some(tls)).unwrap();
+    let end = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap();
+    assert!(end.starts_with("done: 2 chunks uploaded"), "{end}");
+    let server = link("server", back.addr(), &cert);
+    assert_eq!(server.owner("p").unwrap(), (Tier::Server, 3, false));
+    let home = ParcelDir::new(root.join("home/p"));
+    parcel::resume(&server, None, "p", &home, &mut nothing).unwrap();
+    assert_eq!(std::fs::read(home.image("disk")).unwrap(), disk);
+}

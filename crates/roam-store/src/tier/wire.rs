@@ -124,6 +124,32 @@ pub enum Request {
         /// How many chunk names the payload holds.
         count: u64,
     },
+    /// Phone: the handoff that gave the phone the parcel under `nonce` committed (the
+    /// source says so after its commit at the server). Only a phone told this may lend the
+    /// parcel while the server is out of reach.
+    Committed {
+        /// Parcel name.
+        parcel: String,
+        /// The nonce the phone now owns the parcel under.
+        nonce: String,
+    },
+    /// Phone: lend the parcel it owns to a client cut off from the server (a disconnected
+    /// resume, seed 004 §4.2): answers the control state under `lease`, if the phone holds
+    /// every chunk of the version (hoarded). Asking again with the same lease answers the
+    /// same; another lease is refused while this one is out.
+    Lend {
+        /// Parcel name.
+        parcel: String,
+        /// The client's lease (32 hex digits, random).
+        lease: String,
+    },
+    /// Phone: the lent parcel comes back (the payload: its new control state, under the
+    /// lease); the phone checks it holds the new version's dirty chunks, then owns it again
+    /// under its own nonce.
+    Return {
+        /// Parcel name.
+        parcel: String,
+    },
     /// What the tier knows of the parcel ([`Reply::Status`]).
     Status {
         /// Parcel name.
