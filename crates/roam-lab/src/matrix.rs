@@ -413,6 +413,7 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
         .progress_chars("=> "),
     );
     let n_jobs = jobs.len();
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     let queue = Arc::new(Mutex::new(jobs));
     if !done.is_empty() {
         eprintln!(
@@ -432,6 +433,7 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
             let (queue, rows, events, notes, running, bar, all) =
                 (&queue, &rows, &events, &notes, &running, &bar, &all);
             let (csv_file, log_file, events_file) = (&csv_file, &log_file, &events_file);
+            let finished = &finished;
             let mut first = true;
             scope.spawn(move || loop {
                 let Some(j) = queue.lock().unwrap().pop_front() else {
@@ -523,10 +525,11 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
                 events.lock().unwrap().extend(timed);
                 notes.lock().unwrap().extend(said);
                 rows.lock().unwrap().extend(new);
+                let k = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if bar.is_hidden() {
                     // No terminal (CI logs): one line per finished trial instead of a bar.
                     eprintln!(
-                        "[{}/{} workload-s] {name} done",
+                        "[trial {k}/{n_jobs}; {}/{} workload-s] {name} done",
                         bar.position(),
                         bar.length().unwrap_or(0)
                     );

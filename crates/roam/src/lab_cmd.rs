@@ -12,15 +12,17 @@ use roam_prefetch::Strategy;
 /// Arguments of `roam lab in-paper`.
 #[derive(Args, Debug, Clone)]
 pub struct InPaperArgs {
-    /// Reduced matrix for CI and a first look: short workloads, one trial, the `vehicular`
-    /// scenario only, every system at once (unless given explicitly).
+    /// Reduced matrix for CI and a first look (a few minutes): short workloads, one trial,
+    /// every system at once unless given explicitly (in-paper: the `vehicular` scenario only;
+    /// each lab's docs say which cells).
     #[arg(long)]
     quick: bool,
-    /// Applications, comma-separated.
+    /// Applications, comma-separated (the lab's own; an unknown name is refused with the
+    /// list).
     #[arg(long, value_delimiter = ',')]
     apps: Option<Vec<String>>,
-    /// Scenarios, comma-separated (hotspot, intermittent, vehicular, vehicular-umts, or a
-    /// scenario file FILE.toml), each optionally with changed parameters:
+    /// Scenarios, comma-separated (in-paper and imp: hotspot, intermittent, vehicular,
+    /// vehicular-umts, or a scenario file FILE.toml), each optionally with changed parameters:
     /// `hotspot+queue=20pkt+rtt=100ms+rate=0.5`.
     #[arg(long, value_delimiter = ',')]
     scenarios: Option<Vec<String>>,
@@ -29,7 +31,8 @@ pub struct InPaperArgs {
     /// Repeat for every combination of several.
     #[arg(long)]
     sweep: Vec<String>,
-    /// Systems, comma-separated (roam, mptcp, aggregation, best-latency, best-bandwidth).
+    /// Systems, comma-separated (the lab's own, refused with the list when unknown; in-paper:
+    /// roam, mptcp, aggregation, best-latency, best-bandwidth).
     #[arg(long, value_delimiter = ',')]
     systems: Option<Vec<String>>,
     /// Trials per cell (default 5; 1 with --quick).
@@ -48,7 +51,7 @@ pub struct InPaperArgs {
     /// system). More than one shares the CPU between emulators.
     #[arg(long)]
     jobs: Option<usize>,
-    /// Output directory (default: results/in-paper, or results/imp for `roam lab imp`).
+    /// Output directory (default: results/LAB, e.g. results/in-paper).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Keep every trial's emulator logs (per-link traffic in 100 ms bins, CSV, and a
