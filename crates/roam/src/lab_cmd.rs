@@ -342,7 +342,7 @@ pub fn horatio(a: &InPaperArgs) -> Result<()> {
                 Path::parse(s.trim()).ok_or_else(|| {
                     anyhow::anyhow!(
                         "unknown system `{s}` (expected isr-1mbit, isr-10mbit, phone-wifi, phone-usb, \
-                         sd-usb, clean-wifi or clean-3g)"
+                         sd-usb, clean-wifi, clean-3g or clean-roam)"
                     )
                 })
             })

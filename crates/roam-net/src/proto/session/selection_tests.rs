@@ -130,6 +130,51 @@ fn network_choices_override_the_placement_model() {
     }
 }
 
+/// The IROB of the first data frame of the next transmission on `conn` (256 KiB of room).
+fn next_data_on(s: &mut Session, conn: ConnId) -> Option<IrobId> {
+    let t = s.poll_transmit(conn, Time::ZERO, 256 * 1024)?;
+    let mut dec = super::super::Decoder::default();
+    dec.push(&t.head);
+    dec.push(&t.data);
+    while let Ok(Some(f)) = dec.next_frame() {
+        if let Frame::Data(c) = f {
+            return Some(c.irob);
+        }
+    }
+    None
+}
+
+/// WiFi-preferred for a background label (Horatio's self-cleaning): its data goes on the
+/// WiFi alone while the WiFi has a connection, and on the 3G once it has none; with `Any`, on
+/// both at once.
+#[test]
+fn background_data_keeps_to_the_wifi_when_told() {
+    for (choice, want) in [
+        (NetworkChoice::Any, vec![1, 2]),
+        (NetworkChoice::PreferNonCellular, vec![1]),
+    ] {
+        let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+        s.networks.get_mut(&2).unwrap().kind.cellular = true;
+        s.config.policy_mut(Label::BackgroundLarge).networks = choice;
+        let id = s
+            .begin_irob(Label::BackgroundLarge, Deps::List(vec![]), None, Time::ZERO)
+            .unwrap();
+        s.irob_send(id, Bytes::from(vec![1u8; 4 << 20])).unwrap();
+        s.end_irob(id).unwrap();
+        // Each connection asks once for what its kernel has room for.
+        let on: Vec<ConnId> = [1, 2]
+            .into_iter()
+            .filter(|&c| next_data_on(&mut s, c) == Some(id))
+            .collect();
+        assert_eq!(on, want, "{choice:?}");
+        if choice == NetworkChoice::PreferNonCellular {
+            // The WiFi goes: the rest takes the 3G.
+            s.network_down(1, Time::ZERO);
+            assert_eq!(next_data_on(&mut s, 2), Some(id));
+        }
+    }
+}
+
 /// WiFi dwell time: a WiFi whose associations were mostly a second or two, just associated
 /// again, is predicted slower than its model time (it may go before a transfer is done, and
 /// then the transfer waits for re-evaluation and the 3G), and the more so the shorter its

@@ -118,6 +118,14 @@ impl Session {
         self.networks.get(&net).is_some_and(|n| n.kind.cellular)
     }
 
+    /// Whether a network that is not cellular, and that `label` may use, has an established
+    /// connection (`NetworkChoice::PreferNonCellular` then keeps the label off cellular ones).
+    fn has_established_non_cellular(&self, label: Label) -> bool {
+        self.usable_networks(label)
+            .into_iter()
+            .any(|net| !self.is_cellular(net))
+    }
+
     pub(super) fn maybe_probe(&mut self, conn: ConnId, now: Time) -> Option<Transmit> {
         let interval = self.config.probe_interval;
         let cellular = self.is_cellular(self.conns.get(&conn)?.net);
@@ -169,6 +177,12 @@ impl Session {
                     .is_some_and(|n| !self.appropriate(label, n))
                 {
                     continue;
+                }
+                if self.config.policy(label).networks == NetworkChoice::PreferNonCellular
+                    && self.is_cellular(net)
+                    && self.has_established_non_cellular(label)
+                {
+                    continue; // WiFi preferred: the cellular network only while there is none
                 }
                 if self.carries_foreground(conn) && has_other_bg_conn(self) {
                     return None; // background goes to networks not carrying foreground data
