@@ -22,11 +22,14 @@
 //! - **Resume** on another client from wherever the parcel went: control state and the memory
 //!   image (the guest can then run; its disk is fetched on demand, not modelled); with the
 //!   real guest, also the time until it runs again (`guest_running_s`).
-//! - **Self-cleaning** (apps `clean-1mb` ...; systems `clean-wifi`, `clean-3g`): after a
-//!   suspend to the phone over USB, the phone uploads what the server lacks over WiFi (behind
-//!   the 1 Mbit/s WAN) or a measured 3G trace, and hands the parcel to the server. Its radio
-//!   energy is **modelled** (roam-budget's huang2012 WiFi and 3G profiles, the bytes uploaded
-//!   at the rate achieved).
+//! - **Self-cleaning** (apps `clean-1mb` ... `clean-100mb`, and `clean-email` ...
+//!   `clean-video` with the workloads' dirty state; systems `clean-wifi`, `clean-3g`,
+//!   `clean-roam`): after a suspend to the phone over USB, the phone uploads what the server
+//!   lacks over WiFi (behind the 1 Mbit/s WAN), a measured 3G trace, or both as a walking
+//!   phone has them (the WiFi in reach 69% of the time; roam-net's background label keeps to
+//!   the WiFi while it is there), and hands the parcel to the server. Its radio energy is
+//!   **modelled**: each uplink's radio (roam-budget's huang2012 WiFi and 3G profiles) fed the
+//!   bytes its link carried in every 100 ms, tails included.
 //!
 //! The links are the `horatio` scenario's; which two hosts each joins is [`Path::links`].
 
