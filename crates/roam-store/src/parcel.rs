@@ -101,6 +101,10 @@ impl ParcelDir {
         self.root.join("lent")
     }
 
+    fn lease_path(&self) -> PathBuf {
+        self.root.join("lease")
+    }
+
     /// Whether the client holds the parcel on a lease from the phone (a resume cut off from
     /// the server, [`resume_offline`]): it suspends back to the phone alone.
     pub fn is_lent(&self) -> bool {
@@ -112,6 +116,7 @@ impl ParcelDir {
         for p in [
             self.control_path(),
             self.lent_path(),
+            self.lease_path(),
             self.image("disk"),
             self.image("memory"),
             self.image("state"),
@@ -317,9 +322,20 @@ pub fn resume_offline(
     if dir.held()?.is_some() {
         return Err(format!("parcel `{parcel}`: the client owns it already"));
     }
-    let mut lease = [0u8; 16];
-    rand::thread_rng().fill_bytes(&mut lease);
-    let held = phone.lend(parcel, &hex(&lease))?;
+    // The lease is kept before it is asked for: a resume that fails after the phone lent the
+    // parcel (a chunk it could not fetch, the link lost) asks again under the same lease.
+    let lease_path = dir.lease_path();
+    let lease = match fs::read_to_string(&lease_path) {
+        Ok(l) if crate::tier::wire::unhex::<16>(l.trim(), "lease").is_ok() => l.trim().to_string(),
+        _ => {
+            let mut lease = [0u8; 16];
+            rand::thread_rng().fill_bytes(&mut lease);
+            write_atomic(&lease_path, hex(&lease).as_bytes())
+                .map_err(|e| format!("{}: {e}", lease_path.display()))?;
+            hex(&lease)
+        }
+    };
+    let held = phone.lend(parcel, &lease)?;
     let keyrings = held.control.keyrings().map_err(|e| e.to_string())?;
     let cache = dir.cache()?;
     let stores: Vec<&dyn ChunkStore> = vec![&cache, phone];

@@ -759,6 +759,12 @@ fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
         ..
     } = t;
     handle.stop();
+    // An earlier attempt got the lease and failed before it was done: asking again under
+    // the lease it kept goes through.
+    let lease = "5".repeat(32);
+    std::fs::create_dir_all(root.join("away/p")).unwrap();
+    std::fs::write(root.join("away/p/lease"), &lease).unwrap();
+    phone.lend("p", &lease).unwrap();
     let m = parcel::resume_offline(&phone, "p", &away, None, &mut nothing).unwrap();
     assert_eq!(m.version, 2);
     assert_eq!(std::fs::read(away.image("disk")).unwrap(), disk);
@@ -784,6 +790,7 @@ fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
     let m = parcel::suspend_lent(&phone, &away, None, &mut nothing).unwrap();
     assert_eq!((m.chunks, m.version, m.dirty), (1, 3, 2));
     assert!(!away.is_lent() && !away.image("disk").exists());
+    assert!(!root.join("away/p/lease").exists());
     assert_eq!(
         phone_svc.read_held("control", "p").unwrap().unwrap().nonce,
         nonce
