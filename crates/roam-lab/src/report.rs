@@ -125,6 +125,8 @@ pub struct Summary {
     pub n: usize,
     /// Of those, trials that did not finish within the time limit.
     pub unfinished: usize,
+    /// Trials that failed (no value); with `n`, zero when the cell was not run at all.
+    pub failed: usize,
     /// Median.
     pub median: f64,
     /// Mean (NaN when a trial is unfinished: its value is only known to exceed a limit).
@@ -145,10 +147,12 @@ pub fn summarize(v: &[f64]) -> Summary {
     let f: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
     let n = f.len();
     let unfinished = f.iter().filter(|x| x.is_infinite()).count();
+    let failed = v.len() - n;
     if n == 0 || unfinished > 0 {
         return Summary {
             n,
             unfinished,
+            failed,
             median: median(&f),
             mean: f64::NAN,
             ci: f64::NAN,
@@ -165,6 +169,7 @@ pub fn summarize(v: &[f64]) -> Summary {
     Summary {
         n,
         unfinished,
+        failed,
         median: median(&f),
         mean,
         ci,
@@ -215,7 +220,12 @@ impl Summary {
     /// other trial did not (the mean is then unknown).
     pub fn cell(&self) -> String {
         if self.n == 0 {
-            return "failed".into();
+            let what = if self.failed == 0 {
+                "not run"
+            } else {
+                "failed"
+            };
+            return what.into();
         }
         if self.median.is_infinite() {
             return format!("unfinished ({} of {})", self.unfinished, self.n);
@@ -307,6 +317,7 @@ mod tests {
         assert_eq!(s.cell(), "11.0 [9.04, 13.0] (median 11.0)");
         assert_eq!(summarize(&[5.0]).cell(), "5.00");
         assert_eq!(summarize(&[f64::NAN]).cell(), "failed");
+        assert_eq!(summarize(&[]).cell(), "not run");
         // One trial far out: no t interval (it would reach below zero), the mean and median.
         let w = summarize(&[0.1, 0.1, 0.1, 0.1, 100.0]);
         assert!(w.mean - w.ci < 0.0 && w.skew > SKEWED, "{w:?}");
