@@ -658,6 +658,7 @@ impl TierService {
                 self.take_back(&parcel, payload)
             }
             Request::Status { parcel } => {
+                parcel_ok(&parcel)?; // it names files
                 let (control, lease) = {
                     let _g = self.control.lock().unwrap_or_else(|p| p.into_inner());
                     let control = self
