@@ -21,6 +21,7 @@ pub mod ends;
 pub mod fasthla_lab;
 pub mod fs;
 pub mod horatio_lab;
+mod horatio_report;
 pub mod imap;
 pub mod imp_client;
 pub mod imp_lab;
