@@ -248,28 +248,26 @@ impl Lab {
     }
 }
 
-/// Blob files in a tier's store (temporary files excluded).
-fn blobs(tier_dir: &Path) -> usize {
+/// Files in a tier's store whose names `keep` accepts.
+fn store_files(tier_dir: &Path, keep: fn(&str) -> bool) -> usize {
     let Ok(fan) = std::fs::read_dir(tier_dir.join("blobs")) else {
         return 0;
     };
     fan.flatten()
         .filter_map(|d| std::fs::read_dir(d.path()).ok())
         .flat_map(|files| files.flatten())
-        .filter(|f| !f.file_name().to_string_lossy().starts_with('.'))
+        .filter(|f| keep(&f.file_name().to_string_lossy()))
         .count()
+}
+
+/// Blob files in a tier's store (temporary files excluded).
+fn blobs(tier_dir: &Path) -> usize {
+    store_files(tier_dir, |n| !n.starts_with('.'))
 }
 
 /// Temporary files left in a tier's store.
 fn temporaries(tier_dir: &Path) -> usize {
-    let Ok(fan) = std::fs::read_dir(tier_dir.join("blobs")) else {
-        return 0;
-    };
-    fan.flatten()
-        .filter_map(|d| std::fs::read_dir(d.path()).ok())
-        .flat_map(|files| files.flatten())
-        .filter(|f| f.file_name().to_string_lossy().ends_with(".tmp"))
-        .count()
+    store_files(tier_dir, |n| n.ends_with(".tmp"))
 }
 
 /// Poll every millisecond until `now()` holds, then run `kill`. Panics if `cmd` (the command
