@@ -44,7 +44,8 @@ pub const HTTP2_PORT: u16 = 8081;
 pub enum Tool {
     /// FastHLA: the parameters learnt from the sweeps, per size cluster.
     FastHla,
-    /// FastHLA's engine with fixed parameters (a sweep point), HTTP/1.1.
+    /// FastHLA's engine with fixed parameters (a sweep point), over HTTP/1.1 or HTTP/2 as they
+    /// say.
     Fixed(Params),
     /// `wget -i`: one file after another on one connection.
     Wget,
@@ -84,8 +85,14 @@ impl Tool {
                 static NAMES: OnceLock<Mutex<HashMap<Params, &'static str>>> = OnceLock::new();
                 let mut m = NAMES.get_or_init(Default::default).lock().unwrap();
                 m.entry(p).or_insert_with(|| {
+                    let h2 = if p.protocol == Protocol::Http2 {
+                        "-h2"
+                    } else {
+                        ""
+                    };
                     Box::leak(
-                        format!("fixed-cc{}-p{}-bs{}k", p.cc, p.p, p.bs / 1024).into_boxed_str(),
+                        format!("fixed-cc{}-p{}-bs{}k{h2}", p.cc, p.p, p.bs / 1024)
+                            .into_boxed_str(),
                     )
                 })
             }
@@ -97,10 +104,15 @@ impl Tool {
         if let Some(rest) = s.strip_prefix("fixed-cc") {
             let (cc, rest) = rest.split_once("-p")?;
             let (p, bs) = rest.split_once("-bs")?;
+            let (bs, protocol) = match bs.strip_suffix("-h2") {
+                Some(bs) => (bs, Protocol::Http2),
+                None => (bs, Protocol::Http1),
+            };
             let params = Params {
                 cc: cc.parse().ok()?,
                 p: p.parse().ok()?,
                 bs: bs.strip_suffix('k')?.parse::<usize>().ok()? * 1024,
+                protocol,
             };
             return params.validate().is_ok().then_some(Tool::Fixed(params));
         }
@@ -225,7 +237,8 @@ fn start_nginx(dir: &Path, addr: std::net::Ipv4Addr) -> Result<Server> {
     let d = dir.display();
     let servers = format!(
         "sendfile on;\n  keepalive_requests 100000;\n  \
-         server {{ listen {addr}:{HTTP1_PORT}; root {d}/www; }}\n  \
+         server {{ listen {addr}:{HTTP1_PORT}; root {d}/www; \
+         add_header Alt-Svc 'h2c=\":{HTTP2_PORT}\"' always; }}\n  \
          server {{ listen {addr}:{HTTP2_PORT} http2; root {d}/www; }}"
     );
     let child = crate::nginx::launch(dir, &servers, (addr, HTTP1_PORT).into())?;
@@ -309,8 +322,13 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
         .map_err(|_| anyhow!("the nginx starter panicked"))?
         .context("entering the server namespace")??;
     let out = Scratch::new("out")?;
+    // nghttp can check no file (it saves none); FastHLA's engine over HTTP/2 saves them.
     let h2 = matches!(tool, Tool::Nghttp | Tool::NghttpWide);
-    let port = if h2 { HTTP2_PORT } else { HTTP1_PORT };
+    let port = match tool {
+        Tool::Fixed(p) if p.protocol == Protocol::Http2 => HTTP2_PORT,
+        _ if h2 => HTTP2_PORT,
+        _ => HTTP1_PORT,
+    };
     let urls: Vec<String> = names
         .iter()
         .map(|n| format!("http://{addr}:{port}/{n}"))
@@ -472,13 +490,10 @@ fn fetch(
             let rt = tokio::runtime::Runtime::new()?;
             let mut specs = specs_of(urls)?;
             let (survey, probe) = rt.block_on(async {
-                let e = Arc::new(Engine::new(
-                    Params {
-                        cc: 16,
-                        ..Params::default()
-                    },
-                    Protocol::Http1,
-                )?);
+                let e = Arc::new(Engine::new(Params {
+                    cc: 16,
+                    ..Params::default()
+                })?);
                 let sv = tokio::time::timeout(limit, e.survey(&specs))
                     .await
                     .map_err(|_| anyhow!("FastHLA's survey did not finish within {limit:?}"))?
@@ -498,17 +513,23 @@ fn fetch(
                 },
                 64,
             );
+            let mut notes: Vec<String> = note.into_iter().collect();
             let groups = plan
                 .iter()
                 .map(|c| {
+                    let (protocol, why) = survey.version(c.params.protocol, &c.files, false);
+                    notes.extend(why.map(String::from));
                     (
                         c.files.iter().map(|&i| specs[i].clone()).collect(),
-                        c.params,
+                        Params {
+                            protocol,
+                            ..c.params
+                        },
                     )
                 })
                 .collect();
             engine(&rt, out, groups, Some(&probe), limit)?;
-            Ok(note)
+            Ok((!notes.is_empty()).then(|| notes.join("; ")))
         }
     }
 }
@@ -534,8 +555,8 @@ fn engine(
         let mut tasks = Vec::new();
         for (specs, p) in groups {
             let e = Arc::new(match warm {
-                Some(w) => w.sharing(p, Protocol::Http1)?,
-                None => Engine::new(p, Protocol::Http1)?,
+                Some(w) => w.sharing(p)?,
+                None => Engine::new(p)?,
             });
             let out = out.to_path_buf();
             tasks.push(tokio::spawn(async move { e.run(&specs, &out).await }));
@@ -570,6 +591,7 @@ mod tests {
                 cc: 8,
                 p: 2,
                 bs: 16384,
+                ..Params::default()
             })])
         {
             assert_eq!(Tool::parse(t.name()), Some(t), "{}", t.name());

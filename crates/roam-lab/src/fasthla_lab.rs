@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use roam_transfer::hla::Record;
 use roam_transfer::model::{accuracy, training_set, Kind};
-use roam_transfer::{server, Params};
+use roam_transfer::{server, Params, Protocol};
 
 use crate::bulk::{self, Dataset, Tool};
 use crate::matrix::{self, App, Plan};
@@ -95,8 +95,9 @@ pub fn apps() -> Vec<App> {
         .collect()
 }
 
-/// The sweep's parameter points: every concurrency and parallelism at 64 KiB reads, and the
-/// block sizes at a few of them (the seed varied bs apart from the cc × p surface).
+/// The sweep's parameter points: every concurrency and parallelism at 64 KiB reads, the block
+/// sizes at a few of them (the seed varied bs apart from the cc × p surface), and HTTP/2 (all
+/// streams on one connection; beyond the seed) at a few concurrencies and parallelisms.
 pub fn sweep_grid(quick: bool) -> Vec<Params> {
     let mut v = Vec::new();
     let (ccs, ps): (&[u32], &[u32]) = if quick {
@@ -110,14 +111,37 @@ pub fn sweep_grid(quick: bool) -> Vec<Params> {
                 cc,
                 p,
                 bs: 64 * 1024,
+                ..Params::default()
             });
         }
     }
     if !quick {
         for bs in [1024, 8 * 1024] {
             for cc in [1, 8, 32] {
-                v.push(Params { cc, p: 1, bs });
+                v.push(Params {
+                    cc,
+                    p: 1,
+                    bs,
+                    ..Params::default()
+                });
             }
+        }
+    }
+    // Streams of one connection are cheap where connections are not: HTTP/2 goes on to 128
+    // at once (nginx's default limit of concurrent streams; browsers open about as many).
+    let (ccs, ps): (&[u32], &[u32]) = if quick {
+        (&[32], &[1])
+    } else {
+        (&[1, 8, 32, 128], &[1, 4])
+    };
+    for &cc in ccs {
+        for &p in ps {
+            v.push(Params {
+                cc,
+                p,
+                bs: 64 * 1024,
+                protocol: Protocol::Http2,
+            });
         }
     }
     v
@@ -345,34 +369,44 @@ fn markdown(
                 .into_iter()
                 .filter(|p| p.bs == 64 * 1024)
                 .collect();
-            let mut ccs: Vec<u32> = grid.iter().map(|p| p.cc).collect();
-            ccs.dedup();
             let mut ps: Vec<u32> = grid.iter().map(|p| p.p).collect();
             ps.sort_unstable();
             ps.dedup();
-            let figs = sweep_charts(plan, sweep, app, sc, &ccs, &ps);
+            let figs = sweep_charts(plan, sweep, app, sc, &grid);
             let _ = writeln!(
                 s,
-                "\n{figs}\n\nThe sweep at 64 KiB reads: throughput (Mbit/s) / energy per 100 MB (J) by concurrency (rows) and parallelism (columns).\n\n| cc | {} |\n|---|{}",
+                "\n{figs}\n\nThe sweep at 64 KiB reads: throughput (Mbit/s) / energy per 100 MB (J) by concurrency (rows; HTTP/2: every stream on one connection) and parallelism (columns).\n\n| cc | {} |\n|---|{}",
                 ps.iter().map(|p| format!("p {p}")).collect::<Vec<_>>().join(" | "),
                 "---:|".repeat(ps.len())
             );
-            for cc in &ccs {
+            let mut rows: Vec<(Protocol, u32)> = grid.iter().map(|p| (p.protocol, p.cc)).collect();
+            rows.sort_unstable();
+            rows.dedup();
+            for (protocol, cc) in rows {
                 let cells: Vec<String> = ps
                     .iter()
                     .map(|&p| {
-                        let name = Tool::Fixed(Params {
-                            cc: *cc,
+                        let point = Params {
+                            cc,
                             p,
                             bs: 64 * 1024,
-                        })
-                        .name();
+                            protocol,
+                        };
+                        if !grid.contains(&point) {
+                            return "-".to_string();
+                        }
+                        let name = Tool::Fixed(point).name();
                         let t = cell(sweep, app, sc, name, "throughput_mbps").value();
                         let e = cell(sweep, app, sc, name, "energy_j_per_100mb").value();
                         format!("{t:.1} / {e:.0}")
                     })
                     .collect();
-                let _ = writeln!(s, "| {cc} | {} |", cells.join(" | "));
+                let h2 = if protocol == Protocol::Http2 {
+                    " HTTP/2"
+                } else {
+                    ""
+                };
+                let _ = writeln!(s, "| {cc}{h2} | {} |", cells.join(" | "));
             }
             let _ = writeln!(s);
         }
@@ -386,17 +420,12 @@ fn markdown(
     s
 }
 
-/// The sweep's throughput and energy against concurrency (groups) and parallelism (series),
-/// the seed's figure shapes, as two SVG charts in the plan's directory; the markdown that
-/// shows them (empty if they could not be written).
-fn sweep_charts(
-    plan: &Plan,
-    sweep: &[Row],
-    app: &str,
-    sc: &str,
-    ccs: &[u32],
-    ps: &[u32],
-) -> String {
+/// The sweep's throughput and energy against concurrency (groups) and parallelism (series;
+/// HTTP/2's points a series of their own), the seed's figure shapes, as two SVG charts in the
+/// plan's directory; the markdown that shows them (empty if they could not be written).
+fn sweep_charts(plan: &Plan, sweep: &[Row], app: &str, sc: &str, grid: &[Params]) -> String {
+    let mut points = grid.to_vec();
+    points.sort_by_key(|p| (p.cc, p.protocol, p.p));
     let stem: String = format!("sweep-{app}-{sc}")
         .chars()
         .map(|c| {
@@ -417,26 +446,24 @@ fn sweep_charts(
         ),
     ] {
         let mut bars = Vec::new();
-        for cc in ccs {
-            for &p in ps {
-                let name = Tool::Fixed(Params {
-                    cc: *cc,
-                    p,
-                    bs: 64 * 1024,
-                })
-                .name();
-                let v = cell(sweep, app, sc, name, metric).value();
-                if v.is_finite() {
-                    bars.push(crate::chart::Bar {
-                        group: format!("cc {cc}"),
-                        series: format!("p {p}"),
-                        value: v,
-                        center: v,
-                        ci: f64::NAN,
-                        note: String::new(),
-                        points: Vec::new(),
-                    });
-                }
+        for point in &points {
+            let name = Tool::Fixed(*point).name();
+            let v = cell(sweep, app, sc, name, metric).value();
+            if v.is_finite() {
+                let h2 = if point.protocol == Protocol::Http2 {
+                    " HTTP/2"
+                } else {
+                    ""
+                };
+                bars.push(crate::chart::Bar {
+                    group: format!("cc {}", point.cc),
+                    series: format!("p {}{h2}", point.p),
+                    value: v,
+                    center: v,
+                    ci: f64::NAN,
+                    note: String::new(),
+                    points: Vec::new(),
+                });
             }
         }
         if bars.is_empty() {
@@ -471,6 +498,7 @@ mod tests {
             cc: 8,
             p: 2,
             bs: 65536,
+            ..Params::default()
         };
         let name = Tool::Fixed(p).name();
         let mut rows: Vec<Row> = [
@@ -490,7 +518,14 @@ mod tests {
             (r[0].params, r[0].throughput_mbps, r[0].ok),
             (p, 40.0, true)
         );
-        assert_eq!(sweep_grid(true).len(), 4);
-        assert!(sweep_grid(false).iter().all(|p| p.validate().is_ok()));
+        assert_eq!(sweep_grid(true).len(), 5);
+        for p in sweep_grid(false) {
+            assert!(p.validate().is_ok());
+            // The name a trial is stored under gives back its parameters, HTTP version and all.
+            assert_eq!(Tool::parse(Tool::Fixed(p).name()), Some(Tool::Fixed(p)));
+        }
+        assert!(sweep_grid(true)
+            .iter()
+            .any(|p| p.protocol == Protocol::Http2));
     }
 }

@@ -229,6 +229,7 @@ mod tests {
             cc: 16,
             p: 1,
             bs: 65536,
+            ..Params::default()
         };
         let table = Table {
             entries: vec![(

@@ -10,6 +10,7 @@
 //! the one expected, or a length that does not match is an error naming the URL; the pieces
 //! that finished stay listed, so running again resumes.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,16 +27,8 @@ use serde::Serialize;
 
 use crate::error::TransferError;
 use crate::params::Params;
+pub use crate::params::Protocol;
 use crate::partial::{missing, split, Partial};
-
-/// HTTP version of a transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Protocol {
-    /// HTTP/1.1: one request at a time per connection.
-    Http1,
-    /// HTTP/2 (cleartext, prior knowledge): every request a stream of one connection.
-    Http2,
-}
 
 /// One file of a dataset: where from, and the name to save it under.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +40,10 @@ pub struct FileSpec {
     /// Its size, when a survey ([`Engine::survey`]) found that the server serves it in ranges:
     /// the engine then skips its own first-byte request.
     pub ranged_size: Option<u64>,
+    /// Where the same file is served over cleartext HTTP/2, when a survey found the server
+    /// advertising it (`Alt-Svc: h2c=":PORT"`): an engine with [`Protocol::Http2`] fetches it
+    /// from there, so that a dataset listed by its HTTP/1.1 URLs can move over HTTP/2.
+    pub h2c_url: Option<String>,
 }
 
 impl FileSpec {
@@ -69,6 +66,7 @@ impl FileSpec {
             url: url.into(),
             name: name.into(),
             ranged_size: None,
+            h2c_url: None,
         })
     }
 }
@@ -82,12 +80,10 @@ pub struct FileLog {
     pub size: u64,
     /// Bytes fetched by this run (the rest was on disk from an earlier one).
     pub fetched: u64,
-    /// The parameters asked for.
+    /// The parameters asked for (with the HTTP version used).
     pub params: Params,
     /// Streams actually used (1 when the server serves no ranges).
     pub streams: u32,
-    /// HTTP version.
-    pub protocol: Protocol,
     /// Time of the first request (≈ one round trip and the server's first byte), ms.
     pub probe_ms: f64,
     /// Wall time, s.
@@ -107,11 +103,73 @@ pub struct Report {
     pub seconds: f64,
 }
 
+/// What one survey request learnt.
+struct Probe {
+    size: u64,
+    ms: f64,
+    ranged: bool,
+    alt_svc: Option<String>,
+}
+
+/// A survey task's outcome, a failed task named by its file.
+fn joined(
+    r: Result<Result<Probe, TransferError>, tokio::task::JoinError>,
+    url: &str,
+) -> Result<Probe, TransferError> {
+    r.map_err(|e| TransferError::Network {
+        url: url.into(),
+        why: format!("the survey's task failed: {e}"),
+    })?
+}
+
+/// `http://host:port` of a URL (the whole URL if it has no path).
+fn origin(url: &str) -> &str {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    match rest.find('/') {
+        Some(i) => &url[..url.len() - rest.len() + i],
+        None => url,
+    }
+}
+
 impl Survey {
+    fn record(&mut self, i: usize, p: &Probe) {
+        self.sizes[i] = p.size;
+        self.ranged[i] = p.ranged;
+        self.rtt_ms = self.rtt_ms.min(p.ms);
+    }
+
     /// `files` with what the survey learnt, so the engine skips its own first-byte requests.
     pub fn apply(&self, files: &mut [FileSpec]) {
-        for ((f, &size), &r) in files.iter_mut().zip(&self.sizes).zip(&self.ranged) {
-            f.ranged_size = r.then_some(size);
+        for (i, f) in files.iter_mut().enumerate() {
+            f.ranged_size = self.ranged[i].then_some(self.sizes[i]);
+            f.h2c_url = self.h2c[i].clone();
+        }
+    }
+
+    /// Whether every file of `which` (indices) is served over cleartext HTTP/2 as well.
+    pub fn h2c_for_all(&self, which: &[usize]) -> bool {
+        which.iter().all(|&i| self.h2c[i].is_some())
+    }
+
+    /// The HTTP version the files `which` move with when a broker chose `chosen`: with
+    /// `forced_http2` (the URLs themselves speak HTTP/2, the user said so) HTTP/2; a chosen
+    /// HTTP/2 only where the server advertised it for every one of them, else HTTP/1.1 with a
+    /// note saying why.
+    pub fn version(
+        &self,
+        chosen: Protocol,
+        which: &[usize],
+        forced_http2: bool,
+    ) -> (Protocol, Option<&'static str>) {
+        if forced_http2 {
+            return (Protocol::Http2, None);
+        }
+        match chosen {
+            Protocol::Http2 if !self.h2c_for_all(which) => (
+                Protocol::Http1,
+                Some("FastHLA chose HTTP/2, but the server does not advertise it (Alt-Svc h2c): HTTP/1.1"),
+            ),
+            v => (v, None),
         }
     }
 }
@@ -135,51 +193,78 @@ pub struct Survey {
     pub sizes: Vec<u64>,
     /// Whether the server answered its range request with a range.
     pub ranged: Vec<bool>,
+    /// Each file's cleartext HTTP/2 URL, when the server advertised one ([`alt_svc_h2c`]).
+    pub h2c: Vec<Option<String>>,
     /// The shortest first-request time, ms (infinite for an empty dataset).
     pub rtt_ms: f64,
 }
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
+/// HTTP/2 flow-control windows (connection and every stream) the engine announces: 16 MiB,
+/// as browsers open theirs and as the lab's `nghttp-16m` does. hyper's defaults (5 MiB for the
+/// connection, 2 MiB a stream) would cap a stream at 55 Mbit/s on a 290 ms path.
+pub const H2_WINDOW: u32 = 16 << 20;
+
+/// Survey requests in flight at once over an HTTP/2 connection: streams cost no handshake, so
+/// a dataset's probes go in one round trip (nginx allows 128 concurrent streams by default).
+pub const H2_SURVEY_STREAMS: usize = 100;
+
 /// Downloads datasets with fixed parameters.
 pub struct Engine {
-    client: HttpClient,
+    /// HTTP/1.1 connections (reading `bs` at a time).
+    h1: HttpClient,
+    /// HTTP/2 connections (one per server).
+    h2: HttpClient,
     params: Params,
-    protocol: Protocol,
     /// Bytes received so far, for progress displays.
     pub received: Arc<AtomicU64>,
 }
 
+fn h1_client(params: &Params) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .http1_read_buf_exact_size(params.bs)
+        .pool_max_idle_per_host((params.cc * params.p) as usize)
+        .build(connector)
+}
+
+fn h2_client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .http2_initial_connection_window_size(H2_WINDOW)
+        .http2_initial_stream_window_size(H2_WINDOW)
+        .build(connector)
+}
+
 impl Engine {
-    /// An engine with `params` over `protocol` (refused if the parameters are out of bounds).
-    /// Must be created inside a tokio runtime.
-    pub fn new(params: Params, protocol: Protocol) -> Result<Engine, TransferError> {
+    /// An engine with `params` (refused if they are out of bounds). Must be created inside a
+    /// tokio runtime.
+    pub fn new(params: Params) -> Result<Engine, TransferError> {
         params.validate()?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let mut b = Client::builder(TokioExecutor::new());
-        b.http1_read_buf_exact_size(params.bs)
-            .http2_only(protocol == Protocol::Http2)
-            .pool_max_idle_per_host((params.cc * params.p) as usize);
         Ok(Engine {
-            client: b.build(connector),
+            h1: h1_client(&params),
+            h2: h2_client(),
             params,
-            protocol,
             received: Arc::default(),
         })
     }
 
     /// An engine with `params` that shares this one's connections (the survey's, already
-    /// open and past slow start) when the block size and protocol are the same; else a new one.
-    pub fn sharing(&self, params: Params, protocol: Protocol) -> Result<Engine, TransferError> {
-        if params.bs != self.params.bs || protocol != self.protocol {
-            return Engine::new(params, protocol);
-        }
+    /// open): its HTTP/2 connections always, its HTTP/1.1 ones when the block size is the same.
+    pub fn sharing(&self, params: Params) -> Result<Engine, TransferError> {
         params.validate()?;
         Ok(Engine {
-            client: self.client.clone(),
+            h1: if params.bs == self.params.bs {
+                self.h1.clone()
+            } else {
+                h1_client(&params)
+            },
+            h2: self.h2.clone(),
             params,
-            protocol,
             received: Arc::default(),
         })
     }
@@ -188,6 +273,7 @@ impl Engine {
         &self,
         url: &str,
         range: Option<(u64, u64)>,
+        protocol: Protocol,
     ) -> Result<Response<Incoming>, TransferError> {
         let mut req = Request::get(url);
         if let Some((a, b)) = range {
@@ -197,7 +283,11 @@ impl Engine {
             url: url.into(),
             why: e.to_string(),
         })?;
-        self.client
+        let client = match protocol {
+            Protocol::Http1 => &self.h1,
+            Protocol::Http2 => &self.h2,
+        };
+        client
             .request(req)
             .await
             .map_err(|e| TransferError::Network {
@@ -221,7 +311,11 @@ impl Engine {
             let (me, sem, f, dest) = (self.clone(), sem.clone(), f.clone(), out.join(&f.name));
             tasks.push(tokio::spawn(async move {
                 let _slot = sem.acquire_owned().await;
-                me.file(&f.url, f.ranged_size, &dest).await
+                let from = match (me.params.protocol, &f.h2c_url) {
+                    (Protocol::Http2, Some(alt)) => alt.as_str(),
+                    _ => f.url.as_str(),
+                };
+                me.file(&f.url, from, f.ranged_size, &dest).await
             }));
         }
         let mut logs = Vec::new();
@@ -237,60 +331,112 @@ impl Engine {
         })
     }
 
-    /// What a broker needs before choosing parameters: every file's size and the shortest
-    /// first-request time among them (a one-byte range request; on a connection already open
-    /// that is about one round trip plus the server's first byte), asked `cc` at a time. A
-    /// file whose size cannot be learnt is an error naming it.
+    /// What a broker needs before choosing parameters: every file's size, whether it is served
+    /// in ranges and over HTTP/2 too, and the shortest first-request time among them (a
+    /// one-byte range request; on a connection already open that is about one round trip plus
+    /// the server's first byte). Per server, its first file is asked alone; if the answer
+    /// advertises cleartext HTTP/2 (`Alt-Svc`, which names a whole origin), the rest are asked
+    /// over it, [`H2_SURVEY_STREAMS`] at a time (a hundred pages' probes in one round trip
+    /// where HTTP/1.1 takes a round trip per `cc` of them), else `cc` at a time. A file whose
+    /// size cannot be learnt is an error naming it.
     pub async fn survey(self: &Arc<Self>, files: &[FileSpec]) -> Result<Survey, TransferError> {
-        let sem = Arc::new(tokio::sync::Semaphore::new(self.params.cc as usize));
+        let n = files.len();
+        let mut sv = Survey {
+            sizes: vec![0; n],
+            ranged: vec![false; n],
+            h2c: vec![None; n],
+            rtt_ms: f64::INFINITY,
+        };
+        let mut first: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, f) in files.iter().enumerate() {
+            first.entry(origin(&f.url)).or_insert(i);
+        }
+        let own = self.params.protocol;
+        // Each server's first file, all servers at once.
         let mut tasks = Vec::new();
-        for f in files {
-            let (me, sem, url) = (self.clone(), sem.clone(), f.url.clone());
-            tasks.push(tokio::spawn(async move {
-                let _slot = sem.acquire_owned().await;
-                let t0 = Instant::now();
-                let resp = me.get(&url, Some((0, 1))).await?;
-                let size = match resp.status() {
-                    StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => {
-                        total_of(&resp)
-                    }
-                    StatusCode::OK => content_length(&resp),
-                    s => {
-                        return Err(TransferError::Status {
-                            url,
-                            status: s.as_u16(),
-                        })
-                    }
-                };
-                let ms = t0.elapsed().as_secs_f64() * 1e3;
-                let ranged = resp.status() == StatusCode::PARTIAL_CONTENT;
-                if ranged {
-                    // Read the byte, so the connection goes back to the pool for the next one.
-                    let _ = resp.into_body().collect().await;
+        for &i in first.values() {
+            let (me, url) = (self.clone(), files[i].url.clone());
+            tasks.push((i, tokio::spawn(async move { me.probe(&url, own).await })));
+        }
+        let mut advertised: BTreeMap<&str, String> = BTreeMap::new();
+        for (i, t) in tasks {
+            let p = joined(t.await, &files[i].url)?;
+            if let (Protocol::Http1, Some(alt)) = (own, &p.alt_svc) {
+                if let Some(u) = alt_svc_h2c(&files[i].url, alt) {
+                    sv.h2c[i] = Some(u);
+                    advertised.insert(origin(&files[i].url), alt.clone());
                 }
-                let size = size.ok_or_else(|| TransferError::Network {
-                    url,
-                    why: "its size is not given (no Content-Range or Content-Length)".into(),
-                })?;
-                Ok((size, ms, ranged))
-            }));
+            }
+            sv.record(i, &p);
         }
-        let mut sizes = Vec::new();
-        let mut ranged = Vec::new();
-        let mut rtt_ms = f64::INFINITY;
-        for (t, f) in tasks.into_iter().zip(files) {
-            let (size, ms, r) = t.await.map_err(|e| TransferError::Network {
-                url: f.url.clone(),
-                why: format!("the survey's task failed: {e}"),
-            })??;
-            sizes.push(size);
-            ranged.push(r);
-            rtt_ms = rtt_ms.min(ms);
+        // The rest: over HTTP/2 where it was advertised, else as this engine speaks.
+        let (h1_slots, h2_slots) = (
+            Arc::new(tokio::sync::Semaphore::new(self.params.cc as usize)),
+            Arc::new(tokio::sync::Semaphore::new(H2_SURVEY_STREAMS)),
+        );
+        let mut tasks = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            if first.get(origin(&f.url)) == Some(&i) {
+                continue;
+            }
+            let alt = advertised
+                .get(origin(&f.url))
+                .and_then(|a| alt_svc_h2c(&f.url, a));
+            let (url, protocol, slots) = match &alt {
+                Some(u) => (u.clone(), Protocol::Http2, h2_slots.clone()),
+                None => (f.url.clone(), own, h1_slots.clone()),
+            };
+            sv.h2c[i] = alt;
+            let me = self.clone();
+            tasks.push((
+                i,
+                tokio::spawn(async move {
+                    let _slot = slots.acquire_owned().await;
+                    me.probe(&url, protocol).await
+                }),
+            ));
         }
-        Ok(Survey {
-            sizes,
+        for (i, t) in tasks {
+            let p = joined(t.await, &files[i].url)?;
+            sv.record(i, &p);
+        }
+        Ok(sv)
+    }
+
+    /// One survey request: a file's first byte.
+    async fn probe(&self, url: &str, protocol: Protocol) -> Result<Probe, TransferError> {
+        let t0 = Instant::now();
+        let resp = self.get(url, Some((0, 1)), protocol).await?;
+        let size = match resp.status() {
+            StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => total_of(&resp),
+            StatusCode::OK => content_length(&resp),
+            s => {
+                return Err(TransferError::Status {
+                    url: url.into(),
+                    status: s.as_u16(),
+                })
+            }
+        };
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let ranged = resp.status() == StatusCode::PARTIAL_CONTENT;
+        let alt_svc = resp
+            .headers()
+            .get("alt-svc")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        if ranged {
+            // Read the byte, so the connection goes back to the pool for the next one.
+            let _ = resp.into_body().collect().await;
+        }
+        let size = size.ok_or_else(|| TransferError::Network {
+            url: url.into(),
+            why: "its size is not given (no Content-Range or Content-Length)".into(),
+        })?;
+        Ok(Probe {
+            size,
+            ms,
             ranged,
-            rtt_ms,
+            alt_svc,
         })
     }
 
@@ -302,18 +448,23 @@ impl Engine {
             fetched: 0,
             params: self.params,
             streams: 0,
-            protocol: self.protocol,
             probe_ms: 0.0,
             seconds: 0.0,
             outcome,
         }
     }
 
-    /// One file, logged.
-    async fn file(self: Arc<Self>, url: &str, known: Option<u64>, dest: &Path) -> FileLog {
+    /// One file (logged under `url`, fetched from `from`).
+    async fn file(
+        self: Arc<Self>,
+        url: &str,
+        from: &str,
+        known: Option<u64>,
+        dest: &Path,
+    ) -> FileLog {
         let start = Instant::now();
         let mut log = self.log(url, "ok".into());
-        if let Err(e) = self.clone().fetch(url, known, dest, &mut log).await {
+        if let Err(e) = self.clone().fetch(from, known, dest, &mut log).await {
             log.outcome = format!("error: {e}");
         }
         log.seconds = start.elapsed().as_secs_f64();
@@ -331,7 +482,7 @@ impl Engine {
             return self.ranges(url, size, dest, log).await;
         }
         let t0 = Instant::now();
-        let probe = self.get(url, Some((0, 1))).await?;
+        let probe = self.get(url, Some((0, 1)), self.params.protocol).await?;
         log.probe_ms = t0.elapsed().as_secs_f64() * 1e3;
         let status = probe.status();
         let size = match status {
@@ -386,7 +537,7 @@ impl Engine {
         for (a, b) in pieces {
             let (me, partial, url) = (self.clone(), partial.clone(), url.to_string());
             set.spawn(async move {
-                let resp = me.get(&url, Some((a, b))).await?;
+                let resp = me.get(&url, Some((a, b)), me.params.protocol).await?;
                 if resp.status() != StatusCode::PARTIAL_CONTENT {
                     return Err(TransferError::Status {
                         url,
@@ -482,4 +633,34 @@ fn content_length(r: &Response<Incoming>) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The cleartext HTTP/2 URL of `url` that an `Alt-Svc` header (RFC 7838) advertises, as
+/// `h2c=":PORT"` (same host) or `h2c="HOST:PORT"`; `None` without one, for `clear`, or for
+/// anything that does not parse (an unusable advertisement is ignored, not an error).
+pub fn alt_svc_h2c(url: &str, header: &str) -> Option<String> {
+    let rest = url.strip_prefix("http://")?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => authority,
+    };
+    for alt in header.split(',') {
+        let first = alt.split(';').next()?.trim();
+        let Some((proto, value)) = first.split_once('=') else {
+            continue;
+        };
+        if proto.trim() != "h2c" {
+            continue;
+        }
+        let value = value.trim().strip_prefix('"')?.strip_suffix('"')?;
+        let (alt_host, port) = value.rsplit_once(':')?;
+        let port: u16 = port.parse().ok().filter(|&p| p > 0)?;
+        if alt_host.contains(['/', '@', ' ']) {
+            return None;
+        }
+        let h = if alt_host.is_empty() { host } else { alt_host };
+        return Some(format!("http://{h}:{port}/{path}"));
+    }
+    None
 }

@@ -6,12 +6,13 @@
 //! 2. [`cluster`]: hierarchical agglomerative clustering (average linkage, the `kodama` crate)
 //!    of the records by condition: log10 of RTT, bandwidth and mean file size, cut where clusters
 //!    are further apart than a distance (0.3 by default: about a factor of 2 on one axis).
-//! 3. [`optimize`]: per cluster and block size, the mean throughput and energy at each sampled
-//!    (cc, p) are interpolated over the grid by piecewise cubic Hermite splines that keep the
-//!    data's monotonicity (Fritsch-Carlson; along cc, then along p: the "cubic pattern" the seed
-//!    observed, without the overshoot of a plain cubic), every integer (cc, p) within the sampled
-//!    bounds is evaluated, and the one of greatest throughput per joule wins; the block size is
-//!    the one whose best is best (the seed treats bs apart from the cc × p surface).
+//! 3. [`optimize`]: per cluster, block size and HTTP version, the mean throughput and energy at
+//!    each sampled (cc, p) are interpolated over the grid by piecewise cubic Hermite splines
+//!    that keep the data's monotonicity (Fritsch-Carlson; along cc, then along p: the "cubic
+//!    pattern" the seed observed, without the overshoot of a plain cubic), every integer (cc, p)
+//!    within the sampled bounds is evaluated, and the one of greatest throughput per joule wins;
+//!    the block size and version are those whose best is best (the seed treats bs apart from the
+//!    cc × p surface; the version, which the seed did not vary, is treated the same way).
 //! 4. [`Table`]: the clusters' centroids and optima, looked up by the nearest centroid: the
 //!    device's parameter cache ([`crate::broker`]); the learnt models that cover the conditions
 //!    between clusters are [`crate::model`].
@@ -25,7 +26,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Condition;
-use crate::params::Params;
+use crate::params::{Params, Protocol};
 
 /// One logged transfer, with the condition it ran in.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -221,12 +222,15 @@ fn surface(points: &BTreeMap<(u32, u32), (f64, u32)>, cc: f64, p: f64) -> f64 {
 /// The parameters of greatest throughput per joule for one cluster's records (`None` if they
 /// are empty).
 pub fn optimize(records: &[Record]) -> Option<Optimum> {
-    let mut by_bs: BTreeMap<usize, Vec<&Record>> = BTreeMap::new();
+    let mut by_bs: BTreeMap<(usize, Protocol), Vec<&Record>> = BTreeMap::new();
     for r in records {
-        by_bs.entry(r.params.bs).or_default().push(r);
+        by_bs
+            .entry((r.params.bs, r.params.protocol))
+            .or_default()
+            .push(r);
     }
     let mut best: Option<(f64, Optimum)> = None;
-    for (bs, rs) in by_bs {
+    for ((bs, protocol), rs) in by_bs {
         type Grid = BTreeMap<(u32, u32), (f64, u32)>;
         let (mut th, mut en): (Grid, Grid) = Default::default();
         for r in &rs {
@@ -252,7 +256,12 @@ pub fn optimize(records: &[Record]) -> Option<Optimum> {
                     best = Some((
                         score,
                         Optimum {
-                            params: Params { cc, p, bs },
+                            params: Params {
+                                cc,
+                                p,
+                                bs,
+                                protocol,
+                            },
                             throughput_mbps: t,
                             energy_j_per_100mb: e,
                         },
@@ -318,7 +327,12 @@ mod tests {
             rtt_ms: rtt,
             bandwidth_mbps: 100.0,
             mean_file_bytes: 112_000.0,
-            params: Params { cc, p, bs },
+            params: Params {
+                cc,
+                p,
+                bs,
+                protocol: Protocol::Http1,
+            },
             throughput_mbps: th,
             energy_j_per_100mb: e,
             ok: true,
@@ -354,9 +368,12 @@ mod tests {
         assert!(text.contains("\"files\":100"), "{text}");
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
         let old = r#"{"rtt_ms":59,"bandwidth_mbps":100,"mean_file_bytes":1,"params":{"cc":1,"p":1,"bs":65536},"throughput_mbps":1,"energy_j_per_100mb":1,"ok":true}"#;
+        let old = serde_json::from_str::<Record>(old).unwrap();
+        assert_eq!(old.context, LogContext::default());
         assert_eq!(
-            serde_json::from_str::<Record>(old).unwrap().context,
-            LogContext::default()
+            old.params.protocol,
+            Protocol::Http1,
+            "logs from before HTTP/2 was swept"
         );
     }
 
@@ -420,5 +437,27 @@ mod tests {
             o.params
         );
         assert!(Table::default().lookup(&c(1.0, 1.0, 1.0)).is_none());
+    }
+
+    /// The HTTP version is chosen as the block size is: its own surface, and the version whose
+    /// best is best. Pages on a long path: HTTP/2's one connection beats HTTP/1.1's many.
+    #[test]
+    fn the_http_version_whose_best_is_best_wins() {
+        let mut rs = Vec::new();
+        for (cc, h1, h2) in [(1, 2.0, 3.0), (8, 10.0, 17.0), (32, 14.0, 19.0)] {
+            rs.push(rec(290.0, cc, 1, 65536, h1, 400.0 / h1));
+            let mut r = rec(290.0, cc, 1, 65536, h2, 400.0 / h2);
+            r.params.protocol = Protocol::Http2;
+            rs.push(r);
+        }
+        let o = optimize(&rs).unwrap();
+        assert_eq!(o.params.protocol, Protocol::Http2, "{o:?}");
+        assert!(o.throughput_mbps > 17.0, "{o:?}");
+        // Without the HTTP/2 records, HTTP/1.1 at its own best.
+        let h1: Vec<Record> = rs
+            .into_iter()
+            .filter(|r| r.params.protocol == Protocol::Http1)
+            .collect();
+        assert_eq!(optimize(&h1).unwrap().params.protocol, Protocol::Http1);
     }
 }

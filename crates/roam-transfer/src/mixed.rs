@@ -103,12 +103,14 @@ mod tests {
                 cc: 16,
                 p: 1,
                 bs: 65536,
+                ..Params::default()
             }
         } else {
             Params {
                 cc: 4,
                 p: 4,
                 bs: 65536,
+                ..Params::default()
             }
         }
     }

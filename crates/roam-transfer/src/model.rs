@@ -35,8 +35,10 @@ pub const HIDDEN: usize = 16;
 pub const FEATURES: usize = 64;
 /// Samples a model is trained on at most (a deterministic subset beyond).
 pub const MAX_TRAINING: usize = 4000;
-/// The model file's format number.
-pub const FORMAT: u32 = 1;
+/// The model file's format number. 2: classes carry the HTTP version (format 1's are read as
+/// HTTP/1.1; a roam that reads only format 1 refuses a format 2 model rather than ignore its
+/// versions).
+pub const FORMAT: u32 = 2;
 
 /// Which learner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -313,9 +315,9 @@ impl Model {
     pub fn from_json(text: &str) -> Result<Model, TransferError> {
         let m: Model =
             serde_json::from_str(text).map_err(|e| bad(format!("not a model file: {e}")))?;
-        if m.format != FORMAT {
+        if !(1..=FORMAT).contains(&m.format) {
             return Err(bad(format!(
-                "model format {} (this roam reads format {FORMAT}): retrain or update roam",
+                "model format {} (this roam reads formats 1 to {FORMAT}): retrain or update roam",
                 m.format
             )));
         }
@@ -502,6 +504,7 @@ pub fn accuracy(kind: Kind, set: &[(Condition, Params)], folds: usize, seed: u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::params::Protocol;
 
     /// Three conditions (a near server over a fast link, a far one, a slow link), each with its
     /// own best parameters, sampled with noise.
@@ -516,6 +519,7 @@ mod tests {
                     cc: 16,
                     p: 1,
                     bs: 65536,
+                    ..Params::default()
                 },
             ),
             (
@@ -526,6 +530,7 @@ mod tests {
                     cc: 8,
                     p: 4,
                     bs: 65536,
+                    ..Params::default()
                 },
             ),
             (
@@ -536,6 +541,7 @@ mod tests {
                     cc: 2,
                     p: 2,
                     bs: 16384,
+                    protocol: Protocol::Http2,
                 },
             ),
         ];
@@ -573,7 +579,8 @@ mod tests {
                 Params {
                     cc: 8,
                     p: 4,
-                    bs: 65536
+                    bs: 65536,
+                    ..Params::default()
                 }
             );
         }
@@ -593,7 +600,15 @@ mod tests {
         let text = m.to_json();
         let err = |t: &str| Model::from_json(t).unwrap_err().to_string();
         assert!(err("{").contains("not a model file"));
-        assert!(err(&text.replacen("\"format\":1", "\"format\":2", 1)).contains("format 2"));
+        assert!(err(&text.replacen("\"format\":2", "\"format\":3", 1)).contains("format 3"));
+        // A format 1 file (before the HTTP version was a parameter): every class HTTP/1.1.
+        let old = text
+            .replacen("\"format\":2", "\"format\":1", 1)
+            .replace(",\"protocol\":\"Http2\"", "")
+            .replace(",\"protocol\":\"Http1\"", "");
+        let old = Model::from_json(&old).unwrap();
+        assert!(old.classes.iter().all(|c| c.protocol == Protocol::Http1));
+        assert!(m.classes.iter().any(|c| c.protocol == Protocol::Http2));
         let mut wrong = m.clone();
         wrong.classes.push(Params::default());
         assert!(err(&wrong.to_json()).contains("do not match"));
@@ -615,6 +630,7 @@ mod tests {
                     cc,
                     p: 1,
                     bs: 65536,
+                    ..Params::default()
                 },
                 throughput_mbps: th,
                 energy_j_per_100mb: 400.0 / th,

@@ -1,6 +1,9 @@
-//! The three application-layer parameters FastHLA tunes (seed 003; ../shared/spec/fasthla.md):
+//! The application-layer parameters FastHLA tunes (seed 003; ../shared/spec/fasthla.md):
 //! concurrency (files in flight), parallelism (streams per file, each a byte range) and the I/O
-//! block size (how much the client reads from a connection at a time).
+//! block size (how much the client reads from a connection at a time), and, beyond the seed,
+//! the HTTP version: under HTTP/1.1 every stream is a connection of its own, each with its
+//! handshake and slow start; under HTTP/2 the streams share one connection, whose window
+//! grows once for all of them (what many small files on a long path need, docs/fasthla.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -16,15 +19,41 @@ pub const MIN_BS: usize = 1024;
 /// Largest block size.
 pub const MAX_BS: usize = 16 << 20;
 
-/// Concurrency, parallelism and block size of a transfer.
+/// HTTP version of a transfer.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub enum Protocol {
+    /// HTTP/1.1: one request at a time per connection.
+    #[default]
+    Http1,
+    /// HTTP/2 (cleartext, prior knowledge): every request a stream of one connection.
+    Http2,
+}
+
+impl Protocol {
+    /// `http1` or `http2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::Http2 => "http2",
+        }
+    }
+}
+
+/// Concurrency, parallelism, block size and HTTP version of a transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Params {
     /// Files in flight at once.
     pub cc: u32,
-    /// Streams (connections, each a byte range) per file.
+    /// Streams (each a byte range) per file: connections under HTTP/1.1, streams of the one
+    /// connection under HTTP/2.
     pub p: u32,
     /// Bytes read from a connection at a time.
     pub bs: usize,
+    /// HTTP version (logs and models from before it was a parameter read as HTTP/1.1).
+    #[serde(default)]
+    pub protocol: Protocol,
 }
 
 impl Default for Params {
@@ -34,6 +63,7 @@ impl Default for Params {
             cc: 1,
             p: 1,
             bs: 64 * 1024,
+            protocol: Protocol::Http1,
         }
     }
 }

@@ -395,6 +395,7 @@ mod tests {
                         cc,
                         p: 1,
                         bs: 65536,
+                        ..Params::default()
                     },
                     throughput_mbps: th,
                     energy_j_per_100mb: e,

@@ -23,7 +23,7 @@ use roam_lab::fasthla_lab;
 use roam_lab::matrix::Plan;
 use roam_lab::system::System;
 use roam_transfer::model::{Condition, Kind, Model};
-use roam_transfer::{Engine, FileSpec, Params, Protocol};
+use roam_transfer::{Engine, FileSpec, Params};
 use serde_json::json;
 
 use crate::transfer_cmd::{cpu_of, self_cpu};
@@ -118,6 +118,7 @@ fn predict_us(records: &[roam_transfer::hla::Record]) -> Result<f64> {
                         cc,
                         p: if rtt > 200.0 { 4 } else { 1 },
                         bs: 65536,
+                        ..Params::default()
                     },
                 )
             })
@@ -159,7 +160,7 @@ fn cpu_per_gb(mib: u64) -> Result<serde_json::Value> {
         let before = self_cpu();
         let rt = tokio::runtime::Runtime::new()?;
         let r = rt.block_on(async {
-            let e = Arc::new(Engine::new(Params::default(), Protocol::Http1)?);
+            let e = Arc::new(Engine::new(Params::default())?);
             e.run(&[FileSpec::from_url(&url)?], &fetched).await
         })?;
         let roam_s = self_cpu() - before;

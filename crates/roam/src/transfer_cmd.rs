@@ -37,15 +37,17 @@ pub struct GetArgs {
     /// Block size in bytes: how much is read from a connection at a time (e.g. 65536).
     #[arg(long, default_value_t = Params::default().bs)]
     bs: usize,
-    /// HTTP/2 (cleartext, prior knowledge) instead of HTTP/1.1.
+    /// HTTP/2 (cleartext, prior knowledge) on the URLs given, instead of HTTP/1.1 (with --auto
+    /// too: the broker's choice of version is then overridden). Without it, --auto may still
+    /// choose HTTP/2 where the server advertises it (`Alt-Svc: h2c=":PORT"`).
     #[arg(long)]
     http2: bool,
     /// Append one JSON record per file to this file.
     #[arg(long)]
     log: Option<PathBuf>,
-    /// Let FastHLA's broker choose concurrency, parallelism and block size per cluster of file
-    /// sizes (from its cache of the HLA server's optima, else its model, else the defaults),
-    /// instead of --cc, --p and --bs.
+    /// Let FastHLA's broker choose concurrency, parallelism, block size and HTTP version per
+    /// cluster of file sizes (from its cache of the HLA server's optima, else its model, else
+    /// the defaults), instead of --cc, --p and --bs.
     #[arg(long)]
     auto: bool,
     /// The broker's state (cache, model, logs not yet uploaded); default
@@ -111,19 +113,20 @@ pub fn get(a: &GetArgs) -> Result<()> {
         .iter()
         .map(|u| FileSpec::from_url(u))
         .collect::<Result<Vec<_>, _>>()?;
-    let fixed = Params {
-        cc: a.cc,
-        p: a.p,
-        bs: a.bs,
-    };
-    fixed.validate()?;
-    // Check the radio profile before moving any byte.
-    modelled_energy_per_100mb(&a.radio, 1, Duration::from_secs(1))?;
     let protocol = if a.http2 {
         Protocol::Http2
     } else {
         Protocol::Http1
     };
+    let fixed = Params {
+        cc: a.cc,
+        p: a.p,
+        bs: a.bs,
+        protocol,
+    };
+    fixed.validate()?;
+    // Check the radio profile before moving any byte.
+    modelled_energy_per_100mb(&a.radio, 1, Duration::from_secs(1))?;
     let with_broker = a.auto || a.hla.is_some() || a.state.is_some();
     let state = match &a.state {
         Some(p) => p.clone(),
@@ -147,19 +150,18 @@ pub fn get(a: &GetArgs) -> Result<()> {
         let mut groups: Vec<(Vec<FileSpec>, Choice, Condition)> = Vec::new();
         let survey_params = Params {
             cc: 16,
+            protocol,
             ..Params::default()
         };
         // The survey's connections, open and warm, carry the transfer after it.
         let probe = if with_broker {
-            Some(Engine::new(survey_params, protocol)?)
+            Some(Engine::new(survey_params)?)
         } else {
             None
         };
         let survey = match &probe {
             Some(e) => {
-                let sv = Arc::new(e.sharing(survey_params, protocol)?)
-                    .survey(&specs)
-                    .await?;
+                let sv = Arc::new(e.sharing(survey_params)?).survey(&specs).await?;
                 sv.apply(&mut specs);
                 Some(sv)
             }
@@ -179,13 +181,19 @@ pub fn get(a: &GetArgs) -> Result<()> {
                     let cond = condition(c.mean_size, sv.rtt_ms);
                     let mut choice = broker.choose(&cond);
                     choice.params = c.params; // as scaled to the channel limit
+                    let (version, note) = sv.version(c.params.protocol, &c.files, a.http2);
+                    choice.params.protocol = version;
+                    if let Some(n) = note {
+                        eprintln!("{n}");
+                    }
                     eprintln!(
-                        "{} file(s) of {:.0} KB on average: cc {} p {} bs {} ({})",
+                        "{} file(s) of {:.0} KB on average: cc {} p {} bs {} {} ({})",
                         c.files.len(),
                         c.mean_size / 1e3,
                         c.params.cc,
                         c.params.p,
                         c.params.bs,
+                        version.name(),
                         match choice.source {
                             Source::Cache => "the cache",
                             Source::Model => "the model",
@@ -217,8 +225,8 @@ pub fn get(a: &GetArgs) -> Result<()> {
         let engines = groups
             .iter()
             .map(|g| match &probe {
-                Some(e) => e.sharing(g.1.params, protocol).map(Arc::new),
-                None => Engine::new(g.1.params, protocol).map(Arc::new),
+                Some(e) => e.sharing(g.1.params).map(Arc::new),
+                None => Engine::new(g.1.params).map(Arc::new),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let counters: Vec<_> = engines.iter().map(|e| e.received.clone()).collect();
