@@ -3,10 +3,12 @@
 //! HTTP/1.1, its own stream under HTTP/2) and block size `bs` (hyper reads exactly that much
 //! from a connection at a time), on hyper's client.
 //!
-//! Each file: a first request for its first byte (`Range: bytes=0-0`) gives its size and
-//! whether the server serves ranges. With ranges, what is not yet on disk (see [`Partial`]) is
-//! cut into `p` pieces fetched at once and written at their offsets; without, the file comes
-//! in one stream (p = 1, and the log says so). A piece that ends early, a status other than
+//! Each file whose size a survey did not give: with one stream and nothing on disk yet, one
+//! request for all of it (`Range: bytes=0-`), whose answer gives the size and the bytes;
+//! else a first request for its first byte (`Range: bytes=0-0`) gives its size and whether the
+//! server serves ranges. With ranges, what is not yet on disk (see [`Partial`]) is cut into
+//! `p` pieces fetched at once and written at their offsets; without, the file comes in one
+//! stream (p = 1, and the log says so). A piece that ends early, a status other than
 //! the one expected, or a length that does not match is an error naming the URL; the pieces
 //! that finished stay listed, so running again resumes.
 
@@ -276,8 +278,10 @@ impl Engine {
         protocol: Protocol,
     ) -> Result<Response<Incoming>, TransferError> {
         let mut req = Request::get(url);
-        if let Some((a, b)) = range {
-            req = req.header(hyper::header::RANGE, format!("bytes={a}-{}", b - 1));
+        match range {
+            Some((a, OPEN_END)) => req = req.header(hyper::header::RANGE, format!("bytes={a}-")),
+            Some((a, b)) => req = req.header(hyper::header::RANGE, format!("bytes={a}-{}", b - 1)),
+            None => {}
         }
         let req = req.body(Empty::new()).map_err(|e| TransferError::Url {
             url: url.into(),
@@ -481,10 +485,38 @@ impl Engine {
         if let Some(size) = known {
             return self.ranges(url, size, dest, log).await;
         }
+        // With one stream and nothing of the file on disk, the first request asks for all of it
+        // (`bytes=0-`): the answer gives the size and the bytes at once, a round trip per file
+        // fewer than a one-byte probe followed by the range.
+        let whole = self.params.p == 1 && !Partial::started(dest);
         let t0 = Instant::now();
-        let probe = self.get(url, Some((0, 1)), self.params.protocol).await?;
+        let first = if whole { (0, OPEN_END) } else { (0, 1) };
+        let probe = self.get(url, Some(first), self.params.protocol).await?;
         log.probe_ms = t0.elapsed().as_secs_f64() * 1e3;
         let status = probe.status();
+        if whole && status == StatusCode::PARTIAL_CONTENT {
+            let (a, b, size) = content_range(&probe).ok_or_else(|| TransferError::Network {
+                url: url.into(),
+                why: "a range response without a whole Content-Range (bytes A-B/SIZE)".into(),
+            })?;
+            if a != 0 || b >= size {
+                return Err(TransferError::Network {
+                    url: url.into(),
+                    why: format!("asked for bytes 0-, answered with {a}-{b}/{size}"),
+                });
+            }
+            log.size = size;
+            log.streams = 1;
+            let (partial, _) = Partial::open(dest, size)?;
+            log.fetched = self.body_to(probe, url, &partial, 0, b + 1).await?;
+            partial.finished(0, b + 1)?;
+            if b + 1 == size {
+                return partial.complete();
+            }
+            // The server sent less than the rest (it may): the remainder in ranges.
+            drop(partial);
+            return self.ranges(url, size, dest, log).await; // adds to log.fetched
+        }
         let size = match status {
             StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => total_of(&probe)
                 .ok_or_else(|| TransferError::Network {
@@ -613,6 +645,26 @@ impl Engine {
         }
         Ok(at)
     }
+}
+
+/// A range's end meaning "to the end of the file" (`bytes=A-`).
+const OPEN_END: u64 = u64::MAX;
+
+/// `(a, b, N)` of a `Content-Range: bytes a-b/N` (b inclusive).
+fn content_range(r: &Response<Incoming>) -> Option<(u64, u64, u64)> {
+    let v = r
+        .headers()
+        .get(hyper::header::CONTENT_RANGE)?
+        .to_str()
+        .ok()?;
+    let (range, total) = v.trim().strip_prefix("bytes ")?.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    let (a, b, n) = (
+        a.trim().parse().ok()?,
+        b.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+    );
+    (a <= b).then_some((a, b, n))
 }
 
 /// The total size in a `Content-Range: bytes a-b/N` (or `bytes */N`).

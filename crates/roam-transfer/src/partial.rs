@@ -65,6 +65,11 @@ impl Partial {
         ))
     }
 
+    /// Whether a download of `path` has begun (its `.part` file exists).
+    pub fn started(path: &Path) -> bool {
+        with_suffix(path, ".part").exists()
+    }
+
     /// Write `data` at `offset`.
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), TransferError> {
         self.file
