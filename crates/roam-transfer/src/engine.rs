@@ -114,10 +114,10 @@ struct Probe {
 }
 
 /// A survey task's outcome, a failed task named by its file.
-fn joined(
-    r: Result<Result<Probe, TransferError>, tokio::task::JoinError>,
+fn joined<T>(
+    r: Result<Result<T, TransferError>, tokio::task::JoinError>,
     url: &str,
-) -> Result<Probe, TransferError> {
+) -> Result<T, TransferError> {
     r.map_err(|e| TransferError::Network {
         url: url.into(),
         why: format!("the survey's task failed: {e}"),
@@ -134,12 +134,6 @@ fn origin(url: &str) -> &str {
 }
 
 impl Survey {
-    fn record(&mut self, i: usize, p: &Probe) {
-        self.sizes[i] = p.size;
-        self.ranged[i] = p.ranged;
-        self.rtt_ms = self.rtt_ms.min(p.ms);
-    }
-
     /// `files` with what the survey learnt, so the engine skips its own first-byte requests.
     pub fn apply(&self, files: &mut [FileSpec]) {
         for (i, f) in files.iter_mut().enumerate() {
@@ -338,11 +332,11 @@ impl Engine {
     /// What a broker needs before choosing parameters: every file's size, whether it is served
     /// in ranges and over HTTP/2 too, and the shortest first-request time among them (a
     /// one-byte range request; on a connection already open that is about one round trip plus
-    /// the server's first byte). Per server, its first file is asked alone; if the answer
-    /// advertises cleartext HTTP/2 (`Alt-Svc`, which names a whole origin), the rest are asked
-    /// over it, [`H2_SURVEY_STREAMS`] at a time (a hundred pages' probes in one round trip
-    /// where HTTP/1.1 takes a round trip per `cc` of them), else `cc` at a time. A file whose
-    /// size cannot be learnt is an error naming it.
+    /// the server's first byte), asked `cc` at a time. Once an answer advertises cleartext
+    /// HTTP/2 (`Alt-Svc`, which names a whole origin), the files of that server not yet asked
+    /// go over it, [`H2_SURVEY_STREAMS`] at a time: a hundred pages' probes take the first
+    /// wave's round trips and one more, where HTTP/1.1 takes a round trip per `cc` of them.
+    /// A file whose size cannot be learnt is an error naming it.
     pub async fn survey(self: &Arc<Self>, files: &[FileSpec]) -> Result<Survey, TransferError> {
         let n = files.len();
         let mut sv = Survey {
@@ -351,58 +345,55 @@ impl Engine {
             h2c: vec![None; n],
             rtt_ms: f64::INFINITY,
         };
-        let mut first: BTreeMap<&str, usize> = BTreeMap::new();
-        for (i, f) in files.iter().enumerate() {
-            first.entry(origin(&f.url)).or_insert(i);
-        }
         let own = self.params.protocol;
-        // Each server's first file, all servers at once.
-        let mut tasks = Vec::new();
-        for &i in first.values() {
-            let (me, url) = (self.clone(), files[i].url.clone());
-            tasks.push((i, tokio::spawn(async move { me.probe(&url, own).await })));
-        }
-        let mut advertised: BTreeMap<&str, String> = BTreeMap::new();
-        for (i, t) in tasks {
-            let p = joined(t.await, &files[i].url)?;
-            if let (Protocol::Http1, Some(alt)) = (own, &p.alt_svc) {
-                if let Some(u) = alt_svc_h2c(&files[i].url, alt) {
-                    sv.h2c[i] = Some(u);
-                    advertised.insert(origin(&files[i].url), alt.clone());
-                }
-            }
-            sv.record(i, &p);
-        }
-        // The rest: over HTTP/2 where it was advertised, else as this engine speaks.
+        // Origin -> its Alt-Svc header, once one advertised cleartext HTTP/2.
+        let advertised: Arc<std::sync::Mutex<BTreeMap<String, String>>> = Arc::default();
         let (h1_slots, h2_slots) = (
             Arc::new(tokio::sync::Semaphore::new(self.params.cc as usize)),
             Arc::new(tokio::sync::Semaphore::new(H2_SURVEY_STREAMS)),
         );
         let mut tasks = Vec::new();
-        for (i, f) in files.iter().enumerate() {
-            if first.get(origin(&f.url)) == Some(&i) {
-                continue;
-            }
-            let alt = advertised
-                .get(origin(&f.url))
-                .and_then(|a| alt_svc_h2c(&f.url, a));
-            let (url, protocol, slots) = match &alt {
-                Some(u) => (u.clone(), Protocol::Http2, h2_slots.clone()),
-                None => (f.url.clone(), own, h1_slots.clone()),
-            };
-            sv.h2c[i] = alt;
-            let me = self.clone();
-            tasks.push((
-                i,
-                tokio::spawn(async move {
-                    let _slot = slots.acquire_owned().await;
-                    me.probe(&url, protocol).await
-                }),
-            ));
+        for f in files {
+            let (me, url) = (self.clone(), f.url.clone());
+            let (advertised, h1_slots, h2_slots) =
+                (advertised.clone(), h1_slots.clone(), h2_slots.clone());
+            tasks.push(tokio::spawn(async move {
+                let slot = h1_slots.acquire_owned().await;
+                let known = advertised.lock().unwrap().get(origin(&url)).cloned();
+                if let Some(alt) = known.and_then(|a| alt_svc_h2c(&url, &a)) {
+                    drop(slot);
+                    let _slot = h2_slots.acquire_owned().await;
+                    let p = me.probe(&alt, Protocol::Http2).await?;
+                    return Ok((p, Some(alt)));
+                }
+                let p = me.probe(&url, own).await?;
+                let alt = match (own, &p.alt_svc) {
+                    (Protocol::Http1, Some(a)) => alt_svc_h2c(&url, a).inspect(|_| {
+                        advertised
+                            .lock()
+                            .unwrap()
+                            .insert(origin(&url).to_string(), a.clone());
+                    }),
+                    _ => None,
+                };
+                Ok((p, alt))
+            }));
         }
-        for (i, t) in tasks {
-            let p = joined(t.await, &files[i].url)?;
-            sv.record(i, &p);
+        for (i, (t, f)) in tasks.into_iter().zip(files).enumerate() {
+            let (p, alt) = joined(t.await, &f.url)?;
+            sv.sizes[i] = p.size;
+            sv.ranged[i] = p.ranged;
+            sv.rtt_ms = sv.rtt_ms.min(p.ms);
+            sv.h2c[i] = alt;
+        }
+        // The advertisement names the origin: the files asked before it came have it too.
+        let advertised = advertised.lock().unwrap();
+        for (i, f) in files.iter().enumerate() {
+            if sv.h2c[i].is_none() {
+                sv.h2c[i] = advertised
+                    .get(origin(&f.url))
+                    .and_then(|a| alt_svc_h2c(&f.url, a));
+            }
         }
         Ok(sv)
     }

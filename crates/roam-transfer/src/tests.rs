@@ -569,8 +569,9 @@ async fn a_survey_finds_sizes_and_names_a_missing_file() {
 
 /// A dataset listed by its HTTP/1.1 URLs moves over HTTP/2 when the server advertises it
 /// (`Alt-Svc: h2c=":PORT"`) and the parameters say HTTP/2: every file with several range
-/// streams, all over one connection to the HTTP/2 server, byte for byte; the HTTP/1.1 server
-/// answers only the survey. The advertisement is read from the survey, per file.
+/// streams, all over one connection to the HTTP/2 server, byte for byte. The HTTP/1.1 server
+/// answers only the survey's first wave, whose advertisement sends the rest of the survey over
+/// HTTP/2 as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_is_taken_where_the_server_advertises_it() {
     let files: Vec<(String, Vec<u8>)> = (0..10)
@@ -603,8 +604,14 @@ async fn http2_is_taken_where_the_server_advertises_it() {
         sv.h2c
     );
     sv.apply(&mut specs);
-    assert_eq!(h1_conns.busiest().0, 1, "HTTP/1.1 requests of the survey");
-    assert_eq!(h2_requests.load(Ordering::SeqCst), files.len() - 1);
+    // The first wave (at most cc = 4: on loopback the first answer may come before the
+    // other requests are sent) over HTTP/1.1, the rest over the HTTP/2 it advertised.
+    let h1 = h1_conns.busiest().0;
+    assert!(
+        (1..=4).contains(&h1),
+        "{h1} HTTP/1.1 requests in the survey"
+    );
+    assert_eq!(h2_requests.load(Ordering::SeqCst), files.len() - h1);
     let p = Params {
         cc: 4,
         p: 3,
@@ -624,10 +631,10 @@ async fn http2_is_taken_where_the_server_advertises_it() {
     assert!((1..=2).contains(&c), "{c} HTTP/2 connections");
     assert_eq!(
         h2_requests.load(Ordering::SeqCst),
-        files.len() - 1 + files.len() * 3,
+        files.len() - h1 + files.len() * 3,
         "the survey's and 3 ranges a file"
     );
-    assert_eq!(h1_conns.busiest().0, 1, "HTTP/1.1 requests in all");
+    assert_eq!(h1_conns.busiest().0, h1, "HTTP/1.1 requests in all");
     assert!(r
         .files
         .iter()
