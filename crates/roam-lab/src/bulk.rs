@@ -336,13 +336,13 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     let mean = sizes.iter().sum::<u64>() as f64 / sizes.len() as f64;
     let cond = condition_of(t, mean);
     let down0 = link.down.delivered_bytes.load(Ordering::Relaxed);
-    let (o, u) = (out.0.clone(), urls.clone());
+    let (o, u, listing) = (out.0.clone(), urls.clone(), sizes.clone());
     let update = learnt();
     let limit = t.duration;
     let started = Instant::now();
     let result = t
         .emu
-        .spawn_in_client(move || fetch(tool, &u, &o, cond, update, limit))
+        .spawn_in_client(move || fetch(tool, &u, &listing, &o, cond, update, limit))
         .join()
         .map_err(|_| anyhow!("the transfer panicked"))?
         .context("entering the client namespace")?;
@@ -391,10 +391,12 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
 }
 
 /// Fetch `urls` into `out` with `tool` (inside the client namespace), within `limit`; a note
-/// to keep, if any.
+/// to keep, if any. FastHLA is given the dataset's listing (`sizes`: each file's size, as a
+/// `--list` file of `URL SIZE` lines gives them); the other tools have no use for it.
 fn fetch(
     tool: Tool,
     urls: &[String],
+    sizes: &[u64],
     out: &Path,
     cond: Condition,
     update: Option<Update>,
@@ -489,9 +491,12 @@ fn fetch(
             };
             let rt = tokio::runtime::Runtime::new()?;
             let mut specs = specs_of(urls)?;
+            for (f, &size) in specs.iter_mut().zip(sizes) {
+                f.listed_size = Some(size);
+            }
             let (survey, probe) = rt.block_on(async {
                 let e = Arc::new(Engine::new(Params {
-                    cc: 16,
+                    cc: roam_transfer::SURVEY_CC,
                     ..Params::default()
                 })?);
                 let sv = tokio::time::timeout(limit, e.survey(&specs))

@@ -46,6 +46,9 @@ pub struct FileSpec {
     /// advertising it (`Alt-Svc: h2c=":PORT"`): an engine with [`Protocol::Http2`] fetches it
     /// from there, so that a dataset listed by its HTTP/1.1 URLs can move over HTTP/2.
     pub h2c_url: Option<String>,
+    /// Its size as the dataset's listing gives it (`URL SIZE` lines): the survey then need not
+    /// ask for it once its server has answered another file ([`Engine::survey`]).
+    pub listed_size: Option<u64>,
 }
 
 impl FileSpec {
@@ -69,6 +72,7 @@ impl FileSpec {
             name: name.into(),
             ranged_size: None,
             h2c_url: None,
+            listed_size: None,
         })
     }
 }
@@ -201,6 +205,10 @@ type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 /// as browsers open theirs and as the lab's `nghttp-16m` does. hyper's defaults (5 MiB for the
 /// connection, 2 MiB a stream) would cap a stream at 55 Mbit/s on a 290 ms path.
 pub const H2_WINDOW: u32 = 16 << 20;
+
+/// Survey requests in flight at once over HTTP/1.1 (its first wave): the seed's largest
+/// concurrency, so that a transfer at up to that many files at once finds its connections open.
+pub const SURVEY_CC: u32 = 32;
 
 /// Survey requests in flight at once over an HTTP/2 connection: streams cost no handshake, so
 /// a dataset's probes go in one round trip (nginx allows 128 concurrent streams by default).
@@ -336,7 +344,9 @@ impl Engine {
     /// HTTP/2 (`Alt-Svc`, which names a whole origin), the files of that server not yet asked
     /// go over it, [`H2_SURVEY_STREAMS`] at a time: a hundred pages' probes take the first
     /// wave's round trips and one more, where HTTP/1.1 takes a round trip per `cc` of them.
-    /// A file whose size cannot be learnt is an error naming it.
+    /// A file with a listed size is not asked at all once another file of its server has
+    /// answered: it takes that answer's range support and advertisement (so a listed dataset's
+    /// survey is its first wave). A file whose size cannot be learnt is an error naming it.
     pub async fn survey(self: &Arc<Self>, files: &[FileSpec]) -> Result<Survey, TransferError> {
         let n = files.len();
         let mut sv = Survey {
@@ -348,17 +358,33 @@ impl Engine {
         let own = self.params.protocol;
         // Origin -> its Alt-Svc header, once one advertised cleartext HTTP/2.
         let advertised: Arc<std::sync::Mutex<BTreeMap<String, String>>> = Arc::default();
+        // Origin -> whether its first answer was a range, once one came.
+        let answered: Arc<std::sync::Mutex<BTreeMap<String, bool>>> = Arc::default();
         let (h1_slots, h2_slots) = (
             Arc::new(tokio::sync::Semaphore::new(self.params.cc as usize)),
             Arc::new(tokio::sync::Semaphore::new(H2_SURVEY_STREAMS)),
         );
         let mut tasks = Vec::new();
         for f in files {
-            let (me, url) = (self.clone(), f.url.clone());
-            let (advertised, h1_slots, h2_slots) =
-                (advertised.clone(), h1_slots.clone(), h2_slots.clone());
+            let (me, url, listed) = (self.clone(), f.url.clone(), f.listed_size);
+            let (advertised, answered, h1_slots, h2_slots) = (
+                advertised.clone(),
+                answered.clone(),
+                h1_slots.clone(),
+                h2_slots.clone(),
+            );
             tasks.push(tokio::spawn(async move {
                 let slot = h1_slots.acquire_owned().await;
+                let ranged = answered.lock().unwrap().get(origin(&url)).copied();
+                if let (Some(size), Some(ranged)) = (listed, ranged) {
+                    let p = Probe {
+                        size,
+                        ms: f64::INFINITY,
+                        ranged,
+                        alt_svc: None,
+                    };
+                    return Ok((p, None)); // its advertisement is the origin's, below
+                }
                 let known = advertised.lock().unwrap().get(origin(&url)).cloned();
                 if let Some(alt) = known.and_then(|a| alt_svc_h2c(&url, &a)) {
                     drop(slot);
@@ -367,6 +393,11 @@ impl Engine {
                     return Ok((p, Some(alt)));
                 }
                 let p = me.probe(&url, own).await?;
+                answered
+                    .lock()
+                    .unwrap()
+                    .entry(origin(&url).to_string())
+                    .or_insert(p.ranged);
                 let alt = match (own, &p.alt_svc) {
                     (Protocol::Http1, Some(a)) => alt_svc_h2c(&url, a).inspect(|_| {
                         advertised
@@ -566,6 +597,20 @@ impl Engine {
                         url,
                         status: resp.status().as_u16(),
                     });
+                }
+                // The size the ranges were cut for (a survey's, a listing's) must be the
+                // server's: a file grown or shrunk since would be saved cut or padded.
+                match total_of(&resp) {
+                    Some(total) if total == size => {}
+                    other => {
+                        return Err(TransferError::Network {
+                            url,
+                            why: format!(
+                                "expected {size} bytes, the server's range says {}",
+                                other.map_or("no size".to_string(), |t| t.to_string())
+                            ),
+                        })
+                    }
                 }
                 let n = me.body_to(resp, &url, &partial, a, b - a).await?;
                 partial.finished(a, b)?;

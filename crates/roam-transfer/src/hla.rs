@@ -12,7 +12,8 @@
 //!    pattern" the seed observed, without the overshoot of a plain cubic), every integer (cc, p)
 //!    within the sampled bounds is evaluated, and the one of greatest throughput per joule wins;
 //!    the block size and version are those whose best is best (the seed treats bs apart from the
-//!    cc × p surface; the version, which the seed did not vary, is treated the same way).
+//!    cc × p surface; the version, which the seed did not vary, is treated the same way), the
+//!    largest block size among those within [`BS_TIE`] of it.
 //! 4. [`Table`]: the clusters' centroids and optima, looked up by the nearest centroid: the
 //!    device's parameter cache ([`crate::broker`]); the learnt models that cover the conditions
 //!    between clusters are [`crate::model`].
@@ -229,8 +230,10 @@ pub fn optimize(records: &[Record]) -> Option<Optimum> {
             .or_default()
             .push(r);
     }
-    let mut best: Option<(f64, Optimum)> = None;
+    // Each (block size, version)'s best.
+    let mut bests: Vec<(f64, Optimum)> = Vec::new();
     for ((bs, protocol), rs) in by_bs {
+        let mut best: Option<(f64, Optimum)> = None;
         type Grid = BTreeMap<(u32, u32), (f64, u32)>;
         let (mut th, mut en): (Grid, Grid) = Default::default();
         for r in &rs {
@@ -269,9 +272,26 @@ pub fn optimize(records: &[Record]) -> Option<Optimum> {
                 }
             }
         }
+        bests.extend(best);
     }
-    best.map(|b| b.1)
+    // Block sizes within BS_TIE of the best are as good (the energy model counts the radio,
+    // not the CPU that small reads cost): the largest of them.
+    let top = bests.iter().map(|b| b.0).fold(f64::NEG_INFINITY, f64::max);
+    bests
+        .into_iter()
+        .filter(|b| b.0 >= top * (1.0 - BS_TIE))
+        .max_by(|a, b| {
+            (a.1.params.bs, a.0)
+                .partial_cmp(&(b.1.params.bs, b.0))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+        .map(|b| b.1)
 }
+
+/// How close (a fraction of throughput per joule) a block size's best must come to the best
+/// for the larger block size to be preferred: 2%, below what one sweep trial can tell apart
+/// (the seed's block sizes at 290 ms: 1 and 64 KiB within 0.5% of each other).
+pub const BS_TIE: f64 = 0.02;
 
 /// The learnt parameters: per cluster its centroid (the condition features' mean) and optimum.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -441,6 +461,23 @@ mod tests {
 
     /// The HTTP version is chosen as the block size is: its own surface, and the version whose
     /// best is best. Pages on a long path: HTTP/2's one connection beats HTTP/1.1's many.
+    /// Block sizes the sweep cannot tell apart: the largest (fewer reads); one clearly better
+    /// wins however small.
+    #[test]
+    fn a_block_size_as_good_as_the_best_is_preferred_when_larger() {
+        let mut rs = Vec::new();
+        for (cc, th) in [(1, 2.0), (8, 12.0), (32, 23.5)] {
+            rs.push(rec(290.0, cc, 1, 1024, th, 400.0 / th));
+            rs.push(rec(290.0, cc, 1, 65536, th * 0.995, 400.0 / (th * 0.995)));
+        }
+        assert_eq!(optimize(&rs).unwrap().params.bs, 65536);
+        for r in rs.iter_mut().filter(|r| r.params.bs == 65536) {
+            r.throughput_mbps *= 0.9;
+            r.energy_j_per_100mb /= 0.9;
+        }
+        assert_eq!(optimize(&rs).unwrap().params.bs, 1024);
+    }
+
     #[test]
     fn the_http_version_whose_best_is_best_wins() {
         let mut rs = Vec::new();

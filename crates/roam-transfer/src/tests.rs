@@ -686,3 +686,63 @@ async fn a_shorter_answer_to_the_whole_file_is_completed_in_ranges() {
     assert_eq!(conns.busiest().0, 2, "the open range and the rest");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A dataset whose listing gives every size: the survey asks only its first wave (the RTT and
+/// the server's range support), and the transfer is whole. A listed size that is wrong is an
+/// error naming it, and the file is not claimed complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_dataset_is_surveyed_by_its_first_wave() {
+    let files: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| {
+            (
+                format!("/l/f{i}.bin"),
+                bytes(20_000 + i as usize * 77, 900 + i),
+            )
+        })
+        .collect();
+    let listed: Vec<(&str, Vec<u8>)> = files.iter().map(|(p, b)| (p.as_str(), b.clone())).collect();
+    let (base, conns) = counting_server(&listed).await;
+    let mut specs: Vec<FileSpec> = files
+        .iter()
+        .map(|(p, b)| FileSpec {
+            listed_size: Some(b.len() as u64),
+            ..FileSpec::from_url(&format!("{base}{p}")).unwrap()
+        })
+        .collect();
+    let e = Arc::new(
+        Engine::new(Params {
+            cc: 4,
+            p: 2,
+            ..Params::default()
+        })
+        .unwrap(),
+    );
+    let sv = e.survey(&specs).await.unwrap();
+    let asked = conns.busiest().0;
+    assert!((1..=4).contains(&asked), "{asked} survey requests");
+    assert!(sv.rtt_ms.is_finite());
+    assert_eq!(
+        sv.sizes,
+        files.iter().map(|f| f.1.len() as u64).collect::<Vec<_>>()
+    );
+    assert!(sv.ranged.iter().all(|&r| r));
+    sv.apply(&mut specs);
+    let out = scratch("listed");
+    let r = e.run(&specs, &out).await.unwrap();
+    assert!(r.failures().is_empty(), "{:?}", r.failures());
+    for (p, b) in &files {
+        assert_eq!(&std::fs::read(out.join(&p[3..])).unwrap(), b, "{p}");
+    }
+    // A wrong listed size (as a survey would pass it on).
+    let mut wrong = specs[0].clone();
+    wrong.ranged_size = Some(files[0].1.len() as u64 + 5);
+    wrong.name = "wrong.bin".into();
+    let r = e.run(&[wrong], &out).await.unwrap();
+    assert!(
+        r.files[0].outcome.contains("the server's range says"),
+        "{}",
+        r.files[0].outcome
+    );
+    assert!(!out.join("wrong.bin").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

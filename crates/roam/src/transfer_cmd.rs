@@ -22,7 +22,9 @@ use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
 pub struct GetArgs {
     /// URLs (http://) to download.
     urls: Vec<String>,
-    /// A file of URLs, one a line (blank lines and `#` comments skipped).
+    /// A file of URLs, one a line, each optionally followed by the file's size in bytes (`URL
+    /// SIZE`: with sizes, --auto's survey asks only its first wave); blank lines and `#`
+    /// comments skipped.
     #[arg(long)]
     list: Option<PathBuf>,
     /// Directory the files are saved in (created if missing).
@@ -87,18 +89,17 @@ fn default_state() -> Result<PathBuf> {
 
 /// Run it: 0 when every file arrived, an error naming the failed ones otherwise.
 pub fn get(a: &GetArgs) -> Result<()> {
-    let mut urls = a.urls.clone();
+    let mut specs = a
+        .urls
+        .iter()
+        .map(|u| FileSpec::from_url(u))
+        .collect::<Result<Vec<_>, _>>()?;
     if let Some(l) = &a.list {
         let text =
             std::fs::read_to_string(l).with_context(|| format!("reading {}", l.display()))?;
-        urls.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|x| !x.is_empty() && !x.starts_with('#'))
-                .map(String::from),
-        );
+        specs.extend(parse_list(&text).with_context(|| format!("in {}", l.display()))?);
     }
-    if urls.is_empty() {
+    if specs.is_empty() {
         bail!("nothing to download: give URLs or --list FILE");
     }
     if let Some(b) = a.bandwidth {
@@ -109,10 +110,6 @@ pub fn get(a: &GetArgs) -> Result<()> {
     if a.max_channels == 0 {
         bail!("--max-channels must be at least 1");
     }
-    let mut specs = urls
-        .iter()
-        .map(|u| FileSpec::from_url(u))
-        .collect::<Result<Vec<_>, _>>()?;
     let protocol = if a.http2 {
         Protocol::Http2
     } else {
@@ -149,7 +146,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
         // The plan: one group with the given parameters, or the broker's per size cluster.
         let mut groups: Vec<(Vec<FileSpec>, Choice, Condition)> = Vec::new();
         let survey_params = Params {
-            cc: 16,
+            cc: roam_transfer::SURVEY_CC,
             protocol,
             ..Params::default()
         };
@@ -474,4 +471,58 @@ pub(crate) fn cpu_of(who: libc::c_int) -> f64 {
     unsafe { libc::getrusage(who, &mut u) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// The lines of a `--list` file: `URL` or `URL SIZE`; a bad line is an error naming it.
+pub fn parse_list(text: &str) -> Result<Vec<FileSpec>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let url = words.next().unwrap_or_default();
+        let mut spec = FileSpec::from_url(url).with_context(|| format!("line {}", i + 1))?;
+        if let Some(size) = words.next() {
+            spec.listed_size = Some(size.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "line {}: size `{size}` is not a number of bytes (expected URL [SIZE])",
+                    i + 1
+                )
+            })?);
+        }
+        if let Some(extra) = words.next() {
+            bail!(
+                "line {}: `{extra}` after the URL and size (expected URL [SIZE])",
+                i + 1
+            );
+        }
+        out.push(spec);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_lines_give_urls_and_sizes_and_bad_ones_are_named() {
+        let l = parse_list("# a dataset\nhttp://h/a.bin 1000\n\n  http://h/b.bin\n").unwrap();
+        assert_eq!(l.len(), 2);
+        assert_eq!(
+            (l[0].name.as_str(), l[0].listed_size),
+            ("a.bin", Some(1000))
+        );
+        assert_eq!(l[1].listed_size, None);
+        let e = |t: &str| format!("{:#}", parse_list(t).unwrap_err());
+        assert!(
+            e("http://h/a.bin 1x").contains("line 1: size `1x`"),
+            "{}",
+            e("http://h/a.bin 1x")
+        );
+        assert!(e("http://h/a 1 2").contains("`2` after"));
+        assert!(e("\nftp://h/a").contains("line 2"));
+    }
 }
