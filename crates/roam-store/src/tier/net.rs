@@ -75,6 +75,17 @@ pub struct ServeHandle {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    links: Arc<Links>,
+}
+
+/// A link being served: its multi-socket and its thread.
+type Link = (MultiSocket, JoinHandle<()>);
+
+/// The links being served: each one's multi-socket (to end it) and thread (to wait for it).
+#[derive(Default)]
+struct Links {
+    live: Mutex<HashMap<u64, Link>>,
+    next: AtomicUsize,
 }
 
 impl ServeHandle {
@@ -83,7 +94,9 @@ impl ServeHandle {
         self.addr
     }
 
-    /// Stop accepting and wait for the accept loop (links being served end on their own).
+    /// Stop accepting, end the links being served (a request being answered is finished
+    /// first: its thread is waited for) and wait for every thread: afterwards nothing of the
+    /// server holds its [`TierService`] (or the tier directory's lock).
     pub fn stop(mut self) {
         self.halt();
     }
@@ -91,6 +104,14 @@ impl ServeHandle {
     fn halt(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // No link is added once the accept loop has ended.
+        let live: Vec<_> = self.links.live.lock().unwrap().drain().collect();
+        for (_, (ms, _)) in &live {
+            ms.abort("the tier is stopping");
+        }
+        for (_, (_, t)) in live {
             let _ = t.join();
         }
     }
@@ -124,8 +145,8 @@ pub fn serve_idle(
         Listener::bind(addr, link_options(tls)).map_err(|e| format!("listening on {addr}: {e}"))?;
     let addr = listener.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
-    let links = Arc::new(AtomicUsize::new(0));
-    let st = stop.clone();
+    let links = Arc::new(Links::default());
+    let (st, all) = (stop.clone(), links.clone());
     let thread = std::thread::spawn(move || {
         while !st.load(Ordering::SeqCst) {
             let ms = match listener.accept_timeout(Duration::from_millis(200)) {
@@ -133,23 +154,28 @@ pub fn serve_idle(
                 Ok(None) => continue,
                 Err(_) => continue,
             };
-            if links.fetch_add(1, Ordering::SeqCst) >= MAX_LINKS {
-                links.fetch_sub(1, Ordering::SeqCst);
+            let mut live = all.live.lock().unwrap();
+            // Links that ended let their entries go.
+            live.retain(|_, (_, t)| !t.is_finished());
+            if live.len() >= MAX_LINKS {
+                drop(live);
                 ms.abort("too many links");
                 continue;
             }
-            let (service, links, stop) = (service.clone(), links.clone(), st.clone());
-            std::thread::spawn(move || {
-                serve_link(&service, &ms, &stop, idle);
-                ms.close(Duration::from_secs(5));
-                links.fetch_sub(1, Ordering::SeqCst);
+            let id = all.next.fetch_add(1, Ordering::SeqCst) as u64;
+            let (service, stop, link) = (service.clone(), st.clone(), ms.clone());
+            let t = std::thread::spawn(move || {
+                serve_link(&service, &link, &stop, idle);
+                link.close(Duration::from_secs(5));
             });
+            live.insert(id, (ms, t));
         }
     });
     Ok(ServeHandle {
         addr,
         stop,
         thread: Some(thread),
+        links,
     })
 }
 

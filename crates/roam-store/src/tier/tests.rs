@@ -699,6 +699,29 @@ fn a_link_the_tier_closed_for_idleness_is_opened_again() {
     assert!(e.contains("unknown"), "{e}");
 }
 
+/// Stopping a tier ends the links it serves, however long they would stay idle: afterwards
+/// nothing holds the service, and the tier's directory can be opened again in this process.
+#[test]
+fn a_stopped_tier_lets_go_of_its_links_and_its_directory() {
+    let root = std::env::temp_dir().join(format!("roam-tiers-stop-{}", std::process::id()));
+    let _tmp = TempDir(root.clone());
+    let (tls, cert) = tls_pair();
+    let svc = Arc::new(TierService::open(Tier::Server, &root, SECRET).unwrap());
+    let h = super::serve(svc.clone(), "127.0.0.1:0".parse().unwrap(), Some(tls)).unwrap();
+    let server = link("server", h.addr(), &cert);
+    assert!(server.owner("p").unwrap_err().contains("unknown"));
+    assert!(
+        TierService::open(Tier::Server, &root, SECRET).is_err(),
+        "locked while served"
+    );
+    let t0 = std::time::Instant::now();
+    h.stop(); // the link would idle for LINK_IDLE (two minutes) otherwise
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert_eq!(Arc::strong_count(&svc), 1, "a link still holds the service");
+    drop(svc);
+    TierService::open(Tier::Server, &root, SECRET).unwrap();
+}
+
 /// A resume cut off from the server (seed 004 §4.2): the phone owns the parcel and has hoarded
 /// it; the server goes away; the phone lends the parcel to a client, which changes it and
 /// suspends it back to the phone alone; in reach again, the phone self-cleans and the server
