@@ -22,9 +22,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::connect::proxy::SocksV5;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde::Serialize;
 
 use crate::error::TransferError;
@@ -199,7 +200,75 @@ pub struct Survey {
     pub rtt_ms: f64,
 }
 
-type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+type HttpClient = Client<Connector, Empty<Bytes>>;
+
+/// How the engine reaches servers: directly, or through a SOCKS5 proxy: `roam net proxy` on
+/// the device carries each connection over a roam-net multi-socket (with the label its
+/// destination port is given there, background-large for bulk data), so a transfer uses every
+/// network the device has.
+#[derive(Clone, Debug)]
+pub enum Connector {
+    /// TCP to the server.
+    Direct(HttpConnector),
+    /// Through the SOCKS5 proxy at this address (names resolved by the proxy's side).
+    Socks5(SocksV5<HttpConnector>),
+}
+
+impl Connector {
+    /// A direct connector, or one through the SOCKS5 proxy `socks5`.
+    pub fn new(socks5: Option<std::net::SocketAddr>) -> Connector {
+        let mut tcp = HttpConnector::new();
+        tcp.set_nodelay(true);
+        match socks5 {
+            None => Connector::Direct(tcp),
+            Some(a) => {
+                let uri: hyper::Uri = format!("http://{a}").parse().expect("an address is a URI");
+                tcp.enforce_http(false);
+                Connector::Socks5(SocksV5::new(uri, tcp))
+            }
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<hyper::Uri> for Connector {
+    type Response = TokioIo<tokio::net::TcpStream>;
+    type Error = BoxError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, BoxError>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, dst: hyper::Uri) -> Self::Future {
+        match self {
+            Connector::Direct(c) => {
+                let f = c.call(dst);
+                Box::pin(async move { f.await.map_err(BoxError::from) })
+            }
+            Connector::Socks5(c) => {
+                // The SOCKS request needs the port, which an http:// URI may leave implicit.
+                let dst = if dst.port().is_none() {
+                    let host = dst.host().unwrap_or_default();
+                    format!("http://{host}:80").parse().unwrap_or(dst)
+                } else {
+                    dst
+                };
+                let f = c.call(dst);
+                Box::pin(async move {
+                    f.await
+                        .map_err(|e| BoxError::from(format!("through the SOCKS5 proxy: {e}")))
+                })
+            }
+        }
+    }
+}
 
 /// HTTP/2 flow-control windows (connection and every stream) the engine announces: 16 MiB,
 /// as browsers open theirs and as the lab's `nghttp-16m` does. hyper's defaults (5 MiB for the
@@ -216,6 +285,8 @@ pub const H2_SURVEY_STREAMS: usize = 100;
 
 /// Downloads datasets with fixed parameters.
 pub struct Engine {
+    /// How servers are reached.
+    connector: Connector,
     /// HTTP/1.1 connections (reading `bs` at a time).
     h1: HttpClient,
     /// HTTP/2 connections (one per server).
@@ -225,33 +296,35 @@ pub struct Engine {
     pub received: Arc<AtomicU64>,
 }
 
-fn h1_client(params: &Params) -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
+fn h1_client(params: &Params, connector: &Connector) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .http1_read_buf_exact_size(params.bs)
         .pool_max_idle_per_host((params.cc * params.p) as usize)
-        .build(connector)
+        .build(connector.clone())
 }
 
-fn h2_client() -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
+fn h2_client(connector: &Connector) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .http2_only(true)
         .http2_initial_connection_window_size(H2_WINDOW)
         .http2_initial_stream_window_size(H2_WINDOW)
-        .build(connector)
+        .build(connector.clone())
 }
 
 impl Engine {
-    /// An engine with `params` (refused if they are out of bounds). Must be created inside a
-    /// tokio runtime.
+    /// An engine with `params` (refused if they are out of bounds), connecting directly.
+    /// Must be created inside a tokio runtime.
     pub fn new(params: Params) -> Result<Engine, TransferError> {
+        Engine::with_connector(params, Connector::new(None))
+    }
+
+    /// An engine with `params` reaching servers through `connector`.
+    pub fn with_connector(params: Params, connector: Connector) -> Result<Engine, TransferError> {
         params.validate()?;
         Ok(Engine {
-            h1: h1_client(&params),
-            h2: h2_client(),
+            h1: h1_client(&params, &connector),
+            h2: h2_client(&connector),
+            connector,
             params,
             received: Arc::default(),
         })
@@ -265,9 +338,10 @@ impl Engine {
             h1: if params.bs == self.params.bs {
                 self.h1.clone()
             } else {
-                h1_client(&params)
+                h1_client(&params, &self.connector)
             },
             h2: self.h2.clone(),
+            connector: self.connector.clone(),
             params,
             received: Arc::default(),
         })
@@ -298,7 +372,7 @@ impl Engine {
             .await
             .map_err(|e| TransferError::Network {
                 url: url.into(),
-                why: format!("{e:#}"),
+                why: with_causes(&e),
             })
     }
 
@@ -681,6 +755,22 @@ impl Engine {
         }
         Ok(at)
     }
+}
+
+/// An error with the errors that caused it, `outer: inner: ...` (hyper's client error says
+/// only "client error (Connect)"; what failed to connect, and why, is in its sources).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cause = c.source();
+    }
+    s
 }
 
 /// A range's end meaning "to the end of the file" (`bytes=A-`).

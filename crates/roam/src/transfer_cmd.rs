@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Choice, Source};
+use roam_transfer::engine::Connector;
 use roam_transfer::hla::{LogContext, Record};
 use roam_transfer::model::{accuracy, training_set, Condition, Kind};
 use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
@@ -44,6 +45,11 @@ pub struct GetArgs {
     /// choose HTTP/2 where the server advertises it (`Alt-Svc: h2c=":PORT"`).
     #[arg(long)]
     http2: bool,
+    /// Reach the servers through this SOCKS5 proxy: `roam net proxy` (with `--label
+    /// PORT=background-large` for the servers' port) carries every connection over a roam-net
+    /// multi-socket, so the transfer uses every network the device has.
+    #[arg(long, value_name = "ADDR:PORT")]
+    socks5: Option<std::net::SocketAddr>,
     /// Append one JSON record per file to this file.
     #[arg(long)]
     log: Option<PathBuf>,
@@ -152,7 +158,10 @@ pub fn get(a: &GetArgs) -> Result<()> {
         };
         // The survey's connections, open and warm, carry the transfer after it.
         let probe = if with_broker {
-            Some(Engine::new(survey_params)?)
+            Some(Engine::with_connector(
+                survey_params,
+                Connector::new(a.socks5),
+            )?)
         } else {
             None
         };
@@ -223,7 +232,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
             .iter()
             .map(|g| match &probe {
                 Some(e) => e.sharing(g.1.params).map(Arc::new),
-                None => Engine::new(g.1.params).map(Arc::new),
+                None => Engine::with_connector(g.1.params, Connector::new(a.socks5)).map(Arc::new),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let counters: Vec<_> = engines.iter().map(|e| e.received.clone()).collect();

@@ -1,5 +1,5 @@
 //! `roam net proxy` and `roam net relay` carry unmodified programs through the emulator: curl
-//! through the SOCKS5 proxy, and iperf3 through the transparent proxy (its connections
+//! (and `roam transfer get --socks5`) through the SOCKS5 proxy, and iperf3 through the transparent proxy (its connections
 //! redirected by the firewall in the client namespace), both to servers in the server
 //! namespace reached only through the relay. Needs root (namespaces), curl, iperf3, iptables
 //! and python3; `./scripts/test` installs them as root, and the test skips with a one-line
@@ -221,6 +221,33 @@ fn curl_and_iperf3_run_unmodified_through_the_proxy_and_the_relay() {
         "curl's copy differs\n{}",
         logs()
     );
+
+    // roam's own transfer engine through the same proxy (`roam transfer get --socks5`): the
+    // bulk download over the multi-socket, resumable files and all. python's server serves no
+    // ranges, so the file comes in one stream (and the engine says so).
+    let transfer = |socks: &str, into: &std::path::Path| {
+        let mut args = vec![
+            roam.clone(),
+            s("transfer"),
+            s("get"),
+            s("--socks5"),
+            s(socks),
+        ];
+        args.extend([s("--p"), s("2"), s("--out"), into.display().to_string()]);
+        args.push(format!("http://{server}:8080/file"));
+        run_in_client(&emu, args)
+    };
+    let into = dir.join("transfer");
+    let (ok, out) = transfer("127.0.0.1:1080", &into);
+    assert!(ok, "roam transfer failed: {out}\n{}", logs());
+    assert!(
+        std::fs::read(into.join("file")).unwrap() == file,
+        "the transfer's copy differs\n{}",
+        logs()
+    );
+    // The option is honoured: with no proxy there, the transfer fails and says why.
+    let (ok, out) = transfer("127.0.0.1:1", &dir.join("nowhere"));
+    assert!(!ok && out.contains("SOCKS5"), "{out}");
 
     // iperf3, its connections redirected to the transparent proxy by the firewall.
     let (ok, out) = run_in_client(
