@@ -203,7 +203,9 @@ pub fn get(a: &GetArgs) -> Result<()> {
                         match choice.source {
                             Source::Cache => "the cache",
                             Source::Model => "the model",
-                            Source::Default => "defaults: no update from an HLA server yet",
+                            Source::Default => {
+                                "defaults: nothing learnt yet (no HLA server update, or its logs all dropped as failed or faster than --bandwidth)"
+                            }
                         }
                     );
                     groups.push((

@@ -1,0 +1,246 @@
+//! `roam transfer get` and `roam hla serve` end to end against Debian's nginx on loopback:
+//! fixed-parameter transfers logged to the HLA server, then `--auto` with what it learnt, over
+//! HTTP/1.1 and over the HTTP/2 that nginx advertises (`Alt-Svc: h2c`); every file byte for
+//! byte. Skips with a one-line reason where nginx is not installed (`./scripts/test` installs
+//! it as root).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(addr: SocketAddr) {
+    let end = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < end {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens at {addr}");
+}
+
+fn roam(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+fn check_copies(files: &[(String, Vec<u8>)], out: &Path) {
+    for (name, body) in files {
+        let got = std::fs::read(out.join(name)).unwrap_or_default();
+        assert!(
+            got == *body,
+            "{name}: {} of {} bytes, or different",
+            got.len(),
+            body.len()
+        );
+    }
+}
+
+#[test]
+fn transfers_are_logged_learnt_from_and_chosen_automatically() {
+    if roam_lab::nginx::binary().is_none() {
+        eprintln!("skipped: nginx is not installed (apt-get install -y nginx)");
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("roam-transfer-cli-{}", std::process::id()));
+    let _tmp = TempDir(root.clone());
+    let www = root.join("site/www");
+    std::fs::create_dir_all(&www).unwrap();
+    // Pages and a few larger files, their contents distinct.
+    let files: Vec<(String, Vec<u8>)> = (0..14u32)
+        .map(|i| {
+            let n = if i < 10 {
+                60_000 + i as usize * 7_001
+            } else {
+                2_500_000 + i as usize
+            };
+            let body = (0..n)
+                .map(|k| ((k as u32 * 31 + i * 17) % 251) as u8)
+                .collect();
+            (format!("f{i:02}.bin"), body)
+        })
+        .collect();
+    for (n, b) in &files {
+        std::fs::write(www.join(n), b).unwrap();
+    }
+    let (h1, h2) = (free_port(), free_port());
+    let d = root.join("site");
+    let servers = format!(
+        "server {{ listen 127.0.0.1:{h1}; root {w}; add_header Alt-Svc 'h2c=\":{h2}\"' always; }}\n  \
+         server {{ listen 127.0.0.1:{h2} http2; root {w}; }}",
+        w = www.display()
+    );
+    let _nginx = Killed(
+        roam_lab::nginx::launch(&d, &servers, SocketAddr::from(([127, 0, 0, 1], h1))).unwrap(),
+    );
+    wait_listening(SocketAddr::from(([127, 0, 0, 1], h2)));
+    let list = root.join("urls.txt");
+    let listing: String = files
+        .iter()
+        .map(|(n, b)| format!("http://127.0.0.1:{h1}/{n} {}\n", b.len()))
+        .collect();
+    std::fs::write(&list, format!("# the dataset\n{listing}")).unwrap();
+
+    let hla_port = free_port();
+    let hla = format!("http://127.0.0.1:{hla_port}");
+    let hla_state = root.join("hla");
+    let _hla = Killed(
+        Command::new(env!("CARGO_BIN_EXE_roam"))
+            .args([
+                "hla",
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{hla_port}"),
+                "--state",
+            ])
+            .arg(&hla_state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(SocketAddr::from(([127, 0, 0, 1], hla_port)));
+    let state = root.join("broker.json");
+    let (list_s, state_s) = (list.display().to_string(), state.display().to_string());
+
+    // Sweep points by hand, each logged (with the survey's condition) and uploaded.
+    for (i, (cc, p, http2)) in [(1, 1, false), (4, 2, false), (8, 1, true)]
+        .iter()
+        .enumerate()
+    {
+        let out = root.join(format!("fixed{i}"));
+        let (cc, p) = (cc.to_string(), p.to_string());
+        let mut args = vec![
+            "transfer",
+            "get",
+            "--list",
+            &list_s,
+            "--cc",
+            &cc,
+            "--p",
+            &p,
+            "--hla",
+            &hla,
+            "--state",
+            &state_s,
+            "--bandwidth",
+            "100000",
+        ];
+        let out_s = out.display().to_string();
+        args.extend(["--out", &out_s]);
+        if *http2 {
+            // HTTP/2 on the URLs themselves: the HTTP/2 port's.
+            let h2_list = root.join("urls-h2.txt");
+            std::fs::write(
+                &h2_list,
+                listing.replace(&format!(":{h1}/"), &format!(":{h2}/")),
+            )
+            .unwrap();
+            let (ok, text) = roam(&[
+                "transfer",
+                "get",
+                "--list",
+                &h2_list.display().to_string(),
+                "--cc",
+                &cc,
+                "--http2",
+                "--hla",
+                &hla,
+                "--state",
+                &state_s,
+                "--bandwidth",
+                "100000",
+                "--out",
+                &out_s,
+            ]);
+            assert!(ok, "{text}");
+        } else {
+            let (ok, text) = roam(&args);
+            assert!(ok, "{text}");
+        }
+        check_copies(&files, &out);
+    }
+    let logs = std::fs::read_to_string(hla_state.join("logs.jsonl")).unwrap_or_default();
+    assert!(logs.lines().count() >= 3, "the HLA server got: {logs}");
+    assert!(logs.contains("\"Http2\""), "an HTTP/2 record among: {logs}");
+
+    // FastHLA's choice: the plan per size cluster, its HTTP version named.
+    let out = root.join("auto");
+    let (ok, text) = roam(&[
+        "transfer",
+        "get",
+        "--auto",
+        "--list",
+        &list_s,
+        "--hla",
+        &hla,
+        "--state",
+        &state_s,
+        "--bandwidth",
+        "100000",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("file(s) of") && (text.contains(" http1 (") || text.contains(" http2 (")),
+        "{text}"
+    );
+    assert!(
+        text.contains("(the model)") || text.contains("(the cache)"),
+        "{text}"
+    );
+    check_copies(&files, &out);
+
+    // A bad listing line is an error naming it, and nothing is fetched.
+    std::fs::write(
+        &list,
+        format!("{listing}http://127.0.0.1:{h1}/f00.bin many\n"),
+    )
+    .unwrap();
+    let (ok, text) = roam(&[
+        "transfer",
+        "get",
+        "--list",
+        &list_s,
+        "--out",
+        &root.join("bad").display().to_string(),
+    ]);
+    assert!(
+        !ok && text.contains("line 15") && text.contains("many"),
+        "{text}"
+    );
+    assert!(!root.join("bad").exists());
+}
