@@ -814,8 +814,10 @@ fn content_length(r: &Response<Incoming>) -> Option<u64> {
 }
 
 /// The cleartext HTTP/2 URL of `url` that an `Alt-Svc` header (RFC 7838) advertises, as
-/// `h2c=":PORT"` (same host) or `h2c="HOST:PORT"`; `None` without one, for `clear`, or for
-/// anything that does not parse (an unusable advertisement is ignored, not an error).
+/// `h2c=":PORT"` or `h2c="HOST:PORT"` naming the URL's own host; `None` without one, for
+/// `clear`, for another host (without TLS nothing vouches that it serves the same files: a
+/// server could send our requests anywhere), or for anything that does not parse (an unusable
+/// advertisement is ignored, not an error).
 pub fn alt_svc_h2c(url: &str, header: &str) -> Option<String> {
     let rest = url.strip_prefix("http://")?;
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -837,8 +839,10 @@ pub fn alt_svc_h2c(url: &str, header: &str) -> Option<String> {
         if alt_host.contains(['/', '@', ' ']) {
             return None;
         }
-        let h = if alt_host.is_empty() { host } else { alt_host };
-        return Some(format!("http://{h}:{port}/{path}"));
+        if !(alt_host.is_empty() || alt_host.eq_ignore_ascii_case(host)) {
+            return None;
+        }
+        return Some(format!("http://{host}:{port}/{path}"));
     }
     None
 }
