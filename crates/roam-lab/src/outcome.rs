@@ -17,9 +17,28 @@ pub fn values(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &st
         .collect()
 }
 
-/// Summary of one metric of one cell.
+/// Summary of one metric of one cell. A failed trial leaves one `error` row and none of its
+/// metrics: it counts as failed in every metric of its cell (else a cell whose every trial
+/// failed would read "not run").
 pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Summary {
-    summarize(&values(rows, app, scenario, system, metric))
+    let mut v = values(rows, app, scenario, system, metric);
+    if metric != "error" {
+        let has: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.app == app && r.scenario == scenario && r.system == system)
+            .filter(|r| r.metric == metric)
+            .map(|r| r.trial)
+            .collect();
+        let failed = rows.iter().filter(|r| {
+            r.app == app
+                && r.scenario == scenario
+                && r.system == system
+                && r.metric == "error"
+                && !has.contains(&r.trial)
+        });
+        v.extend(failed.map(|_| f64::NAN));
+    }
+    summarize(&v)
 }
 
 /// roam's advantage over `system` on `metric`, seed by seed (trials of every system share
@@ -312,6 +331,34 @@ mod tests {
     use super::*;
     use crate::lab::apps;
     use crate::report;
+
+    /// A cell whose trials failed reads "failed", not "not run"; one failed trial beside
+    /// finished ones is counted among the cell's trials.
+    #[test]
+    fn failed_trials_count_in_every_metric_of_their_cell() {
+        let row = |trial: u32, metric: &str, value: f64| Row {
+            app: "image".into(),
+            scenario: "s".into(),
+            system: "nghttp".into(),
+            trial,
+            seed: trial as u64,
+            metric: metric.into(),
+            value,
+            unit: String::new(),
+        };
+        let rows = vec![row(1, "error", f64::NAN), row(2, "error", f64::NAN)];
+        assert_eq!(
+            cell(&rows, "image", "s", "nghttp", "throughput_mbps").cell(),
+            "failed"
+        );
+        assert_eq!(
+            cell(&rows, "image", "s", "curl", "throughput_mbps").cell(),
+            "not run"
+        );
+        let rows = vec![row(1, "error", f64::NAN), row(2, "throughput_mbps", 4.0)];
+        let c = cell(&rows, "image", "s", "nghttp", "throughput_mbps");
+        assert_eq!((c.n, c.failed), (1, 1));
+    }
 
     /// roam's advantage pairs trials by seed: the geometric mean of the per-seed ratios, with
     /// their range, where the ratio of the medians would pair a fast seed with a slow one.
