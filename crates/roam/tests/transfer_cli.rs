@@ -133,63 +133,38 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
     );
     wait_listening(SocketAddr::from(([127, 0, 0, 1], hla_port)));
     let state = root.join("broker.json");
-    let (list_s, state_s) = (list.display().to_string(), state.display().to_string());
+    let state_s = state.display().to_string();
 
-    // Sweep points by hand, each logged (with the survey's condition) and uploaded.
-    for (i, (cc, p, http2)) in [(1, 1, false), (4, 2, false), (8, 1, true)]
-        .iter()
-        .enumerate()
+    // Every run logs to the HLA server (with the survey's condition) and keeps the broker's
+    // state; the bandwidth is above what loopback makes (else the logs are dropped as faster
+    // than the path).
+    let get = |list: &Path, out: &Path, extra: &[&str]| {
+        let (list, out) = (list.display().to_string(), out.display().to_string());
+        let mut args = vec![
+            "transfer", "get", "--list", &list, "--out", &out, "--hla", &hla,
+        ];
+        args.extend(["--state", &state_s, "--bandwidth", "100000"]);
+        args.extend(extra);
+        roam(&args)
+    };
+    // Sweep points by hand; HTTP/2 on the URLs themselves (the HTTP/2 port's).
+    let h2_list = root.join("urls-h2.txt");
+    std::fs::write(
+        &h2_list,
+        listing.replace(&format!(":{h1}/"), &format!(":{h2}/")),
+    )
+    .unwrap();
+    for (i, (l, extra)) in [
+        (&list, ["--cc", "1", "--p", "1"].as_slice()),
+        (&list, &["--cc", "4", "--p", "2"]),
+        (&h2_list, &["--cc", "8", "--http2"]),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let out = root.join(format!("fixed{i}"));
-        let (cc, p) = (cc.to_string(), p.to_string());
-        let mut args = vec![
-            "transfer",
-            "get",
-            "--list",
-            &list_s,
-            "--cc",
-            &cc,
-            "--p",
-            &p,
-            "--hla",
-            &hla,
-            "--state",
-            &state_s,
-            "--bandwidth",
-            "100000",
-        ];
-        let out_s = out.display().to_string();
-        args.extend(["--out", &out_s]);
-        if *http2 {
-            // HTTP/2 on the URLs themselves: the HTTP/2 port's.
-            let h2_list = root.join("urls-h2.txt");
-            std::fs::write(
-                &h2_list,
-                listing.replace(&format!(":{h1}/"), &format!(":{h2}/")),
-            )
-            .unwrap();
-            let (ok, text) = roam(&[
-                "transfer",
-                "get",
-                "--list",
-                &h2_list.display().to_string(),
-                "--cc",
-                &cc,
-                "--http2",
-                "--hla",
-                &hla,
-                "--state",
-                &state_s,
-                "--bandwidth",
-                "100000",
-                "--out",
-                &out_s,
-            ]);
-            assert!(ok, "{text}");
-        } else {
-            let (ok, text) = roam(&args);
-            assert!(ok, "{text}");
-        }
+        let (ok, text) = get(l, &out, extra);
+        assert!(ok, "{text}");
         check_copies(&files, &out);
     }
     let logs = std::fs::read_to_string(hla_state.join("logs.jsonl")).unwrap_or_default();
@@ -198,21 +173,7 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
 
     // FastHLA's choice: the plan per size cluster, its HTTP version named.
     let out = root.join("auto");
-    let (ok, text) = roam(&[
-        "transfer",
-        "get",
-        "--auto",
-        "--list",
-        &list_s,
-        "--hla",
-        &hla,
-        "--state",
-        &state_s,
-        "--bandwidth",
-        "100000",
-        "--out",
-        &out.display().to_string(),
-    ]);
+    let (ok, text) = get(&list, &out, &["--auto"]);
     assert!(ok, "{text}");
     assert!(
         text.contains("file(s) of") && (text.contains(" http1 (") || text.contains(" http2 (")),
@@ -230,14 +191,7 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
         format!("{listing}http://127.0.0.1:{h1}/f00.bin many\n"),
     )
     .unwrap();
-    let (ok, text) = roam(&[
-        "transfer",
-        "get",
-        "--list",
-        &list_s,
-        "--out",
-        &root.join("bad").display().to_string(),
-    ]);
+    let (ok, text) = get(&list, &root.join("bad"), &[]);
     assert!(
         !ok && text.contains("line 15") && text.contains("many"),
         "{text}"
