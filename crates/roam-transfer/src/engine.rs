@@ -601,11 +601,7 @@ impl Engine {
                     why: format!("asked for bytes 0-, answered with {a}-{b}/{size}"),
                 });
             }
-            log.size = size;
-            log.streams = 1;
-            let (partial, _) = Partial::open(dest, size)?;
-            log.fetched = self.body_to(probe, url, &partial, 0, b + 1).await?;
-            partial.finished(0, b + 1)?;
+            let partial = self.save_start(probe, url, dest, size, b + 1, log).await?;
             if b + 1 == size {
                 return partial.complete();
             }
@@ -621,18 +617,15 @@ impl Engine {
                 })?,
             StatusCode::OK => {
                 // No range support: the whole file in this one response.
-                log.streams = 1;
                 let len = content_length(&probe).ok_or_else(|| TransferError::Network {
                     url: url.into(),
                     why: "no range support and no Content-Length: completeness cannot be checked"
                         .into(),
                 })?;
-                log.size = len;
-                let (partial, _) = Partial::open(dest, len)?;
-                let n = self.body_to(probe, url, &partial, 0, len).await?;
-                log.fetched = n;
-                partial.finished(0, len)?;
-                return partial.complete();
+                return self
+                    .save_start(probe, url, dest, len, len, log)
+                    .await?
+                    .complete();
             }
             s => {
                 return Err(TransferError::Status {
@@ -645,6 +638,25 @@ impl Engine {
         // pay a new handshake and TCP's slow start for every file.
         let _ = probe.into_body().collect().await;
         self.ranges(url, size, dest, log).await
+    }
+
+    /// The first `len` bytes of a `size`-byte file from `resp`, in one stream, written and
+    /// listed as finished (the caller completes the file or fetches the rest in ranges).
+    async fn save_start(
+        &self,
+        resp: Response<Incoming>,
+        url: &str,
+        dest: &Path,
+        size: u64,
+        len: u64,
+        log: &mut FileLog,
+    ) -> Result<Partial, TransferError> {
+        log.size = size;
+        log.streams = 1;
+        let (partial, _) = Partial::open(dest, size)?;
+        log.fetched = self.body_to(resp, url, &partial, 0, len).await?;
+        partial.finished(0, len)?;
+        Ok(partial)
     }
 
     /// A file of `size` bytes from a server that serves ranges: what is not on disk yet, in
