@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What to run.
@@ -51,6 +51,57 @@ fn spawn_in(cmd: &mut Command, ns: i32, own_group: bool) -> std::io::Result<Chil
         });
     }
     cmd.spawn()
+}
+
+/// Start `cmd` in the calling thread's network namespace as a child that dies with this
+/// process, however it dies (SIGKILL included), and not before.
+///
+/// The kernel sends PR_SET_PDEATHSIG's signal when the *thread* that forked the child exits,
+/// not the process: a server started by a trial's short-lived thread with it set would be
+/// killed at once, and one started without it outlived a killed lab (nginx and Dovecot stayed
+/// up after `roam lab` got SIGTERM). So every such child is forked by one thread that lives as
+/// long as the process, in the caller's namespace (entered between fork and exec).
+pub fn spawn_lasting(mut cmd: Command) -> std::io::Result<Child> {
+    let ns: OwnedFd = std::fs::File::open("/proc/thread-self/ns/net")?.into();
+    let (reply, answer) = mpsc::channel();
+    let gone = || std::io::Error::other("the process spawner thread is gone");
+    spawner()
+        .send(SpawnRequest {
+            run: Box::new(move || spawn_in(&mut cmd, ns.as_raw_fd(), false)),
+            reply,
+        })
+        .map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
+}
+
+/// A spawn for [`spawn_lasting`]'s thread to run, and where its answer goes.
+struct SpawnRequest {
+    run: Box<dyn FnOnce() -> std::io::Result<Child> + Send>,
+    reply: mpsc::Sender<std::io::Result<Child>>,
+}
+
+/// The thread that forks [`spawn_lasting`]'s children. It moves to the process's first
+/// namespace (`/proc/self` is the main thread's) so that it does not hold a trial's namespace
+/// alive after the trial.
+fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
+    static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        let main_ns = std::fs::File::open("/proc/self/ns/net").map(OwnedFd::from);
+        let started = std::thread::Builder::new()
+            .name("roam-spawner".into())
+            .spawn(move || {
+                if let Ok(ns) = main_ns {
+                    let _ = sys::enter_netns(ns.as_raw_fd());
+                }
+                for r in rx {
+                    let _ = r.reply.send((r.run)());
+                }
+            });
+        // Without the thread every request's answer is "the spawner thread is gone".
+        drop(started);
+        tx
+    })
 }
 
 fn has_listener(pid: u32) -> bool {

@@ -271,11 +271,11 @@ impl Drop for Scratch {
 
 /// Run `cmd` to its end, or kill it after `limit`: its output.
 fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<std::process::Output> {
-    let mut child = cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    // A tool still moving a dataset does not outlive a killed lab.
+    let mut child = roam_emu::run::spawn_lasting(std::mem::replace(cmd, Command::new("true")))
         .with_context(|| format!("running {what}"))?;
     let deadline = Instant::now() + limit;
     loop {

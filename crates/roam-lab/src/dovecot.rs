@@ -124,14 +124,14 @@ impl Dovecot {
         }
         let conf = dir.join("dovecot.conf");
         std::fs::write(&conf, config(&dir, &maildir, uid, gid))?;
-        let mut child = Command::new(&bin)
-            .arg("-F")
+        let mut cmd = Command::new(&bin);
+        cmd.arg("-F")
             .arg("-c")
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
+            .stderr(Stdio::piped());
+        let mut child = roam_emu::run::spawn_lasting(cmd)
             .with_context(|| format!("starting {}", bin.display()))?;
         let deadline = Instant::now() + Duration::from_secs(15);
         let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, IMAP_PORT));

@@ -106,8 +106,9 @@ impl Nginx {
 }
 
 /// Start nginx with its state in `dir` and the `server` blocks `servers` (their roots under
-/// `dir`), in the calling thread's network namespace; returns once `probe` accepts
-/// connections (at most 15 s), else the error nginx gave.
+/// `dir`), in the calling thread's network namespace, dying with this process
+/// (`roam_emu::run::spawn_lasting`); returns once `probe` accepts connections (at most 15 s),
+/// else the error nginx gave.
 pub fn launch(dir: &std::path::Path, servers: &str, probe: SocketAddr) -> Result<Child> {
     let bin =
         binary().ok_or_else(|| anyhow!("nginx is not installed (apt-get install -y nginx)"))?;
@@ -124,16 +125,16 @@ pub fn launch(dir: &std::path::Path, servers: &str, probe: SocketAddr) -> Result
              uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  {servers}\n}}\n"
         ),
     )?;
-    let mut child = Command::new(&bin)
-        .arg("-c")
+    let mut cmd = Command::new(&bin);
+    cmd.arg("-c")
         .arg(&conf)
         .arg("-p")
         .arg(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
+        .stderr(Stdio::piped());
+    let mut child =
+        roam_emu::run::spawn_lasting(cmd).with_context(|| format!("starting {}", bin.display()))?;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         if let Some(status) = child.try_wait()? {
