@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -97,6 +97,9 @@ pub struct FileLog {
     pub seconds: f64,
     /// `ok`, or the error.
     pub outcome: String,
+    /// Streams that broke mid-body and were asked again for the bytes they had not brought
+    /// ([`STREAM_RETRIES`]).
+    pub retries: u32,
 }
 
 /// The outcome of a dataset's transfer.
@@ -283,10 +286,34 @@ pub const SURVEY_CC: u32 = 32;
 /// a dataset's probes go in one round trip (nginx allows 128 concurrent streams by default).
 pub const H2_SURVEY_STREAMS: usize = 100;
 
+/// A stream whose body breaks off (the connection reset or closed mid-body, a body shorter
+/// than its headers said) is asked again for the bytes it had not brought, after
+/// [`RETRY_WAIT`], then twice as long at each failure in a row; after this many failures in a
+/// row without a byte between them, the file fails. What a broken stream brought stays: its
+/// bytes are listed as finished. A request that gets no answer at all (the server unreachable,
+/// a refused connection) is not retried, and neither is an answer that contradicts the
+/// request (a wrong size, more bytes than asked): those are errors at once. (Over the lab's
+/// LTE trace, with 16 connections sharing 5 Mbit/s, nginx closed a stream that had not
+/// drained within its 60 s send timeout; wget and aria2 retry such streams, and so must this.)
+pub const STREAM_RETRIES: u32 = 5;
+
+/// The first wait before a broken stream is asked again ([`STREAM_RETRIES`]).
+pub const RETRY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// An attempt at a byte range that ended early: the error, how many bytes it wrote before (at
+/// their places: they stay), and whether asking again for the rest may help.
+struct Cut {
+    error: TransferError,
+    written: u64,
+    transient: bool,
+}
+
 /// Downloads datasets with fixed parameters.
 pub struct Engine {
     /// How servers are reached.
     connector: Connector,
+    /// The first wait before a broken stream is asked again ([`STREAM_RETRIES`]).
+    retry_wait: std::time::Duration,
     /// HTTP/1.1 connections (reading `bs` at a time).
     h1: HttpClient,
     /// HTTP/2 connections (one per server).
@@ -325,9 +352,17 @@ impl Engine {
             h1: h1_client(&params, &connector),
             h2: h2_client(&connector),
             connector,
+            retry_wait: RETRY_WAIT,
             params,
             received: Arc::default(),
         })
+    }
+
+    /// The same engine waiting `first` before asking a broken stream again (then twice as
+    /// long at each failure in a row); [`RETRY_WAIT`] by default.
+    pub fn with_retry_wait(mut self, first: std::time::Duration) -> Engine {
+        self.retry_wait = first;
+        self
     }
 
     /// An engine with `params` that shares this one's connections (the survey's, already
@@ -342,6 +377,7 @@ impl Engine {
             },
             h2: self.h2.clone(),
             connector: self.connector.clone(),
+            retry_wait: self.retry_wait,
             params,
             received: Arc::default(),
         })
@@ -551,6 +587,7 @@ impl Engine {
             probe_ms: 0.0,
             seconds: 0.0,
             outcome,
+            retries: 0,
         }
     }
 
@@ -601,7 +638,16 @@ impl Engine {
                     why: format!("asked for bytes 0-, answered with {a}-{b}/{size}"),
                 });
             }
-            let partial = self.save_start(probe, url, dest, size, b + 1, log).await?;
+            let partial = match self.save_start(probe, url, dest, size, b + 1, log).await {
+                Ok(p) => p,
+                // What arrived is listed; the rest in ranges, retried as they are.
+                Err(cut) if cut.transient => {
+                    log.retries += 1;
+                    tokio::time::sleep(self.retry_wait).await;
+                    return self.ranges(url, size, dest, log).await;
+                }
+                Err(cut) => return Err(cut.error),
+            };
             if b + 1 == size {
                 return partial.complete();
             }
@@ -624,7 +670,8 @@ impl Engine {
                 })?;
                 return self
                     .save_start(probe, url, dest, len, len, log)
-                    .await?
+                    .await
+                    .map_err(|cut| cut.error)?
                     .complete();
             }
             s => {
@@ -641,7 +688,8 @@ impl Engine {
     }
 
     /// The first `len` bytes of a `size`-byte file from `resp`, in one stream, written and
-    /// listed as finished (the caller completes the file or fetches the rest in ranges).
+    /// listed as finished (the caller completes the file or fetches the rest in ranges). A
+    /// stream that breaks off lists what it brought.
     async fn save_start(
         &self,
         resp: Response<Incoming>,
@@ -650,13 +698,29 @@ impl Engine {
         size: u64,
         len: u64,
         log: &mut FileLog,
-    ) -> Result<Partial, TransferError> {
+    ) -> Result<Partial, Cut> {
         log.size = size;
         log.streams = 1;
-        let (partial, _) = Partial::open(dest, size)?;
-        log.fetched = self.body_to(resp, url, &partial, 0, len).await?;
-        partial.finished(0, len)?;
-        Ok(partial)
+        let untransient = |error| Cut {
+            error,
+            written: 0,
+            transient: false,
+        };
+        let (partial, _) = Partial::open(dest, size).map_err(untransient)?;
+        match self.body_to(resp, url, &partial, 0, len).await {
+            Ok(n) => {
+                log.fetched = n;
+                partial.finished(0, len).map_err(untransient)?;
+                Ok(partial)
+            }
+            Err(cut) => {
+                log.fetched = cut.written;
+                if cut.written > 0 {
+                    partial.finished(0, cut.written).map_err(untransient)?;
+                }
+                Err(cut)
+            }
+        }
     }
 
     /// A file of `size` bytes from a server that serves ranges: what is not on disk yet, in
@@ -674,34 +738,11 @@ impl Engine {
         let pieces = split(&missing(&done, size), self.params.p);
         log.streams = pieces.len() as u32;
         let mut set = tokio::task::JoinSet::new();
+        let retries = Arc::new(AtomicU32::new(0));
         for (a, b) in pieces {
             let (me, partial, url) = (self.clone(), partial.clone(), url.to_string());
-            set.spawn(async move {
-                let resp = me.get(&url, Some((a, b)), me.params.protocol).await?;
-                if resp.status() != StatusCode::PARTIAL_CONTENT {
-                    return Err(TransferError::Status {
-                        url,
-                        status: resp.status().as_u16(),
-                    });
-                }
-                // The size the ranges were cut for (a survey's, a listing's) must be the
-                // server's: a file grown or shrunk since would be saved cut or padded.
-                match total_of(&resp) {
-                    Some(total) if total == size => {}
-                    other => {
-                        return Err(TransferError::Network {
-                            url,
-                            why: format!(
-                                "expected {size} bytes, the server's range says {}",
-                                other.map_or("no size".to_string(), |t| t.to_string())
-                            ),
-                        })
-                    }
-                }
-                let n = me.body_to(resp, &url, &partial, a, b - a).await?;
-                partial.finished(a, b)?;
-                Ok(n)
-            });
+            let retries = retries.clone();
+            set.spawn(async move { me.range(&url, &partial, (a, b), size, &retries).await });
         }
         let mut first_error = None;
         while let Some(r) = set.join_next().await {
@@ -718,6 +759,7 @@ impl Engine {
                 }
             }
         }
+        log.retries += retries.load(Ordering::Relaxed);
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -729,7 +771,61 @@ impl Engine {
             .complete()
     }
 
-    /// Write `resp`'s body at `offset..offset + len`; exactly `len` bytes or an error.
+    /// Bytes `a..b` of a `size`-byte file, written and listed as finished: the bytes fetched.
+    /// A stream that breaks off is asked for the rest ([`STREAM_RETRIES`]), counted in
+    /// `retries`.
+    async fn range(
+        &self,
+        url: &str,
+        partial: &Partial,
+        (a, b): (u64, u64),
+        size: u64,
+        retries: &AtomicU32,
+    ) -> Result<u64, TransferError> {
+        let (mut from, mut fetched, mut in_a_row) = (a, 0, 0);
+        loop {
+            let resp = self.get(url, Some((from, b)), self.params.protocol).await?;
+            if resp.status() != StatusCode::PARTIAL_CONTENT {
+                return Err(TransferError::Status {
+                    url: url.into(),
+                    status: resp.status().as_u16(),
+                });
+            }
+            // The size the ranges were cut for (a survey's, a listing's) must be the
+            // server's: a file grown or shrunk since would be saved cut or padded.
+            match total_of(&resp) {
+                Some(total) if total == size => {}
+                other => {
+                    return Err(TransferError::Network {
+                        url: url.into(),
+                        why: format!(
+                            "expected {size} bytes, the server's range says {}",
+                            other.map_or("no size".to_string(), |t| t.to_string())
+                        ),
+                    })
+                }
+            }
+            let cut = match self.body_to(resp, url, partial, from, b - from).await {
+                Ok(n) => {
+                    partial.finished(from, b)?;
+                    return Ok(fetched + n);
+                }
+                Err(cut) => cut,
+            };
+            if cut.written > 0 {
+                partial.finished(from, from + cut.written)?;
+                (fetched, from, in_a_row) = (fetched + cut.written, from + cut.written, 0);
+            }
+            in_a_row += 1;
+            if !cut.transient || in_a_row > STREAM_RETRIES {
+                return Err(cut.error);
+            }
+            retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(self.retry_wait * (1 << (in_a_row - 1))).await;
+        }
+    }
+
+    /// Write `resp`'s body at `offset..offset + len`; exactly `len` bytes, or how far it got.
     async fn body_to(
         &self,
         resp: Response<Incoming>,
@@ -737,33 +833,41 @@ impl Engine {
         partial: &Partial,
         offset: u64,
         len: u64,
-    ) -> Result<u64, TransferError> {
+    ) -> Result<u64, Cut> {
         let mut body = resp.into_body();
         let mut at = 0u64;
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| TransferError::Network {
+        let cut = |at: u64, why: String, transient: bool| Cut {
+            error: TransferError::Network {
                 url: url.into(),
-                why: format!("after {at} of {len} bytes: {e}"),
-            })?;
+                why,
+            },
+            written: at,
+            transient,
+        };
+        while let Some(frame) = body.frame().await {
+            let frame =
+                frame.map_err(|e| cut(at, format!("after {at} of {len} bytes: {e}"), true))?;
             let Ok(data) = frame.into_data() else {
                 continue;
             };
             if at + data.len() as u64 > len {
-                return Err(TransferError::Network {
-                    url: url.into(),
-                    why: format!("more than the {len} bytes asked for"),
-                });
+                return Err(cut(
+                    at,
+                    format!("more than the {len} bytes asked for"),
+                    false,
+                ));
             }
-            partial.write_at(offset + at, &data)?;
+            partial.write_at(offset + at, &data).map_err(|error| Cut {
+                error,
+                written: at,
+                transient: false,
+            })?;
             at += data.len() as u64;
             self.received
                 .fetch_add(data.len() as u64, Ordering::Relaxed);
         }
         if at != len {
-            return Err(TransferError::Network {
-                url: url.into(),
-                why: format!("truncated: {at} of {len} bytes"),
-            });
+            return Err(cut(at, format!("truncated: {at} of {len} bytes"), true));
         }
         Ok(at)
     }

@@ -11,7 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 use super::*;
 
 /// Files by path. Under `/plain/` ranges are ignored (200, whole file); `/cut/` answers a
-/// range with half its bytes and closes; `/short/` answers `bytes=A-` with half the file (a
+/// range with half its bytes and closes; `/dead/` answers a range's headers and closes;
+/// `/short/` answers `bytes=A-` with half the file (a
 /// correct, shorter range); anything else missing is a 404.
 type Files = Arc<HashMap<String, Vec<u8>>>;
 
@@ -34,6 +35,8 @@ async fn serve(listener: TcpListener, files: Files, conns: Arc<Conns>, alt: Opti
 #[derive(Default)]
 struct Conns {
     requests: std::sync::Mutex<Vec<usize>>,
+    /// Body bytes written, all files together.
+    served: AtomicUsize,
 }
 
 impl Conns {
@@ -125,10 +128,16 @@ async fn connection(
                         .as_bytes(),
                     )
                     .await;
+                if path.starts_with("/dead/") {
+                    return; // closed before the body
+                }
                 if path.starts_with("/cut/") && part.len() > 1 {
-                    let _ = s.write_all(&part[..part.len() / 2]).await;
+                    let half = &part[..part.len() / 2];
+                    conns.served.fetch_add(half.len(), Ordering::Relaxed);
+                    let _ = s.write_all(half).await;
                     return; // closed mid-body
                 }
+                conns.served.fetch_add(part.len(), Ordering::Relaxed);
                 let _ = s.write_all(part).await;
             }
         }
@@ -412,10 +421,10 @@ async fn without_range_support_a_file_comes_in_one_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
     let good = bytes(100_000, 1);
-    let cut = bytes(200_000, 2);
-    let base = server(&[("/d/good.bin", good.clone()), ("/cut/bad.bin", cut)]).await;
+    let dead = bytes(200_000, 2);
+    let base = server(&[("/d/good.bin", good.clone()), ("/dead/bad.bin", dead)]).await;
     let out = scratch("errors");
-    let specs: Vec<FileSpec> = ["/d/good.bin", "/d/nothere.bin", "/cut/bad.bin"]
+    let specs: Vec<FileSpec> = ["/d/good.bin", "/d/nothere.bin", "/dead/bad.bin"]
         .iter()
         .map(|p| FileSpec::from_url(&format!("{base}{p}")).unwrap())
         .collect();
@@ -426,7 +435,8 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
             bs: 8192,
             ..Params::default()
         })
-        .unwrap(),
+        .unwrap()
+        .with_retry_wait(std::time::Duration::from_millis(2)),
     );
     let r = e.run(&specs, &out).await.unwrap();
     assert_eq!(r.files[0].outcome, "ok");
@@ -445,6 +455,12 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
         "{}",
         r.files[2].outcome
     );
+    // A stream that never brings a byte is asked again a bounded number of times.
+    assert_eq!(
+        r.files[2].retries,
+        2 * STREAM_RETRIES,
+        "both streams retried"
+    );
     assert_eq!(std::fs::read(out.join("good.bin")).unwrap(), good);
     assert!(
         !out.join("bad.bin").exists(),
@@ -452,6 +468,40 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
     );
     assert!(out.join("bad.bin.part").exists());
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A stream that breaks off mid-body is asked for the bytes it had not brought: the file
+/// completes, byte for byte, and no byte is served twice. With one stream the whole-file
+/// request breaks too, and its rest comes in ranges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_mid_body_is_asked_for_the_rest() {
+    for p in [1, 3] {
+        let body = bytes(300_000, 7);
+        let (base, conns) = counting_server(&[("/cut/f.bin", body.clone())]).await;
+        let out = scratch(&format!("cut-{p}"));
+        let spec = FileSpec::from_url(&format!("{base}/cut/f.bin")).unwrap();
+        let e = Arc::new(
+            Engine::new(Params {
+                cc: 1,
+                p,
+                ..Params::default()
+            })
+            .unwrap()
+            .with_retry_wait(std::time::Duration::from_millis(2)),
+        );
+        let r = e.run(&[spec], &out).await.unwrap();
+        assert_eq!(r.files[0].outcome, "ok", "p = {p}");
+        assert!(r.files[0].retries > 0, "p = {p}: no stream was asked again");
+        assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), body, "p = {p}");
+        // The server also answered the one-byte probe (p > 1) with its byte.
+        let probe = usize::from(p > 1);
+        assert_eq!(
+            conns.served.load(Ordering::Relaxed),
+            body.len() + probe,
+            "p = {p}: bytes served twice"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }
 
 /// An interrupted download resumes: ranges finished before are not fetched again.

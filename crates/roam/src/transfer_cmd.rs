@@ -304,6 +304,10 @@ pub fn get(a: &GetArgs) -> Result<()> {
              parallelism did not apply to them"
         );
     }
+    let retried: u32 = whole.files.iter().map(|f| f.retries).sum();
+    if retried > 0 {
+        eprintln!("{retried} stream(s) broke off and were asked again for the rest");
+    }
     eprintln!(
         "{} file(s), {:.1} MB in {:.1} s: {:.1} Mbit/s",
         whole.files.len(),
