@@ -297,6 +297,12 @@ pub const H2_SURVEY_STREAMS: usize = 100;
 /// drained within its 60 s send timeout; wget and aria2 retry such streams, and so must this.)
 pub const STREAM_RETRIES: u32 = 5;
 
+/// A stream that brings no byte for this long is broken (then asked again as
+/// [`STREAM_RETRIES`] says), and a request unanswered this long is an error. Without it a
+/// connection whose server had gone without its FIN arriving held a transfer for good (a
+/// sweep trial over the lab's LTE trace waited out its 900 s). aria2's default is the same.
+pub const STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The first wait before a broken stream is asked again ([`STREAM_RETRIES`]).
 pub const RETRY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -314,6 +320,8 @@ pub struct Engine {
     connector: Connector,
     /// The first wait before a broken stream is asked again ([`STREAM_RETRIES`]).
     retry_wait: std::time::Duration,
+    /// A stream silent this long is broken ([`STALL_TIMEOUT`]).
+    stall_timeout: std::time::Duration,
     /// HTTP/1.1 connections (reading `bs` at a time).
     h1: HttpClient,
     /// HTTP/2 connections (one per server).
@@ -353,6 +361,7 @@ impl Engine {
             h2: h2_client(&connector),
             connector,
             retry_wait: RETRY_WAIT,
+            stall_timeout: STALL_TIMEOUT,
             params,
             received: Arc::default(),
         })
@@ -362,6 +371,13 @@ impl Engine {
     /// long at each failure in a row); [`RETRY_WAIT`] by default.
     pub fn with_retry_wait(mut self, first: std::time::Duration) -> Engine {
         self.retry_wait = first;
+        self
+    }
+
+    /// The same engine taking a stream that brings no byte for `stall` as broken;
+    /// [`STALL_TIMEOUT`] by default.
+    pub fn with_stall_timeout(mut self, stall: std::time::Duration) -> Engine {
+        self.stall_timeout = stall;
         self
     }
 
@@ -378,6 +394,7 @@ impl Engine {
             h2: self.h2.clone(),
             connector: self.connector.clone(),
             retry_wait: self.retry_wait,
+            stall_timeout: self.stall_timeout,
             params,
             received: Arc::default(),
         })
@@ -403,13 +420,16 @@ impl Engine {
             Protocol::Http1 => &self.h1,
             Protocol::Http2 => &self.h2,
         };
-        client
-            .request(req)
-            .await
-            .map_err(|e| TransferError::Network {
+        match tokio::time::timeout(self.stall_timeout, client.request(req)).await {
+            Ok(r) => r.map_err(|e| TransferError::Network {
                 url: url.into(),
                 why: with_causes(&e),
-            })
+            }),
+            Err(_) => Err(TransferError::Network {
+                url: url.into(),
+                why: format!("no answer within {} s", self.stall_timeout.as_secs_f64()),
+            }),
+        }
     }
 
     /// Fetch every file of `files` into `out`, `cc` at a time; every file gets a log record,
@@ -844,7 +864,19 @@ impl Engine {
             written: at,
             transient,
         };
-        while let Some(frame) = body.frame().await {
+        loop {
+            let frame = match tokio::time::timeout(self.stall_timeout, body.frame()).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => {
+                    let silent = self.stall_timeout.as_secs_f64();
+                    return Err(cut(
+                        at,
+                        format!("after {at} of {len} bytes: no byte for {silent} s"),
+                        true,
+                    ));
+                }
+            };
             let frame =
                 frame.map_err(|e| cut(at, format!("after {at} of {len} bytes: {e}"), true))?;
             let Ok(data) = frame.into_data() else {

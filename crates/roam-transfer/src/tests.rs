@@ -11,7 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 use super::*;
 
 /// Files by path. Under `/plain/` ranges are ignored (200, whole file); `/cut/` answers a
-/// range with half its bytes and closes; `/dead/` answers a range's headers and closes;
+/// range with half its bytes and closes; `/stall/` answers a range with half its bytes and
+/// then nothing, the connection left open; `/dead/` answers a range's headers and closes;
 /// `/short/` answers `bytes=A-` with half the file (a
 /// correct, shorter range); anything else missing is a 404.
 type Files = Arc<HashMap<String, Vec<u8>>>;
@@ -131,10 +132,15 @@ async fn connection(
                 if path.starts_with("/dead/") {
                     return; // closed before the body
                 }
-                if path.starts_with("/cut/") && part.len() > 1 {
+                if (path.starts_with("/cut/") || path.starts_with("/stall/")) && part.len() > 1 {
                     let half = &part[..part.len() / 2];
                     conns.served.fetch_add(half.len(), Ordering::Relaxed);
                     let _ = s.write_all(half).await;
+                    if path.starts_with("/stall/") {
+                        // Silent, and open, until the client gives up on it.
+                        let mut sink = [0u8; 1024];
+                        while !matches!(s.read(&mut sink).await, Ok(0) | Err(_)) {}
+                    }
                     return; // closed mid-body
                 }
                 conns.served.fetch_add(part.len(), Ordering::Relaxed);
@@ -470,16 +476,17 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
-/// A stream that breaks off mid-body is asked for the bytes it had not brought: the file
-/// completes, byte for byte, and no byte is served twice. With one stream the whole-file
+/// A stream that breaks off mid-body, or falls silent, is asked for the bytes it had not
+/// brought: the file completes, byte for byte, and no byte is served twice. With one stream the whole-file
 /// request breaks too, and its rest comes in ranges.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_mid_body_is_asked_for_the_rest() {
-    for p in [1, 3] {
+    for (how, p) in [("cut", 1), ("cut", 3), ("stall", 2)] {
         let body = bytes(300_000, 7);
-        let (base, conns) = counting_server(&[("/cut/f.bin", body.clone())]).await;
-        let out = scratch(&format!("cut-{p}"));
-        let spec = FileSpec::from_url(&format!("{base}/cut/f.bin")).unwrap();
+        let path = format!("/{how}/f.bin");
+        let (base, conns) = counting_server(&[(path.as_str(), body.clone())]).await;
+        let out = scratch(&format!("{how}-{p}"));
+        let spec = FileSpec::from_url(&format!("{base}{path}")).unwrap();
         let e = Arc::new(
             Engine::new(Params {
                 cc: 1,
@@ -487,10 +494,11 @@ async fn a_stream_cut_mid_body_is_asked_for_the_rest() {
                 ..Params::default()
             })
             .unwrap()
-            .with_retry_wait(std::time::Duration::from_millis(2)),
+            .with_retry_wait(std::time::Duration::from_millis(2))
+            .with_stall_timeout(std::time::Duration::from_millis(100)),
         );
         let r = e.run(&[spec], &out).await.unwrap();
-        assert_eq!(r.files[0].outcome, "ok", "p = {p}");
+        assert_eq!(r.files[0].outcome, "ok", "{how}, p = {p}");
         assert!(r.files[0].retries > 0, "p = {p}: no stream was asked again");
         assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), body, "p = {p}");
         // The server also answered the one-byte probe (p > 1) with its byte.
