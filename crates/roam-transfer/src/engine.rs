@@ -97,8 +97,8 @@ pub struct FileLog {
     pub seconds: f64,
     /// `ok`, or the error.
     pub outcome: String,
-    /// Streams that broke mid-body and were asked again for the bytes they had not brought
-    /// ([`STREAM_RETRIES`]).
+    /// Requests sent again: streams that broke off mid-body (asked for the bytes they had not
+    /// brought) and requests left unanswered ([`STREAM_RETRIES`]).
     pub retries: u32,
 }
 
@@ -290,8 +290,9 @@ pub const H2_SURVEY_STREAMS: usize = 100;
 /// than its headers said) is asked again for the bytes it had not brought, after
 /// [`RETRY_WAIT`], then twice as long at each failure in a row; after this many failures in a
 /// row without a byte between them, the file fails. What a broken stream brought stays: its
-/// bytes are listed as finished. A request that gets no answer at all (the server unreachable,
-/// a refused connection) is not retried, and neither is an answer that contradicts the
+/// bytes are listed as finished. A request unanswered within [`STALL_TIMEOUT`], or whose
+/// connection fails once made, is sent again the same way. A request that cannot connect (the
+/// server unreachable, the port closed) is not, and neither is an answer that contradicts the
 /// request (a wrong size, more bytes than asked): those are errors at once. (Over the lab's
 /// LTE trace, with 16 connections sharing 5 Mbit/s, nginx closed a stream that had not
 /// drained within its 60 s send timeout; wget and aria2 retry such streams, and so must this.)
@@ -400,35 +401,57 @@ impl Engine {
         })
     }
 
+    /// The answer's head to a GET of `url` (bytes `range`). A request that gets no answer
+    /// within the stall timeout, or whose connection fails after it was made, is sent again
+    /// as [`STREAM_RETRIES`] says (counted in `retries`); one that cannot connect at all (the
+    /// server unreachable, the port closed) is an error at once.
     async fn get(
         &self,
         url: &str,
         range: Option<(u64, u64)>,
         protocol: Protocol,
+        retries: &AtomicU32,
     ) -> Result<Response<Incoming>, TransferError> {
-        let mut req = Request::get(url);
-        match range {
-            Some((a, OPEN_END)) => req = req.header(hyper::header::RANGE, format!("bytes={a}-")),
-            Some((a, b)) => req = req.header(hyper::header::RANGE, format!("bytes={a}-{}", b - 1)),
-            None => {}
-        }
-        let req = req.body(Empty::new()).map_err(|e| TransferError::Url {
-            url: url.into(),
-            why: e.to_string(),
-        })?;
         let client = match protocol {
             Protocol::Http1 => &self.h1,
             Protocol::Http2 => &self.h2,
         };
-        match tokio::time::timeout(self.stall_timeout, client.request(req)).await {
-            Ok(r) => r.map_err(|e| TransferError::Network {
+        let mut in_a_row = 0;
+        loop {
+            let mut req = Request::get(url);
+            match range {
+                Some((a, OPEN_END)) => {
+                    req = req.header(hyper::header::RANGE, format!("bytes={a}-"))
+                }
+                Some((a, b)) => {
+                    req = req.header(hyper::header::RANGE, format!("bytes={a}-{}", b - 1))
+                }
+                None => {}
+            }
+            let req = req.body(Empty::new()).map_err(|e| TransferError::Url {
                 url: url.into(),
-                why: with_causes(&e),
-            }),
-            Err(_) => Err(TransferError::Network {
-                url: url.into(),
-                why: format!("no answer within {} s", self.stall_timeout.as_secs_f64()),
-            }),
+                why: e.to_string(),
+            })?;
+            let why = match tokio::time::timeout(self.stall_timeout, client.request(req)).await {
+                Ok(Ok(r)) => return Ok(r),
+                Ok(Err(e)) if e.is_connect() => {
+                    return Err(TransferError::Network {
+                        url: url.into(),
+                        why: with_causes(&e),
+                    })
+                }
+                Ok(Err(e)) => with_causes(&e),
+                Err(_) => format!("no answer within {} s", self.stall_timeout.as_secs_f64()),
+            };
+            in_a_row += 1;
+            if in_a_row > STREAM_RETRIES {
+                return Err(TransferError::Network {
+                    url: url.into(),
+                    why,
+                });
+            }
+            retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(self.retry_wait * (1 << (in_a_row - 1))).await;
         }
     }
 
@@ -562,7 +585,9 @@ impl Engine {
     /// One survey request: a file's first byte.
     async fn probe(&self, url: &str, protocol: Protocol) -> Result<Probe, TransferError> {
         let t0 = Instant::now();
-        let resp = self.get(url, Some((0, 1)), protocol).await?;
+        let resp = self
+            .get(url, Some((0, 1)), protocol, &AtomicU32::new(0))
+            .await?;
         let size = match resp.status() {
             StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => total_of(&resp),
             StatusCode::OK => content_length(&resp),
@@ -644,7 +669,12 @@ impl Engine {
         let whole = self.params.p == 1 && !Partial::started(dest);
         let t0 = Instant::now();
         let first = if whole { (0, OPEN_END) } else { (0, 1) };
-        let probe = self.get(url, Some(first), self.params.protocol).await?;
+        let asked = AtomicU32::new(0);
+        let probe = self
+            .get(url, Some(first), self.params.protocol, &asked)
+            .await;
+        log.retries += asked.load(Ordering::Relaxed);
+        let probe = probe?;
         log.probe_ms = t0.elapsed().as_secs_f64() * 1e3;
         let status = probe.status();
         if whole && status == StatusCode::PARTIAL_CONTENT {
@@ -804,7 +834,9 @@ impl Engine {
     ) -> Result<u64, TransferError> {
         let (mut from, mut fetched, mut in_a_row) = (a, 0, 0);
         loop {
-            let resp = self.get(url, Some((from, b)), self.params.protocol).await?;
+            let resp = self
+                .get(url, Some((from, b)), self.params.protocol, retries)
+                .await?;
             if resp.status() != StatusCode::PARTIAL_CONTENT {
                 return Err(TransferError::Status {
                     url: url.into(),

@@ -13,6 +13,7 @@ use super::*;
 /// Files by path. Under `/plain/` ranges are ignored (200, whole file); `/cut/` answers a
 /// range with half its bytes and closes; `/stall/` answers a range with half its bytes and
 /// then nothing, the connection left open; `/dead/` answers a range's headers and closes;
+/// `/mute/` leaves the server's first request unanswered (the connection open);
 /// `/short/` answers `bytes=A-` with half the file (a
 /// correct, shorter range); anything else missing is a 404.
 type Files = Arc<HashMap<String, Vec<u8>>>;
@@ -38,6 +39,8 @@ struct Conns {
     requests: std::sync::Mutex<Vec<usize>>,
     /// Body bytes written, all files together.
     served: AtomicUsize,
+    /// A `/mute/` request went unanswered.
+    muted: std::sync::atomic::AtomicBool,
 }
 
 impl Conns {
@@ -89,6 +92,11 @@ async fn connection(
             };
             Some((a.parse::<u64>().ok()?, b))
         });
+        if path.starts_with("/mute/") && !conns.muted.swap(true, Ordering::SeqCst) {
+            let mut sink = [0u8; 1024];
+            while !matches!(s.read(&mut sink).await, Ok(0) | Err(_)) {}
+            return;
+        }
         let Some(body) = files.get(&path) else {
             let _ = s
                 .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
@@ -477,11 +485,18 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
 }
 
 /// A stream that breaks off mid-body, or falls silent, is asked for the bytes it had not
-/// brought: the file completes, byte for byte, and no byte is served twice. With one stream the whole-file
+/// brought, and a request left unanswered is sent again: the file completes, byte for byte,
+/// and no byte is served twice. With one stream the whole-file
 /// request breaks too, and its rest comes in ranges.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_mid_body_is_asked_for_the_rest() {
-    for (how, p) in [("cut", 1), ("cut", 3), ("stall", 2)] {
+    for (how, p) in [
+        ("cut", 1),
+        ("cut", 3),
+        ("stall", 2),
+        ("mute", 1),
+        ("mute", 2),
+    ] {
         let body = bytes(300_000, 7);
         let path = format!("/{how}/f.bin");
         let (base, conns) = counting_server(&[(path.as_str(), body.clone())]).await;
