@@ -305,6 +305,9 @@ fn markdown(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if !plan.quick {
+        s.push_str(&at_a_glance(plan, rows));
+    }
     for app in &plan.apps {
         let _ = writeln!(
             s,
@@ -328,16 +331,7 @@ fn markdown(
             }
             let fast = cell(rows, app, sc, "fasthla", "throughput_mbps").value();
             let fast_e = cell(rows, app, sc, "fasthla", "energy_j_per_100mb").value();
-            let best = Tool::BASELINES
-                .iter()
-                .map(|t| {
-                    (
-                        t.name(),
-                        cell(rows, app, sc, t.name(), "throughput_mbps").value(),
-                    )
-                })
-                .filter(|x| x.1.is_finite())
-                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let best = best_baseline(rows, app, sc);
             let h2 = cell(rows, app, sc, "nghttp", "throughput_mbps").value();
             let h2_e = cell(rows, app, sc, "nghttp", "energy_j_per_100mb").value();
             let wide = cell(rows, app, sc, "nghttp-16m", "throughput_mbps").value();
@@ -420,6 +414,57 @@ fn markdown(
     s
 }
 
+/// The baseline with the highest mean throughput on `app` over `sc` and that throughput (none
+/// if no baseline finished there).
+fn best_baseline(rows: &[Row], app: &str, sc: &str) -> Option<(&'static str, f64)> {
+    Tool::BASELINES
+        .iter()
+        .map(|t| {
+            (
+                t.name(),
+                cell(rows, app, sc, t.name(), "throughput_mbps").value(),
+            )
+        })
+        .filter(|x| x.1.is_finite())
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// One table of every dataset on every network: FastHLA's mean throughput over the best
+/// baseline's, and over HTTP/2's (nghttp with its own windows, the seed's comparison).
+fn at_a_glance(plan: &Plan, rows: &[Row]) -> String {
+    let mut s = String::from(
+        "## At a glance\n\nFastHLA's mean throughput over the best baseline's (named) and over \
+         HTTP/2's (nghttp with its own 64 KiB windows; the seed: up to 10x); \"-\" where \
+         FastHLA or every baseline has no finished trial.\n\n| dataset |",
+    );
+    for sc in &plan.scenarios {
+        let _ = write!(s, " `{sc}` |");
+    }
+    let _ = write!(s, "\n|---|{}\n", "---|".repeat(plan.scenarios.len()));
+    for app in &plan.apps {
+        let _ = write!(s, "| {app} |");
+        for sc in &plan.scenarios {
+            let fast = cell(rows, app, sc, "fasthla", "throughput_mbps").value();
+            let h2 = cell(rows, app, sc, "nghttp", "throughput_mbps").value();
+            let text = match best_baseline(rows, app, sc) {
+                Some((b, bv)) if fast.is_finite() => {
+                    let over_h2 = if h2.is_finite() {
+                        format!("; {:.1}x HTTP/2", fast / h2)
+                    } else {
+                        String::new()
+                    };
+                    format!("{:.2}x {b}{over_h2}", fast / bv)
+                }
+                _ => "-".to_string(),
+            };
+            let _ = write!(s, " {text} |");
+        }
+        s.push('\n');
+    }
+    s.push('\n');
+    s
+}
+
 /// The sweep's throughput and energy against concurrency (groups) and parallelism (series;
 /// HTTP/2's points a series of their own), the seed's figure shapes, as two SVG charts in the
 /// plan's directory; the markdown that shows them (empty if they could not be written).
@@ -481,6 +526,48 @@ fn sweep_charts(plan: &Plan, sweep: &[Row], app: &str, sc: &str, grid: &[Params]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_glance_table_gives_fasthla_over_the_best_baseline_per_dataset_and_network() {
+        let row = |app: &str, sc: &str, system: &str, value: f64| Row {
+            app: app.into(),
+            scenario: sc.into(),
+            system: system.into(),
+            trial: 1,
+            seed: 101,
+            metric: "throughput_mbps".into(),
+            value,
+            unit: "Mbit/s".into(),
+        };
+        let (a, b) = ("wifi-bulk+rtt=59ms", "lte-bulk+rtt=290ms");
+        let rows = vec![
+            row("html", a, "fasthla", 30.0),
+            row("html", a, "wget", 10.0),
+            row("html", a, "aria2", 20.0),
+            row("html", a, "nghttp", 3.0),
+            row("html", b, "fasthla", f64::NAN), // every FastHLA trial failed
+            row("html", b, "wget", 2.0),
+        ];
+        let plan = Plan {
+            apps: vec!["html".into()],
+            scenarios: vec![a.into(), b.into()],
+            systems: systems(),
+            trials: 1,
+            first_seed: matrix::HELD_OUT_SEEDS,
+            quick: false,
+            duration: None,
+            jobs: 1,
+            out: std::env::temp_dir(),
+            emu_logs: None,
+            resume: false,
+            report_only: false,
+        };
+        let t = at_a_glance(&plan, &rows);
+        assert!(
+            t.contains("| html | 1.50x aria2; 10.0x HTTP/2 | - |"),
+            "{t}"
+        );
+    }
 
     #[test]
     fn sweep_rows_become_records() {
