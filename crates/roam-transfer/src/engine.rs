@@ -606,8 +606,9 @@ impl Engine {
             .and_then(|v| v.to_str().ok())
             .map(String::from);
         if ranged {
-            // Read the byte, so the connection goes back to the pool for the next one.
-            let _ = resp.into_body().collect().await;
+            // Read the byte, so the connection goes back to the pool for the next one (a byte
+            // that does not come costs the connection, not the survey).
+            let _ = tokio::time::timeout(self.stall_timeout, resp.into_body().collect()).await;
         }
         let size = size.ok_or_else(|| TransferError::Network {
             url: url.into(),
@@ -732,8 +733,9 @@ impl Engine {
             }
         };
         // Read its byte: a response dropped unread closes its connection, and the ranges would
-        // pay a new handshake and TCP's slow start for every file.
-        let _ = probe.into_body().collect().await;
+        // pay a new handshake and TCP's slow start for every file. (One that does not come
+        // within the stall timeout costs its connection only.)
+        let _ = tokio::time::timeout(self.stall_timeout, probe.into_body().collect()).await;
         self.ranges(url, size, dest, log).await
     }
 
