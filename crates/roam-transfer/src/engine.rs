@@ -298,8 +298,8 @@ pub const H2_SURVEY_STREAMS: usize = 100;
 /// drained within its 60 s send timeout; wget and aria2 retry such streams, and so must this.)
 pub const STREAM_RETRIES: u32 = 5;
 
-/// A stream that brings no byte for this long is broken (then asked again as
-/// [`STREAM_RETRIES`] says), and a request unanswered this long is an error. Without it a
+/// A stream that brings no byte for this long is broken, and a request unanswered this long
+/// is lost: both are asked again as [`STREAM_RETRIES`] says. Without it a
 /// connection whose server had gone without its FIN arriving held a transfer for good (a
 /// sweep trial over the lab's LTE trace waited out its 900 s). aria2's default is the same.
 pub const STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
