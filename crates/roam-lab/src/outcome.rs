@@ -23,20 +23,20 @@ pub fn values(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &st
 pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Summary {
     let mut v = values(rows, app, scenario, system, metric);
     if metric != "error" {
-        let has: Vec<u32> = rows
+        let of_cell: Vec<&Row> = rows
             .iter()
             .filter(|r| r.app == app && r.scenario == scenario && r.system == system)
-            .filter(|r| r.metric == metric)
-            .map(|r| r.trial)
             .collect();
-        let failed = rows.iter().filter(|r| {
-            r.app == app
-                && r.scenario == scenario
-                && r.system == system
-                && r.metric == "error"
-                && !has.contains(&r.trial)
-        });
-        v.extend(failed.map(|_| f64::NAN));
+        let has = |trial: u32| {
+            of_cell
+                .iter()
+                .any(|r| r.trial == trial && r.metric == metric)
+        };
+        let failed = of_cell
+            .iter()
+            .filter(|r| r.metric == "error" && !has(r.trial))
+            .count();
+        v.extend(std::iter::repeat_n(f64::NAN, failed));
     }
     summarize(&v)
 }

@@ -306,7 +306,10 @@ pub fn get(a: &GetArgs) -> Result<()> {
     }
     let retried: u32 = whole.files.iter().map(|f| f.retries).sum();
     if retried > 0 {
-        eprintln!("{retried} stream(s) broke off and were asked again for the rest");
+        eprintln!(
+            "{retried} request(s) sent again (a stream that broke off or fell silent, a request \
+             left unanswered)"
+        );
     }
     eprintln!(
         "{} file(s), {:.1} MB in {:.1} s: {:.1} Mbit/s",
