@@ -22,7 +22,9 @@ pub mod params;
 pub mod partial;
 pub mod server;
 
-pub use engine::{Engine, FileLog, FileSpec, Protocol, Report, Survey, STREAM_RETRIES, SURVEY_CC};
+pub use engine::{
+    Engine, FileLog, FileSpec, Protocol, Report, Survey, MIN_STEAL_PIECE, STREAM_RETRIES, SURVEY_CC,
+};
 pub use error::TransferError;
 pub use params::Params;
 

@@ -13,7 +13,8 @@ use super::*;
 /// Files by path. Under `/plain/` ranges are ignored (200, whole file); `/cut/` answers a
 /// range with half its bytes and closes; `/stall/` answers a range with half its bytes and
 /// then nothing, the connection left open; `/dead/` answers a range's headers and closes;
-/// `/mute/` leaves the server's first request unanswered (the connection open);
+/// `/mute/` leaves the server's first request unanswered (the connection open); `/slow/`
+/// sends a range that starts at byte 0 (longer than one byte) 2 KiB every 2 ms;
 /// `/short/` answers `bytes=A-` with half the file (a
 /// correct, shorter range); anything else missing is a 404.
 type Files = Arc<HashMap<String, Vec<u8>>>;
@@ -150,6 +151,16 @@ async fn connection(
                         while !matches!(s.read(&mut sink).await, Ok(0) | Err(_)) {}
                     }
                     return; // closed mid-body
+                }
+                if path.starts_with("/slow/") && a == 0 && part.len() > 1 {
+                    for chunk in part.chunks(2048) {
+                        if s.write_all(chunk).await.is_err() {
+                            return; // the client dropped the rest
+                        }
+                        conns.served.fetch_add(chunk.len(), Ordering::Relaxed);
+                        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                    }
+                    continue;
                 }
                 conns.served.fetch_add(part.len(), Ordering::Relaxed);
                 let _ = s.write_all(part).await;
@@ -523,6 +534,41 @@ async fn a_stream_cut_mid_body_is_asked_for_the_rest() {
             body.len() + probe,
             "p = {p}: bytes served twice"
         );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+/// A stream that finishes its range while another is slow takes the back half of the slow
+/// one's remainder, again and again: the file arrives byte for byte. The same transfer with
+/// stealing turned off takes nothing (so the count is the engine's doing, not the server's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_stream_takes_half_of_a_slow_one() {
+    let body = bytes(1_000_000, 11);
+    let base = server(&[("/slow/f.bin", body.clone())]).await;
+    for (min_steal, stealing) in [(32 << 10, true), (u64::MAX, false)] {
+        let out = scratch(&format!("steal-{stealing}"));
+        let spec = FileSpec::from_url(&format!("{base}/slow/f.bin")).unwrap();
+        let e = Arc::new(
+            Engine::new(Params {
+                cc: 1,
+                p: 2,
+                ..Params::default()
+            })
+            .unwrap()
+            .with_min_steal(min_steal),
+        );
+        let r = e.run(&[spec], &out).await.unwrap();
+        let f = &r.files[0];
+        assert_eq!(f.outcome, "ok", "stealing {stealing}");
+        assert_eq!(f.streams, 2);
+        assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), body);
+        assert_eq!(f.fetched, body.len() as u64);
+        if stealing {
+            // 500 KB left to the slow stream, halved down to under 64 KiB: several steals.
+            assert!(f.steals >= 2, "{} steals", f.steals);
+        } else {
+            assert_eq!(f.steals, 0);
+        }
         let _ = std::fs::remove_dir_all(&out);
     }
 }

@@ -50,6 +50,14 @@ pub struct GetArgs {
     /// multi-socket, so the transfer uses every network the device has.
     #[arg(long, value_name = "ADDR:PORT")]
     socks5: Option<std::net::SocketAddr>,
+    /// A stream that has finished its range takes the back half of a slower stream's
+    /// remainder of the same file when both halves would be at least this many bytes (as
+    /// aria2 splits its largest unfinished segment for an idle connection).
+    #[arg(long, value_name = "BYTES", default_value_t = roam_transfer::MIN_STEAL_PIECE)]
+    min_steal: u64,
+    /// Never take over part of another stream's range (each file's `--p` ranges are cut once).
+    #[arg(long, conflicts_with = "min_steal")]
+    no_steal: bool,
     /// Append one JSON record per file to this file.
     #[arg(long)]
     log: Option<PathBuf>,
@@ -156,12 +164,10 @@ pub fn get(a: &GetArgs) -> Result<()> {
             protocol,
             ..Params::default()
         };
+        let min_steal = if a.no_steal { u64::MAX } else { a.min_steal.max(1) };
         // The survey's connections, open and warm, carry the transfer after it.
         let probe = if with_broker {
-            Some(Engine::with_connector(
-                survey_params,
-                Connector::new(a.socks5),
-            )?)
+            Some(Engine::with_connector(survey_params, Connector::new(a.socks5))?.with_min_steal(min_steal))
         } else {
             None
         };
@@ -234,7 +240,8 @@ pub fn get(a: &GetArgs) -> Result<()> {
             .iter()
             .map(|g| match &probe {
                 Some(e) => e.sharing(g.1.params).map(Arc::new),
-                None => Engine::with_connector(g.1.params, Connector::new(a.socks5)).map(Arc::new),
+                None => Engine::with_connector(g.1.params, Connector::new(a.socks5))
+                    .map(|e| Arc::new(e.with_min_steal(min_steal))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let counters: Vec<_> = engines.iter().map(|e| e.received.clone()).collect();
@@ -309,6 +316,12 @@ pub fn get(a: &GetArgs) -> Result<()> {
         eprintln!(
             "{retried} request(s) sent again (a stream that broke off or fell silent, a request \
              left unanswered)"
+        );
+    }
+    let stolen: u32 = whole.files.iter().map(|f| f.steals).sum();
+    if stolen > 0 {
+        eprintln!(
+            "{stolen} range(s) taken over by a stream that had finished its own from a slower one"
         );
     }
     eprintln!(

@@ -8,9 +8,10 @@
 //! else a first request for its first byte (`Range: bytes=0-0`) gives its size and whether the
 //! server serves ranges. With ranges, what is not yet on disk (see [`Partial`]) is cut into
 //! `p` pieces fetched at once and written at their offsets; without, the file comes in one
-//! stream (p = 1, and the log says so). A piece that ends early, a status other than
-//! the one expected, or a length that does not match is an error naming the URL; the pieces
-//! that finished stay listed, so running again resumes.
+//! stream (p = 1, and the log says so). A stream that finishes its piece while another is
+//! still at work takes the back half of the largest remainder (the `board` module). A piece
+//! that ends early, a status other than the one expected, or a length that does not match is
+//! an error naming the URL; the pieces that finished stay listed, so running again resumes.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -32,7 +33,9 @@ use crate::params::Params;
 pub use crate::params::Protocol;
 use crate::partial::{missing, split, Partial};
 
+mod board;
 mod survey;
+use board::Board;
 pub use survey::{alt_svc_h2c, Survey, H2_SURVEY_STREAMS, SURVEY_CC};
 
 /// One file of a dataset: where from, and the name to save it under.
@@ -102,6 +105,9 @@ pub struct FileLog {
     /// Requests sent again: streams that broke off mid-body (asked for the bytes they had not
     /// brought) and requests left unanswered ([`STREAM_RETRIES`]).
     pub retries: u32,
+    /// Ranges a stream took from another one still in flight, the back half of its remainder
+    /// ([`MIN_STEAL_PIECE`]).
+    pub steals: u32,
 }
 
 /// The outcome of a dataset's transfer.
@@ -223,6 +229,13 @@ pub const STALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60
 /// The first wait before a broken stream is asked again ([`STREAM_RETRIES`]).
 pub const RETRY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// A file's stream that has finished its range while another is still at work takes the back
+/// half of the largest remainder, if both halves are at least this long (see the `board`
+/// module). 2 MiB is about two round trips of a 25 Mbit/s stream on a 290 ms path: a smaller
+/// piece would cost about as much in its request's round trip (and, under HTTP/1.1, the
+/// victim's connection) as it saves.
+pub const MIN_STEAL_PIECE: u64 = 2 << 20;
+
 /// An attempt at a byte range that ended early: the error, how many bytes it wrote before (at
 /// their places: they stay), and whether asking again for the rest may help.
 struct Cut {
@@ -239,6 +252,8 @@ pub struct Engine {
     retry_wait: std::time::Duration,
     /// A stream silent this long is broken ([`STALL_TIMEOUT`]).
     stall_timeout: std::time::Duration,
+    /// The least piece a free stream takes from a busy one ([`MIN_STEAL_PIECE`]).
+    min_steal: u64,
     /// HTTP/1.1 connections (reading `bs` at a time).
     h1: HttpClient,
     /// HTTP/2 connections (one per server).
@@ -279,6 +294,7 @@ impl Engine {
             connector,
             retry_wait: RETRY_WAIT,
             stall_timeout: STALL_TIMEOUT,
+            min_steal: MIN_STEAL_PIECE,
             params,
             received: Arc::default(),
         })
@@ -298,6 +314,13 @@ impl Engine {
         self
     }
 
+    /// The same engine letting a free stream take half of a busy one's remainder only when
+    /// both halves are at least `bytes` ([`MIN_STEAL_PIECE`] by default; `u64::MAX`: never).
+    pub fn with_min_steal(mut self, bytes: u64) -> Engine {
+        self.min_steal = bytes;
+        self
+    }
+
     /// An engine with `params` that shares this one's connections (the survey's, already
     /// open): its HTTP/2 connections always, its HTTP/1.1 ones when the block size is the same.
     pub fn sharing(&self, params: Params) -> Result<Engine, TransferError> {
@@ -312,6 +335,7 @@ impl Engine {
             connector: self.connector.clone(),
             retry_wait: self.retry_wait,
             stall_timeout: self.stall_timeout,
+            min_steal: self.min_steal,
             params,
             received: Arc::default(),
         })
@@ -418,6 +442,7 @@ impl Engine {
             seconds: 0.0,
             outcome,
             retries: 0,
+            steals: 0,
         }
     }
 
@@ -543,7 +568,7 @@ impl Engine {
             transient: false,
         };
         let (partial, _) = Partial::open(dest, size).map_err(untransient)?;
-        match self.body_to(resp, url, &partial, 0, len).await {
+        match self.body_to(resp, url, &partial, 0, len, None).await {
             Ok(n) => {
                 log.fetched = n;
                 partial.finished(0, len).map_err(untransient)?;
@@ -559,8 +584,9 @@ impl Engine {
         }
     }
 
-    /// A file of `size` bytes from a server that serves ranges: what is not on disk yet, in
-    /// `p` ranges at once.
+    /// A file of `size` bytes from a server that serves ranges: what is not on disk yet, cut
+    /// into `p` pieces, fetched by `p` streams at once; a stream that finishes early takes the
+    /// back half of another's remainder ([`Board`]).
     async fn ranges(
         self: Arc<Self>,
         url: &str,
@@ -572,20 +598,36 @@ impl Engine {
         let (partial, done) = Partial::open(dest, size)?;
         let partial = Arc::new(partial);
         let pieces = split(&missing(&done, size), self.params.p);
-        log.streams = pieces.len() as u32;
+        let streams = pieces.len().min(self.params.p as usize);
+        log.streams = streams as u32;
+        let board = Arc::new(Board::new(&pieces, self.min_steal));
         let mut set = tokio::task::JoinSet::new();
         let retries = Arc::new(AtomicU32::new(0));
-        for (a, b) in pieces {
+        for _ in 0..streams {
             let (me, partial, url) = (self.clone(), partial.clone(), url.to_string());
-            let retries = retries.clone();
-            set.spawn(async move { me.range(&url, &partial, (a, b), size, &retries).await });
+            let (board, retries) = (board.clone(), retries.clone());
+            set.spawn(async move {
+                let mut fetched = 0;
+                while let Some(i) = board.next() {
+                    match me.range(&url, &partial, &board, i, size, &retries).await {
+                        Ok(n) => fetched += n,
+                        Err(e) => {
+                            board.abandon(i);
+                            return (fetched, Err(e));
+                        }
+                    }
+                }
+                (fetched, Ok(()))
+            });
         }
         let mut first_error = None;
         while let Some(r) = set.join_next().await {
             match r {
-                Ok(Ok(n)) => log.fetched += n,
-                Ok(Err(e)) => {
-                    first_error.get_or_insert(e);
+                Ok((n, result)) => {
+                    log.fetched += n;
+                    if let Err(e) = result {
+                        first_error.get_or_insert(e);
+                    }
                 }
                 Err(e) => {
                     first_error.get_or_insert(TransferError::Network {
@@ -596,6 +638,7 @@ impl Engine {
             }
         }
         log.retries += retries.load(Ordering::Relaxed);
+        log.steals += board.steals();
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -607,19 +650,24 @@ impl Engine {
             .complete()
     }
 
-    /// Bytes `a..b` of a `size`-byte file, written and listed as finished: the bytes fetched.
-    /// A stream that breaks off is asked for the rest ([`STREAM_RETRIES`]), counted in
-    /// `retries`.
+    /// The board's range `i` of a `size`-byte file, written and listed as finished: the bytes
+    /// fetched (its end may move down meanwhile, taken by another stream). A stream that
+    /// breaks off is asked for the rest ([`STREAM_RETRIES`]), counted in `retries`.
     async fn range(
         &self,
         url: &str,
         partial: &Partial,
-        (a, b): (u64, u64),
+        board: &Board,
+        i: usize,
         size: u64,
         retries: &AtomicU32,
     ) -> Result<u64, TransferError> {
-        let (mut from, mut fetched, mut in_a_row) = (a, 0, 0);
+        let (mut fetched, mut in_a_row) = (0, 0);
         loop {
+            let (from, b) = board.span(i);
+            if from >= b {
+                return Ok(fetched);
+            }
             let resp = self
                 .get(url, Some((from, b)), self.params.protocol, retries)
                 .await?;
@@ -643,16 +691,19 @@ impl Engine {
                     })
                 }
             }
-            let cut = match self.body_to(resp, url, partial, from, b - from).await {
+            let cut = match self
+                .body_to(resp, url, partial, from, b - from, Some((board, i)))
+                .await
+            {
                 Ok(n) => {
-                    partial.finished(from, b)?;
+                    partial.finished(from, from + n)?;
                     return Ok(fetched + n);
                 }
                 Err(cut) => cut,
             };
             if cut.written > 0 {
                 partial.finished(from, from + cut.written)?;
-                (fetched, from, in_a_row) = (fetched + cut.written, from + cut.written, 0);
+                (fetched, in_a_row) = (fetched + cut.written, 0);
             }
             in_a_row += 1;
             if !cut.transient || in_a_row > STREAM_RETRIES {
@@ -664,6 +715,9 @@ impl Engine {
     }
 
     /// Write `resp`'s body at `offset..offset + len`; exactly `len` bytes, or how far it got.
+    /// With a board's range (`Some((board, i))`) each block is claimed first, and once another
+    /// stream has taken the range's back half the body is dropped at the range's new end: the
+    /// bytes written up to there (fewer than `len`) are the answer.
     async fn body_to(
         &self,
         resp: Response<Incoming>,
@@ -671,6 +725,7 @@ impl Engine {
         partial: &Partial,
         offset: u64,
         len: u64,
+        board: Option<(&Board, usize)>,
     ) -> Result<u64, Cut> {
         let mut body = resp.into_body();
         let mut at = 0u64;
@@ -707,14 +762,24 @@ impl Engine {
                     false,
                 ));
             }
-            partial.write_at(offset + at, &data).map_err(|error| Cut {
-                error,
-                written: at,
-                transient: false,
-            })?;
-            at += data.len() as u64;
-            self.received
-                .fetch_add(data.len() as u64, Ordering::Relaxed);
+            let n = match board {
+                Some((board, i)) => board.claim(i, data.len() as u64),
+                None => data.len() as u64,
+            };
+            partial
+                .write_at(offset + at, &data[..n as usize])
+                .map_err(|error| Cut {
+                    error,
+                    written: at,
+                    transient: false,
+                })?;
+            at += n;
+            self.received.fetch_add(n, Ordering::Relaxed);
+            if let Some((board, i)) = board {
+                if at < len && board.span(i).1 == offset + at {
+                    return Ok(at); // the rest is another stream's
+                }
+            }
         }
         if at != len {
             return Err(cut(at, format!("truncated: {at} of {len} bytes"), true));
