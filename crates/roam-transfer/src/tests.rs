@@ -573,6 +573,26 @@ async fn a_free_stream_takes_half_of_a_slow_one() {
     }
 }
 
+/// Two files that would be saved under one name are refused before anything is fetched:
+/// their streams would share one partial file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_saved_under_one_name_are_refused() {
+    let (base, conns) =
+        counting_server(&[("/a/f.bin", bytes(10, 1)), ("/b/f.bin", bytes(10, 2))]).await;
+    let out = scratch("same-name");
+    let e = Arc::new(Engine::new(Params::default()).unwrap());
+    for (second, why) in [("/b/f.bin", "as http://"), ("/a/f.bin", "listed twice")] {
+        let files = [
+            FileSpec::from_url(&format!("{base}/a/f.bin")).unwrap(),
+            FileSpec::from_url(&format!("{base}{second}")).unwrap(),
+        ];
+        let err = e.run(&files, &out).await.unwrap_err().to_string();
+        assert!(err.contains(second) && err.contains(why), "{err}");
+    }
+    assert_eq!(conns.accepted(), 0, "nothing is fetched");
+    assert!(!out.exists());
+}
+
 /// An interrupted download resumes: ranges finished before are not fetched again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_download_resumes_with_the_ranges_it_lacks() {

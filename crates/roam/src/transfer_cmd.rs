@@ -116,6 +116,8 @@ pub fn get(a: &GetArgs) -> Result<()> {
     if specs.is_empty() {
         bail!("nothing to download: give URLs or --list FILE");
     }
+    // Before the survey and the plan: size clusters run at once, each its own engine.
+    roam_transfer::distinct_names(&specs)?;
     if let Some(b) = a.bandwidth {
         if !(b.is_finite() && b > 0.0) {
             bail!("--bandwidth {b}: expected a positive number of Mbit/s");

@@ -197,4 +197,11 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
         "{text}"
     );
     assert!(!root.join("bad").exists());
+
+    // A file listed twice is refused before anything is fetched (it would be saved twice
+    // into one partial file).
+    std::fs::write(&list, format!("{listing}http://127.0.0.1:{h1}/f00.bin\n")).unwrap();
+    let (ok, text) = get(&list, &root.join("twice"), &[]);
+    assert!(!ok && text.contains("f00.bin: listed twice"), "{text}");
+    assert!(!root.join("twice").exists());
 }

@@ -83,6 +83,26 @@ impl FileSpec {
     }
 }
 
+/// Refuse a dataset in which two files would be saved under one name (the same URL listed
+/// twice, or two paths ending in the same file name): their streams would write into one
+/// partial file and list each other's ranges as finished.
+pub fn distinct_names(files: &[FileSpec]) -> Result<(), TransferError> {
+    let mut seen = std::collections::HashMap::new();
+    for f in files {
+        if let Some(first) = seen.insert(f.name.as_str(), f.url.as_str()) {
+            return Err(TransferError::Url {
+                url: f.url.clone(),
+                why: if first == f.url {
+                    "listed twice".into()
+                } else {
+                    format!("would be saved as `{}`, as {first} is", f.name)
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What happened to one file (a log record of the spec's fields that a client can see).
 #[derive(Clone, Debug, Serialize)]
 pub struct FileLog {
@@ -396,12 +416,14 @@ impl Engine {
     }
 
     /// Fetch every file of `files` into `out`, `cc` at a time; every file gets a log record,
-    /// failed or not.
+    /// failed or not. Two files to be saved under one name are refused
+    /// ([`distinct_names`]).
     pub async fn run(
         self: &Arc<Self>,
         files: &[FileSpec],
         out: &Path,
     ) -> Result<Report, TransferError> {
+        distinct_names(files)?;
         std::fs::create_dir_all(out).map_err(TransferError::io(out))?;
         let start = Instant::now();
         let sem = Arc::new(tokio::sync::Semaphore::new(self.params.cc as usize));
