@@ -589,6 +589,12 @@ async fn files_saved_under_one_name_are_refused() {
         let err = e.run(&files, &out).await.unwrap_err().to_string();
         assert!(err.contains(second) && err.contains(why), "{err}");
     }
+    let files = [
+        FileSpec::from_url(&format!("{base}/a/f.bin.part")).unwrap(),
+        FileSpec::from_url(&format!("{base}/a/f.bin")).unwrap(),
+    ];
+    let err = e.run(&files, &out).await.unwrap_err().to_string();
+    assert!(err.contains("f.bin.part: its name is that of"), "{err}");
     assert_eq!(conns.accepted(), 0, "nothing is fetched");
     assert!(!out.exists());
 }

@@ -84,12 +84,13 @@ impl FileSpec {
 }
 
 /// Refuse a dataset in which two files would be saved under one name (the same URL listed
-/// twice, or two paths ending in the same file name): their streams would write into one
-/// partial file and list each other's ranges as finished.
+/// twice, or two paths ending in the same file name), or one under another's partial file
+/// (`NAME.part`, `NAME.part.ranges`): their streams would write into one partial file and
+/// list each other's ranges as finished.
 pub fn distinct_names(files: &[FileSpec]) -> Result<(), TransferError> {
     let mut seen = std::collections::HashMap::new();
     for f in files {
-        if let Some(first) = seen.insert(f.name.as_str(), f.url.as_str()) {
+        if let Some(first) = seen.insert(f.name.clone(), f.url.as_str()) {
             return Err(TransferError::Url {
                 url: f.url.clone(),
                 why: if first == f.url {
@@ -98,6 +99,19 @@ pub fn distinct_names(files: &[FileSpec]) -> Result<(), TransferError> {
                     format!("would be saved as `{}`, as {first} is", f.name)
                 },
             });
+        }
+    }
+    for f in files {
+        for suffix in [".part", ".part.ranges"] {
+            if let Some(other) = seen.get(&format!("{}{suffix}", f.name)) {
+                return Err(TransferError::Url {
+                    url: other.to_string(),
+                    why: format!(
+                        "its name is that of {}'s partial file while it downloads",
+                        f.url
+                    ),
+                });
+            }
         }
     }
     Ok(())
