@@ -21,7 +21,7 @@ use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
 /// Arguments of `roam transfer get`.
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// URLs (http://) to download.
+    /// URLs (http:// or https://) to download.
     urls: Vec<String>,
     /// A file of URLs, one a line, each optionally followed by the file's size in bytes (`URL
     /// SIZE`: with sizes, --auto's survey asks only its first wave); blank lines and `#`
@@ -58,6 +58,11 @@ pub struct GetArgs {
     /// Never take over part of another stream's range (each file's `--p` ranges are cut once).
     #[arg(long, conflicts_with = "min_steal")]
     no_steal: bool,
+    /// Also trust the certificate authorities in this PEM file for https:// servers (a
+    /// private server's own authority, or its self-signed certificate); the system's
+    /// (/etc/ssl/certs) are always trusted.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
     /// Append one JSON record per file to this file.
     #[arg(long)]
     log: Option<PathBuf>,
@@ -167,9 +172,13 @@ pub fn get(a: &GetArgs) -> Result<()> {
             ..Params::default()
         };
         let min_steal = if a.no_steal { u64::MAX } else { a.min_steal.max(1) };
+        let connector = match &a.ca {
+            Some(ca) => Connector::new(a.socks5).with_ca_file(ca)?,
+            None => Connector::new(a.socks5),
+        };
         // The survey's connections, open and warm, carry the transfer after it.
         let probe = if with_broker {
-            Some(Engine::with_connector(survey_params, Connector::new(a.socks5))?.with_min_steal(min_steal))
+            Some(Engine::with_connector(survey_params, connector.clone())?.with_min_steal(min_steal))
         } else {
             None
         };
@@ -242,7 +251,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
             .iter()
             .map(|g| match &probe {
                 Some(e) => e.sharing(g.1.params).map(Arc::new),
-                None => Engine::with_connector(g.1.params, Connector::new(a.socks5))
+                None => Engine::with_connector(g.1.params, connector.clone())
                     .map(|e| Arc::new(e.with_min_steal(min_steal))),
             })
             .collect::<Result<Vec<_>, _>>()?;

@@ -1,7 +1,7 @@
 //! `roam transfer get` and `roam hla serve` end to end against Debian's nginx on loopback:
 //! fixed-parameter transfers logged to the HLA server, then `--auto` with what it learnt, over
 //! HTTP/1.1 and over the HTTP/2 that nginx advertises (`Alt-Svc: h2c`); every file byte for
-//! byte. Skips with a one-line reason where nginx is not installed (`./scripts/test` installs
+//! byte; and over HTTPS from nginx with a private authority. Skips with a one-line reason where nginx is not installed (`./scripts/test` installs
 //! it as root).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -204,4 +204,74 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
     let (ok, text) = get(&list, &root.join("twice"), &[]);
     assert!(!ok && text.contains("f00.bin: listed twice"), "{text}");
     assert!(!root.join("twice").exists());
+}
+
+/// `roam transfer get` from nginx over HTTPS (its certificate trusted with `--ca`): in ranges
+/// over HTTP/1.1, and over HTTP/2 as nginx's ALPN offers it, byte for byte; without `--ca`
+/// the certificate is refused, named.
+#[test]
+fn https_from_nginx_with_a_private_authority() {
+    if roam_lab::nginx::binary().is_none() {
+        eprintln!("skipped: nginx is not installed (apt-get install -y nginx)");
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("roam-transfer-https-{}", std::process::id()));
+    let _tmp = TempDir(root.clone());
+    let www = root.join("site/www");
+    std::fs::create_dir_all(&www).unwrap();
+    let files: Vec<(String, Vec<u8>)> = (0..3u32)
+        .map(|i| {
+            let body = (0..3_000_000 + i as usize)
+                .map(|k| ((k as u32 * 13 + i * 7) % 253) as u8)
+                .collect();
+            (format!("g{i}.bin"), body)
+        })
+        .collect();
+    for (n, b) in &files {
+        std::fs::write(www.join(n), b).unwrap();
+    }
+    let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (root.join("cert.pem"), root.join("key.pem"));
+    std::fs::write(&cert, c.cert.pem()).unwrap();
+    std::fs::write(&key, c.signing_key.serialize_pem()).unwrap();
+    let port = free_port();
+    let servers = format!(
+        "server {{ listen 127.0.0.1:{port} ssl http2; root {w}; ssl_certificate {c}; \
+         ssl_certificate_key {k}; }}",
+        w = www.display(),
+        c = cert.display(),
+        k = key.display()
+    );
+    let _nginx = Killed(
+        roam_lab::nginx::launch(
+            &root.join("site"),
+            &servers,
+            SocketAddr::from(([127, 0, 0, 1], port)),
+        )
+        .unwrap(),
+    );
+    let urls: Vec<String> = files
+        .iter()
+        .map(|(n, _)| format!("https://127.0.0.1:{port}/{n}"))
+        .collect();
+    let ca = cert.display().to_string();
+    for (i, extra) in [["--p", "4"].as_slice(), &["--p", "2", "--http2"]]
+        .into_iter()
+        .enumerate()
+    {
+        let out = root.join(format!("out{i}")).display().to_string();
+        let mut args = vec!["transfer", "get", "--out", &out, "--ca", &ca];
+        args.extend(urls.iter().map(String::as_str));
+        args.extend(extra);
+        let (ok, text) = roam(&args);
+        assert!(ok, "{extra:?}: {text}");
+        check_copies(&files, Path::new(&out));
+    }
+    let out = root.join("untrusted").display().to_string();
+    let (ok, text) = roam(&["transfer", "get", "--out", &out, &urls[0]]);
+    assert!(
+        !ok && text.contains(&urls[0]) && text.contains("certificate"),
+        "{text}"
+    );
+    assert!(!Path::new(&out).join("g0.bin").exists());
 }

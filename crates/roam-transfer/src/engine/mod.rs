@@ -22,6 +22,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::proxy::SocksV5;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -41,16 +42,17 @@ pub use survey::{alt_svc_h2c, Survey, H2_SURVEY_STREAMS, SURVEY_CC};
 /// One file of a dataset: where from, and the name to save it under.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileSpec {
-    /// Its `http://` URL.
+    /// Its `http://` or `https://` URL.
     pub url: String,
     /// The file name under the output directory.
     pub name: String,
     /// Its size, when a survey ([`Engine::survey`]) found that the server serves it in ranges:
     /// the engine then skips its own first-byte request.
     pub ranged_size: Option<u64>,
-    /// Where the same file is served over cleartext HTTP/2, when a survey found the server
-    /// advertising it (`Alt-Svc: h2c=":PORT"`): an engine with [`Protocol::Http2`] fetches it
-    /// from there, so that a dataset listed by its HTTP/1.1 URLs can move over HTTP/2.
+    /// Where the same file is served over HTTP/2, when a survey found the server advertising
+    /// cleartext HTTP/2 (`Alt-Svc: h2c=":PORT"`), or, for `https://`, offering `h2` in ALPN
+    /// (the URL itself): an engine with [`Protocol::Http2`] fetches it from there, so that a
+    /// dataset listed by its HTTP/1.1 URLs can move over HTTP/2.
     pub h2c_url: Option<String>,
     /// Its size as the dataset's listing gives it (`URL SIZE` lines): the survey then need not
     /// ask for it once its server has answered another file ([`Engine::survey`]).
@@ -66,7 +68,8 @@ impl FileSpec {
         };
         let rest = url
             .strip_prefix("http://")
-            .ok_or_else(|| bad("only http:// URLs are supported"))?;
+            .or_else(|| url.strip_prefix("https://"))
+            .ok_or_else(|| bad("only http:// and https:// URLs are supported"))?;
         let path = rest.split_once('/').map_or("", |x| x.1);
         let name = path.rsplit('/').next().unwrap_or("");
         let name = name.split(['?', '#']).next().unwrap_or("");
@@ -167,14 +170,22 @@ impl Report {
     }
 }
 
-type HttpClient = Client<Connector, Empty<Bytes>>;
+type HttpClient = Client<HttpsConnector<Route>, Empty<Bytes>>;
 
-/// How the engine reaches servers: directly, or through a SOCKS5 proxy: `roam net proxy` on
-/// the device carries each connection over a roam-net multi-socket (with the label its
-/// destination port is given there, background-large for bulk data), so a transfer uses every
-/// network the device has.
+/// How the engine reaches servers: directly, or through a SOCKS5 proxy (`roam net proxy` on
+/// the device carries each connection over a roam-net multi-socket, with the label its
+/// destination port is given there, background-large for bulk data, so a transfer uses every
+/// network the device has); and which certificate authorities an `https://` server's
+/// certificate may chain to (the system's, `/etc/ssl/certs`, and any added).
 #[derive(Clone, Debug)]
-pub enum Connector {
+pub struct Connector {
+    route: Route,
+    roots: Arc<rustls::RootCertStore>,
+}
+
+/// The TCP part of a [`Connector`].
+#[derive(Clone, Debug)]
+pub enum Route {
     /// TCP to the server.
     Direct(HttpConnector),
     /// Through the SOCKS5 proxy at this address (names resolved by the proxy's side).
@@ -182,24 +193,78 @@ pub enum Connector {
 }
 
 impl Connector {
-    /// A direct connector, or one through the SOCKS5 proxy `socks5`.
+    /// A direct connector, or one through the SOCKS5 proxy `socks5`, trusting the system's
+    /// certificate authorities.
     pub fn new(socks5: Option<std::net::SocketAddr>) -> Connector {
         let mut tcp = HttpConnector::new();
         tcp.set_nodelay(true);
-        match socks5 {
-            None => Connector::Direct(tcp),
+        // `https://` URIs reach it too: the TLS layer above it connects through it.
+        tcp.enforce_http(false);
+        let route = match socks5 {
+            None => Route::Direct(tcp),
             Some(a) => {
                 let uri: hyper::Uri = format!("http://{a}").parse().expect("an address is a URI");
-                tcp.enforce_http(false);
-                Connector::Socks5(SocksV5::new(uri, tcp))
+                Route::Socks5(SocksV5::new(uri, tcp))
             }
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        // A certificate the system's store holds but rustls cannot parse is skipped, as a
+        // system without a store (an https:// server then fails on its certificate's issuer).
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        Connector {
+            route,
+            roots: Arc::new(roots),
+        }
+    }
+
+    /// The same connector also trusting the certificate authorities in the PEM file `path`
+    /// (a private server's own authority, a self-signed certificate).
+    pub fn with_ca_file(mut self, path: &Path) -> Result<Connector, TransferError> {
+        use rustls::pki_types::pem::PemObject;
+        let bad = |why: String| TransferError::Io {
+            path: path.into(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+        };
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(format!("not a PEM file of certificates: {e}")))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(format!("a certificate that does not parse: {e}")))?;
+        if certs.is_empty() {
+            return Err(bad("no certificate in it".into()));
+        }
+        let roots = Arc::make_mut(&mut self.roots);
+        for c in certs {
+            roots
+                .add(c)
+                .map_err(|e| bad(format!("a certificate that cannot be trusted: {e}")))?;
+        }
+        Ok(self)
+    }
+
+    /// This connector with TLS for `https://` URIs, offering in ALPN `http/1.1` only, `h2`
+    /// only (so that the version the engine was asked for is the one the server speaks), or
+    /// both (`None`: the survey's question whether a server speaks HTTP/2).
+    fn tls(&self, http2: Option<bool>) -> HttpsConnector<Route> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring's provider supports the default TLS versions")
+            .with_root_certificates(self.roots.clone())
+            .with_no_client_auth();
+        let b = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_or_http();
+        match http2 {
+            Some(true) => b.enable_http2().wrap_connector(self.route.clone()),
+            Some(false) => b.enable_http1().wrap_connector(self.route.clone()),
+            None => b.enable_all_versions().wrap_connector(self.route.clone()),
         }
     }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-impl tower_service::Service<hyper::Uri> for Connector {
+impl tower_service::Service<hyper::Uri> for Route {
     type Response = TokioIo<tokio::net::TcpStream>;
     type Error = BoxError;
     type Future = std::pin::Pin<
@@ -215,15 +280,20 @@ impl tower_service::Service<hyper::Uri> for Connector {
 
     fn call(&mut self, dst: hyper::Uri) -> Self::Future {
         match self {
-            Connector::Direct(c) => {
+            Route::Direct(c) => {
                 let f = c.call(dst);
                 Box::pin(async move { f.await.map_err(BoxError::from) })
             }
-            Connector::Socks5(c) => {
-                // The SOCKS request needs the port, which an http:// URI may leave implicit.
+            Route::Socks5(c) => {
+                // The SOCKS request needs the port, which a URI may leave implicit.
                 let dst = if dst.port().is_none() {
                     let host = dst.host().unwrap_or_default();
-                    format!("http://{host}:80").parse().unwrap_or(dst)
+                    let port = if dst.scheme_str() == Some("https") {
+                        443
+                    } else {
+                        80
+                    };
+                    format!("http://{host}:{port}").parse().unwrap_or(dst)
                 } else {
                     dst
                 };
@@ -301,7 +371,7 @@ fn h1_client(params: &Params, connector: &Connector) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .http1_read_buf_exact_size(params.bs)
         .pool_max_idle_per_host((params.cc * params.p) as usize)
-        .build(connector.clone())
+        .build(connector.tls(Some(false)))
 }
 
 fn h2_client(connector: &Connector) -> HttpClient {
@@ -309,7 +379,7 @@ fn h2_client(connector: &Connector) -> HttpClient {
         .http2_only(true)
         .http2_initial_connection_window_size(H2_WINDOW)
         .http2_initial_stream_window_size(H2_WINDOW)
-        .build(connector.clone())
+        .build(connector.tls(Some(true)))
 }
 
 impl Engine {

@@ -29,7 +29,9 @@ pub struct Survey {
     pub sizes: Vec<u64>,
     /// Whether the server answered its range request with a range.
     pub ranged: Vec<bool>,
-    /// Each file's cleartext HTTP/2 URL, when the server advertised one ([`alt_svc_h2c`]).
+    /// Where each file is served over HTTP/2: for `http://`, the cleartext URL its server
+    /// advertised ([`alt_svc_h2c`]); for `https://`, the URL itself where the server's ALPN
+    /// offers `h2`.
     pub h2c: Vec<Option<String>>,
     /// The shortest first-request time, ms (infinite for an empty dataset).
     pub rtt_ms: f64,
@@ -54,9 +56,12 @@ fn joined<T>(
     })?
 }
 
-/// `http://host:port` of a URL (the whole URL if it has no path).
+/// `http://host:port` or `https://host:port` of a URL (the whole URL if it has no path).
 fn origin(url: &str) -> &str {
-    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
     match rest.find('/') {
         Some(i) => &url[..url.len() - rest.len() + i],
         None => url,
@@ -72,7 +77,7 @@ impl Survey {
         }
     }
 
-    /// Whether every file of `which` (indices) is served over cleartext HTTP/2 as well.
+    /// Whether every file of `which` (indices) is served over HTTP/2 as well.
     pub fn h2c_for_all(&self, which: &[usize]) -> bool {
         which.iter().all(|&i| self.h2c[i].is_some())
     }
@@ -93,7 +98,7 @@ impl Survey {
         match chosen {
             Protocol::Http2 if !self.h2c_for_all(which) => (
                 Protocol::Http1,
-                Some("FastHLA chose HTTP/2, but the server does not advertise it (Alt-Svc h2c): HTTP/1.1"),
+                Some("FastHLA chose HTTP/2, but the server does not offer it (no Alt-Svc h2c; over TLS, no h2 in ALPN): HTTP/1.1"),
             ),
             v => (v, None),
         }
@@ -128,6 +133,15 @@ impl Engine {
             Arc::new(tokio::sync::Semaphore::new(self.params.cc as usize)),
             Arc::new(tokio::sync::Semaphore::new(H2_SURVEY_STREAMS)),
         );
+        // Whether each https:// server speaks HTTP/2 (its ALPN answer), asked beside the probes.
+        let mut secure: BTreeMap<String, tokio::task::JoinHandle<bool>> = BTreeMap::new();
+        for f in files.iter().filter(|f| f.url.starts_with("https://")) {
+            let o = origin(&f.url).to_string();
+            if let std::collections::btree_map::Entry::Vacant(v) = secure.entry(o) {
+                let (me, at) = (self.clone(), v.key().clone());
+                v.insert(tokio::spawn(async move { me.offers_h2(&at).await }));
+            }
+        }
         let mut tasks = Vec::new();
         for f in files {
             let (me, url, listed) = (self.clone(), f.url.clone(), f.listed_size);
@@ -181,6 +195,16 @@ impl Engine {
             sv.rtt_ms = sv.rtt_ms.min(p.ms);
             sv.h2c[i] = alt;
         }
+        // Over TLS the same URL serves HTTP/2 where the server's ALPN offers it.
+        for (o, check) in secure {
+            if check.await.unwrap_or(false) {
+                for (i, f) in files.iter().enumerate() {
+                    if origin(&f.url) == o {
+                        sv.h2c[i] = Some(f.url.clone());
+                    }
+                }
+            }
+        }
         // The advertisement names the origin: the files asked before it came have it too.
         let advertised = advertised.lock().unwrap();
         for (i, f) in files.iter().enumerate() {
@@ -191,6 +215,21 @@ impl Engine {
             }
         }
         Ok(sv)
+    }
+
+    /// Whether the `https://` server at `origin` chooses HTTP/2 when offered it and HTTP/1.1
+    /// (one TLS handshake; false if it cannot be reached within the stall timeout).
+    async fn offers_h2(&self, origin: &str) -> bool {
+        use hyper_util::client::legacy::connect::Connection;
+        use tower_service::Service;
+        let Ok(uri) = origin.parse::<hyper::Uri>() else {
+            return false;
+        };
+        let mut tls = self.connector.tls(None);
+        match tokio::time::timeout(self.stall_timeout, tls.call(uri)).await {
+            Ok(Ok(stream)) => stream.connected().is_negotiated_h2(),
+            _ => false,
+        }
     }
 
     /// One survey request: a file's first byte.
