@@ -23,8 +23,8 @@ pub mod partial;
 pub mod server;
 
 pub use engine::{
-    distinct_names, Engine, FileLog, FileSpec, Protocol, Report, Survey, MIN_STEAL_PIECE,
-    STREAM_RETRIES, SURVEY_CC,
+    distinct_destinations, distinct_names, Engine, FileLog, FileSpec, Protocol, Report, Survey,
+    Upload, MIN_STEAL_PIECE, STREAM_RETRIES, SURVEY_CC,
 };
 pub use error::TransferError;
 pub use params::Params;

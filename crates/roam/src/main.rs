@@ -13,6 +13,7 @@ mod lab_cmd;
 mod net_proxy;
 mod parcel_cmd;
 mod transfer_cmd;
+mod transfer_put;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -86,6 +87,9 @@ enum TransferCmd {
     /// Download URLs (or a list of them) into a directory; resumable, never leaving an
     /// incomplete file under its final name.
     Get(transfer_cmd::GetArgs),
+    /// Upload files and directories with HTTP PUT, several at once; a stream that breaks off
+    /// or stalls is sent again.
+    Put(transfer_put::PutArgs),
 }
 
 #[derive(Subcommand)]
@@ -550,6 +554,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Net(NetCmd::Estimates { shm, watch }) => net_estimates(shm, watch).map(|_| 0),
         Cmd::Net(NetCmd::Proxy(a)) => net_proxy::proxy(a).map(|_| 0),
         Cmd::Transfer(TransferCmd::Get(a)) => transfer_cmd::get(&a).map(|_| 0),
+        Cmd::Transfer(TransferCmd::Put(a)) => transfer_put::put(&a).map(|_| 0),
         Cmd::Parcel(c) => parcel_cmd::run(c).map(|_| 0),
         Cmd::Hla(HlaCmd::Serve(a)) => transfer_cmd::serve(&a).map(|_| 0),
         Cmd::Hla(HlaCmd::Train(a)) => transfer_cmd::train(&a).map(|_| 0),

@@ -302,14 +302,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
         seconds,
     };
     if let Some(path) = &a.log {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        for l in &whole.files {
-            writeln!(f, "{}", serde_json::to_string(l)?)?;
-        }
+        append_log(path, &whole)?;
     }
     let unranged = whole
         .files
@@ -363,12 +356,30 @@ pub fn get(a: &GetArgs) -> Result<()> {
         }
         broker.save(&state)?;
     }
-    let failed = whole.failures();
+    failures(&whole)
+}
+
+/// One JSON record per file of `report` appended to `path`.
+pub(crate) fn append_log(path: &std::path::Path, report: &Report) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    for l in &report.files {
+        writeln!(f, "{}", serde_json::to_string(l)?)?;
+    }
+    Ok(())
+}
+
+/// Each failed file's error printed, and an error counting them; `Ok` if none failed.
+pub(crate) fn failures(report: &Report) -> Result<()> {
+    let failed = report.failures();
     if !failed.is_empty() {
         for f in &failed {
             eprintln!("{}", f.outcome);
         }
-        bail!("{} of {} file(s) failed", failed.len(), whole.files.len());
+        bail!("{} of {} file(s) failed", failed.len(), report.files.len());
     }
     Ok(())
 }

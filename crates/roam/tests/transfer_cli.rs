@@ -275,3 +275,77 @@ fn https_from_nginx_with_a_private_authority() {
     );
     assert!(!Path::new(&out).join("g0.bin").exists());
 }
+
+/// `roam transfer put` to nginx's WebDAV `PUT`: a directory (a subdirectory, a name that
+/// needs encoding) and a file, over HTTP/1.1 and HTTP/2, arrive byte for byte; a location
+/// that does not take `PUT` is an error naming the URL.
+#[test]
+fn uploads_to_nginx_arrive_whole() {
+    if roam_lab::nginx::binary().is_none() {
+        eprintln!("skipped: nginx is not installed (apt-get install -y nginx)");
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("roam-transfer-put-{}", std::process::id()));
+    let _tmp = TempDir(root.clone());
+    let (src, www) = (root.join("src"), root.join("site/www"));
+    std::fs::create_dir_all(src.join("album/sub")).unwrap();
+    std::fs::create_dir_all(&www).unwrap();
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "album/a 1.bin",
+            (0..2_000_000u32).map(|k| (k % 249) as u8).collect(),
+        ),
+        (
+            "album/sub/b.bin",
+            (0..700_000u32).map(|k| (k % 241) as u8).collect(),
+        ),
+        ("c.bin", (0..50_000u32).map(|k| (k % 239) as u8).collect()),
+    ];
+    for (n, b) in &files {
+        std::fs::write(src.join(n), b).unwrap();
+    }
+    let (h1, h2) = (free_port(), free_port());
+    let dav = "dav_methods PUT; create_full_put_path on; client_max_body_size 0;";
+    let servers = format!(
+        "server {{ listen 127.0.0.1:{h1}; root {w}; location /up/ {{ {dav} }} }}\n  \
+         server {{ listen 127.0.0.1:{h2} http2; root {w}; location /up/ {{ {dav} }} }}",
+        w = www.display()
+    );
+    let _nginx = Killed(
+        roam_lab::nginx::launch(
+            &root.join("site"),
+            &servers,
+            SocketAddr::from(([127, 0, 0, 1], h1)),
+        )
+        .unwrap(),
+    );
+    wait_listening(SocketAddr::from(([127, 0, 0, 1], h2)));
+    let (album, c) = (
+        src.join("album").display().to_string(),
+        src.join("c.bin").display().to_string(),
+    );
+    for (port, dir, extra) in [(h1, "one", &[][..]), (h2, "two", &["--http2"][..])] {
+        let to = format!("http://127.0.0.1:{port}/up/{dir}/");
+        let mut args = vec!["transfer", "put", &album, &c, "--to", &to, "--cc", "2"];
+        args.extend(extra);
+        let (ok, text) = roam(&args);
+        assert!(ok, "{extra:?}: {text}");
+        for (n, b) in &files {
+            let at = www
+                .join("up")
+                .join(dir)
+                .join(n.trim_start_matches("album/"));
+            assert!(
+                std::fs::read(&at).ok().as_ref() == Some(b),
+                "{}",
+                at.display()
+            );
+        }
+    }
+    let to = format!("http://127.0.0.1:{h1}/elsewhere/");
+    let (ok, text) = roam(&["transfer", "put", &c, "--to", &to]);
+    assert!(
+        !ok && text.contains(&format!("{to}c.bin: HTTP 405")),
+        "{text}"
+    );
+}

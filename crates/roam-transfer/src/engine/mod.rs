@@ -36,8 +36,10 @@ use crate::partial::{missing, split, Partial};
 
 mod board;
 mod survey;
+mod upload;
 use board::Board;
 pub use survey::{alt_svc_h2c, Survey, H2_SURVEY_STREAMS, SURVEY_CC};
+pub use upload::{distinct_destinations, Upload};
 
 /// One file of a dataset: where from, and the name to save it under.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,7 +129,8 @@ pub struct FileLog {
     pub url: String,
     /// Its size (0 if unknown).
     pub size: u64,
-    /// Bytes fetched by this run (the rest was on disk from an earlier one).
+    /// Bytes fetched by this run (the rest was on disk from an earlier one); for an upload,
+    /// the bytes the server accepted.
     pub fetched: u64,
     /// The parameters asked for (with the HTTP version used).
     pub params: Params,
@@ -348,7 +351,7 @@ struct Cut {
     transient: bool,
 }
 
-/// Downloads datasets with fixed parameters.
+/// Downloads datasets (and uploads files: [`Engine::put`]) with fixed parameters.
 pub struct Engine {
     /// How servers are reached.
     connector: Connector,
@@ -363,7 +366,7 @@ pub struct Engine {
     /// HTTP/2 connections (one per server).
     h2: HttpClient,
     params: Params,
-    /// Bytes received so far, for progress displays.
+    /// Bytes received (or, uploading, sent) so far, for progress displays.
     pub received: Arc<AtomicU64>,
 }
 
