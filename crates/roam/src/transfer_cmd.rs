@@ -40,16 +40,14 @@ pub struct GetArgs {
     /// Block size in bytes: how much is read from a connection at a time (e.g. 65536).
     #[arg(long, default_value_t = Params::default().bs)]
     bs: usize,
-    /// HTTP/2 (cleartext, prior knowledge) on the URLs given, instead of HTTP/1.1 (with --auto
-    /// too: the broker's choice of version is then overridden). Without it, --auto may still
-    /// choose HTTP/2 where the server advertises it (`Alt-Svc: h2c=":PORT"`).
+    /// HTTP/2 on the URLs given (for http://, cleartext with prior knowledge; for https://,
+    /// by ALPN), instead of HTTP/1.1 (with --auto too: the broker's choice of version is then
+    /// overridden). Without it, --auto may still choose HTTP/2 where the server offers it
+    /// (`Alt-Svc: h2c=":PORT"`, or h2 in its ALPN answer).
     #[arg(long)]
     http2: bool,
-    /// Reach the servers through this SOCKS5 proxy: `roam net proxy` (with `--label
-    /// PORT=background-large` for the servers' port) carries every connection over a roam-net
-    /// multi-socket, so the transfer uses every network the device has.
-    #[arg(long, value_name = "ADDR:PORT")]
-    socks5: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    reach: Reach,
     /// A stream that has finished its range takes the back half of a slower stream's
     /// remainder of the same file when both halves would be at least this many bytes (as
     /// aria2 splits its largest unfinished segment for an idle connection).
@@ -58,11 +56,6 @@ pub struct GetArgs {
     /// Never take over part of another stream's range (each file's `--p` ranges are cut once).
     #[arg(long, conflicts_with = "min_steal")]
     no_steal: bool,
-    /// Also trust the certificate authorities in this PEM file for https:// servers (a
-    /// private server's own authority, or its self-signed certificate); the system's
-    /// (/etc/ssl/certs) are always trusted.
-    #[arg(long, value_name = "FILE")]
-    ca: Option<PathBuf>,
     /// Append one JSON record per file to this file.
     #[arg(long)]
     log: Option<PathBuf>,
@@ -104,6 +97,32 @@ fn default_state() -> Result<PathBuf> {
         .join(".local/state"),
     };
     Ok(base.join("roam/transfer-broker.json"))
+}
+
+/// How servers are reached (`roam transfer get` and `put`).
+#[derive(Args, Debug)]
+pub(crate) struct Reach {
+    /// Reach the servers through this SOCKS5 proxy: `roam net proxy` (with `--label
+    /// PORT=background-large` for the servers' port) carries every connection over a roam-net
+    /// multi-socket, so the transfer uses every network the device has.
+    #[arg(long, value_name = "ADDR:PORT")]
+    socks5: Option<std::net::SocketAddr>,
+    /// Also trust the certificate authorities in this PEM file for https:// servers (a
+    /// private server's own authority, or its self-signed certificate); the system's
+    /// (/etc/ssl/certs) are always trusted.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+}
+
+impl Reach {
+    /// The engine's connector these options describe.
+    pub(crate) fn connector(&self) -> Result<Connector> {
+        let c = Connector::new(self.socks5);
+        Ok(match &self.ca {
+            Some(ca) => c.with_ca_file(ca)?,
+            None => c,
+        })
+    }
 }
 
 /// Run it: 0 when every file arrived, an error naming the failed ones otherwise.
@@ -172,10 +191,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
             ..Params::default()
         };
         let min_steal = if a.no_steal { u64::MAX } else { a.min_steal.max(1) };
-        let connector = match &a.ca {
-            Some(ca) => Connector::new(a.socks5).with_ca_file(ca)?,
-            None => Connector::new(a.socks5),
-        };
+        let connector = a.reach.connector()?;
         // The survey's connections, open and warm, carry the transfer after it.
         let probe = if with_broker {
             Some(Engine::with_connector(survey_params, connector.clone())?.with_min_steal(min_steal))

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use roam_transfer::engine::Connector;
 use roam_transfer::{Engine, Params, Protocol, Upload};
 
-use crate::transfer_cmd::{append_log, failures};
+use crate::transfer_cmd::{append_log, failures, Reach};
 
 /// Arguments of `roam transfer put`.
 #[derive(Args, Debug)]
@@ -36,12 +35,8 @@ pub struct PutArgs {
     /// a stream of one connection.
     #[arg(long)]
     http2: bool,
-    /// Reach the server through this SOCKS5 proxy (`roam net proxy`: over every network).
-    #[arg(long, value_name = "ADDR:PORT")]
-    socks5: Option<std::net::SocketAddr>,
-    /// Also trust the certificate authorities in this PEM file for https:// servers.
-    #[arg(long, value_name = "FILE")]
-    ca: Option<PathBuf>,
+    #[command(flatten)]
+    reach: Reach,
     /// Append one JSON record per file to this file.
     #[arg(long)]
     log: Option<PathBuf>,
@@ -134,11 +129,7 @@ pub fn put(a: &PutArgs) -> Result<()> {
         .enable_all()
         .build()?;
     let report = rt.block_on(async {
-        let connector = match &a.ca {
-            Some(ca) => Connector::new(a.socks5).with_ca_file(ca)?,
-            None => Connector::new(a.socks5),
-        };
-        let e = Arc::new(Engine::with_connector(params, connector)?);
+        let e = Arc::new(Engine::with_connector(params, a.reach.connector()?)?);
         let sent = e.received.clone();
         let ticker = tokio::spawn(async move {
             let mut last = 0;
