@@ -156,7 +156,10 @@ pub fn systems() -> Vec<System> {
         .collect()
 }
 
-/// The sweep's trials as the HLA server's records.
+/// The sweep's trials as the HLA server's records. The network's bandwidth in each record's
+/// condition is the scenario's, as [`bulk::condition_on`] defines it now (rows record the one
+/// of the binary that ran them, which may have used another window); a scenario that cannot
+/// be built keeps the rows' own.
 pub fn records(rows: &[Row]) -> Vec<Record> {
     use std::collections::BTreeMap;
     let mut by: BTreeMap<(&str, &str, &str, u32), BTreeMap<&str, f64>> = BTreeMap::new();
@@ -166,14 +169,19 @@ pub fn records(rows: &[Row]) -> Vec<Record> {
             .insert(&r.metric, r.value);
     }
     by.into_iter()
-        .filter_map(|((_, _, system, _), m)| {
+        .filter_map(|((_, scenario, system, _), m)| {
             let Some(Tool::Fixed(params)) = Tool::parse(system) else {
                 return None;
             };
             let get = |k: &str| m.get(k).copied();
+            let bandwidth = crate::variant::scenario(scenario, 1)
+                .ok()
+                .and_then(|(sc, _)| Some(bulk::condition_on(&sc.links.first()?.trace, 0.0)))
+                .map(|c| c.bandwidth_mbps)
+                .or(get("bandwidth_mbps"))?;
             Some(Record {
                 rtt_ms: get("rtt_ms")?,
-                bandwidth_mbps: get("bandwidth_mbps")?,
+                bandwidth_mbps: bandwidth,
                 mean_file_bytes: get("mean_file_bytes")?,
                 params,
                 throughput_mbps: get("throughput_mbps").unwrap_or(f64::NAN),
@@ -605,6 +613,23 @@ mod tests {
             (r[0].params, r[0].throughput_mbps, r[0].ok),
             (p, 40.0, true)
         );
+        assert_eq!(r[0].bandwidth_mbps, 100.0);
+        // The bandwidth is the scenario's over the condition's window, not the row's: the LTE
+        // trace's first 120 s, not the 600 s a row from an earlier binary recorded.
+        let lte: Vec<Row> = rows
+            .iter()
+            .map(|r| Row {
+                scenario: "lte-bulk+rtt=59ms".into(),
+                value: if r.metric == "bandwidth_mbps" {
+                    5.42
+                } else {
+                    r.value
+                },
+                ..r.clone()
+            })
+            .collect();
+        let b = records(&lte)[0].bandwidth_mbps;
+        assert!((7.0..7.8).contains(&b), "{b}");
         assert_eq!(sweep_grid(true).len(), 5);
         for p in sweep_grid(false) {
             assert!(p.validate().is_ok());
