@@ -735,6 +735,21 @@ fn bad_parameters_and_urls_are_refused_with_what_is_wrong() {
         FileSpec::from_url("http://h:1/a/b.txt?x=1").unwrap().name,
         "b.txt"
     );
+    // Names are percent-decoded, and a decoded name that leaves the directory is refused.
+    assert_eq!(
+        FileSpec::from_url("https://h/a%201%25.bin").unwrap().name,
+        "a 1%.bin"
+    );
+    assert_eq!(FileSpec::from_url("http://h/50%zz").unwrap().name, "50%zz");
+    for bad in [
+        "http://h/..%2Fetc%2Fpasswd",
+        "http://h/%2E%2E",
+        "http://h/a%00b",
+        "http://h/%ff",
+    ] {
+        let e = FileSpec::from_url(bad).unwrap_err().to_string();
+        assert!(e.contains(bad), "{e}");
+    }
 }
 
 /// The broker's first look: every file's size (an empty one included) and a round trip, and

@@ -21,7 +21,8 @@ use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
 /// Arguments of `roam transfer get`.
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// URLs (http:// or https://) to download.
+    /// URLs (http:// or https://) to download; a URL ending in `/` is a directory, whose
+    /// listing (an HTML index, or nginx's JSON one) gives its files, one level deep.
     urls: Vec<String>,
     /// A file of URLs, one a line, each optionally followed by the file's size in bytes (`URL
     /// SIZE`: with sizes, --auto's survey asks only its first wave); blank lines and `#`
@@ -127,11 +128,34 @@ impl Reach {
 
 /// Run it: 0 when every file arrived, an error naming the failed ones otherwise.
 pub fn get(a: &GetArgs) -> Result<()> {
-    let mut specs = a
-        .urls
-        .iter()
-        .map(|u| FileSpec::from_url(u))
-        .collect::<Result<Vec<_>, _>>()?;
+    let protocol = if a.http2 {
+        Protocol::Http2
+    } else {
+        Protocol::Http1
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    let mut specs = Vec::new();
+    for u in &a.urls {
+        if !u.ends_with('/') {
+            specs.push(FileSpec::from_url(u)?);
+            continue;
+        }
+        // A directory: the files its listing links to.
+        let listing = rt.block_on(async {
+            let params = Params {
+                protocol,
+                ..Params::default()
+            };
+            let e = Engine::with_connector(params, a.reach.connector()?)?;
+            Ok::<_, anyhow::Error>(e.listing(u).await?)
+        })?;
+        let others = match listing.skipped {
+            0 => String::new(),
+            n => format!("; {n} other link(s) not followed (subdirectories, parents, sort links)"),
+        };
+        eprintln!("{u}: {} file(s) listed{others}", listing.files.len());
+        specs.extend(listing.files);
+    }
     if let Some(l) = &a.list {
         let text =
             std::fs::read_to_string(l).with_context(|| format!("reading {}", l.display()))?;
@@ -150,11 +174,6 @@ pub fn get(a: &GetArgs) -> Result<()> {
     if a.max_channels == 0 {
         bail!("--max-channels must be at least 1");
     }
-    let protocol = if a.http2 {
-        Protocol::Http2
-    } else {
-        Protocol::Http1
-    };
     let fixed = Params {
         cc: a.cc,
         p: a.p,
@@ -174,7 +193,6 @@ pub fn get(a: &GetArgs) -> Result<()> {
     } else {
         Broker::default()
     };
-    let rt = tokio::runtime::Runtime::new()?;
     let cpu0 = self_cpu();
     let runs = rt.block_on(async {
         if let (true, Some(url), false) = (a.auto, &a.hla, broker.has_update()) {

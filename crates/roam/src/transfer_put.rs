@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use roam_transfer::engine::percent_encode;
 use roam_transfer::{Engine, Params, Protocol, Upload};
 
 use crate::transfer_cmd::{append_log, failures, Reach};
@@ -42,19 +43,6 @@ pub struct PutArgs {
     log: Option<PathBuf>,
 }
 
-/// A path segment percent-encoded (RFC 3986: everything but unreserved characters).
-fn encode(segment: &[u8]) -> String {
-    let mut out = String::new();
-    for &b in segment {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// Every regular file under `path` (itself, if it is one) with its path relative to the
 /// directory given (a file: its name). Other kinds of file are skipped, said once each.
 fn files_of(path: &Path) -> Result<Vec<(PathBuf, Vec<String>)>> {
@@ -63,7 +51,10 @@ fn files_of(path: &Path) -> Result<Vec<(PathBuf, Vec<String>)>> {
         let name = path
             .file_name()
             .with_context(|| format!("{}: names no file", path.display()))?;
-        return Ok(vec![(path.to_path_buf(), vec![encode(name.as_bytes())])]);
+        return Ok(vec![(
+            path.to_path_buf(),
+            vec![percent_encode(name.as_bytes())],
+        )]);
     }
     if !meta.is_dir() {
         bail!("{}: neither a file nor a directory", path.display());
@@ -79,7 +70,7 @@ fn files_of(path: &Path) -> Result<Vec<(PathBuf, Vec<String>)>> {
         for e in entries {
             let p = e.path();
             let mut r: Vec<String> = rel.clone();
-            r.push(encode(e.file_name().as_bytes()));
+            r.push(percent_encode(e.file_name().as_bytes()));
             let kind = e
                 .file_type()
                 .with_context(|| format!("reading {}", p.display()))?;
@@ -172,8 +163,8 @@ mod tests {
 
     #[test]
     fn names_are_percent_encoded_and_directories_walked() {
-        assert_eq!(encode(b"a b%/c.txt"), "a%20b%25%2Fc.txt");
-        assert_eq!(encode("é~".as_bytes()), "%C3%A9~");
+        assert_eq!(percent_encode(b"a b%/c.txt"), "a%20b%25%2Fc.txt");
+        assert_eq!(percent_encode("é~".as_bytes()), "%C3%A9~");
         let root = std::env::temp_dir().join(format!("roam-put-walk-{}", std::process::id()));
         std::fs::create_dir_all(root.join("d/sub")).unwrap();
         std::fs::write(root.join("d/x y.bin"), b"1").unwrap();

@@ -278,7 +278,8 @@ fn https_from_nginx_with_a_private_authority() {
 
 /// `roam transfer put` to nginx's WebDAV `PUT`: a directory (a subdirectory, a name that
 /// needs encoding) and a file, over HTTP/1.1 and HTTP/2, arrive byte for byte; a location
-/// that does not take `PUT` is an error naming the URL.
+/// that does not take `PUT` is an error naming the URL. Then `roam transfer get DIR/` brings
+/// the files of nginx's directory listing back (HTML and JSON indexes).
 #[test]
 fn uploads_to_nginx_arrive_whole() {
     if roam_lab::nginx::binary().is_none() {
@@ -305,10 +306,11 @@ fn uploads_to_nginx_arrive_whole() {
         std::fs::write(src.join(n), b).unwrap();
     }
     let (h1, h2) = (free_port(), free_port());
-    let dav = "dav_methods PUT; create_full_put_path on; client_max_body_size 0;";
+    let dav = "dav_methods PUT; create_full_put_path on; client_max_body_size 0; autoindex on;";
     let servers = format!(
         "server {{ listen 127.0.0.1:{h1}; root {w}; location /up/ {{ {dav} }} }}\n  \
-         server {{ listen 127.0.0.1:{h2} http2; root {w}; location /up/ {{ {dav} }} }}",
+         server {{ listen 127.0.0.1:{h2} http2; root {w}; \
+         location /up/ {{ {dav} autoindex_format json; }} }}",
         w = www.display()
     );
     let _nginx = Killed(
@@ -348,4 +350,27 @@ fn uploads_to_nginx_arrive_whole() {
         !ok && text.contains(&format!("{to}c.bin: HTTP 405")),
         "{text}"
     );
+
+    // The directories back by their listings: the files, not the subdirectory.
+    for (port, dir, extra) in [(h1, "one", &[][..]), (h2, "two", &["--http2"][..])] {
+        let url = format!("http://127.0.0.1:{port}/up/{dir}/");
+        let out = root.join(format!("back-{dir}")).display().to_string();
+        let mut args = vec!["transfer", "get", &url, "--out", &out, "--p", "2"];
+        args.extend(extra);
+        let (ok, text) = roam(&args);
+        // HTML links the parent and the subdirectory, JSON lists the subdirectory.
+        assert!(
+            ok && text.contains("2 file(s) listed; "),
+            "{extra:?}: {text}"
+        );
+        for (n, b) in files.iter().filter(|(n, _)| !n.contains("sub/")) {
+            let at = Path::new(&out).join(n.trim_start_matches("album/"));
+            assert!(
+                std::fs::read(&at).ok().as_ref() == Some(b),
+                "{}",
+                at.display()
+            );
+        }
+        assert!(!Path::new(&out).join("b.bin").exists());
+    }
 }

@@ -35,9 +35,11 @@ pub use crate::params::Protocol;
 use crate::partial::{missing, split, Partial};
 
 mod board;
+mod listing;
 mod survey;
 mod upload;
 use board::Board;
+pub use listing::{parse_listing, percent_encode, Listing, MAX_LISTING_BYTES};
 pub use survey::{alt_svc_h2c, Survey, H2_SURVEY_STREAMS, SURVEY_CC};
 pub use upload::{distinct_destinations, Upload};
 
@@ -62,7 +64,9 @@ pub struct FileSpec {
 }
 
 impl FileSpec {
-    /// A file named after the last segment of its URL's path.
+    /// A file named after the last segment of its URL's path, percent-decoded (`a%201.bin` is
+    /// saved as `a 1.bin`); a segment that decodes to no name, `.`, `..`, or one with a `/`
+    /// or NUL in it is refused (it would be saved outside the output directory).
     pub fn from_url(url: &str) -> Result<FileSpec, TransferError> {
         let bad = |why: &str| TransferError::Url {
             url: url.into(),
@@ -75,17 +79,50 @@ impl FileSpec {
         let path = rest.split_once('/').map_or("", |x| x.1);
         let name = path.rsplit('/').next().unwrap_or("");
         let name = name.split(['?', '#']).next().unwrap_or("");
+        let name = percent_decode(name)
+            .ok_or_else(|| bad("its file name is not UTF-8 once percent-decoded"))?;
         if name.is_empty() || name == "." || name == ".." {
             return Err(bad("its path names no file"));
         }
+        if name.contains(['/', '\0']) {
+            return Err(bad(
+                "its file name has a `/` or NUL in it once percent-decoded",
+            ));
+        }
         Ok(FileSpec {
             url: url.into(),
-            name: name.into(),
+            name,
             ranged_size: None,
             h2c_url: None,
             listed_size: None,
         })
     }
+}
+
+/// `s` with its `%XX` escapes decoded (a `%` not followed by two hex digits is kept as it
+/// is); `None` if the bytes are not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Refuse a dataset in which two files would be saved under one name (the same URL listed
