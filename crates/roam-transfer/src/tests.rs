@@ -2,7 +2,7 @@
 //! range support, a missing one, and one whose response is cut short.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -479,6 +479,11 @@ async fn a_dataset_arrives_whole_with_every_parameter() {
         }
         let expect: u64 = files.iter().map(|f| f.1.len() as u64).sum();
         assert_eq!(r.bytes, expect);
+        // The progress counters: every file's size known, every byte expected and received.
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        assert_eq!(count(&e.sized), files.len() as u64, "cc {cc} p {p}");
+        assert_eq!(count(&e.expected), expect, "cc {cc} p {p}");
+        assert_eq!(count(&e.received), expect, "cc {cc} p {p}");
         let _ = std::fs::remove_dir_all(&out);
     }
 }
@@ -702,6 +707,11 @@ async fn a_download_resumes_with_the_ranges_it_lacks() {
     assert_eq!(
         r.files[0].fetched, 200_000,
         "only the missing half was fetched"
+    );
+    assert_eq!(
+        e.expected.load(Ordering::Relaxed),
+        200_000,
+        "only it was expected"
     );
     assert_eq!(std::fs::read(out.join("file.bin")).unwrap(), body);
     let _ = std::fs::remove_dir_all(&out);

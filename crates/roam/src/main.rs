@@ -12,6 +12,7 @@ mod energy_cmd;
 mod lab_cmd;
 mod net_proxy;
 mod parcel_cmd;
+mod progress;
 mod transfer_cmd;
 mod transfer_put;
 

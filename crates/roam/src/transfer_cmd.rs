@@ -6,7 +6,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +16,8 @@ use roam_transfer::engine::Connector;
 use roam_transfer::hla::{LogContext, Record};
 use roam_transfer::model::{accuracy, training_set, Condition, Kind};
 use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
+
+use crate::progress;
 
 /// Arguments of `roam transfer get`.
 #[derive(Args, Debug)]
@@ -289,20 +290,8 @@ pub fn get(a: &GetArgs) -> Result<()> {
                     .map(|e| Arc::new(e.with_min_steal(min_steal))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let counters: Vec<_> = engines.iter().map(|e| e.received.clone()).collect();
-        let ticker = tokio::spawn(async move {
-            let mut last = 0;
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let now: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-                eprint!(
-                    "\r{:.1} MB received, {:.1} Mbit/s   ",
-                    now as f64 / 1e6,
-                    (now - last) as f64 * 8.0 / 1e6
-                );
-                last = now;
-            }
-        });
+        let counters = progress::Counters::of(engines.iter().map(|e| e.as_ref()));
+        let ticker = progress::spawn(counters, specs.len() as u64, "received");
         let runs = futures_join(engines.iter().zip(&groups).map(|(e, g)| {
             let (e, files, out) = (e.clone(), g.0.clone(), a.out.clone());
             async move { e.run(&files, &out).await }

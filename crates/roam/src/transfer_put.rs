@@ -4,15 +4,14 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use roam_transfer::engine::percent_encode;
 use roam_transfer::{Engine, Params, Protocol, Upload};
 
+use crate::progress;
 use crate::transfer_cmd::{append_log, failures, Reach};
 
 /// Arguments of `roam transfer put`.
@@ -121,20 +120,11 @@ pub fn put(a: &PutArgs) -> Result<()> {
         .build()?;
     let report = rt.block_on(async {
         let e = Arc::new(Engine::with_connector(params, a.reach.connector()?)?);
-        let sent = e.received.clone();
-        let ticker = tokio::spawn(async move {
-            let mut last = 0;
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let now = sent.load(Ordering::Relaxed);
-                eprint!(
-                    "\r{:.1} MB sent, {:.1} Mbit/s   ",
-                    now as f64 / 1e6,
-                    now.saturating_sub(last) as f64 * 8.0 / 1e6
-                );
-                last = now;
-            }
-        });
+        let ticker = progress::spawn(
+            progress::Counters::of([e.as_ref()]),
+            uploads.len() as u64,
+            "sent",
+        );
         let r = e.put(&uploads).await;
         ticker.abort();
         eprintln!();

@@ -405,6 +405,12 @@ pub struct Engine {
     params: Params,
     /// Bytes received (or, uploading, sent) so far, for progress displays.
     pub received: Arc<AtomicU64>,
+    /// Bytes this run is to move, summed as files' sizes become known (a file partly on disk
+    /// counts what it lacks), and how many files' sizes are known: with `received`, a progress
+    /// display's fraction and how sure it is.
+    pub expected: Arc<AtomicU64>,
+    /// Files whose size this run knows (see `expected`).
+    pub sized: Arc<AtomicU64>,
 }
 
 fn h1_client(params: &Params, connector: &Connector) -> HttpClient {
@@ -441,6 +447,8 @@ impl Engine {
             min_steal: MIN_STEAL_PIECE,
             params,
             received: Arc::default(),
+            expected: Arc::default(),
+            sized: Arc::default(),
         })
     }
 
@@ -482,6 +490,8 @@ impl Engine {
             min_steal: self.min_steal,
             params,
             received: Arc::default(),
+            expected: Arc::default(),
+            sized: Arc::default(),
         })
     }
 
@@ -574,6 +584,12 @@ impl Engine {
             files: logs,
             seconds: start.elapsed().as_secs_f64(),
         })
+    }
+
+    /// A file whose size is now known is to bring `bytes` more ([`Engine::expected`]).
+    fn expect(&self, bytes: u64) {
+        self.expected.fetch_add(bytes, Ordering::Relaxed);
+        self.sized.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A log record of `url` with this engine's parameters and `outcome`, nothing measured yet.
@@ -708,6 +724,7 @@ impl Engine {
     ) -> Result<Partial, Cut> {
         log.size = size;
         log.streams = 1;
+        self.expect(size);
         let untransient = |error| Cut {
             error,
             written: 0,
@@ -743,7 +760,12 @@ impl Engine {
         log.size = size;
         let (partial, done) = Partial::open(dest, size)?;
         let partial = Arc::new(partial);
-        let pieces = split(&missing(&done, size), self.params.p);
+        let lacking = missing(&done, size);
+        if log.streams == 0 {
+            // Not counted yet (a whole-file request that fell back to ranges was).
+            self.expect(lacking.iter().map(|(a, b)| b - a).sum());
+        }
+        let pieces = split(&lacking, self.params.p);
         let streams = pieces.len().min(self.params.p as usize);
         log.streams = streams as u32;
         let board = Arc::new(Board::new(&pieces, self.min_steal));

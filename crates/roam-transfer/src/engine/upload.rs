@@ -165,6 +165,9 @@ impl Engine {
         let mut in_a_row = 0;
         loop {
             let (file, size) = open_regular(&up.path).await?;
+            if in_a_row == 0 && log.retries == 0 {
+                self.expect(size);
+            }
             log.size = size;
             let sent = Arc::new(AtomicU64::new(0));
             let body = FileBody {
