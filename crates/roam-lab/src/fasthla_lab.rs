@@ -204,8 +204,10 @@ fn seed_figure(app: &str) -> &'static str {
 }
 
 /// Run the three steps (or read them back with `--report-only`); the report and the
-/// comparison's rows.
-pub fn fasthla(plan: &Plan) -> Result<(String, Vec<Row>)> {
+/// comparison's rows. With `sweep_from`, the sweep is not run: its trials are another run's
+/// (`DIR/trials.csv`, measured by the code its `run.json` names, which the report says), those
+/// of the plan's datasets and networks.
+pub fn fasthla(plan: &Plan, sweep_from: Option<&std::path::Path>) -> Result<(String, Vec<Row>)> {
     let all = apps();
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating {}", plan.out.display()))?;
@@ -226,9 +228,42 @@ pub fn fasthla(plan: &Plan) -> Result<(String, Vec<Row>)> {
         resume: plan.resume,
         report_only: plan.report_only,
     };
-    eprintln!("1/3 sweeps: {} parameter points", sweep.systems.len());
-    let swept = matrix::measure(&sweep, &all)?;
-    let recs = records(&swept.rows);
+    let (sweep_rows, sweep_source) = match sweep_from {
+        None => {
+            eprintln!("1/3 sweeps: {} parameter points", sweep.systems.len());
+            (matrix::measure(&sweep, &all)?.rows, "`sweep/`".to_string())
+        }
+        Some(dir) => {
+            let (by, rows) = matrix::read_run(dir, "--sweep-from")?;
+            let rows: Vec<Row> = rows
+                .into_iter()
+                .filter(|r| plan.apps.contains(&r.app) && plan.scenarios.contains(&r.scenario))
+                .collect();
+            let have: std::collections::HashSet<(&str, &str, &str)> = rows
+                .iter()
+                .map(|r| (r.app.as_str(), r.scenario.as_str(), r.system.as_str()))
+                .collect();
+            let lacking = plan
+                .apps
+                .iter()
+                .flat_map(|a| plan.scenarios.iter().map(move |sc| (a, sc)))
+                .flat_map(|(a, sc)| sweep.systems.iter().map(move |p| (a, sc, p.name())))
+                .filter(|(a, sc, p)| !have.contains(&(a.as_str(), sc.as_str(), p)))
+                .count();
+            eprintln!(
+                "1/3 sweeps: {} trial(s) from {} ({by}){}",
+                have.len(),
+                dir.display(),
+                if lacking > 0 {
+                    format!("; {lacking} of the plan's sweep points are not there")
+                } else {
+                    String::new()
+                }
+            );
+            (rows, format!("{} ({by})", dir.display()))
+        }
+    };
+    let recs = records(&sweep_rows);
     let update = server::learn(&recs, Kind::Network)?;
     std::fs::write(
         plan.out.join("update.json"),
@@ -260,7 +295,8 @@ pub fn fasthla(plan: &Plan) -> Result<(String, Vec<Row>)> {
     let md = markdown(
         plan,
         &m.rows,
-        &swept.rows,
+        &sweep_rows,
+        &sweep_source,
         &m.notes,
         &m.version,
         &acc,
@@ -275,6 +311,7 @@ fn markdown(
     plan: &Plan,
     rows: &[Row],
     sweep: &[Row],
+    sweep_source: &str,
     notes: &[String],
     version: &str,
     acc: &[(Kind, Option<f64>)],
@@ -300,7 +337,7 @@ fn markdown(
     let _ = writeln!(s, "{}\n", matrix::seeds_line(rows));
     let _ = writeln!(
         s,
-        "FastHLA learnt from {} sweep trial(s) on the development seeds (`sweep/`): {} \
+        "FastHLA learnt from {} sweep trial(s) on the development seeds ({sweep_source}): {} \
          cluster(s) of conditions. Cross-validated accuracy (5 folds) of the learners on the \
          optimiser's choices: {} (the seed: network 94%, SVM 92%, nearest neighbours 86%).\n",
         records(sweep).len(),

@@ -185,6 +185,24 @@ fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
         .collect())
 }
 
+/// The trials of another run's directory `out` (its `trials.csv`, failed trials left out)
+/// and the code that measured them (its `run.json`), for a lab that reuses them as they are
+/// (`roam lab fasthla --sweep-from`); `what` (the option) names the read in errors.
+pub fn read_run(out: &std::path::Path, what: &str) -> Result<(String, Vec<Row>)> {
+    let stamp = read_stamp(out, what)?;
+    let rows = read_trials(out, what)?;
+    let failed: HashSet<_> = rows
+        .iter()
+        .filter(|r| r.metric == "error")
+        .map(trial_key)
+        .collect();
+    let rows = rows
+        .into_iter()
+        .filter(|r| !failed.contains(&trial_key(r)))
+        .collect();
+    Ok((stamp.describe(), rows))
+}
+
 /// `out/run.json`; `what` (the option) names the read in errors.
 fn read_stamp(out: &std::path::Path, what: &str) -> Result<RunStamp> {
     let path = out.join("run.json");
@@ -754,6 +772,13 @@ pub(crate) mod tests {
         };
         let e = resumable(&dir, &other).unwrap_err();
         assert!(format!("{e:#}").contains("roam 0000000"), "{e:#}");
+        // Another lab reading these trials as they are (--sweep-from) gets the finished ones
+        // and the code that measured them, whatever its own version.
+        let (by, read) = read_run(&dir, "--sweep-from").unwrap();
+        assert_eq!(read.len(), 2);
+        assert!(by.contains(&format!("roam {VERSION}")), "{by}");
+        let e = read_run(&dir.join("absent"), "--sweep-from").unwrap_err();
+        assert!(format!("{e:#}").contains("--sweep-from"), "{e:#}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -67,7 +67,7 @@ pub fn transfer(a: &BenchTransferArgs) -> Result<()> {
             resume: a.out.join("compare/run.json").exists(),
             report_only: false,
         };
-        let (_, rows) = fasthla_lab::fasthla(&plan)?;
+        let (_, rows) = fasthla_lab::fasthla(&plan, None)?;
         let sweep = std::fs::read_to_string(a.out.join("sweep/trials.csv")).unwrap_or_default();
         records = fasthla_lab::records(&roam_lab::report::parse_csv(&sweep, "the sweep")?);
         let mbps = |app: &str, sys: &str| {

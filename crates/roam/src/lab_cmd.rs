@@ -255,12 +255,26 @@ pub fn meatballs(a: &InPaperArgs) -> Result<()> {
     }
 }
 
+/// Arguments of `roam lab fasthla`: those of `roam lab in-paper`, and where the sweep's trials
+/// may come from.
+#[derive(clap::Args, Debug)]
+pub struct FasthlaArgs {
+    #[command(flatten)]
+    pub common: InPaperArgs,
+    /// Learn from the sweep trials of another run's sweep directory (`OUT/sweep` of an earlier
+    /// run, whose `run.json` names the code that measured them, as the report does) instead of
+    /// running the sweep: a comparison with changed lab code reuses a sweep that took hours.
+    #[arg(long, value_name = "DIR", conflicts_with = "report_only")]
+    pub sweep_from: Option<std::path::PathBuf>,
+}
+
 /// `roam lab fasthla`: sweeps, learning, and FastHLA against today's tools; `--systems`
 /// names the compared ones (fasthla, wget, curl, nghttp, nghttp-16m, aria2, or a sweep point
 /// fixed-ccN-pN-bsNk), `--apps` the datasets (html, image, video, mixed). With --quick: html
 /// and image, small, on one network, a 4-point sweep.
-pub fn fasthla(a: &InPaperArgs) -> Result<()> {
+pub fn fasthla(f: &FasthlaArgs) -> Result<()> {
     use roam_lab::bulk::Tool;
+    let a = &f.common;
     use roam_lab::fasthla_lab;
     let systems = match &a.systems {
         Some(v) => v
@@ -292,7 +306,7 @@ pub fn fasthla(a: &InPaperArgs) -> Result<()> {
         // Bulk transfers fill their link: a few at once share the two cores fairly.
         plan.jobs = if a.quick { 4 } else { 2 };
     }
-    let (md, rows) = fasthla_lab::fasthla(&plan)?;
+    let (md, rows) = fasthla_lab::fasthla(&plan, f.sweep_from.as_deref())?;
     for l in md
         .lines()
         .filter(|l| l.starts_with("### ") || l.starts_with("FastHLA "))

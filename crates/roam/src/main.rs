@@ -108,7 +108,7 @@ enum LabCmd {
     /// Reproduce FastHLA's evaluation: sweeps of concurrency, parallelism and block size over
     /// emulated WiFi and LTE at 59, 115 and 290 ms, learning from them, and FastHLA against
     /// wget, curl (HTTP/1.1 and HTTP/2) and aria2, into results/fasthla/.
-    Fasthla(lab_cmd::InPaperArgs),
+    Fasthla(lab_cmd::FasthlaArgs),
     /// Reproduce Horatio's evaluation: suspend and resume by dirty state to ISR's server over
     /// 1 and 10 Mbit/s, the phone over USB and WiFi, and a fast local card; self-cleaning over
     /// WiFi and 3G; the six workloads; into results/horatio/.
