@@ -247,13 +247,19 @@ impl Connector {
                 Route::Socks5(SocksV5::new(uri, tcp))
             }
         };
-        let mut roots = rustls::RootCertStore::empty();
-        // A certificate the system's store holds but rustls cannot parse is skipped, as a
-        // system without a store (an https:// server then fails on its certificate's issuer).
-        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        // The system's store, read once a process (about 150 files).
+        static SYSTEM: std::sync::OnceLock<Arc<rustls::RootCertStore>> = std::sync::OnceLock::new();
+        let roots = SYSTEM.get_or_init(|| {
+            let mut roots = rustls::RootCertStore::empty();
+            // A certificate the system's store holds but rustls cannot parse is skipped, as
+            // a system without a store (an https:// server then fails on its certificate's
+            // issuer).
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            Arc::new(roots)
+        });
         Connector {
             route,
-            roots: Arc::new(roots),
+            roots: roots.clone(),
         }
     }
 
