@@ -15,7 +15,7 @@ use crate::engine::Connector;
 /// range with half its bytes and closes; `/stall/` answers a range with half its bytes and
 /// then nothing, the connection left open; `/dead/` answers a range's headers and closes;
 /// `/mute/` leaves the server's first request unanswered (the connection open); `/slow/`
-/// sends a range that starts at byte 0 (longer than one byte) 2 KiB every 2 ms;
+/// sends a range that starts at byte 0 (longer than one byte) 2 KiB every 5 ms;
 /// `/short/` answers `bytes=A-` with half the file (a
 /// correct, shorter range); anything else missing is a 404.
 type Files = Arc<HashMap<String, Vec<u8>>>;
@@ -159,7 +159,7 @@ async fn connection(
                             return; // the client dropped the rest
                         }
                         conns.served.fetch_add(chunk.len(), Ordering::Relaxed);
-                        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                     }
                     continue;
                 }
