@@ -579,17 +579,32 @@ impl Engine {
                 me.file(&f.url, from, f.ranged_size, &dest).await
             }));
         }
+        let urls = files.iter().map(|f| f.url.as_str());
+        Ok(self.gather(tasks, urls, start, "transfer").await)
+    }
+
+    /// The report of a run begun at `start`: each file's task's log record, in order (a task
+    /// that failed gets one naming it, `what` saying what it was).
+    async fn gather<'a>(
+        &self,
+        tasks: Vec<tokio::task::JoinHandle<FileLog>>,
+        urls: impl Iterator<Item = &'a str>,
+        start: Instant,
+        what: &str,
+    ) -> Report {
         let mut logs = Vec::new();
-        for (t, f) in tasks.into_iter().zip(files) {
-            logs.push(t.await.unwrap_or_else(|e| {
-                self.log(&f.url, format!("error: the transfer task failed: {e}"))
-            }));
+        for (t, url) in tasks.into_iter().zip(urls) {
+            logs.push(
+                t.await.unwrap_or_else(|e| {
+                    self.log(url, format!("error: the {what} task failed: {e}"))
+                }),
+            );
         }
-        Ok(Report {
+        Report {
             bytes: logs.iter().map(|l| l.fetched).sum(),
             files: logs,
             seconds: start.elapsed().as_secs_f64(),
-        })
+        }
     }
 
     /// A file whose size is now known is to bring `bytes` more ([`Engine::expected`]).

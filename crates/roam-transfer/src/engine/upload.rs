@@ -142,17 +142,8 @@ impl Engine {
                 log
             }));
         }
-        let mut logs: Vec<FileLog> = Vec::new();
-        for (t, f) in tasks.into_iter().zip(files) {
-            logs.push(t.await.unwrap_or_else(|e| {
-                self.log(&f.url, format!("error: the upload task failed: {e}"))
-            }));
-        }
-        Ok(Report {
-            bytes: logs.iter().map(|l| l.fetched).sum(),
-            files: logs,
-            seconds: start.elapsed().as_secs_f64(),
-        })
+        let urls = files.iter().map(|f| f.url.as_str());
+        Ok(self.gather(tasks, urls, start, "upload").await)
     }
 
     /// One file, sent again whole after a stream that broke off or stalled.
