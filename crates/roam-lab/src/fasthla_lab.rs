@@ -168,17 +168,21 @@ pub fn records(rows: &[Row]) -> Vec<Record> {
             .or_default()
             .insert(&r.metric, r.value);
     }
+    // Each scenario built once (the LTE trace is a third of a million lines).
+    let mut bandwidths: BTreeMap<&str, Option<f64>> = BTreeMap::new();
+    for (_, scenario, _, _) in by.keys() {
+        bandwidths.entry(scenario).or_insert_with(|| {
+            let (sc, _) = crate::variant::scenario(scenario, 1).ok()?;
+            Some(bulk::condition_on(&sc.links.first()?.trace, 0.0).bandwidth_mbps)
+        });
+    }
     by.into_iter()
         .filter_map(|((_, scenario, system, _), m)| {
             let Some(Tool::Fixed(params)) = Tool::parse(system) else {
                 return None;
             };
             let get = |k: &str| m.get(k).copied();
-            let bandwidth = crate::variant::scenario(scenario, 1)
-                .ok()
-                .and_then(|(sc, _)| Some(bulk::condition_on(&sc.links.first()?.trace, 0.0)))
-                .map(|c| c.bandwidth_mbps)
-                .or(get("bandwidth_mbps"))?;
+            let bandwidth = bandwidths[scenario].or(get("bandwidth_mbps"))?;
             Some(Record {
                 rtt_ms: get("rtt_ms")?,
                 bandwidth_mbps: bandwidth,

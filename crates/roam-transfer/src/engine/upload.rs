@@ -156,7 +156,7 @@ impl Engine {
         let mut in_a_row = 0;
         loop {
             let (file, size) = open_regular(&up.path).await?;
-            if in_a_row == 0 && log.retries == 0 {
+            if in_a_row == 0 {
                 self.expect(size);
             }
             log.size = size;
