@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use roam_transfer::hla::Record;
 use roam_transfer::model::{accuracy, training_set, Kind};
 use roam_transfer::{server, Params, Protocol};
@@ -233,6 +233,11 @@ pub fn fasthla(plan: &Plan, sweep_from: Option<&std::path::Path>) -> Result<(Str
         report_only: plan.report_only,
     };
     let (sweep_rows, sweep_source) = match sweep_from {
+        None if plan.report_only && !sweep.out.exists() => bail!(
+            "--report-only: {} has no sweep/: a run that learnt from another run's sweep \
+             (--sweep-from) needs the same --sweep-from DIR to be read back",
+            plan.out.display()
+        ),
         None => {
             eprintln!("1/3 sweeps: {} parameter points", sweep.systems.len());
             (matrix::measure(&sweep, &all)?.rows, "`sweep/`".to_string())
@@ -616,6 +621,81 @@ mod tests {
             t.contains("| html | 1.50x aria2; 10.0x HTTP/2 | - |"),
             "{t}"
         );
+    }
+
+    /// A comparison that learnt from another run's sweep is read back with that sweep named
+    /// again; without it, `--report-only` says what is missing instead of failing on a path.
+    #[test]
+    fn a_report_reads_back_a_comparison_that_learnt_from_another_sweep() {
+        let dir = std::env::temp_dir().join(format!("roam-fasthla-from-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (old, out) = (dir.join("old/sweep"), dir.join("new"));
+        let sc = "wifi-bulk+rtt=59ms";
+        let row = |system: &str, seed: u64, metric: &str, value: f64| Row {
+            app: "html".into(),
+            scenario: sc.into(),
+            system: system.into(),
+            trial: 1,
+            seed,
+            metric: metric.into(),
+            value,
+            unit: String::new(),
+        };
+        let point = Tool::Fixed(Params {
+            cc: 8,
+            ..Params::default()
+        });
+        let sweep: Vec<Row> = [
+            ("rtt_ms", 59.0),
+            ("bandwidth_mbps", 100.0),
+            ("mean_file_bytes", 112e3),
+            ("throughput_mbps", 40.0),
+            ("energy_j_per_100mb", 12.0),
+        ]
+        .iter()
+        .map(|(m, v)| row(point.name(), 1, m, *v))
+        .collect();
+        let stamp = |d: &std::path::Path, version: &str, rows: &[Row]| {
+            std::fs::create_dir_all(d).unwrap();
+            let json = format!(
+                r#"{{"version":"{version}","quick":false,"first_seed":1,"workload_ms":{{}}}}"#
+            );
+            std::fs::write(d.join("run.json"), json).unwrap();
+            std::fs::write(d.join("trials.csv"), crate::report::csv(rows)).unwrap();
+        };
+        stamp(&old, "old-sweep-code", &sweep);
+        let compared = [
+            row("fasthla", 101, "throughput_mbps", 41.0),
+            row("wget", 101, "throughput_mbps", 20.0),
+        ];
+        stamp(&out.join("compare"), "new-lab-code", &compared);
+        let plan = Plan {
+            apps: vec!["html".into()],
+            scenarios: vec![sc.into()],
+            systems: vec![
+                System::Transfer(Tool::FastHla),
+                System::Transfer(Tool::Wget),
+            ],
+            trials: 1,
+            first_seed: matrix::HELD_OUT_SEEDS,
+            quick: false,
+            duration: None,
+            jobs: 1,
+            out: out.clone(),
+            emu_logs: None,
+            resume: false,
+            report_only: true,
+        };
+        let e = fasthla(&plan, None).unwrap_err().to_string();
+        assert!(e.contains("--sweep-from"), "{e}");
+        let (md, rows) = fasthla(&plan, Some(&old)).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(
+            md.contains("old-sweep-code"),
+            "the sweep's code is named: {md}"
+        );
+        assert!(md.contains("1 sweep trial(s)"), "{md}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -264,7 +264,8 @@ pub struct FasthlaArgs {
     /// Learn from the sweep trials of another run's sweep directory (`OUT/sweep` of an earlier
     /// run, whose `run.json` names the code that measured them, as the report does) instead of
     /// running the sweep: a comparison with changed lab code reuses a sweep that took hours.
-    #[arg(long, value_name = "DIR", conflicts_with = "report_only")]
+    /// With `--report-only`, the sweep such a run learnt from.
+    #[arg(long, value_name = "DIR")]
     pub sweep_from: Option<std::path::PathBuf>,
 }
 
