@@ -1,6 +1,8 @@
 //! The progress line of `roam transfer get` and `put`: a bar and a percentage once the files'
-//! sizes are known, the bytes moved, the rate and the time left, redrawn every second.
+//! sizes are known, the bytes moved, the rate and the time left: redrawn every second on a
+//! terminal, a line every ten seconds in a log.
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,12 +36,36 @@ impl Counters {
     }
 }
 
-/// Redraw the progress line on standard error every second until aborted: `files` in all,
-/// `verb` what happens to the bytes ("received", "sent").
-pub(crate) fn spawn(c: Counters, files: u64, verb: &'static str) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+/// How often the line is written where standard error is not a terminal (a log file, CI):
+/// a whole line each time instead of one redrawn in place.
+const LOG_EVERY: u32 = 10;
+
+/// The progress line, running; [`Ticker::finish`] stops it.
+pub(crate) struct Ticker {
+    task: tokio::task::JoinHandle<()>,
+    tty: bool,
+}
+
+impl Ticker {
+    /// Stop, ending the line redrawn in place (on a terminal) so that what follows starts on
+    /// a line of its own.
+    pub fn finish(self) {
+        self.task.abort();
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+/// Show progress on standard error until finished: on a terminal the line redrawn every
+/// second, elsewhere (a log, CI) a line every [`LOG_EVERY`] seconds, so that a log holds lines
+/// and not one growing line of carriage returns. `files` in all, `verb` what happens to the
+/// bytes ("received", "sent").
+pub(crate) fn spawn(c: Counters, files: u64, verb: &'static str) -> Ticker {
+    let tty = std::io::stderr().is_terminal();
+    let task = tokio::spawn(async move {
         let (mut last, mut rate) = (0u64, None::<f64>);
-        loop {
+        for tick in 1u32.. {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let moved = Counters::sum(&c.moved);
             let now = moved.saturating_sub(last) as f64;
@@ -47,19 +73,22 @@ pub(crate) fn spawn(c: Counters, files: u64, verb: &'static str) -> tokio::task:
             let r = rate.map_or(now, |r| 0.7 * r + 0.3 * now);
             rate = Some(r);
             last = moved;
-            eprint!(
-                "\r{}   ",
-                line(
-                    moved,
-                    Counters::sum(&c.expected),
-                    Counters::sum(&c.sized),
-                    files,
-                    r,
-                    verb
-                )
+            let text = line(
+                moved,
+                Counters::sum(&c.expected),
+                Counters::sum(&c.sized),
+                files,
+                r,
+                verb,
             );
+            if tty {
+                eprint!("\r{text}   ");
+            } else if tick % LOG_EVERY == 0 {
+                eprintln!("{text}");
+            }
         }
-    })
+    });
+    Ticker { task, tty }
 }
 
 /// The line: `moved` bytes of `expected` (the sizes of `sized` of `files` files known),

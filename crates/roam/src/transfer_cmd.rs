@@ -297,8 +297,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
             async move { e.run(&files, &out).await }
         }))
         .await;
-        ticker.abort();
-        eprintln!();
+        ticker.finish();
         let mut out = Vec::new();
         for (r, g) in runs.into_iter().zip(groups) {
             out.push((r?, g.1, g.2));

@@ -126,8 +126,7 @@ pub fn put(a: &PutArgs) -> Result<()> {
             "sent",
         );
         let r = e.put(&uploads).await;
-        ticker.abort();
-        eprintln!();
+        ticker.finish();
         Ok::<_, anyhow::Error>(r?)
     })?;
     if let Some(path) = &a.log {

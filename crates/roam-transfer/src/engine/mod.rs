@@ -399,6 +399,12 @@ impl Engine {
                         why: with_causes(&e),
                     })
                 }
+                Ok(Err(e)) if other_http(&e) => {
+                    return Err(TransferError::Network {
+                        url: url.into(),
+                        why: format!("{}: {}", other_answer(protocol), with_causes(&e)),
+                    })
+                }
                 Ok(Err(e)) => with_causes(&e),
                 Err(_) => format!("no answer within {} s", self.stall_timeout.as_secs_f64()),
             };
@@ -850,6 +856,45 @@ fn with_causes(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     s
+}
+
+/// Whether `e` says the server answered in something other than the HTTP asked for: an
+/// HTTP/2-only port asked in HTTP/1.1 answers with HTTP/2 frames (hyper cannot parse a
+/// response), an HTTP/1.1 server asked in HTTP/2 with a `400` line, which h2 reads as a frame
+/// of impossible size (an error h2 finds in what arrived, not one the peer sent or the socket
+/// gave). The same server gives the same answer however often it is asked, so it is no failure
+/// of the network to be asked again ([`STREAM_RETRIES`]).
+fn other_http(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_parse())
+        {
+            return true;
+        }
+        if let Some(h) = c.downcast_ref::<h2::Error>() {
+            let garbled = [
+                h2::Reason::PROTOCOL_ERROR,
+                h2::Reason::FRAME_SIZE_ERROR,
+                h2::Reason::COMPRESSION_ERROR,
+            ];
+            if h.is_library() && h.reason().is_some_and(|r| garbled.contains(&r)) {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// What an answer in another HTTP than `asked` ([`other_http`]) says of the server.
+fn other_answer(asked: Protocol) -> &'static str {
+    match asked {
+        Protocol::Http1 => "the answer is not HTTP/1.1 (a port that speaks only HTTP/2?)",
+        Protocol::Http2 => {
+            "the answer is not HTTP/2 (a server that speaks only HTTP/1.1, or HTTP/2 only over TLS?)"
+        }
+    }
 }
 
 /// A range's end meaning "to the end of the file" (`bytes=A-`).

@@ -509,6 +509,71 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A server that answers in another version of HTTP than the one asked for (an HTTP/2-only
+/// port asked in HTTP/1.1, an HTTP/1.1 server asked in HTTP/2 with prior knowledge) fails the
+/// file at once, saying so, instead of asking again and again as if the network had failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_speaking_another_http_fails_at_once_and_says_so() {
+    // What nginx's cleartext `listen ... http2` port answers an HTTP/1.1 request with: its
+    // SETTINGS frame, then GOAWAY (PROTOCOL_ERROR), then it closes.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let h2_port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let settings = [0, 0, 0, 4, 0, 0, 0, 0, 0];
+            let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+            let _ = s.write_all(&[&settings[..], &goaway[..]].concat()).await;
+        }
+    });
+    // And what an HTTP/1.1 server answers HTTP/2's preface with: a 400, the rest read until
+    // the client closes (nginx's lingering close; a close at once may reset the connection
+    // before the client reads the answer, which the client rightly takes for the network).
+    // The answer comes a round trip of a real network later: on loopback at once, it may end
+    // the connection before the client has handed it the request, which then reads only
+    // "connection closed" and is rightly asked again.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let h1 = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                let bad = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n";
+                let _ = s.write_all(bad.as_bytes()).await;
+                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    for (protocol, url, says) in [
+        (
+            Protocol::Http1,
+            format!("http://127.0.0.1:{h2_port}/a.bin"),
+            "not HTTP/1.1",
+        ),
+        (Protocol::Http2, format!("{h1}/a.bin"), "not HTTP/2"),
+    ] {
+        let out = scratch(&format!("version-{protocol:?}"));
+        let e = Arc::new(
+            Engine::new(Params {
+                protocol,
+                ..Params::default()
+            })
+            .unwrap()
+            .with_retry_wait(std::time::Duration::from_millis(1)),
+        );
+        let specs = [FileSpec::from_url(&url).unwrap()];
+        let r = e.run(&specs, &out).await.unwrap();
+        let f = &r.files[0];
+        assert!(f.outcome.contains(says), "{protocol:?}: {}", f.outcome);
+        assert_eq!(f.retries, 0, "{protocol:?}: {}", f.outcome);
+        assert!(!out.join("a.bin").exists());
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
 /// A stream that breaks off mid-body, or falls silent, is asked for the bytes it had not
 /// brought, and a request left unanswered is sent again: the file completes, byte for byte,
 /// and no byte is served twice. With one stream the whole-file
