@@ -358,6 +358,8 @@ mod tests {
         let rows = vec![row(1, "error", f64::NAN), row(2, "throughput_mbps", 4.0)];
         let c = cell(&rows, "image", "s", "nghttp", "throughput_mbps");
         assert_eq!((c.n, c.failed), (1, 1));
+        // The mean of the one that finished says it leaves the other out.
+        assert_eq!(c.cell(), "4.00 [1 of 2 failed]");
     }
 
     /// roam's advantage pairs trials by seed: the geometric mean of the per-seed ratios, with

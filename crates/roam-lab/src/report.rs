@@ -217,7 +217,8 @@ impl Summary {
     /// "mean [lo, hi] (median m)", the interval the 95% CI of the mean; "mean (median m;
     /// skewed)" where a t interval would not suit the data (see `interval`); "unfinished (k of
     /// n)" when the median trial did not finish, and "median m (k of n unfinished)" when some
-    /// other trial did not (the mean is then unknown).
+    /// other trial did not (the mean is then unknown). Trials that failed are outside all of
+    /// it and counted after it: "... [k of n failed]"; "failed" when every one did.
     pub fn cell(&self) -> String {
         if self.n == 0 {
             let what = if self.failed == 0 {
@@ -227,6 +228,20 @@ impl Summary {
             };
             return what.into();
         }
+        let shown = self.finished_cell();
+        if self.failed == 0 {
+            return shown;
+        }
+        // The mean is over the trials that did not fail: say how many that leaves out.
+        format!(
+            "{shown} [{} of {} failed]",
+            self.failed,
+            self.n + self.failed
+        )
+    }
+
+    /// [`Summary::cell`] of the trials that did not fail.
+    fn finished_cell(&self) -> String {
         if self.median.is_infinite() {
             return format!("unfinished ({} of {})", self.unfinished, self.n);
         }
@@ -328,7 +343,7 @@ mod tests {
         let u = summarize(&[3.0, UNFINISHED, 1.0, f64::NAN]);
         assert_eq!((u.n, u.unfinished, u.median), (3, 1, 3.0));
         assert!(u.ci.is_nan());
-        assert_eq!(u.cell(), "median 3.00 (1 of 3 unfinished)");
+        assert_eq!(u.cell(), "median 3.00 (1 of 3 unfinished) [1 of 4 failed]");
         assert_eq!(u.value(), 3.0);
         assert_eq!(
             summarize(&[UNFINISHED, UNFINISHED, 1.0]).cell(),
