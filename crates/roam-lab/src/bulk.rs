@@ -215,6 +215,25 @@ fn learnt() -> Option<Update> {
 /// HLA server dropped it as impossible: 287 of the 456 LTE sweep records.)
 pub const CONDITION_WINDOW: Duration = Duration::from_secs(120);
 
+/// How a FastHLA trial's note starts where it says what the broker chose for a group of
+/// files ([`choice_note`]); the report gathers these per dataset and network.
+pub const CHOSE: &str = "FastHLA chose ";
+
+/// The note of FastHLA's choice for `files` files: `FastHLA chose cc 8 p 1 bs 64 KiB HTTP/1.1
+/// for 40 file(s)`.
+pub fn choice_note(p: Params, files: usize) -> String {
+    let version = match p.protocol {
+        Protocol::Http1 => "HTTP/1.1",
+        Protocol::Http2 => "HTTP/2",
+    };
+    format!(
+        "{CHOSE}cc {} p {} bs {} KiB {version} for {files} file(s)",
+        p.cc,
+        p.p,
+        p.bs / 1024
+    )
+}
+
 /// The condition a network is in, as the device knows it: the link's RTT (the added one; the
 /// bulk scenarios' links have no delay of their own) and its mean capacity down over
 /// [`CONDITION_WINDOW`].
@@ -538,13 +557,12 @@ fn fetch(
                 .map(|c| {
                     let (protocol, why) = survey.version(c.params.protocol, &c.files, false);
                     notes.extend(why.map(String::from));
-                    (
-                        c.files.iter().map(|&i| specs[i].clone()).collect(),
-                        Params {
-                            protocol,
-                            ..c.params
-                        },
-                    )
+                    let p = Params {
+                        protocol,
+                        ..c.params
+                    };
+                    notes.push(choice_note(p, c.files.len()));
+                    (c.files.iter().map(|&i| specs[i].clone()).collect(), p)
                 })
                 .collect();
             engine(&rt, out, groups, Some(&probe), limit)?;

@@ -15,6 +15,7 @@
 //! 0.01% loss, at the seed's server RTTs of 59, 115 and 290 ms (`+rtt=`). Energy is modelled
 //! (see [`crate::bulk`]).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -362,6 +363,7 @@ fn markdown(
     if !plan.quick {
         s.push_str(&at_a_glance(plan, rows));
     }
+    let (choices, notes) = split_choices(notes);
     for app in &plan.apps {
         let _ = writeln!(
             s,
@@ -412,6 +414,9 @@ fn markdown(
                     vs(wide, wide_e),
                 );
             }
+            if let Some(c) = choices.get(&(app.clone(), sc.clone())) {
+                let _ = writeln!(s, "\nFastHLA's choice (trials): {}.", tally(c));
+            }
             // The sweep's surface at 64 KiB: throughput by concurrency and parallelism.
             let grid: Vec<Params> = sweep_grid(plan.quick)
                 .into_iter()
@@ -461,11 +466,65 @@ fn markdown(
     }
     if !notes.is_empty() {
         let _ = writeln!(s, "## Notes on trials\n");
-        for n in notes {
+        for n in &notes {
             let _ = writeln!(s, "- {n}");
         }
     }
     s
+}
+
+/// FastHLA's choices by (dataset, network): each trial's as one string.
+type Choices = HashMap<(String, String), Vec<String>>;
+
+/// FastHLA's choices (`bulk::CHOSE` notes) per dataset and network, each trial's as one
+/// string, and the other notes (a FastHLA trial's other words kept under its name).
+fn split_choices(notes: &[String]) -> (Choices, Vec<String>) {
+    let mut choices = Choices::new();
+    let mut rest = Vec::new();
+    for n in notes {
+        let cell = n.split_once(": ").and_then(|(name, text)| {
+            let (trial, _) = name.rsplit_once('#')?;
+            let mut path = trial.splitn(3, '/');
+            Some((path.next()?, path.next()?, name, text))
+        });
+        let Some((app, sc, name, text)) = cell else {
+            rest.push(n.clone());
+            continue;
+        };
+        let (chose, said): (Vec<&str>, Vec<&str>) =
+            text.split("; ").partition(|t| t.starts_with(bulk::CHOSE));
+        if !chose.is_empty() {
+            let chose: Vec<&str> = chose
+                .iter()
+                .map(|c| c.trim_start_matches(bulk::CHOSE))
+                .collect();
+            choices
+                .entry((app.to_string(), sc.to_string()))
+                .or_default()
+                .push(chose.join("; "));
+        }
+        if !said.is_empty() {
+            rest.push(format!("{name}: {}", said.join("; ")));
+        }
+    }
+    (choices, rest)
+}
+
+/// Distinct values with how many times each came, the most frequent first: `a (3); b (2)`.
+fn tally(v: &[String]) -> String {
+    let mut counts: Vec<(&String, usize)> = Vec::new();
+    for x in v {
+        match counts.iter_mut().find(|(y, _)| *y == x) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((x, 1)),
+        }
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    counts
+        .iter()
+        .map(|(x, k)| format!("{x} ({k})"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The baseline with the highest mean throughput on `app` over `sc` and that throughput (none
@@ -696,6 +755,40 @@ mod tests {
         );
         assert!(md.contains("1 sweep trial(s)"), "{md}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// FastHLA's choices leave the notes for their cell's section, counted over its trials;
+    /// what else a trial said stays a note.
+    #[test]
+    fn choices_are_gathered_per_dataset_and_network() {
+        let sc = "lte-bulk+rtt=290ms";
+        let p = |cc: u32| Params {
+            cc,
+            ..Params::default()
+        };
+        let notes: Vec<String> = vec![
+            format!("image/{sc}/fasthla#1: {}", bulk::choice_note(p(32), 40)),
+            format!(
+                "image/{sc}/fasthla#2: no h2c offered; {}",
+                bulk::choice_note(p(32), 40)
+            ),
+            format!("image/{sc}/fasthla#3: {}", bulk::choice_note(p(8), 40)),
+            format!("image/{sc}/nghttp#1: failed: 17 of 40"),
+        ];
+        let (choices, rest) = split_choices(&notes);
+        let c = &choices[&("image".to_string(), sc.to_string())];
+        assert_eq!(
+            tally(c),
+            "cc 32 p 1 bs 64 KiB HTTP/1.1 for 40 file(s) (2); \
+             cc 8 p 1 bs 64 KiB HTTP/1.1 for 40 file(s) (1)"
+        );
+        assert_eq!(
+            rest,
+            vec![
+                format!("image/{sc}/fasthla#2: no h2c offered"),
+                format!("image/{sc}/nghttp#1: failed: 17 of 40"),
+            ]
+        );
     }
 
     #[test]
