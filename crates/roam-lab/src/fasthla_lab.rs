@@ -640,6 +640,15 @@ fn sweep_charts(plan: &Plan, sweep: &[Row], app: &str, sc: &str, grid: &[Params]
 mod tests {
     use super::*;
 
+    /// A sweep trial's metrics: pages over a 100 Mbit/s, 59 ms network at 40 Mbit/s.
+    const SWEEP_POINT: [(&str, f64); 5] = [
+        ("rtt_ms", 59.0),
+        ("bandwidth_mbps", 100.0),
+        ("mean_file_bytes", 112e3),
+        ("throughput_mbps", 40.0),
+        ("energy_j_per_100mb", 12.0),
+    ];
+
     #[test]
     fn the_glance_table_gives_fasthla_over_the_best_baseline_per_dataset_and_network() {
         let row = |app: &str, sc: &str, system: &str, value: f64| Row {
@@ -704,16 +713,10 @@ mod tests {
             cc: 8,
             ..Params::default()
         });
-        let sweep: Vec<Row> = [
-            ("rtt_ms", 59.0),
-            ("bandwidth_mbps", 100.0),
-            ("mean_file_bytes", 112e3),
-            ("throughput_mbps", 40.0),
-            ("energy_j_per_100mb", 12.0),
-        ]
-        .iter()
-        .map(|(m, v)| row(point.name(), 1, m, *v))
-        .collect();
+        let sweep: Vec<Row> = SWEEP_POINT
+            .iter()
+            .map(|(m, v)| row(point.name(), 1, m, *v))
+            .collect();
         let stamp = |d: &std::path::Path, version: &str, rows: &[Row]| {
             std::fs::create_dir_all(d).unwrap();
             let json = format!(
@@ -810,16 +813,7 @@ mod tests {
             ..Params::default()
         };
         let name = Tool::Fixed(p).name();
-        let mut rows: Vec<Row> = [
-            ("rtt_ms", 59.0),
-            ("bandwidth_mbps", 100.0),
-            ("mean_file_bytes", 112e3),
-            ("throughput_mbps", 40.0),
-            ("energy_j_per_100mb", 12.0),
-        ]
-        .iter()
-        .map(|(m, v)| row(name, m, *v))
-        .collect();
+        let mut rows: Vec<Row> = SWEEP_POINT.iter().map(|(m, v)| row(name, m, *v)).collect();
         rows.push(row("curl", "throughput_mbps", 5.0));
         let r = records(&rows);
         assert_eq!(r.len(), 1);
