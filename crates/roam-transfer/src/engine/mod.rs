@@ -362,8 +362,8 @@ impl Engine {
 
     /// The answer's head to a GET of `url` (bytes `range`). A request that gets no answer
     /// within the stall timeout, or whose connection fails after it was made, is sent again
-    /// as [`STREAM_RETRIES`] says (counted in `retries`); one that cannot connect at all (the
-    /// server unreachable, the port closed) is an error at once.
+    /// as [`STREAM_RETRIES`] says (counted in `retries`); one that cannot connect at all, or
+    /// is answered in another HTTP, is an error at once ([`final_failure`]).
     async fn get(
         &self,
         url: &str,
@@ -393,19 +393,15 @@ impl Engine {
             })?;
             let why = match tokio::time::timeout(self.stall_timeout, client.request(req)).await {
                 Ok(Ok(r)) => return Ok(r),
-                Ok(Err(e)) if e.is_connect() => {
-                    return Err(TransferError::Network {
-                        url: url.into(),
-                        why: with_causes(&e),
-                    })
-                }
-                Ok(Err(e)) if other_http(&e) => {
-                    return Err(TransferError::Network {
-                        url: url.into(),
-                        why: format!("{}: {}", other_answer(protocol), with_causes(&e)),
-                    })
-                }
-                Ok(Err(e)) => with_causes(&e),
+                Ok(Err(e)) => match final_failure(&e, protocol) {
+                    Some(why) => {
+                        return Err(TransferError::Network {
+                            url: url.into(),
+                            why,
+                        })
+                    }
+                    None => with_causes(&e),
+                },
                 Err(_) => format!("no answer within {} s", self.stall_timeout.as_secs_f64()),
             };
             in_a_row += 1;
@@ -885,6 +881,21 @@ fn other_http(e: &(dyn std::error::Error + 'static)) -> bool {
         cause = c.source();
     }
     false
+}
+
+/// Why a request that failed with `e` (asked in `asked`) is not to be sent again, if it is
+/// not: the server cannot be reached at all (unreachable, the port closed), or it answers in
+/// another HTTP ([`other_http`]). Every other failure (a connection cut, a stream reset) is
+/// the network's, asked again as [`STREAM_RETRIES`] says. Downloads and uploads both sort
+/// their failures here.
+fn final_failure(e: &hyper_util::client::legacy::Error, asked: Protocol) -> Option<String> {
+    if e.is_connect() {
+        Some(with_causes(e))
+    } else if other_http(e) {
+        Some(format!("{}: {}", other_answer(asked), with_causes(e)))
+    } else {
+        None
+    }
 }
 
 /// What an answer in another HTTP than `asked` ([`other_http`]) says of the server.

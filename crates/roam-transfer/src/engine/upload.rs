@@ -24,7 +24,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::{with_causes, Engine, FileLog, Protocol, Report, STREAM_RETRIES};
+use super::{final_failure, with_causes, Engine, FileLog, Protocol, Report, STREAM_RETRIES};
 use crate::error::TransferError;
 
 /// One file to upload: where it is, and the URL to `PUT` it to.
@@ -192,13 +192,15 @@ impl Engine {
                     log.fetched = size;
                     return Ok(());
                 }
-                Some(Err(e)) if e.is_connect() => {
-                    return Err(TransferError::Network {
-                        url: up.url.clone(),
-                        why: with_causes(&e),
-                    })
-                }
-                Some(Err(e)) => with_causes(&e),
+                Some(Err(e)) => match final_failure(&e, self.params.protocol) {
+                    Some(why) => {
+                        return Err(TransferError::Network {
+                            url: up.url.clone(),
+                            why,
+                        })
+                    }
+                    None => with_causes(&e),
+                },
                 None => format!(
                     "no progress for {} s after {} of {size} bytes",
                     self.stall_timeout.as_secs_f64(),

@@ -515,16 +515,21 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_speaking_another_http_fails_at_once_and_says_so() {
     // What nginx's cleartext `listen ... http2` port answers an HTTP/1.1 request with: its
-    // SETTINGS frame, then GOAWAY (PROTOCOL_ERROR), then it closes.
+    // SETTINGS frame, then GOAWAY (PROTOCOL_ERROR), then the rest read until the client closes
+    // (a close with a request body unread would reset the connection before the client reads
+    // the answer).
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let h2_port = l.local_addr().unwrap().port();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = l.accept().await {
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf).await;
-            let settings = [0, 0, 0, 4, 0, 0, 0, 0, 0];
-            let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-            let _ = s.write_all(&[&settings[..], &goaway[..]].concat()).await;
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let settings = [0, 0, 0, 4, 0, 0, 0, 0, 0];
+                let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+                let _ = s.write_all(&[&settings[..], &goaway[..]].concat()).await;
+                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
         }
     });
     // And what an HTTP/1.1 server answers HTTP/2's preface with: a 400, the rest read until
@@ -570,6 +575,21 @@ async fn a_server_speaking_another_http_fails_at_once_and_says_so() {
         assert!(f.outcome.contains(says), "{protocol:?}: {}", f.outcome);
         assert_eq!(f.retries, 0, "{protocol:?}: {}", f.outcome);
         assert!(!out.join("a.bin").exists());
+        // An upload there is refused the same way: it is one mechanism.
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("up.bin"), bytes(10_000, 8)).unwrap();
+        let up = [Upload {
+            path: out.join("up.bin"),
+            url: url.replace("a.bin", "up.bin"),
+        }];
+        let r = e.put(&up).await.unwrap();
+        let f = &r.files[0];
+        assert!(
+            f.outcome.contains(says),
+            "{protocol:?} upload: {}",
+            f.outcome
+        );
+        assert_eq!(f.retries, 0, "{protocol:?} upload: {}", f.outcome);
         let _ = std::fs::remove_dir_all(&out);
     }
 }
