@@ -340,15 +340,7 @@ async fn files_one_at_a_time_share_one_connection() {
         .map(|(p, _)| FileSpec::from_url(&format!("{base}{p}")).unwrap())
         .collect();
     let out = scratch("keepalive");
-    let e = Arc::new(
-        Engine::new(Params {
-            cc: 1,
-            p: 1,
-            bs: 65536,
-            ..Params::default()
-        })
-        .unwrap(),
-    );
+    let e = Arc::new(engine(1, 1, 65536));
     let r = e.run(&specs, &out).await.unwrap();
     assert!(r.failures().is_empty());
     // hyper's pool takes a connection back a moment after its response ends, so a request
@@ -363,6 +355,23 @@ async fn files_one_at_a_time_share_one_connection() {
         accepted.accepted()
     );
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// An engine over HTTP/1.1 at concurrency `cc`, parallelism `p` and block size `bs`.
+fn engine(cc: u32, p: u32, bs: usize) -> Engine {
+    Engine::new(Params {
+        cc,
+        p,
+        bs,
+        ..Params::default()
+    })
+    .unwrap()
+}
+
+/// `e` fetching the one file at `url` into `out`.
+async fn fetch_one(e: &Arc<Engine>, url: &str, out: &std::path::Path) -> Report {
+    let spec = FileSpec::from_url(url).unwrap();
+    e.run(&[spec], out).await.unwrap()
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
@@ -395,15 +404,7 @@ async fn a_dataset_arrives_whole_with_every_parameter() {
         .collect();
     for (cc, p, bs) in [(1, 1, 1024), (4, 3, 8192), (16, 8, 65536)] {
         let out = scratch(&format!("all-{cc}-{p}"));
-        let e = Arc::new(
-            Engine::new(Params {
-                cc,
-                p,
-                bs,
-                ..Params::default()
-            })
-            .unwrap(),
-        );
+        let e = Arc::new(engine(cc, p, bs));
         let r = e.run(&specs, &out).await.unwrap();
         assert!(r.failures().is_empty(), "{:?}", r.failures());
         for (path, body) in &files {
@@ -432,22 +433,8 @@ async fn without_range_support_a_file_comes_in_one_stream() {
     let body = bytes(300_000, 9);
     let base = server(&[("/plain/big.bin", body.clone())]).await;
     let out = scratch("plain");
-    let e = Arc::new(
-        Engine::new(Params {
-            cc: 1,
-            p: 4,
-            bs: 16384,
-            ..Params::default()
-        })
-        .unwrap(),
-    );
-    let r = e
-        .run(
-            &[FileSpec::from_url(&format!("{base}/plain/big.bin")).unwrap()],
-            &out,
-        )
-        .await
-        .unwrap();
+    let e = Arc::new(engine(1, 4, 16384));
+    let r = fetch_one(&e, &format!("{base}/plain/big.bin"), &out).await;
     assert_eq!(r.files[0].outcome, "ok");
     assert_eq!(r.files[0].streams, 1);
     assert_eq!(std::fs::read(out.join("big.bin")).unwrap(), body);
@@ -467,16 +454,7 @@ async fn a_missing_or_truncated_file_is_an_error_and_never_claimed_complete() {
         .iter()
         .map(|p| FileSpec::from_url(&format!("{base}{p}")).unwrap())
         .collect();
-    let e = Arc::new(
-        Engine::new(Params {
-            cc: 3,
-            p: 2,
-            bs: 8192,
-            ..Params::default()
-        })
-        .unwrap()
-        .with_retry_wait(std::time::Duration::from_millis(2)),
-    );
+    let e = Arc::new(engine(3, 2, 8192).with_retry_wait(std::time::Duration::from_millis(2)));
     let r = e.run(&specs, &out).await.unwrap();
     assert_eq!(r.files[0].outcome, "ok");
     assert!(
@@ -613,14 +591,9 @@ async fn a_stream_cut_mid_body_is_asked_for_the_rest() {
         let out = scratch(&format!("{how}-{p}"));
         let spec = FileSpec::from_url(&format!("{base}{path}")).unwrap();
         let e = Arc::new(
-            Engine::new(Params {
-                cc: 1,
-                p,
-                ..Params::default()
-            })
-            .unwrap()
-            .with_retry_wait(std::time::Duration::from_millis(2))
-            .with_stall_timeout(std::time::Duration::from_millis(100)),
+            engine(1, p, 64 * 1024)
+                .with_retry_wait(std::time::Duration::from_millis(2))
+                .with_stall_timeout(std::time::Duration::from_millis(100)),
         );
         let r = e.run(&[spec], &out).await.unwrap();
         assert_eq!(r.files[0].outcome, "ok", "{how}, p = {p}");
@@ -647,15 +620,7 @@ async fn a_free_stream_takes_half_of_a_slow_one() {
     for (min_steal, stealing) in [(32 << 10, true), (u64::MAX, false)] {
         let out = scratch(&format!("steal-{stealing}"));
         let spec = FileSpec::from_url(&format!("{base}/slow/f.bin")).unwrap();
-        let e = Arc::new(
-            Engine::new(Params {
-                cc: 1,
-                p: 2,
-                ..Params::default()
-            })
-            .unwrap()
-            .with_min_steal(min_steal),
-        );
+        let e = Arc::new(engine(1, 2, 64 * 1024).with_min_steal(min_steal));
         let r = e.run(&[spec], &out).await.unwrap();
         let f = &r.files[0];
         assert_eq!(f.outcome, "ok", "stealing {stealing}");
@@ -710,22 +675,8 @@ async fn a_download_resumes_with_the_ranges_it_lacks() {
     p.write_at(0, &body[..200_000]).unwrap();
     p.finished(0, 200_000).unwrap();
     drop(p);
-    let e = Arc::new(
-        Engine::new(Params {
-            cc: 1,
-            p: 2,
-            bs: 8192,
-            ..Params::default()
-        })
-        .unwrap(),
-    );
-    let r = e
-        .run(
-            &[FileSpec::from_url(&format!("{base}/r/file.bin")).unwrap()],
-            &out,
-        )
-        .await
-        .unwrap();
+    let e = Arc::new(engine(1, 2, 8192));
+    let r = fetch_one(&e, &format!("{base}/r/file.bin"), &out).await;
     assert_eq!(r.files[0].outcome, "ok");
     assert_eq!(
         r.files[0].fetched, 200_000,
@@ -799,13 +750,7 @@ async fn a_survey_finds_sizes_and_names_a_missing_file() {
         .iter()
         .map(|(p, _)| FileSpec::from_url(&format!("{base}{p}")).unwrap())
         .collect();
-    let e = Arc::new(
-        Engine::new(Params {
-            cc: 2,
-            ..Params::default()
-        })
-        .unwrap(),
-    );
+    let e = Arc::new(engine(2, 1, 64 * 1024));
     let s = e.survey(&specs).await.unwrap();
     assert_eq!(s.sizes, vec![70_000, 3, 0]);
     // The empty file's range cannot be satisfied: the engine will ask for it itself.
@@ -854,13 +799,7 @@ async fn http2_is_taken_where_the_server_advertises_it() {
         .iter()
         .map(|(p, _)| FileSpec::from_url(&format!("{base}{p}")).unwrap())
         .collect();
-    let survey = Arc::new(
-        Engine::new(Params {
-            cc: 4,
-            ..Params::default()
-        })
-        .unwrap(),
-    );
+    let survey = Arc::new(engine(4, 1, 64 * 1024));
     let sv = survey.survey(&specs).await.unwrap();
     assert!(
         sv.h2c_for_all(&(0..files.len()).collect::<Vec<_>>()),
@@ -975,14 +914,7 @@ async fn a_listed_dataset_is_surveyed_by_its_first_wave() {
             ..FileSpec::from_url(&format!("{base}{p}")).unwrap()
         })
         .collect();
-    let e = Arc::new(
-        Engine::new(Params {
-            cc: 4,
-            p: 2,
-            ..Params::default()
-        })
-        .unwrap(),
-    );
+    let e = Arc::new(engine(4, 2, 64 * 1024));
     let sv = e.survey(&specs).await.unwrap();
     let asked = conns.busiest().0;
     assert!((1..=4).contains(&asked), "{asked} survey requests");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use super::{answer, bytes, file_map, scratch};
+use super::{answer, bytes, fetch_one, file_map, scratch};
 use crate::engine::Connector;
 use crate::{Engine, FileSpec, Params, Protocol};
 
@@ -139,13 +139,7 @@ async fn an_untrusted_https_server_is_an_error_naming_it() {
     let (base, _, _, _) = tls_server(&[("/u/f.bin", bytes(1000, 1))], &[b"http/1.1"]).await;
     let out = scratch("untrusted");
     let e = Arc::new(Engine::new(Params::default()).unwrap());
-    let r = e
-        .run(
-            &[FileSpec::from_url(&format!("{base}/u/f.bin")).unwrap()],
-            &out,
-        )
-        .await
-        .unwrap();
+    let r = fetch_one(&e, &format!("{base}/u/f.bin"), &out).await;
     let o = &r.files[0].outcome;
     assert!(
         o.contains(&format!("{base}/u/f.bin")) && o.contains("certificate"),
