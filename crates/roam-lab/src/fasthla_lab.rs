@@ -482,12 +482,14 @@ fn split_choices(notes: &[String]) -> (Choices, Vec<String>) {
     let mut choices = Choices::new();
     let mut rest = Vec::new();
     for n in notes {
-        let cell = n.split_once(": ").and_then(|(name, text)| {
-            let (trial, _) = name.rsplit_once('#')?;
-            let mut path = trial.splitn(3, '/');
-            Some((path.next()?, path.next()?, name, text))
-        });
-        let Some((app, sc, name, text)) = cell else {
+        let Some(matrix::NoteParts {
+            app,
+            scenario: sc,
+            name,
+            text,
+            ..
+        }) = matrix::note_parts(n)
+        else {
             rest.push(n.clone());
             continue;
         };

@@ -242,10 +242,37 @@ fn trial_name(app: &str, scenario: &str, system: &str, trial: u32) -> String {
     format!("{app}/{scenario}/{system}#{trial}")
 }
 
-/// The system of a `trials.log` note (`app/scenario/system#trial: text`, see `trial_name`).
+/// A `trials.log` note's parts (`app/scenario/system#trial: text`, see `trial_name`).
+pub struct NoteParts<'a> {
+    /// The application (a lab's dataset or workload).
+    pub app: &'a str,
+    /// The scenario, with its changed parameters.
+    pub scenario: &'a str,
+    /// The system under test.
+    pub system: &'a str,
+    /// The trial's whole name, `app/scenario/system#trial`.
+    pub name: &'a str,
+    /// What the trial said.
+    pub text: &'a str,
+}
+
+/// The parts of `note`, if it is one of a trial.
+pub fn note_parts(note: &str) -> Option<NoteParts<'_>> {
+    let (name, text) = note.split_once(": ")?;
+    let (cell, _) = name.rsplit_once('#')?;
+    let mut path = cell.splitn(3, '/');
+    Some(NoteParts {
+        app: path.next()?,
+        scenario: path.next()?,
+        system: path.next()?,
+        name,
+        text,
+    })
+}
+
+/// The system of a `trials.log` note.
 pub fn note_system(note: &str) -> Option<&str> {
-    let (name, _) = note.split_once('#')?;
-    name.rsplit('/').next()
+    note_parts(note).map(|n| n.system)
 }
 
 /// The note of a trial that failed (it measured nothing): `name: failed` and then `detail`,
