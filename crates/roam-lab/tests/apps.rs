@@ -5,9 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use roam_lab::system::System;
-use roam_lab::trial::{self, Metric};
-use roam_lab::{dovecot, fs, mail, sensing};
+use roam_lab::harness::system::System;
+use roam_lab::harness::trial::{self, Metric};
+use roam_lab::servers::dovecot;
+use roam_lab::studies::in_paper::fs;
+use roam_lab::studies::in_paper::mail;
+use roam_lab::studies::in_paper::sensing;
 use roam_trace::scenario::Scenario;
 
 fn privileged() -> bool {
@@ -33,7 +36,7 @@ fn sensing_delivers_urgent_messages_and_bulk_data() {
         let ms = trial::run(
             sensing::run,
             &sc,
-            roam_lab::system::QUEUE,
+            roam_lab::harness::system::QUEUE,
             system,
             d,
             1,
@@ -87,7 +90,7 @@ fn mptcp_connects_over_the_cellular_link_while_the_wifi_is_out() {
     let ms = trial::run(
         sensing::run,
         &sc,
-        roam_lab::system::QUEUE,
+        roam_lab::harness::system::QUEUE,
         System::Mptcp,
         d,
         2,
@@ -130,7 +133,7 @@ fn file_system_replays_the_build_and_writes_everything_back() {
         let ran = trial::run(
             fs::run,
             &sc,
-            roam_lab::system::QUEUE,
+            roam_lab::harness::system::QUEUE,
             system,
             d,
             1,
@@ -202,7 +205,7 @@ fn mail_trial(system: System, secs: u64, logs: Option<std::path::PathBuf>) -> Op
         trial::run(
             mail::run,
             &sc,
-            roam_lab::system::QUEUE,
+            roam_lab::harness::system::QUEUE,
             system,
             d,
             1,
@@ -318,7 +321,7 @@ fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
         let e = trial::run(
             broken,
             &sc,
-            roam_lab::system::QUEUE,
+            roam_lab::harness::system::QUEUE,
             system,
             d,
             1,
@@ -334,7 +337,7 @@ fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
         let ms = trial::run(
             lonely,
             &sc,
-            roam_lab::system::QUEUE,
+            roam_lab::harness::system::QUEUE,
             system,
             d,
             1,
@@ -367,7 +370,7 @@ fn imp_trial(
         trial::run(
             run,
             &sc,
-            roam_lab::system::QUEUE,
+            roam_lab::harness::system::QUEUE,
             System::Prefetch(strategy),
             Duration::from_secs(25),
             1,
@@ -385,7 +388,7 @@ fn imp_trial(
 fn imp_mail_reads_every_message_with_and_without_prefetching() {
     for strategy in [roam_prefetch::Strategy::Imp, roam_prefetch::Strategy::Never] {
         let Some(ms) = imp_trial(
-            roam_lab::imp_mail::run_data,
+            roam_lab::studies::imp::mail::run_data,
             strategy,
             dovecot::binary(),
             "dovecot-imapd",
@@ -407,15 +410,15 @@ fn imp_mail_reads_every_message_with_and_without_prefetching() {
 /// prefetching.
 #[test]
 fn imp_news_reads_its_articles_from_a_real_nginx() {
-    let reads: f64 = roam_lab::imp_news::READ_RATES
+    let reads: f64 = roam_lab::studies::imp::news::READ_RATES
         .iter()
-        .map(|r| (r * roam_lab::nginx::PER_FEED as f64).round())
+        .map(|r| (r * roam_lab::servers::nginx::PER_FEED as f64).round())
         .sum();
     for strategy in [roam_prefetch::Strategy::Imp, roam_prefetch::Strategy::Never] {
         let Some(ms) = imp_trial(
-            roam_lab::imp_news::run_data,
+            roam_lab::studies::imp::news::run_data,
             strategy,
-            roam_lab::nginx::binary(),
+            roam_lab::servers::nginx::binary(),
             "nginx",
         ) else {
             return;

@@ -37,7 +37,7 @@ use roam_emu::traffic::{
     bulk_download, bulk_server_with, connect_from, listen, set_congestion_control,
 };
 use roam_emu::{EmuConfig, Emulator, LinkConfig, SERVER_ADDR};
-use roam_lab::system::System;
+use roam_lab::harness::system::System;
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
@@ -235,11 +235,11 @@ fn median_ms(v: &[Duration]) -> f64 {
 /// The hotspot's links for `system` (roam-lab's definition: 100-packet queues; the baselines
 /// on one derived link).
 fn hotspot_links(scenario: &Scenario, system: System) -> Result<Vec<LinkConfig>> {
-    roam_lab::system::links(
+    roam_lab::harness::system::links(
         scenario,
         system,
         Duration::from_secs(3300),
-        roam_lab::system::QUEUE,
+        roam_lab::harness::system::QUEUE,
     )
 }
 

@@ -42,14 +42,14 @@ fn suspend_resume() -> Result<(f64, f64, f64)> {
 
 /// One trial of `roam lab horatio`'s `app` on the phone over USB: its metrics by name.
 fn lab_trial(app: &str) -> Result<impl Fn(&str) -> Result<f64>> {
-    use roam_lab::horatio_lab::{apps, Path};
-    use roam_lab::system::{System, QUEUE};
+    use roam_lab::studies::horatio::{apps, Path};
+    use roam_lab::harness::system::{System, QUEUE};
     let app = apps()
         .into_iter()
         .find(|a| a.name == app)
         .ok_or_else(|| anyhow::anyhow!("the lab has no {app}"))?;
     let scenario = roam_trace::scenario::Scenario::by_name("horatio", 1)?;
-    let ran = roam_lab::trial::run(
+    let ran = roam_lab::harness::trial::run(
         app.run,
         &scenario,
         QUEUE,

@@ -18,10 +18,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use roam_lab::bulk::Tool;
-use roam_lab::fasthla_lab;
-use roam_lab::matrix::Plan;
-use roam_lab::system::System;
+use roam_lab::studies::fasthla::bulk::Tool;
+use roam_lab::studies::fasthla;
+use roam_lab::harness::matrix::Plan;
+use roam_lab::harness::system::System;
 use roam_transfer::model::{Condition, Kind, Model};
 use roam_transfer::{Engine, FileSpec, Params};
 use serde_json::json;
@@ -56,9 +56,9 @@ pub fn transfer(a: &BenchTransferArgs) -> Result<()> {
         let plan = Plan {
             apps: vec!["html".into(), "image".into(), "video".into()],
             scenarios: vec!["wifi-bulk+rtt=290ms".into()],
-            systems: fasthla_lab::systems(),
+            systems: fasthla::systems(),
             trials: 1,
-            first_seed: roam_lab::matrix::DEVELOPMENT_SEEDS,
+            first_seed: roam_lab::harness::matrix::DEVELOPMENT_SEEDS,
             quick: false,
             duration: None,
             jobs: a.jobs.max(1),
@@ -67,9 +67,9 @@ pub fn transfer(a: &BenchTransferArgs) -> Result<()> {
             resume: a.out.join("compare/run.json").exists(),
             report_only: false,
         };
-        let (_, rows) = fasthla_lab::fasthla(&plan, None)?;
+        let (_, rows) = fasthla::fasthla(&plan, None)?;
         let sweep = std::fs::read_to_string(a.out.join("sweep/trials.csv")).unwrap_or_default();
-        records = fasthla_lab::records(&roam_lab::report::parse_csv(&sweep, "the sweep")?);
+        records = fasthla::records(&roam_lab::report::parse_csv(&sweep, "the sweep")?);
         let mbps = |app: &str, sys: &str| {
             rows.iter()
                 .filter(|r| r.app == app && r.system == sys && r.metric == "throughput_mbps")
@@ -152,7 +152,7 @@ fn cpu_per_gb(mib: u64) -> Result<serde_json::Value> {
         "sendfile on;\n  server {{ listen 127.0.0.1:{port}; root {}/www; }}",
         dir.display()
     );
-    let mut nginx = roam_lab::nginx::launch(&dir, &servers, ([127, 0, 0, 1], port).into())
+    let mut nginx = roam_lab::servers::nginx::launch(&dir, &servers, ([127, 0, 0, 1], port).into())
         .context("starting nginx for the loopback measurement")?;
     let url = format!("http://127.0.0.1:{port}/big.bin");
     let result = (|| -> Result<serde_json::Value> {

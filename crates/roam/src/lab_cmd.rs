@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use roam_lab::lab::{self, Plan, SCENARIOS};
-use roam_lab::system::System;
+use roam_lab::studies::in_paper::{self, Plan, SCENARIOS};
+use roam_lab::harness::system::System;
 use roam_prefetch::Strategy;
 
 /// Arguments of `roam lab in-paper`.
@@ -73,8 +73,8 @@ pub struct InPaperArgs {
 /// `--seeds`: a set's name, or the first seed.
 fn parse_seeds(s: &str) -> Result<u64, String> {
     match s {
-        "development" => Ok(lab::DEVELOPMENT_SEEDS),
-        "held-out" => Ok(lab::HELD_OUT_SEEDS),
+        "development" => Ok(in_paper::DEVELOPMENT_SEEDS),
+        "held-out" => Ok(in_paper::HELD_OUT_SEEDS),
         n => n.parse::<u64>().ok().filter(|&n| n >= 1).ok_or_else(|| {
             format!("`{n}`: expected `development`, `held-out` or a first seed of 1 or more")
         }),
@@ -110,7 +110,7 @@ fn plan(a: &InPaperArgs, systems: Vec<System>, d: Defaults) -> Result<Plan> {
     };
     Ok(Plan {
         apps,
-        scenarios: roam_lab::variant::expand(&scenarios, &a.sweep)?,
+        scenarios: roam_lab::harness::sweep::expand(&scenarios, &a.sweep)?,
         jobs: a.jobs.unwrap_or(if a.quick { systems.len() } else { 1 }),
         systems,
         trials: a.trials.unwrap_or(if a.quick { 1 } else { 5 }),
@@ -149,15 +149,15 @@ pub fn imp(a: &InPaperArgs) -> Result<()> {
                     .map_err(anyhow::Error::msg)
             })
             .collect::<Result<Vec<_>>>()?,
-        None => roam_lab::imp_lab::systems(),
+        None => roam_lab::studies::imp::systems(),
     };
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let plan = plan(
         a,
         systems,
         Defaults {
-            scenarios: names(&roam_lab::imp_lab::SCENARIOS),
-            apps: roam_lab::imp_lab::apps()
+            scenarios: names(&roam_lab::studies::imp::SCENARIOS),
+            apps: roam_lab::studies::imp::apps()
                 .iter()
                 .map(|x| x.name.to_string())
                 .collect(),
@@ -166,7 +166,7 @@ pub fn imp(a: &InPaperArgs) -> Result<()> {
             out: "results/imp",
         },
     )?;
-    let (md, rows) = roam_lab::imp_lab::imp(&plan)?;
+    let (md, rows) = roam_lab::studies::imp::imp(&plan)?;
     // The tables, without the chart lines.
     for l in md
         .lines()
@@ -183,7 +183,7 @@ pub fn imp(a: &InPaperArgs) -> Result<()> {
 /// scenarios differ), into OUT/APP when there are several; speech trials run one at a time
 /// unless `--jobs` says otherwise, since their CPU shares stand for a phone and a server.
 pub fn meatballs(a: &InPaperArgs) -> Result<()> {
-    use roam_lab::meatballs_lab::{self, APP, LOAD_SCENARIO, SPEECH_APPS};
+    use roam_lab::studies::meatballs::{self, APP, LOAD_SCENARIO, SPEECH_APPS};
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let apps = match (&a.apps, a.quick) {
         (Some(given), _) => given.clone(),
@@ -201,19 +201,19 @@ pub fn meatballs(a: &InPaperArgs) -> Result<()> {
             Some(v) => v
                 .iter()
                 .map(|s| {
-                    roam_lab::selection::Selection::parse(s.trim())
+                    roam_lab::studies::meatballs::selection::Selection::parse(s.trim())
                         .map(System::Select)
                         .map_err(anyhow::Error::msg)
                 })
                 .collect::<Result<Vec<_>>>()?,
-            None if a.quick && app == APP => meatballs_lab::quick_systems(),
-            None => meatballs_lab::systems_for(app),
+            None if a.quick && app == APP => meatballs::quick_systems(),
+            None => meatballs::systems_for(app),
         };
         let speech = SPEECH_APPS.contains(&app.as_str());
         let (scenarios, quick_scenarios) = if app == SPEECH_APPS[1] {
             (names(&[LOAD_SCENARIO]), names(&[LOAD_SCENARIO]))
         } else {
-            (names(&meatballs_lab::SCENARIOS), names(&["walking-campus"]))
+            (names(&meatballs::SCENARIOS), names(&["walking-campus"]))
         };
         let mut args = a.clone();
         if apps.len() > 1 {
@@ -233,7 +233,7 @@ pub fn meatballs(a: &InPaperArgs) -> Result<()> {
                 out: "results/meatballs",
             },
         )?;
-        let (md, rows) = meatballs_lab::meatballs(&plan)?;
+        let (md, rows) = meatballs::meatballs(&plan)?;
         for l in md
             .lines()
             .filter(|l| l.starts_with('|') || l.starts_with("### ") || l.starts_with("#### "))
@@ -274,9 +274,9 @@ pub struct FasthlaArgs {
 /// fixed-ccN-pN-bsNk), `--apps` the datasets (html, image, video, mixed). With --quick: html
 /// and image, small, on one network, a 4-point sweep.
 pub fn fasthla(f: &FasthlaArgs) -> Result<()> {
-    use roam_lab::bulk::Tool;
+    use roam_lab::studies::fasthla::bulk::Tool;
     let a = &f.common;
-    use roam_lab::fasthla_lab;
+    use roam_lab::studies::fasthla;
     let systems = match &a.systems {
         Some(v) => v
             .iter()
@@ -289,15 +289,15 @@ pub fn fasthla(f: &FasthlaArgs) -> Result<()> {
                 })
             })
             .collect::<Result<Vec<_>>>()?,
-        None => fasthla_lab::systems(),
+        None => fasthla::systems(),
     };
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let mut plan = plan(
         a,
         systems,
         Defaults {
-            scenarios: names(&fasthla_lab::SCENARIOS),
-            quick_scenarios: Some(names(&[fasthla_lab::QUICK_SCENARIO])),
+            scenarios: names(&fasthla::SCENARIOS),
+            quick_scenarios: Some(names(&[fasthla::QUICK_SCENARIO])),
             apps: names(&["html", "image", "video", "mixed"]),
             quick_apps: Some(names(&["html", "image"])),
             out: "results/fasthla",
@@ -307,7 +307,7 @@ pub fn fasthla(f: &FasthlaArgs) -> Result<()> {
         // Bulk transfers fill their link: a few at once share the two cores fairly.
         plan.jobs = if a.quick { 4 } else { 2 };
     }
-    let (md, rows) = fasthla_lab::fasthla(&plan, f.sweep_from.as_deref())?;
+    let (md, rows) = fasthla::fasthla(&plan, f.sweep_from.as_deref())?;
     for l in md
         .lines()
         .filter(|l| l.starts_with("### ") || l.starts_with("FastHLA "))
@@ -331,15 +331,15 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
         systems,
         Defaults {
             scenarios: SCENARIOS.iter().map(|s| s.to_string()).collect(),
-            apps: lab::apps().iter().map(|x| x.name.to_string()).collect(),
+            apps: in_paper::apps().iter().map(|x| x.name.to_string()).collect(),
             quick_apps: None,
             quick_scenarios: None,
             out: "results/in-paper",
         },
     )?;
-    let (_, rows) = lab::in_paper(&plan)?;
+    let (_, rows) = in_paper::in_paper(&plan)?;
     for s in &plan.scenarios {
-        println!("{}", lab::headline(&rows, s));
+        println!("{}", in_paper::headline(&rows, s));
     }
     finish(&plan, &rows)
 }
@@ -349,7 +349,7 @@ pub fn in_paper(a: &InPaperArgs) -> Result<()> {
 /// dirty states (dirty-1mb ... dirty-500mb), workloads (email, word, photo, shop, podcast,
 /// video) and self-cleaning amounts (clean-1mb, clean-10mb, clean-100mb).
 pub fn horatio(a: &InPaperArgs) -> Result<()> {
-    use roam_lab::horatio_lab::{self, Path, CLEAN_APPS, DIRTY_APPS, WORKLOADS};
+    use roam_lab::studies::horatio::{self, Path, CLEAN_APPS, DIRTY_APPS, WORKLOADS};
     let paths = match &a.systems {
         Some(v) => v
             .iter()
@@ -402,7 +402,7 @@ pub fn horatio(a: &InPaperArgs) -> Result<()> {
         // time, so that trials do not take CPU from each other.
         plan.jobs = 1;
     }
-    let (md, rows) = horatio_lab::horatio(&plan, &clean_apps, &clean_systems)?;
+    let (md, rows) = horatio::horatio(&plan, &clean_apps, &clean_systems)?;
     for l in md
         .lines()
         .filter(|l| l.starts_with("## ") || l.starts_with("- "))

@@ -70,7 +70,7 @@ fn check_copies(files: &[(String, Vec<u8>)], out: &Path) {
 
 #[test]
 fn transfers_are_logged_learnt_from_and_chosen_automatically() {
-    if roam_lab::nginx::binary().is_none() {
+    if roam_lab::servers::nginx::binary().is_none() {
         eprintln!("skipped: nginx is not installed (apt-get install -y nginx)");
         return;
     }
@@ -103,7 +103,7 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
         w = www.display()
     );
     let _nginx = Killed(
-        roam_lab::nginx::launch(&d, &servers, SocketAddr::from(([127, 0, 0, 1], h1))).unwrap(),
+        roam_lab::servers::nginx::launch(&d, &servers, SocketAddr::from(([127, 0, 0, 1], h1))).unwrap(),
     );
     wait_listening(SocketAddr::from(([127, 0, 0, 1], h2)));
     let list = root.join("urls.txt");
@@ -211,7 +211,7 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
 /// the certificate is refused, named.
 #[test]
 fn https_from_nginx_with_a_private_authority() {
-    if roam_lab::nginx::binary().is_none() {
+    if roam_lab::servers::nginx::binary().is_none() {
         eprintln!("skipped: nginx is not installed (apt-get install -y nginx)");
         return;
     }
@@ -243,7 +243,7 @@ fn https_from_nginx_with_a_private_authority() {
         k = key.display()
     );
     let _nginx = Killed(
-        roam_lab::nginx::launch(
+        roam_lab::servers::nginx::launch(
             &root.join("site"),
             &servers,
             SocketAddr::from(([127, 0, 0, 1], port)),
@@ -282,7 +282,7 @@ fn https_from_nginx_with_a_private_authority() {
 /// the files of nginx's directory listing back (HTML and JSON indexes).
 #[test]
 fn uploads_to_nginx_arrive_whole() {
-    if roam_lab::nginx::binary().is_none() {
+    if roam_lab::servers::nginx::binary().is_none() {
         eprintln!("skipped: nginx is not installed (apt-get install -y nginx)");
         return;
     }
@@ -314,7 +314,7 @@ fn uploads_to_nginx_arrive_whole() {
         w = www.display()
     );
     let _nginx = Killed(
-        roam_lab::nginx::launch(
+        roam_lab::servers::nginx::launch(
             &root.join("site"),
             &servers,
             SocketAddr::from(([127, 0, 0, 1], h1)),

@@ -1,24 +1,27 @@
 //! `roam lab imp`: the IMP thesis's evaluation (seed 000 §3.5) on the emulator, run by the
-//! shared framework ([`crate::matrix`]): the e-mail application ([`crate::imp_mail`]) and the
+//! shared framework ([`crate::harness::matrix`]): the e-mail application ([`crate::studies::imp::mail`]) and the
 //! news reader under the thesis's budgets, every strategy over roam (never, size-limit, WiFi-only, always, IMP),
 //! on the driving (`vehicular`) and `walking` scenarios. The report gives each strategy's mean
 //! fetch time, energy (modelled) and 3G data against the budget, IMP's fetch time against
 //! always-prefetch's, and the thesis's figures beside them.
 //!
-//! The news reader ([`crate::imp_news`]: nginx, five feeds, one class per feed) runs under
+//! The news reader ([`crate::studies::imp::news`]: nginx, five feeds, one class per feed) runs under
 //! its budgets (450 J; 5 MB) likewise.
+
+pub mod client;
+pub mod mail;
+pub mod news;
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::matrix::{self, cdf_file, event_curves, seeds_line, App, Plan};
-use crate::outcome::{cell, values};
+use crate::harness::matrix::{self, cdf_file, event_curves, seeds_line, App, Plan};
+use crate::harness::setup::{Need, DOVECOT, NGINX};
+use crate::harness::system::System;
+use crate::report::compare::{cell, values};
 use crate::report::Row;
-use crate::setup::{Need, DOVECOT, NGINX};
-use crate::system::System;
-use crate::{imp_mail, imp_news};
 use roam_prefetch::Strategy;
 
 /// The scenarios of the thesis's evaluation: driving and walking.
@@ -30,7 +33,7 @@ pub fn systems() -> Vec<System> {
 }
 
 /// How an application runs one trial.
-type RunTrial = fn(&crate::trial::Trial) -> Result<Vec<crate::trial::Metric>>;
+type RunTrial = fn(&crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>>;
 
 /// The applications: the e-mail application under each of its budget conditions, and the
 /// news reader under each of its.
@@ -42,17 +45,17 @@ pub fn apps() -> Vec<App> {
         quick: Duration::from_secs(150),
         interactive: ("fetch_ms", "mean fetch time (ms)"),
         background: ("energy_J", "energy, modelled (J)", false),
-        event: (imp_mail::EVENT, "wait for an item read (ms)"),
+        event: (mail::EVENT, "wait for an item read (ms)"),
         needs,
         interactive_floor: None,
         stagger: None,
     };
     vec![
-        app(imp_mail::CONDITIONS[0].0, imp_mail::run_energy, &[DOVECOT]),
-        app(imp_mail::CONDITIONS[1].0, imp_mail::run_data, &[DOVECOT]),
-        app(imp_mail::CONDITIONS[2].0, imp_mail::run_both, &[DOVECOT]),
-        app(imp_news::CONDITIONS[0].0, imp_news::run_energy, &[NGINX]),
-        app(imp_news::CONDITIONS[1].0, imp_news::run_data, &[NGINX]),
+        app(mail::CONDITIONS[0].0, mail::run_energy, &[DOVECOT]),
+        app(mail::CONDITIONS[1].0, mail::run_data, &[DOVECOT]),
+        app(mail::CONDITIONS[2].0, mail::run_both, &[DOVECOT]),
+        app(news::CONDITIONS[0].0, news::run_energy, &[NGINX]),
+        app(news::CONDITIONS[1].0, news::run_data, &[NGINX]),
     ]
 }
 
@@ -120,7 +123,7 @@ fn markdown(plan: &Plan, all: &[App], m: &matrix::Measured) -> String {
          interface counters), not measured; data is the 3G's bytes. Every trial is in \
          `trials.csv`.\n",
         m.version,
-        crate::matrix::written_by(&m.version),
+        crate::harness::matrix::written_by(&m.version),
         plan.trials,
         if plan.quick {
             ", **quick** (short runs: not comparable with the thesis's 20-minute runs)"

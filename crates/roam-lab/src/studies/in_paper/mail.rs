@@ -1,5 +1,5 @@
 //! Mail with prefetching (the paper's §6.2 application: Thunderbird behind a prefetching IMAP
-//! proxy), against a real, unmodified IMAP server ([`crate::dovecot`]).
+//! proxy), against a real, unmodified IMAP server ([`crate::servers::dovecot`]).
 //!
 //! The client-side **proxy** speaks IMAP upstream. After a disconnection the scripted **user**
 //! lists the mailbox (the headers of all 100 messages, a foreground fetch); the proxy then
@@ -46,10 +46,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use roam_net::Label;
 
-use crate::channel::{Conn, Readiness};
-use crate::dovecot::{self, Dovecot, IMAP_PORT};
-use crate::imap::{self, Response};
-use crate::trial::{Metric, Trial};
+use crate::harness::channel::{Conn, Readiness};
+use crate::harness::trial::{Metric, Trial};
+use crate::servers::dovecot::{self, Dovecot, IMAP_PORT};
+use crate::servers::imap::{self, Response};
 
 /// Responses up to this size are labelled small, larger ones large.
 pub const SMALL_MAX: usize = 4096;

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 
-use crate::channel::{recovery_metrics, Conn, Server};
-use crate::trial::{Metric, Trial};
+use crate::harness::channel::{recovery_metrics, Conn, Server};
+use crate::harness::trial::{Metric, Trial};
 
 /// How long a server side may take to start (Dovecot's start is the slowest, about a second).
 const START_WAIT: Duration = Duration::from_secs(30);

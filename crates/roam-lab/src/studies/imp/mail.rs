@@ -4,7 +4,7 @@
 //! the thesis's baseline strategies, decides which bodies to prefetch in the background, under
 //! an energy budget, a data budget or both.
 //!
-//! The server side is the lab's mail endpoint in front of a real Dovecot ([`crate::mail`]);
+//! The server side is the lab's mail endpoint in front of a real Dovecot ([`crate::studies::in_paper::mail`]);
 //! the client speaks IMAP over one roam multi-socket, each fetch an IROB with the label IMP
 //! gives (background for a prefetch, foreground for a read that finds its body missing).
 //! Energy is modelled: the client namespace's interface counters drive PowerTutor's Nexus One
@@ -25,13 +25,13 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use roam_net::Label;
 
-use crate::channel::Conn;
-use crate::dovecot::{self, Dovecot};
-use crate::imap;
-pub use crate::imp_client::Budgets;
-use crate::imp_client::{finish_trial, read, strategy_of, Caller, Item, Session};
-use crate::mail::{command, endpoint, parse_fetch, ENDPOINT_PORT};
-use crate::trial::{Metric, Trial};
+use crate::harness::channel::Conn;
+use crate::harness::trial::{Metric, Trial};
+use crate::servers::dovecot::{self, Dovecot};
+use crate::servers::imap;
+pub use crate::studies::imp::client::Budgets;
+use crate::studies::imp::client::{finish_trial, read, strategy_of, Caller, Item, Session};
+use crate::studies::in_paper::mail::{command, endpoint, parse_fetch, ENDPOINT_PORT};
 
 /// Messages hinted.
 pub const HINTED: usize = 35;
@@ -71,7 +71,7 @@ pub fn run(t: &Trial, budgets: Budgets) -> Result<Vec<Metric>> {
     let system = t.system;
     let locals = t.client_links();
     let progress = t.progress.clone();
-    let client = move || -> Result<(crate::imp_client::Outcome, Arc<Conn>)> {
+    let client = move || -> Result<(crate::studies::imp::client::Outcome, Arc<Conn>)> {
         let conn = Arc::new(Conn::connect(system, &locals, ENDPOINT_PORT)?);
         let greeting = conn
             .recv()?

@@ -26,8 +26,8 @@ use roam_net::runtime::blocking::{Listener as RoamListener, MultiSocket};
 use roam_net::runtime::{Error as RoamError, Networks, Options, Thunk, ThunkHandle};
 use roam_net::{Deps, IrobId, Label};
 
-use crate::system::System;
-use crate::trial::Metric;
+use crate::harness::system::System;
+use crate::harness::trial::Metric;
 
 /// Largest message a plain connection accepts from its peer.
 pub const MAX_MSG: usize = 64 << 20;

@@ -33,6 +33,8 @@
 //!
 //! The links are the `horatio` scenario's; which two hosts each joins is [`Path::links`].
 
+pub mod report;
+
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path as FsPath, PathBuf};
@@ -52,10 +54,10 @@ use roam_store::tier::{serve, Control, Held, ServeHandle, TierClient, TierServic
 use roam_store::vm::{GuestKit, Images, Vm};
 use roam_store::{ingest, CHUNK_SIZE};
 
-use crate::matrix::{self, App, Plan};
+use crate::harness::matrix::{self, App, Plan};
+use crate::harness::system::System;
+use crate::harness::trial::{Metric, Trial};
 use crate::report::Row;
-use crate::system::System;
-use crate::trial::{Metric, Trial};
 
 /// Where a parcel goes, and over which links (the lab's systems).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -938,7 +940,8 @@ pub fn horatio(
         notes.extend(m.notes);
         version = m.version;
     }
-    let md = crate::horatio_report::markdown(plan, &suspend, &clean, &rows, &notes, &version);
+    let md =
+        crate::studies::horatio::report::markdown(plan, &suspend, &clean, &rows, &notes, &version);
     std::fs::write(plan.out.join("report.md"), &md)?;
     Ok((md, rows))
 }

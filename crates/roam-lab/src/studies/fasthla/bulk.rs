@@ -31,8 +31,8 @@ use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Update};
 use roam_transfer::model::Condition;
 use roam_transfer::{mixed, Engine, FileSpec, Params, Protocol};
 
-use crate::system::System;
-use crate::trial::{Metric, Trial};
+use crate::harness::system::System;
+use crate::harness::trial::{Metric, Trial};
 
 /// nginx's HTTP/1.1 port in the server namespace.
 pub const HTTP1_PORT: u16 = 8080;
@@ -123,12 +123,12 @@ impl Tool {
     }
 
     /// The program it needs installed (FastHLA is roam itself).
-    pub fn needs(self) -> Option<crate::setup::Need> {
+    pub fn needs(self) -> Option<crate::harness::setup::Need> {
         match self {
-            Tool::Wget => Some(crate::setup::WGET),
-            Tool::Curl => Some(crate::setup::CURL),
-            Tool::Nghttp | Tool::NghttpWide => Some(crate::setup::NGHTTP),
-            Tool::Aria2 => Some(crate::setup::ARIA2),
+            Tool::Wget => Some(crate::harness::setup::WGET),
+            Tool::Curl => Some(crate::harness::setup::CURL),
+            Tool::Nghttp | Tool::NghttpWide => Some(crate::harness::setup::NGHTTP),
+            Tool::Aria2 => Some(crate::harness::setup::ARIA2),
             Tool::FastHla | Tool::Fixed(_) => None,
         }
     }
@@ -274,7 +274,7 @@ fn start_nginx(dir: &Path, addr: std::net::Ipv4Addr) -> Result<Server> {
          add_header Alt-Svc 'h2c=\":{HTTP2_PORT}\"' always; }}\n  \
          server {{ listen {addr}:{HTTP2_PORT} http2; root {d}/www; }}"
     );
-    let child = crate::nginx::launch(dir, &servers, (addr, HTTP1_PORT).into())?;
+    let child = crate::servers::nginx::launch(dir, &servers, (addr, HTTP1_PORT).into())?;
     Ok(Server { child })
 }
 

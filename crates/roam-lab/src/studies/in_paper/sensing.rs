@@ -23,8 +23,8 @@ use rand_chacha::ChaCha8Rng;
 use roam_net::runtime::{Thunk, ThunkHandle};
 use roam_net::{IrobId, Label};
 
-use crate::channel::{Conn, Sent};
-use crate::trial::{Metric, Trial};
+use crate::harness::channel::{Conn, Sent};
+use crate::harness::trial::{Metric, Trial};
 
 /// Raw sample bytes per second.
 pub const RAW_PER_S: usize = 25_000;

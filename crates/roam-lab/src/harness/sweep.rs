@@ -4,7 +4,7 @@
 //! which runs every scenario at every value (`--sweep rtt=0ms,100ms,300ms`).
 //!
 //! - `queue=N`: every link's drop-tail bound (`20pkt`, `64kb`, `unlimited`; the lab's is
-//!   [`crate::system::QUEUE`]);
+//!   [`crate::harness::system::QUEUE`]);
 //! - `rtt=D`: `D` added to every link's round-trip time (half each way);
 //! - `rate=K`: every link's capacity times `K` (`0.5`, `2x`; a Mahimahi trace is thinned or
 //!   repeated evenly, so its bursts and outages stay where they were).

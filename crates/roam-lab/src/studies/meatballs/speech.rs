@@ -35,14 +35,14 @@ use rand_chacha::ChaCha8Rng;
 use roam_decide::{Meatballs, Method, Outcome, Prices, Reevaluation, Running};
 use roam_net::Label;
 
-use crate::channel::Conn;
-use crate::imp_client::Metered;
-use crate::meatballs_net::weighted_costs;
+use crate::harness::channel::Conn;
+use crate::harness::system::System;
+use crate::harness::trial::{Metric, Trial};
 use crate::report::{mean_or_unfinished, UNFINISHED};
-use crate::selection::Selection;
-use crate::speech::{utterances, CpuLimit, CpuUse, Recognizer, Utterance};
-use crate::system::System;
-use crate::trial::{Metric, Trial};
+use crate::servers::speech::{utterances, CpuLimit, CpuUse, Recognizer, Utterance};
+use crate::studies::imp::client::Metered;
+use crate::studies::meatballs::net::weighted_costs;
+use crate::studies::meatballs::selection::Selection;
 
 /// The application's port.
 const PORT: u16 = 6330;
@@ -90,7 +90,7 @@ const GRACE: Duration = Duration::from_secs(180);
 /// Audio per streamed chunk.
 const CHUNK: Duration = Duration::from_millis(500);
 /// Bytes of audio a second (16 kHz, 16-bit mono).
-const AUDIO_BYTES_PER_S: f64 = crate::speech::SAMPLE_RATE as f64 * 2.0;
+const AUDIO_BYTES_PER_S: f64 = crate::servers::speech::SAMPLE_RATE as f64 * 2.0;
 /// The cellular radio the remote strategy over 3G is priced with.
 const CELL_RADIO: &str = "powertutor-nexus-one/3g-att";
 /// The interactive event whose latencies a trial records.
@@ -226,10 +226,10 @@ fn poisson(rng: &mut ChaCha8Rng, mean: f64) -> usize {
 }
 
 /// The id of a message sent now (a foreground message is never deferred).
-fn sent_id(s: crate::channel::Sent) -> Result<roam_net::IrobId> {
+fn sent_id(s: crate::harness::channel::Sent) -> Result<roam_net::IrobId> {
     match s {
-        crate::channel::Sent::Id(id) => Ok(id),
-        crate::channel::Sent::Deferred(_) => bail!("roam deferred a foreground message"),
+        crate::harness::channel::Sent::Id(id) => Ok(id),
+        crate::harness::channel::Sent::Deferred(_) => bail!("roam deferred a foreground message"),
     }
 }
 
@@ -593,7 +593,8 @@ fn phone(
         let remote_rx = if plan != Plan::Local {
             let (tx, rx) = mpsc::channel();
             replies.lock().unwrap().insert(id.clone(), tx);
-            let per = (crate::speech::SAMPLE_RATE as f64 * 2.0 * CHUNK.as_secs_f64()) as usize;
+            let per =
+                (crate::servers::speech::SAMPLE_RATE as f64 * 2.0 * CHUNK.as_secs_f64()) as usize;
             // Each chunk depends on the one before and the end on the last: roam-net may carry
             // them over different networks, and the server must get the audio in order and
             // whole before it recognises.

@@ -10,7 +10,7 @@ use roam_emu::{EmuConfig, Emulator};
 use roam_trace::scenario::Scenario;
 use serde::Serialize;
 
-use crate::system::{self, System};
+use crate::harness::system::{self, System};
 
 /// A measured quantity of one trial.
 #[derive(Clone, Debug, Serialize)]
@@ -59,10 +59,10 @@ pub struct Trial {
 
 impl Trial {
     /// The client's side of the emulated links: its addresses (what a plain TCP or MPTCP
-    /// client binds to; see [`crate::channel::connect_plain`]) and which links are cellular.
-    pub fn client_links(&self) -> crate::channel::ClientLinks {
+    /// client binds to; see [`crate::harness::channel::connect_plain`]) and which links are cellular.
+    pub fn client_links(&self) -> crate::harness::channel::ClientLinks {
         let links = self.emu.links();
-        crate::channel::ClientLinks {
+        crate::harness::channel::ClientLinks {
             addrs: links.iter().map(|l| l.client_addr).collect(),
             cellular: links
                 .iter()
@@ -123,7 +123,7 @@ pub fn run(
 ) -> Result<Ran> {
     let links = system::links(scenario, system, duration, queue)?;
     let (hosts, ends) = match system {
-        System::Parcel(p) => crate::horatio_lab::topology(p),
+        System::Parcel(p) => crate::studies::horatio::topology(p),
         _ => Default::default(),
     };
     let emu = Emulator::start(EmuConfig {

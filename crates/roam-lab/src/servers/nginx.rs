@@ -29,7 +29,7 @@ pub const HTTP_PORT: u16 = 8080;
 
 /// Where nginx is installed, if it is.
 pub fn binary() -> Option<PathBuf> {
-    crate::setup::NGINX
+    crate::harness::setup::NGINX
         .paths
         .iter()
         .map(PathBuf::from)

@@ -1,7 +1,7 @@
 //! The Meatballs thesis's network-selection workload (seed 000 §4.4.2): a user sends a request
 //! of about 1 KB and waits for a response of about 4 KB, then thinks for U(10, 30) s, for 20
 //! minutes. Every request and response is a small foreground IROB; the system under test
-//! ([`crate::selection::Selection`]) decides which network each goes over, and whether over
+//! ([`crate::studies::meatballs::selection::Selection`]) decides which network each goes over, and whether over
 //! two. The trial measures each wait, and the energy (modelled from the client's interface
 //! counters with PowerTutor's Nexus One radios, as the IMP lab does) and the 3G data spent,
 //! and from those the weighted cost at each of the thesis's cost levels: the total wait plus
@@ -15,10 +15,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use roam_net::Label;
 
-use crate::channel::Conn;
-use crate::imp_client::{Caller, Metered};
+use crate::harness::channel::Conn;
+use crate::harness::trial::{Metric, Trial};
 use crate::report::{mean_or_unfinished, UNFINISHED};
-use crate::trial::{Metric, Trial};
+use crate::studies::imp::client::{Caller, Metered};
 use roam_decide::{CostLevel, Prices};
 
 /// The application's port.
@@ -104,7 +104,7 @@ struct Measured {
 
 /// Run one trial.
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
-    if let crate::system::System::Select(s) = t.system {
+    if let crate::harness::system::System::Select(s) = t.system {
         if !s.network() {
             bail!(
                 "`{}` is a speech rule, not a network-selection one",

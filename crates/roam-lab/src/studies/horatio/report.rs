@@ -3,11 +3,11 @@
 
 use std::fmt::Write as _;
 
-use crate::horatio_lab::{paper, paper_resume, Path};
-use crate::matrix::{self, Plan};
-use crate::outcome::cell;
+use crate::harness::matrix::{self, Plan};
+use crate::harness::system::System;
+use crate::report::compare::cell;
 use crate::report::Row;
-use crate::system::System;
+use crate::studies::horatio::{paper, paper_resume, Path};
 
 /// A table of `metric` by application (rows) and system (columns) of `plan`, the seed's figure
 /// (`seed`) beside each cell that has one.

@@ -18,7 +18,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::imap;
+use crate::servers::imap;
 
 /// Messages in the mailbox.
 pub const MESSAGES: usize = 100;
@@ -33,7 +33,7 @@ pub const USER: (&str, &str) = ("roam", "roam-lab");
 
 /// Where Dovecot is installed, if it is.
 pub fn binary() -> Option<PathBuf> {
-    crate::setup::DOVECOT
+    crate::harness::setup::DOVECOT
         .paths
         .iter()
         .map(PathBuf::from)

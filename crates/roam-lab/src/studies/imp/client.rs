@@ -16,9 +16,9 @@ use roam_net::Label;
 use roam_prefetch::device::{DeviceEnvironment, Interface};
 use roam_prefetch::{GetError, Handle, Prefetcher, Stats, Strategy};
 
-use crate::channel::Conn;
+use crate::harness::channel::Conn;
+use crate::harness::trial::Metric;
 use crate::report::UNFINISHED;
-use crate::trial::Metric;
 
 /// The run length the thesis's times and budgets are given for.
 pub const FULL_RUN: Duration = Duration::from_secs(20 * 60);
@@ -241,7 +241,7 @@ const FIRST_READ: Duration = Duration::from_secs(10);
 const THINK: (f64, f64) = (30.0, 60.0);
 
 /// The prefetching strategy of a trial of the IMP lab.
-pub fn strategy_of(t: &crate::trial::Trial) -> Result<Strategy> {
+pub fn strategy_of(t: &crate::harness::trial::Trial) -> Result<Strategy> {
     t.system
         .strategy()
         .ok_or_else(|| anyhow!("the IMP lab runs roam with a prefetching strategy"))
@@ -374,8 +374,8 @@ pub fn metrics(out: &Outcome, budgets: Budgets, duration: Duration) -> Vec<Metri
 /// that never came, and give the metrics (the server side's error, with the client's, if the
 /// client failed).
 pub fn finish_trial(
-    t: &crate::trial::Trial,
-    server: crate::ends::ServerSide,
+    t: &crate::harness::trial::Trial,
+    server: crate::harness::ends::ServerSide,
     out: Result<(Outcome, Arc<Conn>)>,
     budgets: Budgets,
     event: &str,

@@ -1,5 +1,5 @@
 //! `roam lab fasthla`: FastHLA's evaluation (seed 003, ../shared/spec/fasthla.md) on the
-//! emulator, in three steps, every trial a real nginx and a real client ([`crate::bulk`]):
+//! emulator, in three steps, every trial a real nginx and a real client ([`crate::studies::fasthla::bulk`]):
 //!
 //! 1. **Sweeps** (`OUT/sweep/`): each dataset on each network with FastHLA's engine at fixed
 //!    concurrency, parallelism and block size ([`sweep_grid`]), on the development seeds: the
@@ -13,7 +13,9 @@
 //!
 //! Networks: `wifi-bulk` (100 Mbit/s) and `lte-bulk` (the AT&T LTE driving trace), both with
 //! 0.01% loss, at the seed's server RTTs of 59, 115 and 290 ms (`+rtt=`). Energy is modelled
-//! (see [`crate::bulk`]).
+//! (see [`crate::studies::fasthla::bulk`]).
+
+pub mod bulk;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -24,11 +26,11 @@ use roam_transfer::hla::Record;
 use roam_transfer::model::{accuracy, training_set, Kind};
 use roam_transfer::{server, Params, Protocol};
 
-use crate::bulk::{self, Dataset, Tool};
-use crate::matrix::{self, App, Plan};
-use crate::outcome::cell;
+use crate::harness::matrix::{self, App, Plan};
+use crate::harness::system::System;
+use crate::report::compare::cell;
 use crate::report::Row;
-use crate::system::System;
+use bulk::{Dataset, Tool};
 
 /// The networks: each bulk scenario at the seed's three server RTTs.
 pub const SCENARIOS: [&str; 6] = [
@@ -47,24 +49,27 @@ pub const QUICK_SCENARIO: &str = "wifi-bulk+rtt=115ms";
 const QUICK_WORKLOAD: Duration = Duration::from_secs(180);
 
 /// An application's trial.
-type RunFn = fn(&crate::trial::Trial) -> Result<Vec<crate::trial::Metric>>;
+type RunFn = fn(&crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>>;
 
-fn run_dataset(t: &crate::trial::Trial, d: Dataset) -> Result<Vec<crate::trial::Metric>> {
+fn run_dataset(
+    t: &crate::harness::trial::Trial,
+    d: Dataset,
+) -> Result<Vec<crate::harness::trial::Metric>> {
     bulk::run(t, d, t.duration <= QUICK_WORKLOAD)
 }
 
 /// The applications: one per dataset.
 pub fn apps() -> Vec<App> {
-    fn html(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+    fn html(t: &crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>> {
         run_dataset(t, Dataset::Html)
     }
-    fn image(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+    fn image(t: &crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>> {
         run_dataset(t, Dataset::Image)
     }
-    fn video(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+    fn video(t: &crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>> {
         run_dataset(t, Dataset::Video)
     }
-    fn mixed(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
+    fn mixed(t: &crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>> {
         run_dataset(t, Dataset::Mixed)
     }
     let runs: [RunFn; 4] = [html, image, video, mixed];
@@ -84,11 +89,11 @@ pub fn apps() -> Vec<App> {
             ),
             event: ("seconds", "transfer time (s)"),
             needs: &[
-                crate::setup::NGINX,
-                crate::setup::WGET,
-                crate::setup::CURL,
-                crate::setup::NGHTTP,
-                crate::setup::ARIA2,
+                crate::harness::setup::NGINX,
+                crate::harness::setup::WGET,
+                crate::harness::setup::CURL,
+                crate::harness::setup::NGHTTP,
+                crate::harness::setup::ARIA2,
             ],
             interactive_floor: None,
             stagger: None,
@@ -173,7 +178,7 @@ pub fn records(rows: &[Row]) -> Vec<Record> {
     let mut bandwidths: BTreeMap<&str, Option<f64>> = BTreeMap::new();
     for (_, scenario, _, _) in by.keys() {
         bandwidths.entry(scenario).or_insert_with(|| {
-            let (sc, _) = crate::variant::scenario(scenario, 1).ok()?;
+            let (sc, _) = crate::harness::sweep::scenario(scenario, 1).ok()?;
             Some(bulk::condition_on(&sc.links.first()?.trace, 0.0).bandwidth_mbps)
         });
     }
@@ -615,7 +620,7 @@ fn sweep_charts(plan: &Plan, sweep: &[Row], app: &str, sc: &str, grid: &[Params]
                 } else {
                     ""
                 };
-                bars.push(crate::chart::Bar {
+                bars.push(crate::report::chart::Bar {
                     group: format!("cc {}", point.cc),
                     series: format!("p {}{h2}", point.p),
                     value: v,
@@ -631,7 +636,7 @@ fn sweep_charts(plan: &Plan, sweep: &[Row], app: &str, sc: &str, grid: &[Params]
         }
         let title = format!("{app} on {sc}: the sweep at 64 KiB reads\none trial per point");
         let path = plan.out.join(format!("{stem}-{file}.svg"));
-        if std::fs::write(&path, crate::chart::bar_chart(&title, label, &bars)).is_ok() {
+        if std::fs::write(&path, crate::report::chart::bar_chart(&title, label, &bars)).is_ok() {
             md.push(format!("![{file}]({stem}-{file}.svg)"));
         }
     }

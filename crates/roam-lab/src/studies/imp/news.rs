@@ -1,5 +1,5 @@
 //! A news reader with Informed Mobile Prefetching (the IMP thesis's second application, seed
-//! 000 §3.5): 25 articles in 5 feeds served by a real nginx ([`crate::nginx`]); the user reads
+//! 000 §3.5): 25 articles in 5 feeds served by a real nginx ([`crate::servers::nginx`]); the user reads
 //! each feed's articles at its own rate (25% to 100%), a think time of 30-60 s apart; each feed
 //! is a class of hints, so IMP learns which feeds are worth prefetching.
 //!
@@ -21,10 +21,12 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use roam_net::Label;
 
-use crate::channel::Conn;
-use crate::imp_client::{finish_trial, read, strategy_of, Budgets, Caller, Item, Session};
-use crate::nginx::{self, Nginx, FEEDS, PER_FEED};
-use crate::trial::{Metric, Trial};
+use crate::harness::channel::Conn;
+use crate::harness::trial::{Metric, Trial};
+use crate::servers::nginx::{self, Nginx, FEEDS, PER_FEED};
+use crate::studies::imp::client::{
+    finish_trial, read, strategy_of, Budgets, Caller, Item, Session,
+};
 
 /// The news endpoint's port.
 const NEWS_PORT: u16 = 6310;
@@ -77,7 +79,7 @@ fn endpoint(conn: Arc<Conn>) -> Result<()> {
                 let (status, body) = nginx::get(&path)?;
                 let mut r = format!("{id} {status}\n").into_bytes();
                 r.extend_from_slice(&body);
-                let small = r.len() <= crate::mail::SMALL_MAX;
+                let small = r.len() <= crate::studies::in_paper::mail::SMALL_MAX;
                 let label = match (label.is_foreground(), small) {
                     (true, true) => Label::ForegroundSmall,
                     (true, false) => Label::ForegroundLarge,
@@ -132,7 +134,7 @@ pub fn run(t: &Trial, budgets: Budgets) -> Result<Vec<Metric>> {
     let system = t.system;
     let locals = t.client_links();
     let progress = t.progress.clone();
-    let client = move || -> Result<(crate::imp_client::Outcome, Arc<Conn>)> {
+    let client = move || -> Result<(crate::studies::imp::client::Outcome, Arc<Conn>)> {
         let conn = Arc::new(Conn::connect(system, &locals, NEWS_PORT)?);
         let cl = Caller::start(conn.clone(), id_of);
         let get = |path: String| move |id: &str| format!("{id} {path}").into_bytes();

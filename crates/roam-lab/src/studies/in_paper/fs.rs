@@ -25,8 +25,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::report::UNFINISHED;
 use roam_net::Label;
 
-use crate::channel::{background_sender, Conn, Readiness, Sent};
-use crate::trial::{Metric, Trial};
+use crate::harness::channel::{background_sender, Conn, Readiness, Sent};
+use crate::harness::trial::{Metric, Trial};
 
 /// Block size of the file service.
 pub const BLOCK: u64 = 4096;
@@ -46,7 +46,7 @@ const MIN_REPLAY_LIMIT: Duration = Duration::from_secs(300);
 const PORT: u16 = 6200;
 
 /// The recorded build.
-pub const FIXTURE: &str = include_str!("../fixtures/lighttpd-build.trace");
+pub const FIXTURE: &str = include_str!("../../../fixtures/lighttpd-build.trace");
 
 /// The recorded build, parsed once per process.
 pub fn build_trace() -> Result<&'static FsTrace> {

@@ -1,10 +1,10 @@
 //! The lab framework every lab shares: a matrix of applications x scenarios x systems x
-//! trials, each trial in a fresh emulator ([`crate::trial`], [`crate::ends`]), `--jobs` at
+//! trials, each trial in a fresh emulator ([`crate::harness::trial`], [`crate::harness::ends`]), `--jobs` at
 //! once with a progress bar, every result appended as it comes (`trials.csv`, `events.csv`,
 //! `trials.log`), `--resume` and `--report-only` over a results directory stamped with the
 //! code that measured it (`run.json`), and the charts ([`charts`]). A lab supplies its
 //! applications ([`App`]) and writes its own report from [`Measured`]
-//! (`roam lab in-paper`: [`crate::lab`]).
+//! (`roam lab in-paper`: [`crate::studies::in_paper`]).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io::Write as _;
@@ -16,13 +16,13 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::chart::{self, Bar};
-use crate::outcome::values;
+use crate::harness::setup::Need;
+use crate::harness::sweep;
+use crate::harness::system::System;
+use crate::harness::trial::{self, Metric, Trial};
+use crate::report::chart::{self, Bar};
+use crate::report::compare::values;
 use crate::report::{self, summarize, Row};
-use crate::setup::Need;
-use crate::system::System;
-use crate::trial::{self, Metric, Trial};
-use crate::variant;
 
 /// One application of a lab: how to run a trial of it and which of its metrics the
 /// report and charts show.
@@ -375,7 +375,7 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
         }
     }
     for s in &plan.scenarios {
-        variant::scenario(s, 1)?;
+        sweep::scenario(s, 1)?;
     }
     if plan.trials == 0 || plan.jobs == 0 {
         bail!("--trials and --jobs must be at least 1");
@@ -386,11 +386,11 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
     // What every trial needs, checked (and installed, as root) once: otherwise each trial
     // fails with the same reason.
     roam_emu::sys::check_privileges().map_err(anyhow::Error::msg)?;
-    let mut needs = vec![crate::setup::IPROUTE2];
+    let mut needs = vec![crate::harness::setup::IPROUTE2];
     for &a in &app_ix {
         needs.extend(all[a].needs);
     }
-    crate::setup::ensure(&needs)?;
+    crate::harness::setup::ensure(&needs)?;
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating {}", plan.out.display()))?;
     let stamp = RunStamp::of(plan, all);
@@ -505,7 +505,7 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
                         *d = s;
                     }
                 });
-                let result = variant::scenario(&j.scenario, seed).and_then(|(sc, queue)| {
+                let result = sweep::scenario(&j.scenario, seed).and_then(|(sc, queue)| {
                     let logs = plan.emu_logs.as_ref().map(|d| {
                         d.join(format!(
                             "{}-{}-{}-{}",
@@ -515,7 +515,7 @@ pub fn measure(plan: &Plan, all: &[App]) -> Result<Measured> {
                             j.trial
                         ))
                     });
-                    let queue = queue.unwrap_or(crate::system::QUEUE);
+                    let queue = queue.unwrap_or(crate::harness::system::QUEUE);
                     trial::run(
                         app.run, &sc, queue, j.system, j.duration, seed, progress, logs,
                     )
@@ -749,8 +749,8 @@ pub fn seeds_line(rows: &[Row]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::lab::apps;
-    use crate::outcome::test_rows::rows;
+    use crate::report::compare::test_rows::rows;
+    use crate::studies::in_paper::apps;
 
     /// A full (not quick) plan of mail on the hotspot over roam, writing to `out`.
     pub(crate) fn mail_plan(out: &std::path::Path, trials: u32, resume: bool) -> Plan {

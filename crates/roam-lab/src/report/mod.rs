@@ -1,5 +1,9 @@
 //! Trial rows, their summary per cell (mean with a 95% t interval, as the papers report, and
-//! the median as a second view), and the CSV. The charts are in [`crate::chart`].
+//! the median as a second view), and the CSV. The charts are in [`crate::report::chart`].
+
+pub mod chart;
+pub mod compare;
+pub mod stats;
 
 use std::fmt::Write as _;
 
@@ -162,7 +166,7 @@ pub fn summarize(v: &[f64]) -> Summary {
     let mean = f.iter().sum::<f64>() / n as f64;
     let ci = if n > 1 {
         let var = f.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        crate::stats::t_critical(0.95, n - 1) * (var / n as f64).sqrt()
+        crate::report::stats::t_critical(0.95, n - 1) * (var / n as f64).sqrt()
     } else {
         f64::NAN
     };
@@ -173,7 +177,7 @@ pub fn summarize(v: &[f64]) -> Summary {
         median: median(&f),
         mean,
         ci,
-        skew: crate::stats::skewness(&f),
+        skew: crate::report::stats::skewness(&f),
     }
 }
 

@@ -2,10 +2,11 @@
 //! the geometric mean of per-seed ratios (trials of every system share their seeds), and every
 //! claim of the paper checked against this run ([`expected_outcome`]).
 
-use crate::lab::App;
+use crate::harness::system::System;
+use crate::report::stats;
 use crate::report::{fmt_num, summarize, Row, Summary};
-use crate::system::System;
-use crate::{paper, stats};
+use crate::studies::in_paper::paper;
+use crate::studies::in_paper::App;
 
 /// One metric of one cell, trial by trial.
 pub fn values(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Vec<f64> {
@@ -296,8 +297,8 @@ pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
 /// Trial rows for tests.
 #[cfg(test)]
 pub(crate) mod test_rows {
-    use crate::lab::apps;
     use crate::report::Row;
+    use crate::studies::in_paper::apps;
 
     pub fn rows(cells: &[(&str, f64, f64)]) -> Vec<Row> {
         rows_of("mail", cells)
@@ -329,8 +330,8 @@ pub(crate) mod test_rows {
 mod tests {
     use super::test_rows::{rows, rows_of};
     use super::*;
-    use crate::lab::apps;
     use crate::report;
+    use crate::studies::in_paper::apps;
 
     /// A cell whose trials failed reads "failed", not "not run"; one failed trial beside
     /// finished ones is counted among the cell's trials.

@@ -1,7 +1,12 @@
 //! `roam lab in-paper`: the Intentional Networking evaluation (its three applications, four
 //! scenarios, the paper's baselines and MPTCP), run by the shared framework
-//! ([`crate::matrix`]) into `results/in-paper/`, with a report that puts every cell beside the
+//! ([`crate::harness::matrix`]) into `results/in-paper/`, with a report that puts every cell beside the
 //! paper's claims.
+
+pub mod fs;
+pub mod mail;
+pub mod paper;
+pub mod sensing;
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -9,15 +14,15 @@ use std::time::Duration;
 use anyhow::Result;
 use roam_trace::stats::scenario_stats;
 
-use crate::matrix::{
+use crate::harness::matrix::{
     self, cdf_file, event_curves, note_failed, note_system, seeds_line, TRIALS_LOG,
 };
-pub use crate::matrix::{App, Plan, DEVELOPMENT_SEEDS, HELD_OUT_SEEDS, VERSION};
-use crate::outcome::{advantages, cell, expected_outcome, gains, speedups};
+pub use crate::harness::matrix::{App, Plan, DEVELOPMENT_SEEDS, HELD_OUT_SEEDS, VERSION};
+use crate::harness::setup::DOVECOT;
+use crate::harness::sweep;
+use crate::harness::system::System;
+use crate::report::compare::{advantages, cell, expected_outcome, gains, speedups};
 use crate::report::Row;
-use crate::setup::DOVECOT;
-use crate::system::System;
-use crate::{fs, mail, paper, sensing, variant};
 
 /// Every application, in report order.
 pub fn apps() -> Vec<App> {
@@ -110,14 +115,14 @@ fn markdown(
          write-back not done within 60 s or as long again as the replay); such a trial counts towards \
          the median as slower than every finished one; a cell with one shows the median, and its seed \
          pairs with no other.\n",
-        crate::matrix::written_by(measured),
+        crate::harness::matrix::written_by(measured),
         plan.trials,
         if plan.quick {
             ", **quick** (short workloads: not comparable with the paper's full runs)"
         } else {
             ""
         },
-        crate::system::QUEUE_PACKETS,
+        crate::harness::system::QUEUE_PACKETS,
     );
     let _ = writeln!(s, "{}\n", seeds_line(rows));
     let _ = writeln!(
@@ -131,7 +136,7 @@ fn markdown(
         .max()
         .unwrap_or(Duration::from_secs(60));
     for sc in &plan.scenarios {
-        if let Ok((scn, _)) = variant::scenario(sc, 1) {
+        if let Ok((scn, _)) = sweep::scenario(sc, 1) {
             let _ = writeln!(
                 s,
                 "Ours (seed 1): {}",
@@ -289,9 +294,9 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::read_notes;
-    use crate::matrix::tests::mail_plan;
-    use crate::outcome::test_rows::rows;
+    use crate::harness::matrix::read_notes;
+    use crate::harness::matrix::tests::mail_plan;
+    use crate::report::compare::test_rows::rows;
 
     /// The notes a report shows are those of the trials it reports: a resumed run drops the
     /// notes of the trials it runs again.

@@ -1,25 +1,29 @@
 //! `roam lab meatballs`: the Meatballs thesis's network-selection evaluation (seed 000 §4.4.2)
-//! on the emulator: the request/response workload ([`crate::meatballs_net`]) over roam-net with
-//! each network-selection rule ([`crate::selection::Selection`]): cellular-only,
+//! on the emulator: the request/response workload ([`crate::studies::meatballs::net`]) over roam-net with
+//! each network-selection rule ([`crate::studies::meatballs::selection::Selection`]): cellular-only,
 //! WiFi-preferred, adaptive non-redundant, and Meatballs with each evaluation method at each
 //! cost level, on the walk (WiFi in reach 69% of the time) and the drive. The report gives per
 //! scenario each rule's mean wait, energy (modelled) and 3G data, and per cost level the total
 //! weighted cost of each baseline beside Meatballs deciding at that level, with the thesis's
 //! figures. The speech half (seed 000 §4.5.5.2): the recogniser application
-//! ([`crate::meatballs_speech`]) with local-only, remote-only, remote-preferred, adaptive and
+//! ([`crate::studies::meatballs::speech`]) with local-only, remote-only, remote-preferred, adaptive and
 //! Meatballs, on the walk (`speech`) and with a loaded server and WiFi always there (`speech-load`).
+
+pub mod net;
+pub mod selection;
+pub mod speech;
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::matrix::{self, seeds_line, App, Plan};
-use crate::meatballs_net::{self, cost_metric};
-use crate::outcome::cell;
+use crate::harness::matrix::{self, seeds_line, App, Plan};
+use crate::harness::system::System;
+use crate::report::compare::cell;
 use crate::report::Row;
-use crate::selection::Selection;
-use crate::system::System;
+use crate::studies::meatballs::selection::Selection;
+use net::cost_metric;
 use roam_decide::{CostLevel, Method};
 
 /// The scenarios of the thesis's evaluation: the walk and the drive.
@@ -61,39 +65,44 @@ pub fn quick_systems() -> Vec<System> {
         .collect()
 }
 
-fn speech(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
-    crate::meatballs_speech::run(t, false)
+fn speech(t: &crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>> {
+    crate::studies::meatballs::speech::run(t, false)
 }
 
-fn speech_load(t: &crate::trial::Trial) -> Result<Vec<crate::trial::Metric>> {
-    crate::meatballs_speech::run(t, true)
+fn speech_load(t: &crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>> {
+    crate::studies::meatballs::speech::run(t, true)
 }
 
 /// The applications: network selection (20 minutes), and speech recognition without and with
 /// server load (20 utterances every 30 s: 10 minutes).
 pub fn apps() -> Vec<App> {
     let speech_app =
-        |name, run: fn(&crate::trial::Trial) -> Result<Vec<crate::trial::Metric>>, full| App {
+        |name,
+         run: fn(&crate::harness::trial::Trial) -> Result<Vec<crate::harness::trial::Metric>>,
+         full| App {
             name,
             run,
             full,
             quick: Duration::from_secs(150),
             interactive: ("recognition_ms", "mean recognition delay (ms)"),
             background: ("energy_J", "energy, modelled (J)", false),
-            event: (crate::meatballs_speech::EVENT, "recognition delay (ms)"),
+            event: (
+                crate::studies::meatballs::speech::EVENT,
+                "recognition delay (ms)",
+            ),
             needs: &[],
             interactive_floor: None,
-            stagger: Some(crate::meatballs_speech::EVERY),
+            stagger: Some(crate::studies::meatballs::speech::EVERY),
         };
     vec![
         App {
             name: APP,
-            run: meatballs_net::run,
+            run: net::run,
             full: Duration::from_secs(20 * 60),
             quick: Duration::from_secs(150),
             interactive: ("response_ms", "mean wait for a response (ms)"),
             background: ("energy_J", "energy, modelled (J)", false),
-            event: (meatballs_net::EVENT, "wait for a response (ms)"),
+            event: (net::EVENT, "wait for a response (ms)"),
             needs: &[],
             interactive_floor: None,
             stagger: None,
@@ -185,14 +194,14 @@ fn markdown(plan: &Plan, rows: &[Row], notes: &[String], version: &str) -> Strin
          of a trial at a cost level is its total wait plus its energy and data at that level's \
          prices (low: 100 J or 100 KB per second, mid: 10, high: 1); the baselines decide the \
          same at every level, Meatballs decides at its own.\n",
-        crate::matrix::written_by(version),
+        crate::harness::matrix::written_by(version),
         plan.trials,
         if plan.quick {
             ", **quick** (short runs: not comparable with the thesis's 20-minute runs)"
         } else {
             ""
         },
-        crate::meatballs_speech::PHONE_CPU_W,
+        crate::studies::meatballs::speech::PHONE_CPU_W,
     );
     let _ = writeln!(s, "{}\n", seeds_line(rows));
     let _ = writeln!(

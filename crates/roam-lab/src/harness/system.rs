@@ -41,12 +41,12 @@ pub enum System {
     Prefetch(Strategy),
     /// roam with a network-selection rule (`roam lab meatballs`: Meatballs or one of the
     /// thesis's baselines, every one over Intentional Networking).
-    Select(crate::selection::Selection),
+    Select(crate::studies::meatballs::selection::Selection),
     /// A bulk-transfer tool over the scenario's one link (`roam lab fasthla`).
-    Transfer(crate::bulk::Tool),
+    Transfer(crate::studies::fasthla::bulk::Tool),
     /// A Horatio path: where a parcel is suspended to, or how the phone self-cleans (`roam
     /// lab horatio`).
-    Parcel(crate::horatio_lab::Path),
+    Parcel(crate::studies::horatio::Path),
     /// Plain TCP over the link a baseline file derives. It is loaded once, when the command
     /// line names it, and lives as long as the process.
     File(&'static NamedBaseline),
@@ -138,7 +138,7 @@ impl System {
 }
 
 /// Drop-tail bound of every emulated link in the lab (per direction), in packets, unless a
-/// sweep changes it ([`crate::variant`]).
+/// sweep changes it ([`crate::harness::sweep`]).
 pub const QUEUE_PACKETS: usize = 100;
 /// [`QUEUE_PACKETS`] as the emulator's bound.
 pub const QUEUE: QueueLimit = QueueLimit::Packets(QUEUE_PACKETS);

@@ -1,0 +1,11 @@
+//! What every study runs on: plans, trials in fresh emulators, the systems under test, the
+//! results directory with `--resume` and `--report-only`, and the [`study::Study`] trait.
+
+pub mod channel;
+pub mod ends;
+pub mod matrix;
+pub mod setup;
+pub mod study;
+pub mod sweep;
+pub mod system;
+pub mod trial;
