@@ -13,6 +13,7 @@ mod forward;
 pub mod pcap;
 pub mod queue;
 pub mod run;
+pub mod scenario;
 pub mod scenario_file;
 pub mod spec;
 pub mod sys;

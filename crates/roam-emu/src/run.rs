@@ -204,7 +204,48 @@ pub fn run(mut emu: Emulator, spec: &RunSpec) -> Result<i32, EmuError> {
     Ok(code)
 }
 
+/// The run itself, between setting up and cleaning up ([`run`]): start the background
+/// commands, run the client to its end, stop the background commands. Returns the client's
+/// exit status (130 when a signal came while waiting for a background command, 127 or 126
+/// when the client could not be started, as a shell would).
+///
+/// On an early return, background commands are left running: [`run`] terminates everything
+/// left in the namespaces whichever way this returns.
 fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32, EmuError> {
+    let Some(started) = start_background(emu, spec, signal)? else {
+        return Ok(130);
+    };
+    let (prog, args) = spec
+        .client
+        .split_first()
+        .ok_or_else(|| EmuError::Config("no client command given after --".into()))?;
+    let mut cmd = Command::new(prog);
+    cmd.args(args).envs(emu.env(false));
+    let client = match spawn_in(&mut cmd, emu.client_ns().as_raw_fd(), false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("roam emu: cannot run `{prog}`: {e}");
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
+    let code = wait_client(client, signal)?;
+    stop_background(started);
+    Ok(code)
+}
+
+/// Start the named hosts' commands, then the server's, each with `sh -c` in its namespace and
+/// its own process group, waiting after each (up to [`RunSpec::server_wait`]) until it listens
+/// on a socket, so the client does not connect before anyone answers. Returns what was
+/// started, labelled for messages, or `None` if a signal came while waiting.
+fn start_background(
+    emu: &Emulator,
+    spec: &RunSpec,
+    signal: &AtomicUsize,
+) -> Result<Option<Vec<(String, Child)>>, EmuError> {
     let mut started: Vec<(String, Child)> = Vec::new();
     let mut commands: Vec<(String, &OwnedFd, &String)> = Vec::new();
     for (h, c) in &spec.hosts {
@@ -223,44 +264,48 @@ fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32
             what: format!("starting {who} `{s}`"),
             source: e,
         })?;
-        let pid = child.id();
-        started.push((who.clone(), child));
+        started.push((who, child));
+        let (who, child) = started.last_mut().expect("just pushed");
         let deadline = Instant::now() + spec.server_wait;
-        while Instant::now() < deadline && !has_listener(pid) {
-            if let Some(Ok(Some(st))) = started.last_mut().map(|(_, c)| c.try_wait()) {
-                eprintln!(
-                    "roam emu: warning: {who} `{s}` exited early with status {}",
-                    exit_code(st)
-                );
-                break;
-            }
-            if signal.load(Ordering::Relaxed) != 0 {
-                return Ok(130);
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if !wait_for_listener(child, deadline, signal, &format!("{who} `{s}`")) {
+            return Ok(None);
         }
     }
-    let (prog, args) = spec
-        .client
-        .split_first()
-        .ok_or_else(|| EmuError::Config("no client command given after --".into()))?;
-    let mut cmd = Command::new(prog);
-    cmd.args(args).envs(emu.env(false));
-    let mut client = match spawn_in(&mut cmd, emu.client_ns().as_raw_fd(), false) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("roam emu: cannot run `{prog}`: {e}");
-            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            });
+    Ok(Some(started))
+}
+
+/// Wait until `child` (`what`, for the warning) listens on a socket, exits, or `deadline`
+/// passes; polled every 10 ms. Returns false if a signal came meanwhile.
+fn wait_for_listener(
+    child: &mut Child,
+    deadline: Instant,
+    signal: &AtomicUsize,
+    what: &str,
+) -> bool {
+    let pid = child.id();
+    while Instant::now() < deadline && !has_listener(pid) {
+        if let Ok(Some(st)) = child.try_wait() {
+            eprintln!(
+                "roam emu: warning: {what} exited early with status {}",
+                exit_code(st)
+            );
+            break;
         }
-    };
+        if signal.load(Ordering::Relaxed) != 0 {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// Wait for the client to exit and return its exit status. A signal roam receives meanwhile
+/// is passed on to the client, which gets 3 s to exit before it is killed.
+fn wait_client(mut client: Child, signal: &AtomicUsize) -> Result<i32, EmuError> {
     let mut kill_at: Option<Instant> = None;
-    let code = loop {
+    loop {
         match client.try_wait() {
-            Ok(Some(st)) => break exit_code(st),
+            Ok(Some(st)) => return Ok(exit_code(st)),
             Ok(None) => {}
             Err(e) => {
                 return Err(EmuError::Io {
@@ -278,7 +323,12 @@ fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32
             let _ = client.kill();
         }
         std::thread::sleep(Duration::from_millis(5));
-    };
+    }
+}
+
+/// Stop the background commands, last started first: SIGTERM to each one's process group,
+/// up to 2 s to exit, then SIGKILL.
+fn stop_background(started: Vec<(String, Child)>) {
     for (_, mut s) in started.into_iter().rev() {
         // SAFETY: signalling the command's process group.
         unsafe { libc::kill(-(s.id() as i32), libc::SIGTERM) };
@@ -292,5 +342,4 @@ fn run_inner(emu: &Emulator, spec: &RunSpec, signal: &AtomicUsize) -> Result<i32
         let _ = s.kill();
         let _ = s.wait();
     }
-    Ok(code)
 }

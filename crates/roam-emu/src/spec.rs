@@ -83,6 +83,10 @@ pub fn env_name(name: &str) -> String {
 }
 
 /// Parse `NAME=SPEC`; `default_seed` is used when the spec has no `seed=`.
+///
+/// In three steps, each reporting the first mistake it finds: the name ([`validate_name`]),
+/// then each key on its own (a bad value, an unknown or repeated key), then how the keys
+/// combine into a link (`rate` with `down`, say, or `reorder` without `jitter`).
 pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError> {
     let err = |msg: String| SpecError {
         arg: arg.to_string(),
@@ -92,136 +96,206 @@ pub fn parse_link(arg: &str, default_seed: u64) -> Result<LinkConfig, SpecError>
         .split_once('=')
         .ok_or_else(|| err("expected NAME=SPEC, e.g. wifi=rate=10mbit,delay=20ms".into()))?;
     validate_name(name).map_err(err)?;
-    let mut rate = None;
-    let mut down = None;
-    let mut up = None;
-    let mut csv = None;
-    let mut delay = None;
-    let mut loss = 0.0;
-    let mut queue = DEFAULT_QUEUE;
-    let mut onoff_arg = None;
-    let mut jitter = Jitter::default();
-    let mut reorder = None;
-    let mut carrier_after = None;
-    let mut seed = default_seed;
-    let mut seen = std::collections::HashSet::new();
-    for item in spec.split(',').filter(|s| !s.is_empty()) {
-        let (k, v) = item
-            .split_once('=')
-            .ok_or_else(|| err(format!("`{item}` is not key=value")))?;
-        if !seen.insert(k.to_string()) {
-            return Err(err(format!("`{k}` given twice")));
-        }
-        match k {
-            "rate" => rate = Some(parse_rate(v).map_err(err)?),
-            "down" => down = Some(parse_capacity_value(v).map_err(err)?),
-            "up" => up = Some(parse_capacity_value(v).map_err(err)?),
-            "trace" => {
-                csv = Some(IntervalTrace::load(Path::new(v)).map_err(|e| err(e.to_string()))?)
+    let keys = SpecKeys::read(spec, default_seed).map_err(err)?;
+    keys.into_link(name).map_err(err)
+}
+
+/// The keys of one SPEC, each parsed on its own (files named are loaded); `None` where a key
+/// was not given.
+struct SpecKeys {
+    rate: Option<Capacity>,
+    down: Option<Capacity>,
+    up: Option<Capacity>,
+    /// `trace=`: an interval CSV, loaded.
+    csv: Option<IntervalTrace>,
+    delay: Option<Duration>,
+    loss: f64,
+    queue: QueueLimit,
+    /// `onoff=` as given: loaded once the seed is known ([`availability`]).
+    onoff: Option<String>,
+    jitter: Jitter,
+    reorder: Option<bool>,
+    carrier_after: Option<Duration>,
+    seed: u64,
+}
+
+impl SpecKeys {
+    /// Read SPEC's comma-separated `key=value` items, each key at most once.
+    fn read(spec: &str, default_seed: u64) -> Result<SpecKeys, String> {
+        let mut keys = SpecKeys {
+            rate: None,
+            down: None,
+            up: None,
+            csv: None,
+            delay: None,
+            loss: 0.0,
+            queue: DEFAULT_QUEUE,
+            onoff: None,
+            jitter: Jitter::default(),
+            reorder: None,
+            carrier_after: None,
+            seed: default_seed,
+        };
+        let mut seen = std::collections::HashSet::new();
+        for item in spec.split(',').filter(|s| !s.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not key=value"))?;
+            if !seen.insert(k.to_string()) {
+                return Err(format!("`{k}` given twice"));
             }
-            "delay" => delay = Some(parse_duration(v).map_err(|e| err(e.to_string()))?),
+            keys.set(k, v)?;
+        }
+        Ok(keys)
+    }
+
+    /// Parse value `v` of key `k` into its place.
+    fn set(&mut self, k: &str, v: &str) -> Result<(), String> {
+        match k {
+            "rate" => self.rate = Some(parse_rate(v)?),
+            "down" => self.down = Some(parse_capacity_value(v)?),
+            "up" => self.up = Some(parse_capacity_value(v)?),
+            "trace" => {
+                self.csv = Some(IntervalTrace::load(Path::new(v)).map_err(|e| e.to_string())?)
+            }
+            "delay" => self.delay = Some(parse_duration(v).map_err(|e| e.to_string())?),
             "loss" => {
-                loss = v
+                self.loss = v
                     .parse::<f64>()
                     .ok()
                     .filter(|l| (0.0..=1.0).contains(l))
                     .ok_or_else(|| {
-                        err(format!("loss `{v}` must be a probability in [0, 1], e.g. 0.01"))
+                        format!("loss `{v}` must be a probability in [0, 1], e.g. 0.01")
                     })?
             }
-            "queue" => queue = parse_queue(v).map_err(err)?,
-            "jitter" => jitter.max = parse_duration(v).map_err(|e| err(e.to_string()))?,
+            "queue" => self.queue = parse_queue(v)?,
+            "jitter" => self.jitter.max = parse_duration(v).map_err(|e| e.to_string())?,
             "carrier" => {
-                carrier_after = Some(parse_duration(v).map_err(|e| {
-                    err(format!("carrier `{v}`: {e} (the outage's length after which the client's interface loses its carrier, e.g. 2s)"))
+                self.carrier_after = Some(parse_duration(v).map_err(|e| {
+                    format!("carrier `{v}`: {e} (the outage's length after which the client's interface loses its carrier, e.g. 2s)")
                 })?)
             }
             "reorder" => {
-                reorder = Some(match v {
+                self.reorder = Some(match v {
                     "yes" => true,
                     "no" => false,
-                    _ => return Err(err(format!("reorder `{v}` must be yes or no"))),
+                    _ => return Err(format!("reorder `{v}` must be yes or no")),
                 })
             }
-            "onoff" => onoff_arg = Some(v.to_string()),
+            "onoff" => self.onoff = Some(v.to_string()),
             "seed" => {
-                seed = v
+                self.seed = v
                     .parse()
-                    .map_err(|_| err(format!("seed `{v}` must be a non-negative integer")))?
+                    .map_err(|_| format!("seed `{v}` must be a non-negative integer"))?
             }
             other => {
-                return Err(err(format!(
+                return Err(format!(
                     "unknown key `{other}` (expected rate, down, up, trace, delay, loss, queue, jitter, reorder, onoff, carrier, seed)"
-                )))
+                ))
             }
         }
+        Ok(())
     }
-    if rate.is_some() && (down.is_some() || up.is_some() || csv.is_some()) {
-        return Err(err(
-            "`rate` cannot be combined with `down`, `up` or `trace`".into(),
-        ));
-    }
-    if csv.is_some() && (down.is_some() || up.is_some()) {
-        return Err(err("`trace` cannot be combined with `down` or `up`".into()));
-    }
-    if let Some(r) = reorder {
-        if jitter.max.is_zero() {
-            return Err(err("`reorder` needs `jitter` (packets overtake each other only when their delays vary)".into()));
-        }
-        jitter.reorder = r;
-    }
-    if down.is_some() != up.is_some() {
-        return Err(err("give both `down` and `up` (or `rate` for both)".into()));
-    }
-    let mut trace = match csv {
-        Some(t) => t.to_link(),
-        None => {
-            let (d, u) = match (rate, down, up) {
-                (Some(r), _, _) => (r.clone(), r),
-                (None, Some(d), Some(u)) => (d, u),
-                _ => (Capacity::Unlimited, Capacity::Unlimited),
-            };
-            LinkTrace {
-                down: d,
-                up: u,
-                delay: Piecewise::constant(std::time::Duration::ZERO),
-                loss: 0.0,
-                availability: Piecewise::constant(true),
+
+    /// Combine the keys into link `name`: check they fit together ([`SpecKeys::check`]),
+    /// build the trace ([`SpecKeys::trace`]), then lay the on/off schedule over it.
+    fn into_link(mut self, name: &str) -> Result<LinkConfig, String> {
+        self.check()?;
+        let mut trace = self.trace();
+        let kind = match &self.onoff {
+            Some(o) => {
+                let (sched, kind) = availability(o, self.seed)?;
+                if trace.availability.points().len() > 1 {
+                    return Err(
+                        "`onoff` cannot be combined with a trace that has its own availability"
+                            .into(),
+                    );
+                }
+                trace.availability = sched;
+                kind
             }
-        }
-    };
-    if let Some(d) = delay {
-        trace.delay = Piecewise::constant(d);
-    }
-    trace.loss = loss;
-    let mut kind = LinkKind::Other;
-    if let Some(o) = onoff_arg {
-        let sched = if o == "cabernet" {
-            kind = LinkKind::Wifi;
-            onoff::cabernet(seed)
-        } else if let Some((on, off)) = o.split_once(':') {
-            let on = EmpiricalCdf::load(Path::new(on)).map_err(|e| err(e.to_string()))?;
-            let off = EmpiricalCdf::load(Path::new(off)).map_err(|e| err(e.to_string()))?;
-            onoff::alternating(&on, &off, seed, onoff::GENERATED_HORIZON)
-        } else {
-            onoff::load_schedule(Path::new(&o)).map_err(|e| err(e.to_string()))?
+            None => LinkKind::Other,
         };
-        if trace.availability.points().len() > 1 {
-            return Err(err(
-                "`onoff` cannot be combined with a trace that has its own availability".into(),
-            ));
-        }
-        trace.availability = sched;
+        Ok(LinkConfig {
+            name: name.to_string(),
+            kind,
+            trace,
+            queue: self.queue,
+            jitter: self.jitter,
+            carrier_after: self.carrier_after,
+            seed: self.seed,
+        })
     }
-    Ok(LinkConfig {
-        name: name.to_string(),
-        kind,
-        trace,
-        queue,
-        jitter,
-        carrier_after,
-        seed,
-    })
+
+    /// The rules between keys: capacity comes from one source (`rate`, `down`+`up`, or
+    /// `trace`), and `reorder` qualifies `jitter` (whose `reorder` flag it sets).
+    fn check(&mut self) -> Result<(), String> {
+        if self.rate.is_some() && (self.down.is_some() || self.up.is_some() || self.csv.is_some()) {
+            return Err("`rate` cannot be combined with `down`, `up` or `trace`".into());
+        }
+        if self.csv.is_some() && (self.down.is_some() || self.up.is_some()) {
+            return Err("`trace` cannot be combined with `down` or `up`".into());
+        }
+        if let Some(r) = self.reorder {
+            if self.jitter.max.is_zero() {
+                return Err("`reorder` needs `jitter` (packets overtake each other only when their delays vary)".into());
+            }
+            self.jitter.reorder = r;
+        }
+        if self.down.is_some() != self.up.is_some() {
+            return Err("give both `down` and `up` (or `rate` for both)".into());
+        }
+        Ok(())
+    }
+
+    /// The link's trace: the interval CSV's if one was given, else the capacities (unlimited
+    /// where none was given) with no delay and always available; then `delay` (which
+    /// overrides the CSV's RTT) and `loss` over it.
+    fn trace(&mut self) -> LinkTrace {
+        let mut trace = match self.csv.take() {
+            Some(t) => t.to_link(),
+            None => {
+                let (d, u) = match (self.rate.take(), self.down.take(), self.up.take()) {
+                    (Some(r), _, _) => (r.clone(), r),
+                    (None, Some(d), Some(u)) => (d, u),
+                    _ => (Capacity::Unlimited, Capacity::Unlimited),
+                };
+                LinkTrace {
+                    down: d,
+                    up: u,
+                    delay: Piecewise::constant(std::time::Duration::ZERO),
+                    loss: 0.0,
+                    availability: Piecewise::constant(true),
+                }
+            }
+        };
+        if let Some(d) = self.delay {
+            trace.delay = Piecewise::constant(d);
+        }
+        trace.loss = self.loss;
+        trace
+    }
+}
+
+/// The availability `onoff=o` asks for, and what kind of link that makes it: `cabernet`
+/// (Cabernet's WiFi on/off model, drawn with `seed`: a WiFi link), `ON.cdf:OFF.cdf`
+/// (alternating on and off periods drawn from two CDF files with `seed`), or a schedule file.
+fn availability(o: &str, seed: u64) -> Result<(Piecewise<bool>, LinkKind), String> {
+    if o == "cabernet" {
+        Ok((onoff::cabernet(seed), LinkKind::Wifi))
+    } else if let Some((on, off)) = o.split_once(':') {
+        let on = EmpiricalCdf::load(Path::new(on)).map_err(|e| e.to_string())?;
+        let off = EmpiricalCdf::load(Path::new(off)).map_err(|e| e.to_string())?;
+        Ok((
+            onoff::alternating(&on, &off, seed, onoff::GENERATED_HORIZON),
+            LinkKind::Other,
+        ))
+    } else {
+        Ok((
+            onoff::load_schedule(Path::new(o)).map_err(|e| e.to_string())?,
+            LinkKind::Other,
+        ))
+    }
 }
 
 fn parse_rate(v: &str) -> Result<Capacity, String> {
