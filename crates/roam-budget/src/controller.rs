@@ -1,4 +1,4 @@
-//! Goal-directed adaptation (Odyssey, as IMP uses it: seed 000 §3.4): a price for a budgeted
+//! Goal-directed adaptation (Odyssey, as IMP uses it: IMP thesis §3.4): a price for a budgeted
 //! resource (energy in joules, cellular data in bytes) that rises when use runs ahead of what
 //! the budget allows for the rest of its period and falls when it lags, so that use ends close
 //! to, but not over, the budget ("spend effectively, live within your means, use it or lose

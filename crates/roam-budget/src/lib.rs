@@ -1,4 +1,4 @@
-//! Energy and data budgets (seed 000, chapter 3; ../shared/spec/informed-prefetching.md and
+//! Energy and data budgets (Higgins' thesis, chapter 3; ../shared/spec/informed-prefetching.md and
 //! power-models.md): what each network costs, and the prices that make use end close to, but
 //! not over, a budget.
 //!

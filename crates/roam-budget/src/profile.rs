@@ -276,6 +276,11 @@ pub fn load(path: &Path) -> Result<Vec<RadioProfile>, ProfileError> {
 
 /// Every radio of a profile file's `text`; `source_name` prefixes the radios' names and names
 /// the file in errors.
+///
+/// Two steps: the TOML is read into the file's layout ([`read_file`]: syntax, unknown keys,
+/// missing keys, at least one radio), then each radio's constants are checked and converted
+/// ([`radio_profile`]), the first error ending the parse. Errors name the line wherever the
+/// TOML reader reports a position (a value's line for a bad constant).
 pub fn parse(text: &str, source_name: &str) -> Result<Vec<RadioProfile>, ProfileError> {
     let line_of = |offset: usize| text[..offset.min(text.len())].lines().count().max(1);
     let err = |line: Option<usize>, what: String| ProfileError {
@@ -283,6 +288,21 @@ pub fn parse(text: &str, source_name: &str) -> Result<Vec<RadioProfile>, Profile
         line,
         what,
     };
+    let file = read_file(text, &line_of, &err)?;
+    file.radio
+        .iter()
+        .map(|r| radio_profile(r, &file.source, source_name, &line_of, &err))
+        .collect()
+}
+
+/// The file's TOML as its layout ([`File`]): a syntax error, an unknown key (a misspelt one
+/// would otherwise be silently ignored) or a missing one is an error at the line the TOML
+/// reader names, and a file without a `[[radio]]` is an error too.
+fn read_file(
+    text: &str,
+    line_of: &dyn Fn(usize) -> usize,
+    err: &dyn Fn(Option<usize>, String) -> ProfileError,
+) -> Result<File, ProfileError> {
     let file: File = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| line_of(s.start + 1));
         err(line, e.message().to_string())
@@ -290,94 +310,127 @@ pub fn parse(text: &str, source_name: &str) -> Result<Vec<RadioProfile>, Profile
     if file.radio.is_empty() {
         return Err(err(None, "no [[radio]]".into()));
     }
-    let mut out = Vec::new();
-    for r in file.radio {
-        let key = |k: &str| format!("radio `{}`: {k}", r.name);
-        let mut c = Checker {
-            reconstructed: Vec::new(),
-            line_of: &line_of,
-            err: &err,
-            radio: &r.name,
-        };
-        let promotion = match (&r.promotion_mw, &r.promotion_ms) {
-            (Some(p), Some(d)) => Some((
-                Milliwatts(c.value("promotion_mw", p)?),
-                Duration::from_secs_f64(c.value("promotion_ms", d)? / 1e3),
-            )),
-            (None, None) => None,
-            _ => {
-                return Err(err(
-                    None,
-                    format!(
-                        "{}: give both or neither",
-                        key("promotion_mw, promotion_ms")
-                    ),
-                ))
-            }
-        };
-        let active = Milliwatts(c.value("active_mw", &r.active_mw)?);
-        let up = c
-            .optional("up_mw_per_mbps", &r.up_mw_per_mbps)?
-            .unwrap_or(0.0);
-        let down = c
-            .optional("down_mw_per_mbps", &r.down_mw_per_mbps)?
-            .unwrap_or(0.0);
-        let idle = Milliwatts(c.optional("idle_mw", &r.idle_mw)?.unwrap_or(0.0));
-        let active_pps = c.optional("active_pps", &r.active_pps)?;
-        if r.tail.is_empty() {
-            return Err(err(
-                None,
-                format!("{}: no [[radio.tail]] phase", key("tail")),
-            ));
+    Ok(file)
+}
+
+/// One radio of the file, `source_name/radio` by name, its constants checked in the file's
+/// order (so that the reconstructed ones are listed in that order): the promotion, the active
+/// power and its throughput terms, the idle power, the packet rate, the tail, the small-packet
+/// rule. Optional throughput terms and idle power default to 0.
+fn radio_profile(
+    r: &FileRadio,
+    source: &str,
+    source_name: &str,
+    line_of: &dyn Fn(usize) -> usize,
+    err: &dyn Fn(Option<usize>, String) -> ProfileError,
+) -> Result<RadioProfile, ProfileError> {
+    let mut c = Checker {
+        reconstructed: Vec::new(),
+        line_of,
+        err,
+        radio: &r.name,
+    };
+    let promotion = promotion(&mut c, r)?;
+    let active = Milliwatts(c.value("active_mw", &r.active_mw)?);
+    let up = c
+        .optional("up_mw_per_mbps", &r.up_mw_per_mbps)?
+        .unwrap_or(0.0);
+    let down = c
+        .optional("down_mw_per_mbps", &r.down_mw_per_mbps)?
+        .unwrap_or(0.0);
+    let idle = Milliwatts(c.optional("idle_mw", &r.idle_mw)?.unwrap_or(0.0));
+    let active_pps = c.optional("active_pps", &r.active_pps)?;
+    let tail = tail_phases(&mut c, r)?;
+    let small = small_packets(&mut c, r, &tail)?;
+    Ok(RadioProfile {
+        name: format!("{source_name}/{}", r.name),
+        network: r.network,
+        source: source.to_string(),
+        promotion,
+        active,
+        up_mw_per_mbps: up,
+        down_mw_per_mbps: down,
+        idle,
+        active_pps,
+        small,
+        tail,
+        reconstructed: c.reconstructed,
+    })
+}
+
+/// An error about the radio's `key` that the TOML reader gives no position for (a rule
+/// between keys, not one value).
+fn radio_error(c: &Checker, key: &str, what: &str) -> ProfileError {
+    (c.err)(None, format!("radio `{}`: {key}: {what}", c.radio))
+}
+
+/// The promotion out of idle, a power and a duration given together: a radio either has one
+/// (LTE, 3G) or not (WiFi), and half of one is a mistake in the file.
+fn promotion(
+    c: &mut Checker,
+    r: &FileRadio,
+) -> Result<Option<(Milliwatts, Duration)>, ProfileError> {
+    Ok(match (&r.promotion_mw, &r.promotion_ms) {
+        (Some(p), Some(d)) => Some((
+            Milliwatts(c.value("promotion_mw", p)?),
+            Duration::from_secs_f64(c.value("promotion_ms", d)? / 1e3),
+        )),
+        (None, None) => None,
+        _ => {
+            return Err(radio_error(
+                c,
+                "promotion_mw, promotion_ms",
+                "give both or neither",
+            ))
         }
-        let mut tail = Vec::new();
-        for (i, p) in r.tail.iter().enumerate() {
-            let k = |f: &str| format!("tail[{i}] ({}).{f}", p.name);
-            tail.push(Phase {
-                name: p.name.clone(),
-                power: Milliwatts(c.value(&k("mw"), &p.mw)?),
-                duration: Duration::from_secs_f64(c.value(&k("ms"), &p.ms)? / 1e3),
-            });
-        }
-        let small = match &r.small_packet {
-            None => None,
-            Some(s) => {
-                let enters = tail
-                    .iter()
-                    .position(|p| p.name == s.enters)
-                    .ok_or_else(|| {
-                        err(
-                            None,
-                            format!(
-                                "{}: `{}` is not a tail phase's name",
-                                key("small_packet.enters"),
-                                s.enters
-                            ),
-                        )
-                    })?;
-                Some(SmallPackets {
-                    up: Bytes(c.value("small_packet.up_bytes", &s.up_bytes)? as u64),
-                    down: Bytes(c.value("small_packet.down_bytes", &s.down_bytes)? as u64),
-                    enters,
-                })
-            }
-        };
-        out.push(RadioProfile {
-            name: format!("{source_name}/{}", r.name),
-            network: r.network,
-            source: file.source.clone(),
-            promotion,
-            active,
-            up_mw_per_mbps: up,
-            down_mw_per_mbps: down,
-            idle,
-            active_pps,
-            small,
-            tail,
-            reconstructed: c.reconstructed,
+    })
+}
+
+/// The tail phases, highest first as the file lists them; at least one, since every radio
+/// lingers in a higher state after its last packet. A phase's constants are named by its
+/// index and name in errors (`tail[1] (FACH).mw`).
+fn tail_phases(c: &mut Checker, r: &FileRadio) -> Result<Vec<Phase>, ProfileError> {
+    if r.tail.is_empty() {
+        return Err(radio_error(c, "tail", "no [[radio.tail]] phase"));
+    }
+    let mut tail = Vec::new();
+    for (i, p) in r.tail.iter().enumerate() {
+        let k = |f: &str| format!("tail[{i}] ({}).{f}", p.name);
+        tail.push(Phase {
+            name: p.name.clone(),
+            power: Milliwatts(c.value(&k("mw"), &p.mw)?),
+            duration: Duration::from_secs_f64(c.value(&k("ms"), &p.ms)? / 1e3),
         });
     }
-    Ok(out)
+    Ok(tail)
+}
+
+/// The small-packet rule, if the radio has one: the thresholds, and the tail phase such a
+/// packet enters, which the file names and which must be one of `tail`'s (checked before the
+/// thresholds).
+fn small_packets(
+    c: &mut Checker,
+    r: &FileRadio,
+    tail: &[Phase],
+) -> Result<Option<SmallPackets>, ProfileError> {
+    let Some(s) = &r.small_packet else {
+        return Ok(None);
+    };
+    let enters = tail
+        .iter()
+        .position(|p| p.name == s.enters)
+        .ok_or_else(|| {
+            radio_error(
+                c,
+                "small_packet.enters",
+                &format!("`{}` is not a tail phase's name", s.enters),
+            )
+        })?;
+    Ok(Some(SmallPackets {
+        up: Bytes(c.value("small_packet.up_bytes", &s.up_bytes)? as u64),
+        down: Bytes(c.value("small_packet.down_bytes", &s.down_bytes)? as u64),
+        enters,
+    }))
 }
 
 /// Checks a radio's constants as they are read, and notes the reconstructed ones.

@@ -329,7 +329,7 @@ impl Radio {
     /// What sending or receiving `bytes` at `throughput`, starting at `now`, would add to the
     /// energy this radio will have spent once its tail has run out: a promotion and a whole
     /// new tail from an idle radio, or only the transfer and the tail's extension from one
-    /// already up (IMP's E_prefetch, seed 000 §3.3). The radio itself is not changed.
+    /// already up (IMP's E_prefetch, IMP thesis §3.3). The radio itself is not changed.
     pub fn marginal_energy(
         &self,
         now: Time,

@@ -5,6 +5,7 @@
 //! `10mbit`, `20ms`, `64kb`, so that a researcher used to netem or Mahimahi reads them at sight.
 
 pub mod plot;
+pub mod progress;
 pub mod student;
 pub mod time;
 pub mod units;

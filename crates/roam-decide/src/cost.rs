@@ -1,5 +1,5 @@
 //! What a strategy costs: its completion time, the energy and the metered data it spends, and
-//! the weighted cost that puts the three on one scale (seed 000 §4.3: "I am willing to spend
+//! the weighted cost that puts the three on one scale (Meatballs thesis §4.3: "I am willing to spend
 //! 10 J or 10 KB to avoid 1 second of waiting").
 
 use roam_budget::Joules;
@@ -34,7 +34,7 @@ impl Outcome {
         }
     }
 
-    /// Several strategies run at once, the first result kept (seed 000 §4.3.1): the least
+    /// Several strategies run at once, the first result kept (Meatballs thesis §4.3.1): the least
     /// time, the sum of energy and of data.
     pub fn redundant(parts: impl IntoIterator<Item = Outcome>) -> Outcome {
         let mut o = Outcome::new(f64::INFINITY, 0.0, 0.0);
@@ -58,7 +58,7 @@ pub struct Prices {
     pub data: f64,
 }
 
-/// The thesis's cost levels (seed 000 §4.4.1): what one second of waiting is worth.
+/// The thesis's cost levels (Meatballs thesis §4.4.1): what one second of waiting is worth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CostLevel {
     /// Energy and data are free.

@@ -1,4 +1,4 @@
-//! Meatballs: decisions that account for how wrong predictions can be (seed 000, chapter 4;
+//! Meatballs: decisions that account for how wrong predictions can be (Higgins' thesis, chapter 4;
 //! ../shared/spec/meatballs.md).
 //!
 //! Mobile software predicts bandwidth, latency, how long the WiFi will last or how long a
@@ -35,11 +35,11 @@
 //! assert_eq!(mb.choose(ev).unwrap().strategy, over_wifi); // no error seen yet: WiFi
 //! ```
 
+pub mod cost;
 pub mod error;
 pub mod method;
-pub mod outcome;
+pub mod models;
 pub mod predictor;
-pub mod predictors;
 mod problem;
 pub mod strategy;
 
@@ -47,9 +47,9 @@ use std::time::Duration;
 
 use roam_core::Time;
 
+pub use cost::{ByteCount, CostLevel, Outcome, Prices, Seconds};
 pub use error::DecideError;
 pub use method::Method;
-pub use outcome::{ByteCount, CostLevel, Outcome, Prices, Seconds};
 pub use predictor::{Ageing, BoundKind, ErrorInterval, Predictor};
 pub use problem::Running;
 pub use strategy::{Inputs, PredictorId, StrategyFn, StrategyId};
@@ -415,7 +415,7 @@ impl Meatballs {
     }
 
     /// Re-evaluate with a strategy already under way for `running.elapsed` seconds and no
-    /// result (seed 000 §4.3.4): only the part of the distributions that agrees with that is
+    /// result (Meatballs thesis §4.3.4): only the part of the distributions that agrees with that is
     /// kept, and the choice is between letting it run alone (the running strategy's id) and
     /// adding the other parts of a redundant strategy that contains it (that strategy's id).
     pub fn reevaluate(&self, id: EvaluatorId, running: Running) -> Result<Choice, DecideError> {
@@ -440,7 +440,7 @@ impl Meatballs {
     }
 
     /// The value of `predictor`'s prediction, between `lo` and `hi`, at which the evaluator's
-    /// decision changes, found by binary search to within `granularity` (seed 000 §4.3.4); `None`
+    /// decision changes, found by binary search to within `granularity` (Meatballs thesis §4.3.4); `None`
     /// if the decision is the same at both ends. The predictor's error record stays as it is:
     /// only the prediction moves. Decisions made meanwhile are not cached.
     pub fn tipping_point(
@@ -491,7 +491,7 @@ impl Meatballs {
     }
 }
 
-/// When to re-evaluate a decision whose result has not come (seed 000 §4.4.2: after twice the
+/// When to re-evaluate a decision whose result has not come (Meatballs thesis §4.4.2: after twice the
 /// expected completion time, then every 200 ms).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Reevaluation {

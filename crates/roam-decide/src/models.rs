@@ -1,4 +1,4 @@
-//! Models behind the thesis's predictors (seed 000 §4.4.1), whose outputs become predictions
+//! Models behind the thesis's predictors (Meatballs thesis §4.4.1), whose outputs become predictions
 //! fed to a [`crate::Predictor`]: how long a transfer takes given bandwidth and latency, how long
 //! the WiFi will stay (a Weibull distribution of association times fitted by maximum
 //! likelihood, per access point once it has enough sessions, else over all of them), and a

@@ -1,4 +1,4 @@
-//! Predictors and their error (seed 000 §4.3.1-4.3.3).
+//! Predictors and their error (Meatballs thesis §4.3.1-4.3.3).
 //!
 //! A [`Predictor`] holds the latest prediction of a quantity (a bandwidth, a latency, a
 //! computation's time) and what the past says of its error: each measurement is divided by the
@@ -51,7 +51,7 @@ impl Ageing {
     }
 }
 
-/// Confidence of the bounds method's prediction interval (alpha = 0.05, seed 000 §4.3.2).
+/// Confidence of the bounds method's prediction interval (alpha = 0.05, Meatballs thesis §4.3.2).
 pub const PREDICTION_LEVEL: f64 = 0.95;
 
 /// Which end of a predictor's range an application bound sets.

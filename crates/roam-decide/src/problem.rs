@@ -1,10 +1,10 @@
 //! One decision as the evaluation methods see it: the evaluator's strategies (singles and the
 //! redundant ones built of them), the predictors they read, the prices, and what has been
-//! observed of a strategy already running (seed 000 §4.3.4). The expectation over a discrete
+//! observed of a strategy already running (Meatballs thesis §4.3.4). The expectation over a discrete
 //! joint distribution of predictor values, which the empirical and Bayesian methods share,
 //! lives here.
 
-use crate::outcome::{Outcome, Prices};
+use crate::cost::{Outcome, Prices};
 use crate::predictor::Predictor;
 use crate::strategy::{Inputs, Kind, Strategy, StrategyId};
 use crate::Choice;

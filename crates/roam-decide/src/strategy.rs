@@ -1,11 +1,11 @@
 //! Strategies: ways of accomplishing one task (send over WiFi, over cellular; recognise speech
 //! on the phone, on a server), each described by its time, energy and data as functions of
 //! predictor values; and redundant strategies, several run at once with the first result kept
-//! (seed 000 §4.3).
+//! (Meatballs thesis §4.3).
 
 use std::ops::Index;
 
-use crate::outcome::Outcome;
+use crate::cost::Outcome;
 
 /// A predictor, as a [`crate::Meatballs`] handed it out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -22,12 +22,12 @@ fn net(prices: Prices, wifi_bw: f64, cell_bw: f64) -> Net {
     mb.set_prediction(c, cell_bw).unwrap();
     let wifi = mb
         .make_strategy("wifi", &[w], move |v| {
-            Outcome::new(predictors::transfer_time(SIZE, v[w], 0.02), 0.1, 0.0)
+            Outcome::new(models::transfer_time(SIZE, v[w], 0.02), 0.1, 0.0)
         })
         .unwrap();
     let cell = mb
         .make_strategy("cellular", &[c], move |v| {
-            Outcome::new(predictors::transfer_time(SIZE, v[c], 0.2), 1.0, SIZE)
+            Outcome::new(models::transfer_time(SIZE, v[c], 0.2), 1.0, SIZE)
         })
         .unwrap();
     let both = mb.make_redundant_strategy("both", &[wifi, cell]).unwrap();
@@ -61,7 +61,7 @@ fn with_no_error_seen_the_best_single_strategy_wins() {
     }
 }
 
-/// Perfect predictors never pay for redundancy (seed 000 §4.2: in hindsight redundancy is
+/// Perfect predictors never pay for redundancy (Meatballs thesis §4.2: in hindsight redundancy is
 /// always wrong), whatever the method.
 #[test]
 fn perfect_predictors_never_choose_redundancy() {

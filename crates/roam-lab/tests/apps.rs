@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use roam_lab::harness::system::System;
+use roam_lab::harness::system::{Builtin, System};
 use roam_lab::harness::trial::{self, Metric};
 use roam_lab::servers::dovecot;
 use roam_lab::studies::in_paper::fs;
@@ -31,13 +31,13 @@ fn sensing_delivers_urgent_messages_and_bulk_data() {
     }
     let sc = Scenario::by_name("hotspot", 1).unwrap();
     let d = Duration::from_secs(12);
-    for system in [System::Roam, System::Aggregation] {
+    for system in [Builtin::Roam, Builtin::Aggregation].map(System::from) {
         let logs = std::env::temp_dir().join(format!("roam-sensing-test-{}", std::process::id()));
         let ms = trial::run(
             sensing::run,
             &sc,
             roam_lab::harness::system::QUEUE,
-            system,
+            system.clone(),
             d,
             1,
             Arc::new(|_| {}),
@@ -68,7 +68,7 @@ fn sensing_delivers_urgent_messages_and_bulk_data() {
         assert!(bulk > 20.0 && bulk < 30.0, "{system:?}: bulk {bulk} KB/s");
         // roam's recovery costs are recorded for roam only (plain TCP hides its own).
         let recorded = ms.iter().any(|m| m.name == "duplicate_kB");
-        assert_eq!(recorded, system == System::Roam, "{system:?}: {ms:?}");
+        assert_eq!(recorded, system == Builtin::Roam, "{system:?}: {ms:?}");
     }
 }
 
@@ -91,7 +91,7 @@ fn mptcp_connects_over_the_cellular_link_while_the_wifi_is_out() {
         sensing::run,
         &sc,
         roam_lab::harness::system::QUEUE,
-        System::Mptcp,
+        Builtin::Mptcp.into(),
         d,
         2,
         Arc::new(|_| {}),
@@ -128,13 +128,13 @@ fn file_system_replays_the_build_and_writes_everything_back() {
             _ => {}
         }
     }
-    for system in [System::Roam, System::Aggregation] {
+    for system in [Builtin::Roam, Builtin::Aggregation].map(System::from) {
         let logs = std::env::temp_dir().join(format!("roam-fs-test-{}", std::process::id()));
         let ran = trial::run(
             fs::run,
             &sc,
             roam_lab::harness::system::QUEUE,
-            system,
+            system.clone(),
             d,
             1,
             Arc::new(|_| {}),
@@ -206,7 +206,7 @@ fn mail_trial(system: System, secs: u64, logs: Option<std::path::PathBuf>) -> Op
             mail::run,
             &sc,
             roam_lab::harness::system::QUEUE,
-            system,
+            system.clone(),
             d,
             1,
             Arc::new(|_| {}),
@@ -218,9 +218,9 @@ fn mail_trial(system: System, secs: u64, logs: Option<std::path::PathBuf>) -> Op
 
 #[test]
 fn mail_fetches_every_message_from_a_real_dovecot() {
-    for system in [System::Roam, System::Mptcp, System::Aggregation] {
+    for system in [Builtin::Roam, Builtin::Mptcp, Builtin::Aggregation].map(System::from) {
         let logs = std::env::temp_dir().join(format!("roam-mail-test-{}", std::process::id()));
-        let Some(ran) = mail_trial(system, 120, Some(logs.clone())) else {
+        let Some(ran) = mail_trial(system.clone(), 120, Some(logs.clone())) else {
             return;
         };
         assert!(ran.notes.is_empty(), "{system:?}: {:?}", ran.notes);
@@ -275,7 +275,7 @@ fn mail_fetches_every_message_from_a_real_dovecot() {
 #[test]
 fn an_unfinished_mail_trial_says_how_far_it_got() {
     // About 3 MB over 2.6 Mbit/s cannot arrive in 6 s.
-    let Some(ran) = mail_trial(System::Roam, 6, None) else {
+    let Some(ran) = mail_trial(Builtin::Roam.into(), 6, None) else {
         return;
     };
     assert!(get(&ran.metrics, "background_s").is_infinite());
@@ -317,12 +317,12 @@ fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
     }
     let sc = Scenario::by_name("hotspot", 1).unwrap();
     let d = Duration::from_secs(5);
-    for system in [System::Roam, System::Aggregation] {
+    for system in [Builtin::Roam, Builtin::Aggregation].map(System::from) {
         let e = trial::run(
             broken,
             &sc,
             roam_lab::harness::system::QUEUE,
-            system,
+            system.clone(),
             d,
             1,
             Arc::new(|_| {}),
@@ -338,7 +338,7 @@ fn a_server_side_says_why_it_did_not_start_and_ends_with_its_trial() {
             lonely,
             &sc,
             roam_lab::harness::system::QUEUE,
-            system,
+            system.clone(),
             d,
             1,
             Arc::new(|_| {}),
@@ -371,7 +371,7 @@ fn imp_trial(
             run,
             &sc,
             roam_lab::harness::system::QUEUE,
-            System::Prefetch(strategy),
+            System::new(strategy),
             Duration::from_secs(25),
             1,
             Arc::new(|_| {}),

@@ -1,4 +1,4 @@
-//! How often a class of hints is right: consumed hints over all hints resolved (seed 000
+//! How often a class of hints is right: consumed hints over all hints resolved (Higgins' thesis
 //! §3.3.2). A hint resolves as consumed when the application asks for its item (whether IMP
 //! prefetched it or not: the hint's handle is its shadow-cache entry, so a demand fetch of a
 //! never-prefetched item still counts), and as wrong when it is cancelled or dropped unread.

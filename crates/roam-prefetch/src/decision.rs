@@ -1,4 +1,4 @@
-//! IMP's decision (seed 000 §3.3; ../shared/spec/informed-prefetching.md), sans-IO: given the
+//! IMP's decision (IMP thesis §3.3; ../shared/spec/informed-prefetching.md), sans-IO: given the
 //! outstanding hints, what each network offers now, its radio, and the prices of energy and
 //! data, which hints to prefetch now.
 //!

@@ -1,4 +1,4 @@
-//! Informed Mobile Prefetching (IMP; seed 000, chapter 3; ../shared/spec/informed-prefetching.md):
+//! Informed Mobile Prefetching (IMP; Higgins' thesis, chapter 3; ../shared/spec/informed-prefetching.md):
 //! prefetch when it pays, so that fetch latency is as low as it can be while energy and
 //! cellular data end close to, but not over, their budgets. Built on Intentional Networking
 //! (prefetches are background IROBs, demand fetches foreground) and on `roam-budget` (the

@@ -1,4 +1,4 @@
-//! IMP's application interface (seed 000 §3.2, modelled on Java's ExecutorService and
+//! IMP's application interface (IMP thesis §3.2, modelled on Java's ExecutorService and
 //! Future): the application hints what it may need ([`Prefetcher::prefetch`]) and gets a
 //! [`Handle`]; IMP decides when to fetch it in the background ([`crate::decide`], re-evaluated
 //! each second and whenever a hint or the networks change); [`Handle::get`] returns the item,

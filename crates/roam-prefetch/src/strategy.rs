@@ -1,4 +1,4 @@
-//! How a prefetcher chooses: IMP, or one of the thesis's baselines (seed 000 §3.5, all over
+//! How a prefetcher chooses: IMP, or one of the thesis's baselines (IMP thesis §3.5, all over
 //! Intentional Networking, so every one of them prefetches in the background): never prefetch;
 //! prefetch items up to a size (128 KB in the thesis); prefetch only over WiFi; prefetch
 //! everything at once.

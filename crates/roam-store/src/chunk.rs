@@ -1,5 +1,5 @@
 //! One chunk: up to [`CHUNK_SIZE`] bytes of a disk or memory image, compressed, sealed under a
-//! key of its own, and named by the hash of what was sealed (seed 004: ISR's individually
+//! key of its own, and named by the hash of what was sealed (the Horatio paper: ISR's individually
 //! encrypted and compressed 128 KB chunks; horatio.md's decision: content-addressed, per-chunk
 //! keys, an authenticated cipher).
 //!
@@ -13,12 +13,11 @@
 //! BLAKE3 hash of the whole blob, so anyone can check a blob against its name (it is usable
 //! only by whoever holds the keyring); the tag checks it again once opened.
 
-use std::fmt;
-
 use aes_gcm::aead::{Aead, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce};
 
 use crate::error::StoreError;
+pub use crate::id::ChunkId;
 
 /// Bytes of image per chunk (ISR's 128 KB).
 pub const CHUNK_SIZE: usize = 128 * 1024;
@@ -29,46 +28,6 @@ const RAW: u8 = 0;
 const LZ4: u8 = 1;
 /// The context string of the convergent key derivation.
 const KEY_CONTEXT: &str = "roam-store 2026-11 chunk key v1";
-
-/// The name of a sealed chunk: the BLAKE3 hash of its blob.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ChunkId(pub [u8; 32]);
-
-impl ChunkId {
-    /// The name of `blob`.
-    pub fn of(blob: &[u8]) -> ChunkId {
-        ChunkId(*blake3::hash(blob).as_bytes())
-    }
-
-    /// Its 64 hex digits.
-    pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// Parse 64 hex digits.
-    pub fn parse(s: &str) -> Option<ChunkId> {
-        if s.len() != 64 || !s.is_ascii() {
-            return None;
-        }
-        let mut id = [0u8; 32];
-        for (i, b) in id.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-        }
-        Some(ChunkId(id))
-    }
-}
-
-impl fmt::Display for ChunkId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.hex())
-    }
-}
-
-impl fmt::Debug for ChunkId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ChunkId({})", &self.hex()[..16])
-    }
-}
 
 /// The key that opens one chunk.
 pub type ChunkKey = [u8; 32];

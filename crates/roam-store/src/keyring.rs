@@ -1,4 +1,4 @@
-//! The keyring of an image (seed 004: "per-chunk keys and hashes, encrypted with a key in the
+//! The keyring of an image (the Horatio paper: "per-chunk keys and hashes, encrypted with a key in the
 //! configuration"): for each chunk of the image, in order, its name, its key and its length.
 //! Whoever holds the keyring and the parcel key can read the image from any store; whoever
 //! holds only blobs can check them against their names and nothing more.

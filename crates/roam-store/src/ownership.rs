@@ -1,4 +1,4 @@
-//! Who owns a parcel (seed 004, ../shared/spec/horatio.md "Ownership and trust"): exactly one
+//! Who owns a parcel (the Horatio paper, ../shared/spec/horatio.md "Ownership and trust"): exactly one
 //! of the client (the borrowed PC), the phone or the server at a time, named by a nonce issued
 //! at checkout. The server is the trust anchor and keeps the record ([`Registry`]); a handoff
 //! moves the nonce by two-phase commit:

@@ -1,5 +1,5 @@
 //! Sealed blobs in any S3-compatible object store ([`S3Store`]): for a server that outgrows one
-//! disk (seed 004's server tier). A blob `id` is the object `PREFIX/ab/abcdef...` in one
+//! disk (the Horatio paper's server tier). A blob `id` is the object `PREFIX/ab/abcdef...` in one
 //! bucket, the same fan-out as [`crate::DirStore`]. Like every store it is not trusted: what it
 //! returns is checked against its name by the reader ([`crate::fetch`]).
 //!

@@ -1,6 +1,6 @@
 //! Where blobs are kept: [`ChunkStore`], with a local directory as the embedded backend
 //! ([`DirStore`]), and reading a chunk from the first of several stores that holds a valid copy
-//! ([`fetch`]: the phone first, the server on a miss, seed 004).
+//! ([`fetch`]: the phone first, the server on a miss, the Horatio paper).
 
 use std::fs;
 use std::io::Write;
@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::chunk::{ChunkId, ChunkKey};
 use crate::error::StoreError;
+pub use crate::files::remove_temporaries;
 
 /// A place that keeps sealed blobs by name. It need not be trusted: every blob read is checked
 /// against its name before use.
@@ -51,11 +52,11 @@ impl DirStore {
     /// Remove the temporary files a killed writer left in the fan-out directories (only safe
     /// while no other process writes here: a tier calls it holding its directory's lock).
     /// Returns how many went.
-    pub fn remove_temporaries(&self) -> Result<usize, String> {
+    pub fn remove_temporaries(&self) -> Result<usize, StoreError> {
         let mut n = 0;
-        let entries = fs::read_dir(&self.root).map_err(|e| format!("{e}"))?;
+        let entries = fs::read_dir(&self.root).map_err(StoreError::io(&self.root))?;
         for e in entries {
-            let e = e.map_err(|e| format!("{e}"))?;
+            let e = e.map_err(StoreError::io(&self.root))?;
             if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 n += remove_temporaries(&e.path())?;
             }
@@ -88,7 +89,7 @@ impl ChunkStore for DirStore {
         match fs::read(&path) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::Io { path, source: e }),
+            Err(e) => Err(StoreError::Io { path, error: e }),
         }
     }
 
@@ -120,25 +121,4 @@ pub fn fetch(
         id: *id,
         tried: tried.join("; "),
     })
-}
-
-/// Remove the temporary files (`.NAME.tmp`) in `dir` that a killed writer left; a missing
-/// `dir` has none.
-pub fn remove_temporaries(dir: &Path) -> Result<usize, String> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
-    };
-    let mut n = 0;
-    for e in entries {
-        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.') && name.ends_with(".tmp") {
-            fs::remove_file(e.path()).map_err(|err| format!("{}: {err}", e.path().display()))?;
-            n += 1;
-        }
-    }
-    Ok(n)
 }

@@ -122,7 +122,8 @@ fn a_second_guest_on_the_same_run_directory_is_refused() {
     let vm = Vm::start(&kit, images, &dir.join("run"), 256).unwrap();
     let e = Vm::start(&kit, images, &dir.join("run"), 256)
         .err()
-        .expect("a second guest from the same directory");
+        .expect("a second guest from the same directory")
+        .to_string();
     assert!(e.contains("already running"), "{e}");
     vm.kill();
     // A saved state without its RAM image.
@@ -130,7 +131,8 @@ fn a_second_guest_on_the_same_run_directory_is_refused() {
     std::fs::remove_file(&ram).unwrap();
     let e = Vm::start(&kit, images, &dir.join("run"), 256)
         .err()
-        .expect("a missing RAM image");
+        .expect("a missing RAM image")
+        .to_string();
     assert!(e.contains("the RAM image of a saved guest"), "got: {e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -144,8 +146,10 @@ fn a_dirty_map_is_read_from_qemu_img_output() {
     assert_eq!(d, (336..360).collect());
     assert!(parse_dirty_map("[{\"start\": 0}]")
         .unwrap_err()
+        .to_string()
         .contains("without"));
     assert!(parse_dirty_map("not json")
         .unwrap_err()
+        .to_string()
         .contains("bad JSON"));
 }

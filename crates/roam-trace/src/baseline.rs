@@ -1,6 +1,6 @@
 //! The paper's single-link baselines, derived per second from a multi-link scenario.
 //!
-//! Intentional Networking (seed 001, section 7.1) compares against strategies that use one
+//! Intentional Networking (the Intentional Networking paper, section 7.1) compares against strategies that use one
 //! virtual link rebuilt each second from the real networks: an oracle picks, for each second,
 //! - **best-latency** migration: the available network with the lowest RTT;
 //! - **best-bandwidth** migration: the available network with the highest downlink bandwidth;

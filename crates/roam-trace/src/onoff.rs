@@ -101,7 +101,7 @@ pub fn walking(seed: u64) -> Piecewise<bool> {
     alternating(&on, &off, seed, GENERATED_HORIZON)
 }
 
-/// WiFi availability on the Meatballs thesis's walk (seed 000 Table 4.2: WiFi in reach 69% of
+/// WiFi availability on the Meatballs thesis's walk (Higgins' thesis Table 4.2: WiFi in reach 69% of
 /// the time, sessions of median 41 s and at most 5 min), with gaps of mean 30 s.
 pub fn walking_campus(seed: u64) -> Piecewise<bool> {
     let on = EmpiricalCdf::parse(

@@ -1,6 +1,6 @@
 //! Named multi-link scenarios.
 //!
-//! From the Intentional Networking paper (seed 001, Table 3; spec/intentional-networking.md):
+//! From the Intentional Networking paper (the Intentional Networking paper, Table 3; spec/intentional-networking.md):
 //! - `hotspot` (crowded hotspot): `wifi` 0.6 Mbit/s, 20 ms RTT, always on; `cell` (3G) 2.0 Mbit/s,
 //!   400 ms RTT, always on.
 //! - `intermittent`: `cell` (wide area) 0.3 Mbit/s, 400 ms RTT, always on; `wifi` 3.0 Mbit/s,
@@ -13,14 +13,14 @@
 //! - `vehicular-umts`: the same with the T-Mobile UMTS driving trace as `cell`.
 //!
 //!
-//! From the IMP thesis (seed 000 §3.5), whose walking trace is not available either:
+//! From the IMP thesis (IMP thesis §3.5), whose walking trace is not available either:
 //! - `walking`: `cell` = the Verizon EV-DO trace with 400 ms RTT; `wifi` = 3.0 Mbit/s, 60 ms
 //!   RTT, in reach 18% of the time in sessions of median 56 s and at most 99 s
 //!   ([`onoff::walking`]). The thesis's walking 3G (AT&T) had a median / maximum downlink of
 //!   695 / 1300 kbit/s and uplink of 216 / 358; the EV-DO trace has 402 / 3012 down and
 //!   960 / 1776 up (docs/traces.md).
 //!
-//! For bulk transfers (FastHLA, seed 003: one network at a time, the server's distance given
+//! For bulk transfers (FastHLA, the FastHLA paper: one network at a time, the server's distance given
 //! as an added RTT, `wifi-bulk+rtt=290ms`):
 //! - `wifi-bulk`: one `wifi` link, 100 Mbit/s each way, no delay of its own, 0.01% loss;
 //! - `lte-bulk`: one `cell` link, the AT&T LTE driving trace (Mahimahi's), no delay of its own,
@@ -138,11 +138,11 @@ impl Scenario {
                 l.trace.loss = BULK_LOSS;
                 vec![l]
             }
-            // Horatio's evaluation (seed 004): the links a parcel's state can take between
+            // Horatio's evaluation (the Horatio paper): the links a parcel's state can take between
             // the client (the borrowed PC), the phone and the server. Which two hosts each
             // joins is the lab's (`roam lab horatio`); the emulator runs only those a trial
             // uses. The phone's USB 1.1 link at its nominal 12 Mbit/s; the phone's WiFi to the
-            // client at half that (the seed's WiFi suspends took about twice its USB ones);
+            // client at half that (the paper's WiFi suspends took about twice its USB ones);
             // a card reader on USB 2.0 (480 Mbit/s); the WAN at 1 or 10 Mbit/s with a 20 ms
             // round trip; the phone's uplinks to the server: WiFi behind the same 1 Mbit/s
             // WAN, or a measured 3G trace (Verizon EV-DO); and the same WiFi as a walking phone

@@ -1,5 +1,5 @@
 //! A scenario's statistics in the form of the Intentional Networking paper's trace description
-//! (seed 001, section 7.1): median and maximum downlink and uplink bandwidth, the fraction of
+//! (the Intentional Networking paper, section 7.1): median and maximum downlink and uplink bandwidth, the fraction of
 //! time each network is available, and the median and longest availability session.
 
 use crate::link::{LinkKind, NamedLink};

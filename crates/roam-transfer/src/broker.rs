@@ -1,4 +1,4 @@
-//! The device's side of FastHLA (seed 003, ../shared/spec/fasthla.md "Architecture"): the
+//! The device's side of FastHLA (the FastHLA paper, ../shared/spec/fasthla.md "Architecture"): the
 //! **transfer broker** picks each transfer's parameters from the **parameter cache** (the HLA
 //! server's optimum per cluster of conditions) when the condition is familiar, else from the
 //! **learning module**'s model, else the plain defaults; it never probes during a transfer.

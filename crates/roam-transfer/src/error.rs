@@ -54,3 +54,49 @@ impl TransferError {
         move |source| TransferError::Io { path, source }
     }
 }
+
+/// The phase of a [`crate::session::Session`] that did not finish in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The survey of the files (sizes, range support, HTTP versions, the round trip).
+    Survey,
+    /// The groups' transfers.
+    Transfer,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Survey => "survey",
+            Phase::Transfer => "transfer",
+        })
+    }
+}
+
+/// What a client session ([`crate::session::Session`]) fails at: what its engines refuse or
+/// fail at, a phase past the session's time limit, or a group's task lost.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// Files or parameters refused, a file the survey could not size, a group's engine or
+    /// output directory: the engine's error, naming the URL, file or parameter.
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
+    /// A phase did not finish within the session's time limit.
+    #[error("the {phase} did not finish within {:.1} s", limit.as_secs_f64())]
+    TimedOut {
+        /// The phase.
+        phase: Phase,
+        /// The limit.
+        limit: std::time::Duration,
+    },
+    /// A group's transfer task ended without its report (it panicked).
+    #[error("the transfer of group {group} ({files} file(s)) failed: {why}")]
+    Task {
+        /// The group's place in the plan.
+        group: usize,
+        /// Its files.
+        files: usize,
+        /// What the runtime said.
+        why: String,
+    },
+}

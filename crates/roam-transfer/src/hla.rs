@@ -1,4 +1,4 @@
-//! The HLA server's offline analysis (seed 003 as ../shared/spec/fasthla.md reconstructs it):
+//! The HLA server's offline analysis (the FastHLA paper as ../shared/spec/fasthla.md reconstructs it):
 //! from logs of past transfers to the parameters that maximise throughput per joule, per
 //! network condition.
 //!
@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Condition;
+use crate::condition::Condition;
 use crate::params::{Params, Protocol};
 
 /// One logged transfer, with the condition it ran in.
@@ -51,7 +51,7 @@ pub struct Record {
     pub context: LogContext,
 }
 
-/// The rest of a transfer's log (seed 003's log fields beyond the condition and outcome).
+/// The rest of a transfer's log (the FastHLA paper's log fields beyond the condition and outcome).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogContext {
     /// Files in the dataset.
@@ -78,9 +78,18 @@ impl LogContext {
 }
 
 impl Record {
+    /// The condition this record's transfer ran in.
+    pub fn condition(&self) -> Condition {
+        Condition {
+            rtt_ms: self.rtt_ms,
+            bandwidth_mbps: self.bandwidth_mbps,
+            mean_file_bytes: self.mean_file_bytes,
+        }
+    }
+
     /// The condition as clustering sees it.
     fn features(&self) -> [f64; 3] {
-        Condition::of(self).features()
+        self.condition().features()
     }
 }
 
@@ -290,7 +299,7 @@ pub fn optimize(records: &[Record]) -> Option<Optimum> {
 
 /// How close (a fraction of throughput per joule) a block size's best must come to the best
 /// for the larger block size to be preferred: 2%, below what one sweep trial can tell apart
-/// (the seed's block sizes at 290 ms: 1 and 64 KiB within 0.5% of each other).
+/// (the paper's block sizes at 290 ms: 1 and 64 KiB within 0.5% of each other).
 pub const BS_TIE: f64 = 0.02;
 
 /// The learnt parameters: per cluster its centroid (the condition features' mean) and optimum.
@@ -420,7 +429,7 @@ mod tests {
     }
 
     /// Throughput rising with concurrency to 16 and flat after, energy per byte falling to 16
-    /// and rising after (the seed's image dataset): the optimum is cc 16.
+    /// and rising after (the paper's image dataset): the optimum is cc 16.
     #[test]
     fn the_optimum_is_where_throughput_per_joule_peaks() {
         let mut rs = Vec::new();

@@ -1,4 +1,4 @@
-//! FastHLA for roam (seed 003; ../shared/spec/fasthla.md): bulk HTTP transfers whose
+//! FastHLA for roam (the FastHLA paper; ../shared/spec/fasthla.md): bulk HTTP transfers whose
 //! concurrency (files in flight), parallelism (range streams per file) and I/O block size are
 //! chosen for the network and the dataset, to raise throughput and cut the energy a phone's
 //! radio spends per byte.
@@ -9,10 +9,14 @@
 //! channels scaled to a limit), the HLA server's offline analysis ([`hla`]: outliers,
 //! clustering by condition, spline surfaces, the parameters of most throughput per joule), the
 //! learnt models ([`model`]: a network, an SVM, nearest neighbours), the device's broker
-//! ([`broker`]: cache, model, log ring) and the HLA server ([`server`]). The lab
-//! (`roam lab fasthla`) and the benchmark (`roam bench transfer`) are in roam-lab and the CLI.
+//! ([`broker`]: cache, model, log ring), the HLA server ([`server`]), and the client session
+//! that puts the device's side together ([`session`]: survey, size clusters, the broker's
+//! parameters per cluster, the groups over the survey's warm connections), which both
+//! `roam transfer get` and the lab's FastHLA tool run. The lab (`roam lab fasthla`) and the
+//! benchmark (`roam bench transfer`) are in roam-lab and the CLI.
 
 pub mod broker;
+pub mod condition;
 pub mod engine;
 pub mod error;
 pub mod hla;
@@ -21,13 +25,15 @@ pub mod model;
 pub mod params;
 pub mod partial;
 pub mod server;
+pub mod session;
 
 pub use engine::{
     distinct_destinations, distinct_names, Engine, FileLog, FileSpec, Protocol, Report, Survey,
     Upload, MIN_STEAL_PIECE, STREAM_RETRIES, SURVEY_CC,
 };
-pub use error::TransferError;
+pub use error::{SessionError, TransferError};
 pub use params::Params;
+pub use session::Session;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-//! Mixed-size datasets (seed 003, Algorithm 1 as the spec reconstructs it): files of very
+//! Mixed-size datasets (the FastHLA paper, Algorithm 1 as the spec reconstructs it): files of very
 //! different sizes want different parameters (many small files want concurrency, a few large
 //! ones parallelism), so the files are clustered by size, each cluster gets its own parameters,
 //! and if the clusters' channels (cc × p each) add up to more than the user allows, each

@@ -1,4 +1,4 @@
-//! The learning module (seed 003, ../shared/spec/fasthla.md "Analysis"): a fixed-size model
+//! The learning module (the FastHLA paper, ../shared/spec/fasthla.md "Analysis"): a fixed-size model
 //! that maps a network condition to the parameters the HLA server's optimiser found best for
 //! it, so the device needs no table of every condition and no probing, and a prediction takes
 //! microseconds.
@@ -25,6 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::condition::Condition;
 use crate::error::TransferError;
 use crate::hla::{self, Record};
 use crate::params::Params;
@@ -53,7 +54,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every learner, in the seed's order.
+    /// Every learner, in the paper's order.
     pub const ALL: [Kind; 3] = [Kind::Network, Kind::Svm, Kind::Knn];
 
     /// Name in files, reports and on the command line.
@@ -62,37 +63,6 @@ impl Kind {
             Kind::Network => "network",
             Kind::Svm => "svm",
             Kind::Knn => "knn",
-        }
-    }
-}
-
-/// A condition: what the device knows before a transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Condition {
-    /// Round-trip time, ms.
-    pub rtt_ms: f64,
-    /// Bandwidth, Mbit/s.
-    pub bandwidth_mbps: f64,
-    /// Mean file size of the dataset, bytes.
-    pub mean_file_bytes: f64,
-}
-
-impl Condition {
-    /// The features the analysis clusters on and the models learn from.
-    pub fn features(&self) -> [f64; 3] {
-        [
-            self.rtt_ms.max(0.01).log10(),
-            self.bandwidth_mbps.max(0.001).log10(),
-            self.mean_file_bytes.max(1.0).log10(),
-        ]
-    }
-
-    /// The condition a record ran in.
-    pub fn of(r: &Record) -> Condition {
-        Condition {
-            rtt_ms: r.rtt_ms,
-            bandwidth_mbps: r.bandwidth_mbps,
-            mean_file_bytes: r.mean_file_bytes,
         }
     }
 }
@@ -142,7 +112,7 @@ pub fn training_set(records: &[Record], distance: f64) -> Vec<(Condition, Params
     for g in hla::cluster(&kept, distance) {
         let rs: Vec<Record> = g.iter().map(|&i| kept[i].clone()).collect();
         if let Some(o) = hla::optimize(&rs) {
-            out.extend(rs.iter().map(|r| (Condition::of(r), o.params)));
+            out.extend(rs.iter().map(|r| (r.condition(), o.params)));
         }
     }
     out

@@ -1,4 +1,4 @@
-//! The application-layer parameters FastHLA tunes (seed 003; ../shared/spec/fasthla.md):
+//! The application-layer parameters FastHLA tunes (the FastHLA paper; ../shared/spec/fasthla.md):
 //! concurrency (files in flight), parallelism (streams per file, each a byte range) and the I/O
 //! block size (how much the client reads from a connection at a time), and, beyond the seed,
 //! the HTTP version: under HTTP/1.1 every stream is a connection of its own, each with its
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TransferError;
 
-/// Bounds of the seed's sweeps: cc 1-32, p 1-8, bs 1-64 KB (larger ones are allowed, smaller
+/// Bounds of the paper's sweeps: cc 1-32, p 1-8, bs 1-64 KB (larger ones are allowed, smaller
 /// and zero are not).
 pub const MAX_CC: u32 = 256;
 /// See [`MAX_CC`].

@@ -1,4 +1,4 @@
-//! The HLA server (`roam hla serve`; seed 003, ../shared/spec/fasthla.md "Architecture"):
+//! The HLA server (`roam hla serve`; the FastHLA paper, ../shared/spec/fasthla.md "Architecture"):
 //! devices upload their transfer logs, the server learns from them ([`learn`]: outliers out,
 //! clusters, spline surfaces, optima, a model) and serves the result as an [`Update`].
 //!

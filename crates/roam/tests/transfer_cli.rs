@@ -103,7 +103,8 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
         w = www.display()
     );
     let _nginx = Killed(
-        roam_lab::servers::nginx::launch(&d, &servers, SocketAddr::from(([127, 0, 0, 1], h1))).unwrap(),
+        roam_lab::servers::nginx::launch(&d, &servers, SocketAddr::from(([127, 0, 0, 1], h1)))
+            .unwrap(),
     );
     wait_listening(SocketAddr::from(([127, 0, 0, 1], h2)));
     let list = root.join("urls.txt");

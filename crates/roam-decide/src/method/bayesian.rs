@@ -1,4 +1,4 @@
-//! The Bayesian method (seed 000 §4.3.3): the prior of each predicted quantity is the aged
+//! The Bayesian method (Meatballs thesis §4.3.3): the prior of each predicted quantity is the aged
 //! histogram of its measured values (the predictor keeps it); the evidence is the decision the
 //! predictors make now (the best single strategy at their current values); the likelihood is
 //! how often that decision was the one made just before a measurement that fell in each bin

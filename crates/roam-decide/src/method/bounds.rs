@@ -1,4 +1,4 @@
-//! The probabilistic error bounds method (seed 000 §4.3.2): each predictor's relative error
+//! The probabilistic error bounds method (Meatballs thesis §4.3.2): each predictor's relative error
 //! samples give a Student's t prediction interval (alpha = 0.05, cached by the predictor), so
 //! each quantity lies between `prediction × lower` and `prediction × upper`. Those bounds
 //! propagate to each single strategy's time, energy and data (evaluated at every corner of the
@@ -12,7 +12,7 @@
 //! upper bound of benefit and the lower bound of cost biases the method towards redundancy, as
 //! the thesis found.
 
-use crate::outcome::{Outcome, Prices};
+use crate::cost::{Outcome, Prices};
 use crate::problem::{argmin, Candidate, Problem};
 use crate::strategy::Kind;
 use crate::Choice;

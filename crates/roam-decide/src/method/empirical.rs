@@ -1,4 +1,4 @@
-//! The empirical ("brute force") method (seed 000 §4.3.1): each predictor's aged relative error
+//! The empirical ("brute force") method (Meatballs thesis §4.3.1): each predictor's aged relative error
 //! samples are its error distribution; every strategy's expected time, energy and data are
 //! weighted sums over the *joint* distribution of the predictors it reads (a redundant
 //! strategy's time the least of its parts' at each point, its energy and data their sum), and

@@ -1,4 +1,4 @@
-//! The three ways of folding predictor error into a decision (seed 000 §4.3.1-4.3.3).
+//! The three ways of folding predictor error into a decision (Meatballs thesis §4.3.1-4.3.3).
 
 pub(crate) mod bayesian;
 pub(crate) mod bounds;

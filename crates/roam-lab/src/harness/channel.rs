@@ -27,7 +27,7 @@ use roam_net::runtime::{Error as RoamError, Networks, Options, Thunk, ThunkHandl
 use roam_net::{Deps, IrobId, Label};
 
 use crate::harness::system::System;
-use crate::harness::trial::Metric;
+use crate::harness::trial::{ClientLinks, Metric};
 
 /// Largest message a plain connection accepts from its peer.
 pub const MAX_MSG: usize = 64 << 20;
@@ -77,16 +77,6 @@ pub enum Conn {
     Plain(Plain),
 }
 
-/// The client's side of the emulated links, in the emulator's order.
-#[derive(Clone, Debug, Default)]
-pub struct ClientLinks {
-    /// The client's address on each link (what a plain TCP or MPTCP client binds to).
-    pub addrs: Vec<Ipv4Addr>,
-    /// The names of the cellular ones: roam is told, as a phone's system tells which of its
-    /// interfaces is the modem (`NetKind::cellular`: no chatter of its own while idle).
-    pub cellular: Vec<String>,
-}
-
 /// Options of a lab multi-socket of `system`; `cellular` names the client's cellular
 /// interfaces.
 fn roam_options(system: System, cellular: &[String]) -> Options {
@@ -100,9 +90,7 @@ fn roam_options(system: System, cellular: &[String]) -> Options {
         kinds: cellular.iter().map(|n| (n.clone(), kind)).collect(),
         ..Options::default()
     };
-    if let System::Select(s) = system {
-        s.configure(&mut o.config);
-    }
+    system.configure(&mut o.config);
     o
 }
 

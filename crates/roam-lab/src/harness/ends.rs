@@ -49,7 +49,7 @@ impl Trial {
         let conn: Arc<Mutex<Option<Arc<Conn>>>> = Arc::default();
         let over = Arc::new(AtomicBool::new(false));
         let (slot, ended) = (conn.clone(), over.clone());
-        let system = self.system;
+        let system = self.system.clone();
         let thread = self.emu.spawn_in_server(move || -> Result<()> {
             let started = setup().and_then(|s| Ok((s, Server::bind(system, port)?)));
             let (state, listener) = match started {

@@ -2,8 +2,11 @@
 //! results directory with `--resume` and `--report-only`, and the [`study::Study`] trait.
 
 pub mod channel;
+pub mod charts;
 pub mod ends;
 pub mod matrix;
+pub mod plan;
+pub mod results;
 pub mod setup;
 pub mod study;
 pub mod sweep;

@@ -1,5 +1,6 @@
 //! One trial: an application on one system over one scenario, in a fresh emulator.
 
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,7 +11,7 @@ use roam_emu::{EmuConfig, Emulator};
 use roam_trace::scenario::Scenario;
 use serde::Serialize;
 
-use crate::harness::system::{self, System};
+use crate::harness::system::System;
 
 /// A measured quantity of one trial.
 #[derive(Clone, Debug, Serialize)]
@@ -32,6 +33,16 @@ impl Metric {
             unit: unit.into(),
         }
     }
+}
+
+/// The client's side of the emulated links, in the emulator's order.
+#[derive(Clone, Debug, Default)]
+pub struct ClientLinks {
+    /// The client's address on each link (what a plain TCP or MPTCP client binds to).
+    pub addrs: Vec<Ipv4Addr>,
+    /// The names of the cellular ones: roam is told, as a phone's system tells which of its
+    /// interfaces is the modem (`NetKind::cellular`: no chatter of its own while idle).
+    pub cellular: Vec<String>,
 }
 
 /// What an application's `run` gets.
@@ -60,9 +71,9 @@ pub struct Trial {
 impl Trial {
     /// The client's side of the emulated links: its addresses (what a plain TCP or MPTCP
     /// client binds to; see [`crate::harness::channel::connect_plain`]) and which links are cellular.
-    pub fn client_links(&self) -> crate::harness::channel::ClientLinks {
+    pub fn client_links(&self) -> ClientLinks {
         let links = self.emu.links();
-        crate::harness::channel::ClientLinks {
+        ClientLinks {
             addrs: links.iter().map(|l| l.client_addr).collect(),
             cellular: links
                 .iter()
@@ -121,11 +132,8 @@ pub fn run(
     progress: Arc<dyn Fn(u64) + Send + Sync>,
     log_dir: Option<PathBuf>,
 ) -> Result<Ran> {
-    let links = system::links(scenario, system, duration, queue)?;
-    let (hosts, ends) = match system {
-        System::Parcel(p) => crate::studies::horatio::topology(p),
-        _ => Default::default(),
-    };
+    let links = system.links(scenario, duration, queue)?;
+    let (hosts, ends) = system.topology();
     let emu = Emulator::start(EmuConfig {
         links,
         log_dir: log_dir.clone(),

@@ -60,8 +60,73 @@ fn svg_start(w: f64, h: f64, title: &str) -> String {
     )
 }
 
-/// A grouped bar chart with 95% CI whiskers, as self-contained SVG.
+/// Where a chart's plot area lies in its `w` by `h` SVG: the margins on its left, top and
+/// right, and the plot's width `pw` and height `ph` (what the margins leave).
+#[derive(Clone, Copy)]
+struct Frame {
+    w: f64,
+    h: f64,
+    left: f64,
+    top: f64,
+    right: f64,
+    pw: f64,
+    ph: f64,
+}
+
+impl Frame {
+    fn new(w: f64, h: f64, left: f64, top: f64, bottom: f64, right: f64) -> Frame {
+        Frame {
+            w,
+            h,
+            left,
+            top,
+            right,
+            pw: w - left - right,
+            ph: h - top - bottom,
+        }
+    }
+}
+
+/// A grouped bar chart with 95% CI whiskers, as self-contained SVG: the value axis
+/// (`value_axis`), each group's name and its bars in series order (`draw_bar`), and a
+/// legend of the series (`series_legend`).
 pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
+    let (groups, series) = groups_and_series(bars);
+    let (step, ticks) = axis_ticks(bar_top(bars));
+    let ymax = step * ticks as f64;
+    let f = Frame::new(760.0, 360.0, 70.0, 40.0, 50.0, 150.0);
+    let Frame {
+        left, top, pw, ph, ..
+    } = f;
+    let gw = pw / groups.len().max(1) as f64;
+    let bw = gw * 0.8 / series.len().max(1) as f64;
+    let mut s = svg_start(f.w, f.h, title);
+    value_axis(&mut s, &f, step, ticks, y_label);
+    for (gi, g) in groups.iter().enumerate() {
+        let gx = left + gi as f64 * gw + gw * 0.1;
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            left + gi as f64 * gw + gw / 2.0,
+            top + ph + 18.0,
+            esc(g)
+        );
+        for (si, se) in series.iter().enumerate() {
+            let Some(b) = bars.iter().find(|b| b.group == *g && b.series == *se) else {
+                continue;
+            };
+            let x = gx + si as f64 * bw;
+            draw_bar(&mut s, &f, b, x, bw, ymax, COLORS[si % COLORS.len()]);
+        }
+    }
+    series_legend(&mut s, &f, &series);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The bars' groups (the x axis) and series (the colors), each in the order it first
+/// appears.
+fn groups_and_series(bars: &[Bar]) -> (Vec<&str>, Vec<&str>) {
     let mut groups: Vec<&str> = Vec::new();
     let mut series: Vec<&str> = Vec::new();
     for b in bars {
@@ -72,8 +137,13 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
             series.push(&b.series);
         }
     }
-    let top_value = bars
-        .iter()
+    (groups, series)
+}
+
+/// The highest value the value axis must reach: every bar, the top of every whisker and
+/// every trial's dot (at least a tiny positive value, so that an all-zero chart has an axis).
+fn bar_top(bars: &[Bar]) -> f64 {
+    bars.iter()
         .map(|b| {
             b.value.max(if b.ci.is_finite() {
                 b.center + b.ci
@@ -84,15 +154,15 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
         .chain(bars.iter().flat_map(|b| b.points.iter().copied()))
         .filter(|x| x.is_finite())
         .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let (step, ticks) = axis_ticks(top_value);
-    let ymax = step * ticks as f64;
-    let (w, h, left, top, bottom, right) = (760.0, 360.0, 70.0, 40.0, 50.0, 150.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    let gw = pw / groups.len().max(1) as f64;
-    let bw = gw * 0.8 / series.len().max(1) as f64;
-    let mut s = svg_start(w, h, title);
+        .max(1e-9)
+}
+
+/// The value axis: a grid line and label at each of the `ticks` steps of `step` from 0, and
+/// `y_label` along the side.
+fn value_axis(s: &mut String, f: &Frame, step: f64, ticks: usize, y_label: &str) {
+    let Frame {
+        left, top, pw, ph, ..
+    } = *f;
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     for k in 0..=ticks {
         let v = step * k as f64;
@@ -111,74 +181,70 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
         top + ph / 2.0,
         esc(y_label)
     );
-    for (gi, g) in groups.iter().enumerate() {
-        let gx = left + gi as f64 * gw + gw * 0.1;
+}
+
+/// Bar `b` at `x`, `bw` wide, on an axis up to `ymax`, in `color`: the bar with its note
+/// along it, a dot per trial and the whisker. A bar over the time limit (infinite) is the word
+/// "unfinished" where it would stand; one with no value (NaN) is nothing.
+fn draw_bar(s: &mut String, f: &Frame, b: &Bar, x: f64, bw: f64, ymax: f64, color: &str) {
+    let Frame { top, ph, .. } = *f;
+    if b.value.is_infinite() {
+        // Over the time limit: no bar can be tall enough; say so where it would stand.
         let _ = write!(
             s,
-            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            left + gi as f64 * gw + gw / 2.0,
-            top + ph + 18.0,
-            esc(g)
+            r#"<text transform="translate({:.1},{:.1}) rotate(-90)" fill="{}">unfinished</text>"#,
+            x + bw * 0.6,
+            top + ph - 4.0,
+            color
         );
-        for (si, se) in series.iter().enumerate() {
-            let Some(b) = bars.iter().find(|b| b.group == *g && b.series == *se) else {
-                continue;
-            };
-            let x = gx + si as f64 * bw;
-            if b.value.is_infinite() {
-                // Over the time limit: no bar can be tall enough; say so where it would stand.
-                let _ = write!(
-                    s,
-                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" fill="{}">unfinished</text>"#,
-                    x + bw * 0.6,
-                    top + ph - 4.0,
-                    COLORS[si % COLORS.len()]
-                );
-                continue;
-            }
-            if !b.value.is_finite() {
-                continue;
-            }
-            let bh = ph * b.value / ymax;
-            let _ = write!(
-                s,
-                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"/>"#,
-                top + ph - bh,
-                bw * 0.9,
-                COLORS[si % COLORS.len()]
-            );
-            if !b.note.is_empty() {
-                // Along the bar from its foot, dark on a white halo: readable on any bar color
-                // and above a short bar.
-                let _ = write!(
-                    s,
-                    r#"<text transform="translate({:.1},{:.1}) rotate(-90)" font-size="11" stroke="white" stroke-width="3" paint-order="stroke">{}</text>"#,
-                    x + bw * 0.6,
-                    top + ph - 4.0,
-                    esc(&b.note)
-                );
-            }
-            // The trials, spread across the bar so that equal values stay visible.
-            let finite: Vec<f64> = b.points.iter().copied().filter(|p| p.is_finite()).collect();
-            for (k, p) in finite.iter().enumerate() {
-                let px = x + bw * 0.9 * (k as f64 + 1.0) / (finite.len() as f64 + 1.0);
-                let py = top + ph - ph * p / ymax;
-                let _ = write!(
-                    s,
-                    r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="white" stroke="black" stroke-width="0.8"/>"#
-                );
-            }
-            if b.ci.is_finite() {
-                let cx = x + bw * 0.45;
-                let y1 = top + ph - ph * (b.center + b.ci) / ymax;
-                let y2 = top + ph - ph * (b.center - b.ci).max(0.0) / ymax;
-                let _ = write!(
-                    s,
-                    r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#
-                );
-            }
-        }
+        return;
     }
+    if !b.value.is_finite() {
+        return;
+    }
+    let bh = ph * b.value / ymax;
+    let _ = write!(
+        s,
+        r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{}"/>"#,
+        top + ph - bh,
+        bw * 0.9,
+        color
+    );
+    if !b.note.is_empty() {
+        // Along the bar from its foot, dark on a white halo: readable on any bar color
+        // and above a short bar.
+        let _ = write!(
+            s,
+            r#"<text transform="translate({:.1},{:.1}) rotate(-90)" font-size="11" stroke="white" stroke-width="3" paint-order="stroke">{}</text>"#,
+            x + bw * 0.6,
+            top + ph - 4.0,
+            esc(&b.note)
+        );
+    }
+    // The trials, spread across the bar so that equal values stay visible.
+    let finite: Vec<f64> = b.points.iter().copied().filter(|p| p.is_finite()).collect();
+    for (k, p) in finite.iter().enumerate() {
+        let px = x + bw * 0.9 * (k as f64 + 1.0) / (finite.len() as f64 + 1.0);
+        let py = top + ph - ph * p / ymax;
+        let _ = write!(
+            s,
+            r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="white" stroke="black" stroke-width="0.8"/>"#
+        );
+    }
+    if b.ci.is_finite() {
+        let cx = x + bw * 0.45;
+        let y1 = top + ph - ph * (b.center + b.ci) / ymax;
+        let y2 = top + ph - ph * (b.center - b.ci).max(0.0) / ymax;
+        let _ = write!(
+            s,
+            r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#
+        );
+    }
+}
+
+/// The legend right of the plot: a swatch of each series' color and its name.
+fn series_legend(s: &mut String, f: &Frame, series: &[&str]) {
+    let Frame { w, top, right, .. } = *f;
     for (si, se) in series.iter().enumerate() {
         let y = top + 10.0 + si as f64 * 18.0;
         let _ = write!(
@@ -192,8 +258,6 @@ pub fn bar_chart(title: &str, y_label: &str, bars: &[Bar]) -> String {
             esc(se)
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// One line of a [`cdf_chart`]: every event of one system, pooled over its trials.
@@ -217,7 +281,28 @@ fn decades(lo: f64, hi: f64) -> (i32, i32) {
 /// decade (say, a message already in a cache) sit on its left edge. A curve's legend says how
 /// many events it has and how many never completed. `title` may have a second line, after a
 /// newline, as [`bar_chart`]'s.
+///
+/// The axes (`CdfAxes::draw`), then each curve's steps and legend entry (`draw_curve`).
 pub fn cdf_chart(title: &str, x_label: &str, curves: &[Curve]) -> String {
+    let (d0, d1) = latency_decades(curves);
+    let axes = CdfAxes {
+        f: Frame::new(760.0, 360.0, 60.0, 40.0, 50.0, 200.0),
+        d0,
+        d1,
+    };
+    let mut s = svg_start(axes.f.w, axes.f.h, title);
+    axes.draw(&mut s, x_label);
+    for (i, c) in curves.iter().enumerate() {
+        draw_curve(&mut s, &axes, i, c);
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The latency axis's first and last decade: from the fastest event to the slowest, but at
+/// most five decades below the slowest (a cache hit's microseconds would otherwise squeeze the
+/// network's milliseconds into a corner); 1 to 10 without any finished event.
+fn latency_decades(curves: &[Curve]) -> (i32, i32) {
     let finite = || {
         curves
             .iter()
@@ -226,103 +311,139 @@ pub fn cdf_chart(title: &str, x_label: &str, curves: &[Curve]) -> String {
     };
     let hi = finite().fold(f64::NAN, f64::max);
     let lo = finite().fold(f64::NAN, f64::min);
-    // At most five decades below the slowest event: a cache hit's microseconds would
-    // otherwise squeeze the network's milliseconds into a corner.
-    let (d0, d1) = if hi.is_finite() {
+    if hi.is_finite() {
         decades(lo.max(hi / 1e5), hi)
     } else {
         (0, 1)
-    };
-    let (w, h, left, top, bottom, right) = (760.0, 360.0, 60.0, 40.0, 50.0, 200.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    let x_of = |v: f64| {
+    }
+}
+
+/// A [`cdf_chart`]'s axes: its frame, and the decades `d0` to `d1` its log latency axis spans.
+struct CdfAxes {
+    f: Frame,
+    d0: i32,
+    d1: i32,
+}
+
+impl CdfAxes {
+    /// Where latency `v` lies across the plot (a value below the first decade, or not
+    /// positive, on its left edge; above the last, on its right).
+    fn x_of(&self, v: f64) -> f64 {
+        let (d0, d1) = (self.d0, self.d1);
+        let Frame { left, pw, .. } = self.f;
         let l = if v > 0.0 { v.log10() } else { d0 as f64 };
         left + pw * ((l - d0 as f64) / (d1 - d0) as f64).clamp(0.0, 1.0)
-    };
-    let y_of = |f: f64| top + ph - ph * f;
-    let mut s = svg_start(w, h, title);
-    for k in 0..=4 {
-        let f = k as f64 / 4.0;
-        let y = y_of(f);
-        let _ = write!(
-            s,
-            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{f:.2}</text>"##,
-            left + pw,
-            left - 6.0,
-            y + 4.0
-        );
     }
-    for d in d0..=d1 {
-        let v = 10f64.powi(d);
-        let x = x_of(v);
-        let label = if d >= 0 {
-            format!("{v:.0}")
-        } else {
-            format!("{v:.*}", (-d) as usize)
-        };
-        let _ = write!(
-            s,
-            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{label}</text>"##,
-            top + ph,
-            top + ph + 16.0
-        );
+
+    /// Where the fraction `f` of events lies up the plot.
+    fn y_of(&self, f: f64) -> f64 {
+        let Frame { top, ph, .. } = self.f;
+        top + ph - ph * f
     }
-    let _ = write!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(16,{}) rotate(-90)" text-anchor="middle">fraction of events</text>"#,
-        left + pw / 2.0,
-        h - 10.0,
-        esc(x_label),
-        top + ph / 2.0
-    );
-    for (i, c) in curves.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let mut v: Vec<f64> = c.values.iter().copied().filter(|v| !v.is_nan()).collect();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let unfinished = v.iter().filter(|x| x.is_infinite()).count();
-        if n > unfinished {
-            // A step up at each event.
-            let mut path = format!("M{:.1},{:.1}", x_of(v[0]), y_of(0.0));
-            for (k, x) in v.iter().take_while(|x| x.is_finite()).enumerate() {
-                let px = x_of(*x);
-                let _ = write!(
-                    path,
-                    " L{px:.1},{:.1} L{px:.1},{:.1}",
-                    y_of(k as f64 / n as f64),
-                    y_of((k + 1) as f64 / n as f64)
-                );
-            }
-            let _ = write!(
-                path,
-                " L{:.1},{:.1}",
-                left + pw,
-                y_of((n - unfinished) as f64 / n as f64)
-            );
+
+    /// The grid and labels: a line per quarter of the events, one per decade of latency, and
+    /// the axes' names (`x_label` below).
+    fn draw(&self, s: &mut String, x_label: &str) {
+        let Frame {
+            h,
+            left,
+            top,
+            pw,
+            ph,
+            ..
+        } = self.f;
+        for k in 0..=4 {
+            let f = k as f64 / 4.0;
+            let y = self.y_of(f);
             let _ = write!(
                 s,
-                r#"<path d="{path}" fill="none" stroke="{color}" stroke-width="1.8"/>"#
+                r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{f:.2}</text>"##,
+                left + pw,
+                left - 6.0,
+                y + 4.0
             );
         }
-        let note = match unfinished {
-            0 => format!("{} ({n})", c.name),
-            u => format!("{} ({n}, {u} never)", c.name),
-        };
-        let y = top + 10.0 + i as f64 * 18.0;
+        for d in self.d0..=self.d1 {
+            let v = 10f64.powi(d);
+            let x = self.x_of(v);
+            let label = if d >= 0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.*}", (-d) as usize)
+            };
+            let _ = write!(
+                s,
+                r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ddd"/><text x="{x:.1}" y="{}" text-anchor="middle">{label}</text>"##,
+                top + ph,
+                top + ph + 16.0
+            );
+        }
         let _ = write!(
             s,
-            r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{color}" stroke-width="3"/><text x="{}" y="{y}">{}</text>"#,
-            w - right + 15.0,
-            y - 4.0,
-            w - right + 29.0,
-            y - 4.0,
-            w - right + 34.0,
-            esc(&note)
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text transform="translate(16,{}) rotate(-90)" text-anchor="middle">fraction of events</text>"#,
+            left + pw / 2.0,
+            h - 10.0,
+            esc(x_label),
+            top + ph / 2.0
         );
     }
-    s.push_str("</svg>\n");
-    s
+}
+
+/// Curve `c`, the `i`th: a step up at each finished event (none if no event finished),
+/// ending at the fraction that finished, and its legend entry with how many events it has and
+/// how many never completed.
+fn draw_curve(s: &mut String, axes: &CdfAxes, i: usize, c: &Curve) {
+    let Frame {
+        w,
+        left,
+        top,
+        right,
+        pw,
+        ..
+    } = axes.f;
+    let color = COLORS[i % COLORS.len()];
+    let mut v: Vec<f64> = c.values.iter().copied().filter(|v| !v.is_nan()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let unfinished = v.iter().filter(|x| x.is_infinite()).count();
+    if n > unfinished {
+        // A step up at each event.
+        let mut path = format!("M{:.1},{:.1}", axes.x_of(v[0]), axes.y_of(0.0));
+        for (k, x) in v.iter().take_while(|x| x.is_finite()).enumerate() {
+            let px = axes.x_of(*x);
+            let _ = write!(
+                path,
+                " L{px:.1},{:.1} L{px:.1},{:.1}",
+                axes.y_of(k as f64 / n as f64),
+                axes.y_of((k + 1) as f64 / n as f64)
+            );
+        }
+        let _ = write!(
+            path,
+            " L{:.1},{:.1}",
+            left + pw,
+            axes.y_of((n - unfinished) as f64 / n as f64)
+        );
+        let _ = write!(
+            s,
+            r#"<path d="{path}" fill="none" stroke="{color}" stroke-width="1.8"/>"#
+        );
+    }
+    let note = match unfinished {
+        0 => format!("{} ({n})", c.name),
+        u => format!("{} ({n}, {u} never)", c.name),
+    };
+    let y = top + 10.0 + i as f64 * 18.0;
+    let _ = write!(
+        s,
+        r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{color}" stroke-width="3"/><text x="{}" y="{y}">{}</text>"#,
+        w - right + 15.0,
+        y - 4.0,
+        w - right + 29.0,
+        y - 4.0,
+        w - right + 34.0,
+        esc(&note)
+    );
 }
 
 #[cfg(test)]

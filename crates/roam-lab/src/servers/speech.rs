@@ -1,4 +1,4 @@
-//! A real speech recognizer for the Meatballs thesis's second application (seed 000 §4.4.3):
+//! A real speech recognizer for the Meatballs thesis's second application (Meatballs thesis §4.4.3):
 //! Debian's PocketSphinx (`pocketsphinx_continuous` with the `pocketsphinx-en-us` model)
 //! recognising utterances synthesised once with Debian's `espeak-ng`.
 //!

@@ -183,7 +183,9 @@ fn a_lost_phone_is_reclaimed_and_its_stale_nonce_fails() {
     assert_eq!(v, 1);
     // The phone's self-cleaning (a late check-in under the stale nonce) fails and changes
     // nothing.
-    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap_err();
+    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stale"), "{e}");
     assert_eq!(server.owner("p").unwrap(), (Tier::Server, 1, false));
     // A resume gets version 1 (the change on the lost phone is gone, as the spec says).
@@ -202,7 +204,8 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     // A wrong access secret: no link.
     let e = TierClient::connect("server", t.server.addr(), client_tls(&t.cert), &[0; 32])
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(
         e.contains("wrong access secret") || e.contains("closed"),
         "{e}"
@@ -216,10 +219,12 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
 
     // A blob that is not what its name says.
     let id = crate::ChunkId::of(b"something");
-    let e = crate::ChunkStore::put(&server, &id, b"something else").unwrap_err();
+    let e = crate::ChunkStore::put(&server, &id, b"something else")
+        .unwrap_err()
+        .to_string();
     assert!(e.to_string().contains("refused"), "{e}");
     // A bad parcel name.
-    let e = server.owner("../etc").unwrap_err();
+    let e = server.owner("../etc").unwrap_err().to_string();
     assert!(e.contains("unknown") || e.contains("parcel name"), "{e}");
 
     // A control state whose keyring is truncated, or sealed under another key: refused.
@@ -227,11 +232,11 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     let mut cut = held.clone();
     let k = cut.control.images.get_mut("disk").unwrap();
     k.truncate(k.len() - 10);
-    let e = phone.put_control(&cut).unwrap_err();
+    let e = phone.put_control(&cut).unwrap_err().to_string();
     assert!(e.contains("image `disk`"), "{e}");
     let mut wrong = held.clone();
     wrong.control.parcel_key = super::wire::hex(&[1; 32]);
-    let e = phone.put_control(&wrong).unwrap_err();
+    let e = phone.put_control(&wrong).unwrap_err().to_string();
     assert!(e.contains("parcel key"), "{e}");
     assert_eq!(phone.status("p").unwrap().0, None);
 
@@ -247,7 +252,8 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
             },
             b"",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stale"), "{e}");
     assert_eq!(server.owner("p").unwrap(), (Tier::Server, 1, false));
 
@@ -267,7 +273,7 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     blob[last] ^= 1;
     std::fs::write(&path, blob).unwrap();
     // The phone no longer validates it, so a handoff from it to the server cannot commit.
-    let e = phone.validate("p").unwrap_err();
+    let e = phone.validate("p").unwrap_err().to_string();
     assert!(e.contains("lacks 1"), "{e}");
     let _ = &t.server_svc;
 }
@@ -310,7 +316,9 @@ fn a_self_clean_cut_by_the_server_going_away_resumes_where_it_stopped() {
     handle.stop();
     drop(server_svc);
     // The server is gone: cleaning fails and the phone keeps the parcel.
-    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap_err();
+    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("server"), "{e}");
     assert!(phone.status("p").unwrap().0.is_some());
 
@@ -361,7 +369,9 @@ fn a_phone_lost_mid_suspend_leaves_the_client_the_owner() {
         }
         ph.stop(); // stops accepting, and every link at its next request
     });
-    let e = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing).unwrap_err();
+    let e = parcel::suspend(&server, Some(&phone), Tier::Phone, &dir, &mut nothing)
+        .unwrap_err()
+        .to_string();
     killer.join().unwrap();
     assert!(e.contains("phone"), "{e}");
     assert_eq!(server.owner("p").unwrap(), (Tier::Client, 1, false));
@@ -596,7 +606,7 @@ fn a_client_that_dies_between_the_commit_phases_stays_the_owner_and_can_suspend_
     parcel::resume(&server, Some(&phone), "p", &dir, &mut nothing).unwrap();
     let held = dir.held().unwrap().unwrap();
     let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        net::hand_off(&server, &held, Tier::Phone, |next| {
+        hand_off(&server, &held, Tier::Phone, |next| {
             phone.put_control(&Held {
                 control: held.control.clone(),
                 nonce: next.to_string(),
@@ -607,7 +617,9 @@ fn a_client_that_dies_between_the_commit_phases_stays_the_owner_and_can_suspend_
     }));
     assert!(died.is_err());
     assert_eq!(server.owner("p").unwrap(), (Tier::Client, 1, true));
-    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {}).unwrap_err();
+    let e = parcel::clean(&phone, "p", Duration::from_millis(20), &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stale"), "{e}");
     assert_eq!(server.owner("p").unwrap().0, Tier::Client);
 
@@ -655,7 +667,7 @@ fn a_phone_that_dies_between_the_commit_phases_of_a_clean_cleans_again() {
         crate::ChunkStore::put(&server, &id, &blob).unwrap();
     }
     let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        net::hand_off(&server, &held, Tier::Server, |next| {
+        hand_off(&server, &held, Tier::Server, |next| {
             server.put_control(&Held {
                 control: held.control.clone(),
                 nonce: next.to_string(),
@@ -692,10 +704,14 @@ fn a_link_the_tier_closed_for_idleness_is_opened_again() {
     )
     .unwrap();
     let server = link("server", h.addr(), &cert);
-    assert!(server.owner("p").unwrap_err().contains("unknown"));
+    assert!(server
+        .owner("p")
+        .unwrap_err()
+        .to_string()
+        .contains("unknown"));
     std::thread::sleep(Duration::from_millis(1500));
     // The tier has closed the first link by now; the request still gets its answer.
-    let e = server.owner("p").unwrap_err();
+    let e = server.owner("p").unwrap_err().to_string();
     assert!(e.contains("unknown"), "{e}");
 }
 
@@ -709,7 +725,11 @@ fn a_stopped_tier_lets_go_of_its_links_and_its_directory() {
     let svc = Arc::new(TierService::open(Tier::Server, &root, SECRET).unwrap());
     let h = super::serve(svc.clone(), "127.0.0.1:0".parse().unwrap(), Some(tls)).unwrap();
     let server = link("server", h.addr(), &cert);
-    assert!(server.owner("p").unwrap_err().contains("unknown"));
+    assert!(server
+        .owner("p")
+        .unwrap_err()
+        .to_string()
+        .contains("unknown"));
     assert!(
         TierService::open(Tier::Server, &root, SECRET).is_err(),
         "locked while served"
@@ -722,7 +742,7 @@ fn a_stopped_tier_lets_go_of_its_links_and_its_directory() {
     TierService::open(Tier::Server, &root, SECRET).unwrap();
 }
 
-/// A resume cut off from the server (seed 004 §4.2): the phone owns the parcel and has hoarded
+/// A resume cut off from the server (the Horatio paper §4.2): the phone owns the parcel and has hoarded
 /// it; the server goes away; the phone lends the parcel to a client, which changes it and
 /// suspends it back to the phone alone; in reach again, the phone self-cleans and the server
 /// has the new version. Lending needs the hoard and the phone's knowledge that it owns the
@@ -744,7 +764,9 @@ fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
 
     // Not hoarded: the phone lacks the chunks only the server holds.
     let away = ParcelDir::new(t.root.join("away/p"));
-    let e = parcel::resume_offline(&phone, "p", &away, None, &mut nothing).unwrap_err();
+    let e = parcel::resume_offline(&phone, "p", &away, None, &mut nothing)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("lacks 16 of the 17 chunks") && e.contains("hoard"),
         "{e}"
@@ -763,9 +785,11 @@ fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
     let owned = t.root.join("phone/owned/p");
     let nonce = std::fs::read_to_string(&owned).unwrap();
     std::fs::remove_file(&owned).unwrap();
-    let e = parcel::resume_offline(&phone, "p", &away, None, &mut nothing).unwrap_err();
+    let e = parcel::resume_offline(&phone, "p", &away, None, &mut nothing)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not told"), "{e}");
-    let e = phone.confirm("p", &"0".repeat(32)).unwrap_err();
+    let e = phone.confirm("p", &"0".repeat(32)).unwrap_err().to_string();
     assert!(e.contains("not the nonce"), "{e}");
     phone.confirm("p", &nonce).unwrap();
 
@@ -798,11 +822,17 @@ fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
     // While lent: no other client borrows it, the phone does not self-clean it, and the
     // client does not suspend it through the server.
     let other = ParcelDir::new(root.join("other/p"));
-    let e = parcel::resume_offline(&phone, "p", &other, None, &mut nothing).unwrap_err();
+    let e = parcel::resume_offline(&phone, "p", &other, None, &mut nothing)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("lent already"), "{e}");
-    let e = parcel::clean(&phone, "p", Duration::from_millis(10), &mut |_| {}).unwrap_err();
+    let e = parcel::clean(&phone, "p", Duration::from_millis(10), &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("lent"), "{e}");
-    let e = parcel::suspend(&server, Some(&phone), Tier::Phone, &away, &mut nothing).unwrap_err();
+    let e = parcel::suspend(&server, Some(&phone), Tier::Phone, &away, &mut nothing)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("suspend it to the phone alone"), "{e}");
 
     // The user works: one more chunk changes. Back to the phone, without the server: only
@@ -819,7 +849,7 @@ fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
         nonce
     );
     // The lease is over: giving it back again is refused.
-    let e = phone.give_back(&held).unwrap_err();
+    let e = phone.give_back(&held).unwrap_err().to_string();
     assert!(e.contains("not lent"), "{e}");
 
     // In reach again: the phone self-cleans, and the server has version 3.

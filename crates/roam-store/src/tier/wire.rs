@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::error::WireError;
+use crate::id::ChunkId;
 use crate::ownership::Tier;
 
 /// Largest header: a `Has` of [`MAX_HAS`] names fits with room to spare.
@@ -134,7 +136,7 @@ pub enum Request {
         nonce: String,
     },
     /// Phone: lend the parcel it owns to a client cut off from the server (a disconnected
-    /// resume, seed 004 §4.2): answers the control state under `lease`, if the phone holds
+    /// resume, the Horatio paper §4.2): answers the control state under `lease`, if the phone holds
     /// every chunk of the version (hoarded). Asking again with the same lease answers the
     /// same; another lease is refused while this one is out.
     Lend {
@@ -223,33 +225,41 @@ pub fn encode<T: Serialize>(header: &T, payload: &[u8]) -> Vec<u8> {
 }
 
 /// A message from its bytes: the header and the payload, or what is wrong with it.
-pub fn decode<T: for<'de> Deserialize<'de>>(msg: &[u8]) -> Result<(T, &[u8]), String> {
+pub fn decode<T: for<'de> Deserialize<'de>>(msg: &[u8]) -> Result<(T, &[u8]), WireError> {
     if msg.len() < 4 {
-        return Err(format!(
-            "a message of {} bytes, shorter than its header length",
-            msg.len()
-        ));
+        return Err(WireError::Short { len: msg.len() });
     }
     let n = u32::from_be_bytes([msg[0], msg[1], msg[2], msg[3]]) as usize;
     if n > MAX_HEADER {
-        return Err(format!("a header of {n} bytes (at most {MAX_HEADER})"));
+        return Err(WireError::HeaderTooLarge {
+            len: n,
+            max: MAX_HEADER,
+        });
     }
     let rest = &msg[4..];
     if n > rest.len() {
-        return Err(format!(
-            "a header of {n} bytes in a message of {}",
-            msg.len()
-        ));
+        return Err(WireError::Truncated {
+            header: n,
+            len: msg.len(),
+        });
     }
     let payload = &rest[n..];
     if payload.len() > MAX_PAYLOAD {
-        return Err(format!(
-            "a payload of {} bytes (at most {MAX_PAYLOAD})",
-            payload.len()
-        ));
+        return Err(WireError::PayloadTooLarge {
+            len: payload.len(),
+            max: MAX_PAYLOAD,
+        });
     }
-    let header = serde_json::from_slice(&rest[..n]).map_err(|e| format!("header: {e}"))?;
+    let header = serde_json::from_slice(&rest[..n]).map_err(WireError::Header)?;
     Ok((header, payload))
+}
+
+/// The JSON value `payload` holds, `what` naming it when it does not parse.
+pub fn decode_payload<T: for<'de> Deserialize<'de>>(
+    payload: &[u8],
+    what: &'static str,
+) -> Result<T, WireError> {
+    serde_json::from_slice(payload).map_err(|error| WireError::Payload { what, error })
 }
 
 /// Hex digits of `bytes`.
@@ -258,8 +268,11 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// `N` bytes from `2N` hex digits, naming `what` when they are not.
-pub fn unhex<const N: usize>(s: &str, what: &str) -> Result<[u8; N], String> {
-    let bad = || format!("{what}: not {} hex digits", 2 * N);
+pub fn unhex<const N: usize>(s: &str, what: &str) -> Result<[u8; N], WireError> {
+    let bad = || WireError::NotHex {
+        what: what.to_string(),
+        digits: 2 * N,
+    };
     if s.len() != 2 * N || !s.is_ascii() {
         return Err(bad());
     }
@@ -268,6 +281,14 @@ pub fn unhex<const N: usize>(s: &str, what: &str) -> Result<[u8; N], String> {
         *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
     }
     Ok(out)
+}
+
+/// Chunk `s` named by its 64 hex digits (`what` names the field when they are not).
+pub fn chunk_id(s: &str, what: &str) -> Result<ChunkId, WireError> {
+    ChunkId::parse(s).ok_or_else(|| WireError::NotHex {
+        what: format!("{what} {s:?}"),
+        digits: 64,
+    })
 }
 
 #[cfg(test)]
@@ -291,20 +312,21 @@ mod tests {
 
     #[test]
     fn malformed_messages_are_refused_with_what_is_wrong() {
-        let short: Result<(Request, &[u8]), String> = decode(&[0, 0]);
-        assert!(short.unwrap_err().contains("shorter"));
+        let text = |msg: &[u8]| decode::<Request>(msg).unwrap_err().to_string();
+        assert!(text(&[0, 0]).contains("shorter"));
         let mut big = (MAX_HEADER as u32 + 1).to_be_bytes().to_vec();
         big.extend_from_slice(b"{}");
-        let e = decode::<Request>(&big).unwrap_err();
+        let e = text(&big);
         assert!(e.contains("at most"), "{e}");
         let mut lying = 100u32.to_be_bytes().to_vec();
         lying.extend_from_slice(b"{}");
-        assert!(decode::<Request>(&lying)
-            .unwrap_err()
-            .contains("in a message of"));
+        assert!(text(&lying).contains("in a message of"));
         let junk = encode(&"not a request", b"");
-        assert!(decode::<Request>(&junk).unwrap_err().starts_with("header:"));
-        assert!(unhex::<16>("zz", "nonce").unwrap_err().contains("nonce"));
+        assert!(text(&junk).starts_with("header:"));
+        let e = unhex::<16>("zz", "nonce").unwrap_err().to_string();
+        assert_eq!(e, "nonce: not 32 hex digits");
+        let e = chunk_id("zz", "chunk name").unwrap_err().to_string();
+        assert_eq!(e, "chunk name \"zz\": not 64 hex digits");
         assert_eq!(unhex::<2>("0aff", "x").unwrap(), [10, 255]);
     }
 }

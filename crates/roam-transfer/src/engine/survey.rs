@@ -14,7 +14,7 @@ use super::{content_length, total_of, Engine, FileSpec};
 use crate::error::TransferError;
 use crate::params::Protocol;
 
-/// Survey requests in flight at once over HTTP/1.1 (its first wave): the seed's largest
+/// Survey requests in flight at once over HTTP/1.1 (its first wave): the paper's largest
 /// concurrency, so that a transfer at up to that many files at once finds its connections open.
 pub const SURVEY_CC: u32 = 32;
 

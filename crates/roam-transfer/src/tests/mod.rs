@@ -945,5 +945,6 @@ async fn a_listed_dataset_is_surveyed_by_its_first_wave() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+mod session;
 mod tls;
 mod upload;

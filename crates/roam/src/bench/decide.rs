@@ -2,7 +2,7 @@
 //! single strategies and 50 or 500 error samples per predictor (JSON on stdout). Sans-IO: no
 //! network, no privileges.
 //!
-//! The decision is network selection as in seed 000 §4.4.2: each single strategy sends a 4 KB
+//! The decision is network selection as in Meatballs thesis §4.4.2: each single strategy sends a 4 KB
 //! response over one network whose bandwidth is a predictor (its latency, energy and data are
 //! constants of the network), and the evaluator also holds every pair of networks as a
 //! redundant strategy (1 pair of 2 networks, 6 of 4). Measurements are pseudo-random ratios of

@@ -37,7 +37,7 @@ use roam_emu::traffic::{
     bulk_download, bulk_server_with, connect_from, listen, set_congestion_control,
 };
 use roam_emu::{EmuConfig, Emulator, LinkConfig, SERVER_ADDR};
-use roam_lab::harness::system::System;
+use roam_lab::harness::system::{Builtin, System};
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
@@ -234,10 +234,9 @@ fn median_ms(v: &[Duration]) -> f64 {
 
 /// The hotspot's links for `system` (roam-lab's definition: 100-packet queues; the baselines
 /// on one derived link).
-fn hotspot_links(scenario: &Scenario, system: System) -> Result<Vec<LinkConfig>> {
-    roam_lab::harness::system::links(
+fn hotspot_links(scenario: &Scenario, system: Builtin) -> Result<Vec<LinkConfig>> {
+    System::from(system).links(
         scenario,
-        system,
         Duration::from_secs(3300),
         roam_lab::harness::system::QUEUE,
     )
@@ -302,9 +301,9 @@ fn hotspot_baseline(scenario: &Scenario, mptcp: bool, args: &BenchNetArgs) -> Re
     let links = hotspot_links(
         scenario,
         if mptcp {
-            System::Mptcp
+            Builtin::Mptcp
         } else {
-            System::Aggregation
+            Builtin::Aggregation
         },
     )?;
     let emu = Emulator::start(EmuConfig {
@@ -371,7 +370,7 @@ fn hotspot_baseline(scenario: &Scenario, mptcp: bool, args: &BenchNetArgs) -> Re
 /// roam: one multi-socket carries the bulk download (background large) and the requests
 /// (foreground small) over both links.
 fn hotspot_roam(scenario: &Scenario, args: &BenchNetArgs) -> Result<Hotspot> {
-    let links = hotspot_links(scenario, System::Roam)?;
+    let links = hotspot_links(scenario, Builtin::Roam)?;
     let emu = Emulator::start(EmuConfig {
         links,
         ..Default::default()

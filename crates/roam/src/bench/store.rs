@@ -42,8 +42,8 @@ fn suspend_resume() -> Result<(f64, f64, f64)> {
 
 /// One trial of `roam lab horatio`'s `app` on the phone over USB: its metrics by name.
 fn lab_trial(app: &str) -> Result<impl Fn(&str) -> Result<f64>> {
-    use roam_lab::studies::horatio::{apps, Path};
     use roam_lab::harness::system::{System, QUEUE};
+    use roam_lab::studies::horatio::{apps, Path};
     let app = apps()
         .into_iter()
         .find(|a| a.name == app)
@@ -53,7 +53,7 @@ fn lab_trial(app: &str) -> Result<impl Fn(&str) -> Result<f64>> {
         app.run,
         &scenario,
         QUEUE,
-        System::Parcel(Path::PhoneUsb),
+        System::new(Path::PhoneUsb),
         std::time::Duration::from_secs(600),
         1,
         std::sync::Arc::new(|_| {}),

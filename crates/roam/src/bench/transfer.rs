@@ -1,7 +1,7 @@
 //! `roam bench transfer`: FastHLA (JSON on stdout).
 //!
 //! - `link_fraction`: on a 100 Mbit/s link with 290 ms RTT (`wifi-bulk+rtt=290ms`), for the
-//!   seed's HTML, IMAGE and VIDEO-small datasets, FastHLA's throughput and the best fixed
+//!   paper's HTML, IMAGE and VIDEO-small datasets, FastHLA's throughput and the best fixed
 //!   baseline's (wget, curl, nghttp with its own and with 16 MiB windows, aria2) as fractions of
 //!   the link rate. It is `roam lab fasthla` on that one network, one trial each (development
 //!   seed 1), written to `--out` (default `target/bench-transfer`): the sweep FastHLA learns
@@ -18,15 +18,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use roam_lab::studies::fasthla::bulk::Tool;
+use roam_lab::harness::plan::Plan;
 use roam_lab::studies::fasthla;
-use roam_lab::harness::matrix::Plan;
-use roam_lab::harness::system::System;
+use roam_lab::studies::fasthla::bulk::Tool;
 use roam_transfer::model::{Condition, Kind, Model};
 use roam_transfer::{Engine, FileSpec, Params};
 use serde_json::json;
 
-use crate::transfer_cmd::{cpu_of, self_cpu};
+use crate::cmd::transfer::{cpu_of, self_cpu};
 
 /// Arguments of `roam bench transfer`.
 #[derive(Args, Debug)]
@@ -58,7 +57,7 @@ pub fn transfer(a: &BenchTransferArgs) -> Result<()> {
             scenarios: vec!["wifi-bulk+rtt=290ms".into()],
             systems: fasthla::systems(),
             trials: 1,
-            first_seed: roam_lab::harness::matrix::DEVELOPMENT_SEEDS,
+            first_seed: roam_lab::harness::plan::DEVELOPMENT_SEEDS,
             quick: false,
             duration: None,
             jobs: a.jobs.max(1),
@@ -85,7 +84,7 @@ pub fn transfer(a: &BenchTransferArgs) -> Result<()> {
             lf.insert(
                 key.into(),
                 json!({
-                    "fasthla": mbps(app, System::Transfer(Tool::FastHla).name()).map(|v| v / LINK_MBPS),
+                    "fasthla": mbps(app, Tool::FastHla.name()).map(|v| v / LINK_MBPS),
                     "best_baseline": best.map(|b| b.1 / LINK_MBPS),
                     "best_baseline_name": best.map(|b| b.0),
                 }),

@@ -6,11 +6,13 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use roam_core::plot::{Figure, Panel, Series};
+use roam_core::progress::{Progress, Unit};
 use roam_core::Time;
 use roam_emu::spec::parse_queue;
 use roam_emu::traffic::{bulk_download, bulk_server, echo_server, median_ms, rtt_probe};
 use roam_emu::{EmuConfig, Emulator};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Options of `roam drive`.
@@ -53,22 +55,8 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--scenario {}: {e}", a.scenario))?;
     let queue = parse_queue(&a.queue).map_err(|e| anyhow::anyhow!("--queue {}: {e}", a.queue))?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let links: Vec<_> = scenario
-        .links
-        .iter()
-        .enumerate()
-        .map(|(i, l)| roam_emu::LinkConfig {
-            name: l.name.clone(),
-            kind: l.kind,
-            trace: l.trace.clone(),
-            queue,
-            jitter: Default::default(),
-            carrier_after: None,
-            seed: a.seed + i as u64,
-        })
-        .collect();
     let emu = Emulator::start(EmuConfig {
-        links,
+        links: roam_emu::scenario::links(&scenario, queue, a.seed),
         log_dir: Some(a.out.join("emu-log")),
         ..Default::default()
     })?;
@@ -107,28 +95,31 @@ pub fn drive(a: &DriveArgs) -> Result<()> {
         });
         jobs.push((l.name.clone(), b, r));
     }
-    // Progress while driving.
+    // Progress while driving: the drive's seconds, and what each link delivered.
+    let delivered: Vec<_> = emu
+        .links()
+        .iter()
+        .map(|l| (l.name.clone(), l.down.clone()))
+        .collect();
+    let bar = Progress::builder(Unit::Count("s"))
+        .label("driving")
+        .total(a.duration.as_secs())
+        .poll(move |p| {
+            p.set_position(clock.now().saturating_since(start).as_secs());
+            let parts: Vec<String> = delivered
+                .iter()
+                .map(|(name, down)| {
+                    let b = down.delivered_bytes.load(Ordering::Relaxed);
+                    format!("{name} {:.0} KB", b as f64 / 1e3)
+                })
+                .collect();
+            p.set_message(format!("delivered: {}", parts.join(", ")));
+        })
+        .start();
     while clock.now() < until {
-        std::thread::sleep(Duration::from_secs(5).min(until - clock.now()));
-        let t = clock.now().saturating_since(start).as_secs_f64();
-        let parts: Vec<String> = emu
-            .links()
-            .iter()
-            .map(|l| {
-                let b = l
-                    .down
-                    .delivered_bytes
-                    .load(std::sync::atomic::Ordering::Relaxed);
-                format!("{} {:.0} KB", l.name, b as f64 / 1e3)
-            })
-            .collect();
-        eprintln!(
-            "  {:>4.0}/{:.0} s  delivered: {}",
-            t,
-            a.duration.as_secs_f64(),
-            parts.join(", ")
-        );
+        std::thread::sleep(Duration::from_secs(1).min(until - clock.now()));
     }
+    bar.finish();
     let mut results = Vec::new();
     for (name, b, r) in jobs {
         let bulk_res = b

@@ -1,4 +1,4 @@
-//! Bulk transfers for `roam lab fasthla` (seed 003): a dataset served by a real nginx from
+//! Bulk transfers for `roam lab fasthla` (the FastHLA paper): a dataset served by a real nginx from
 //! Debian in the emulator's server namespace (HTTP/1.1 on one port, HTTP/2 with prior
 //! knowledge on another), fetched across one emulated link by a tool in the client namespace:
 //! FastHLA's engine with fixed parameters (the sweeps) or with the parameters FastHLA learnt
@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -29,10 +29,14 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Update};
 use roam_transfer::model::Condition;
-use roam_transfer::{mixed, Engine, FileSpec, Params, Protocol};
+use roam_transfer::session::{self, Network, Options, Outcome, Session, Tuning};
+use roam_transfer::{FileSpec, Params, Protocol};
 
-use crate::harness::system::System;
+use crate::harness::system::{scenario_links, SystemUnderTest, Transport};
 use crate::harness::trial::{Metric, Trial};
+use roam_emu::queue::QueueLimit;
+use roam_emu::spec::LinkConfig;
+use roam_trace::scenario::Scenario;
 
 /// nginx's HTTP/1.1 port in the server namespace.
 pub const HTTP1_PORT: u16 = 8080;
@@ -60,6 +64,38 @@ pub enum Tool {
     NghttpWide,
     /// `aria2c -i` with its defaults: 5 files at once, one connection each.
     Aria2,
+}
+
+/// A transfer tool is a system under test: the unmodified tool (or FastHLA's engine) over
+/// plain TCP on the scenario's one link.
+impl SystemUnderTest for Tool {
+    fn name(&self) -> &str {
+        Tool::name(*self)
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Tcp
+    }
+
+    fn links(
+        &self,
+        scenario: &Scenario,
+        _duration: Duration,
+        queue: QueueLimit,
+    ) -> Result<Vec<LinkConfig>> {
+        if scenario.links.len() != 1 {
+            bail!(
+                "scenario {} has {} links; a bulk transfer runs over one (wifi-bulk, lte-bulk)",
+                scenario.name,
+                scenario.links.len()
+            );
+        }
+        Ok(scenario_links(scenario, queue))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl Tool {
@@ -134,7 +170,7 @@ impl Tool {
     }
 }
 
-/// The seed's datasets (sizes from the seed; how many files is ours).
+/// The paper's datasets (sizes from the paper; how many files is ours).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dataset {
     /// Web pages of 56-155 KB (mean 112 KB).
@@ -148,7 +184,7 @@ pub enum Dataset {
 }
 
 impl Dataset {
-    /// Every dataset, in the seed's order.
+    /// Every dataset, in the paper's order.
     pub const ALL: [Dataset; 4] = [
         Dataset::Html,
         Dataset::Image,
@@ -326,12 +362,11 @@ fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<std::
 
 /// Run one trial: `dataset` fetched with the trial's tool.
 pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
-    let tool = match t.system {
-        System::Transfer(tool) => tool,
-        other => bail!(
+    let Some(&tool) = t.system.get::<Tool>() else {
+        bail!(
             "a bulk transfer runs with a transfer tool, not `{}`",
-            other.name()
-        ),
+            t.system.name()
+        );
     };
     let sizes = dataset.sizes(t.seed, quick);
     let site = Scratch::new("site")?;
@@ -426,6 +461,10 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
 /// Fetch `urls` into `out` with `tool` (inside the client namespace), within `limit`; a note
 /// to keep, if any. FastHLA is given the dataset's listing (`sizes`: each file's size, as a
 /// `--list` file of `URL SIZE` lines gives them); the other tools have no use for it.
+///
+/// wget, curl and aria2 take the URLs from a list file ([`fetch_listed`]), nghttp on its
+/// command line ([`fetch_nghttp`]); a sweep point runs FastHLA's session with its fixed
+/// parameters ([`run_session`]), FastHLA with what it learnt ([`fetch_fasthla`]).
 fn fetch(
     tool: Tool,
     urls: &[String],
@@ -435,140 +474,177 @@ fn fetch(
     update: Option<Update>,
     limit: Duration,
 ) -> Result<Option<String>> {
-    let run = |cmd: &mut Command| -> Result<()> {
-        let o = output_within(cmd, limit, tool.name())?;
-        if !o.status.success() {
-            bail!(
-                "{} failed ({}): {}",
-                tool.name(),
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-        }
-        Ok(())
-    };
     let list = out.join("urls.txt");
     match tool {
-        Tool::Wget => {
-            std::fs::write(&list, urls.join("\n"))?;
-            run(Command::new("wget")
+        Tool::Wget => fetch_listed(
+            tool,
+            &list,
+            urls.join("\n"),
+            Command::new("wget")
                 .args(["-q", "-P"])
                 .arg(out)
                 .arg("-i")
-                .arg(&list))?;
-            std::fs::remove_file(&list)?;
-            Ok(None)
-        }
+                .arg(&list),
+            limit,
+        ),
         Tool::Curl => {
             let mut cfg = String::new();
             for u in urls {
                 cfg.push_str(&format!("url = \"{u}\"\n"));
             }
-            std::fs::write(&list, cfg)?;
-            run(Command::new("curl")
-                .args(["-s", "-S", "--fail", "--remote-name-all", "--output-dir"])
-                .arg(out)
-                .arg("-K")
-                .arg(&list))?;
-            std::fs::remove_file(&list)?;
-            Ok(None)
+            fetch_listed(
+                tool,
+                &list,
+                cfg,
+                Command::new("curl")
+                    .args(["-s", "-S", "--fail", "--remote-name-all", "--output-dir"])
+                    .arg(out)
+                    .arg("-K")
+                    .arg(&list),
+                limit,
+            )
         }
-        Tool::Nghttp | Tool::NghttpWide => {
-            let mut c = Command::new("nghttp");
-            c.args(["-n", "-s"]);
-            if tool == Tool::NghttpWide {
-                c.args(["-w", "24", "-W", "24"]);
-            }
-            let o = output_within(c.args(urls), limit, tool.name())?;
-            // Its statistics: one line per request, the status in the fifth column.
-            let ok = String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| l.split_whitespace().nth(4) == Some("200"))
-                .count();
-            if !o.status.success() || ok != urls.len() {
-                bail!(
-                    "nghttp ({}): {ok} of {} responses were 200: {}",
-                    o.status,
-                    urls.len(),
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-            }
-            Ok(None)
-        }
-        Tool::Aria2 => {
-            std::fs::write(&list, urls.join("\n"))?;
-            run(Command::new("aria2c")
+        Tool::Nghttp | Tool::NghttpWide => fetch_nghttp(tool, urls, limit),
+        Tool::Aria2 => fetch_listed(
+            tool,
+            &list,
+            urls.join("\n"),
+            Command::new("aria2c")
                 .args(["-q", "--allow-overwrite=true", "-d"])
                 .arg(out)
                 .arg("-i")
-                .arg(&list))?;
-            std::fs::remove_file(&list)?;
-            Ok(None)
-        }
-        Tool::Fixed(p) => engine(
-            &tokio::runtime::Runtime::new()?,
-            out,
-            vec![(specs_of(urls)?, p)],
-            None,
+                .arg(&list),
             limit,
-        )
-        .map(|_| None),
-        Tool::FastHla => {
-            let mut broker = Broker::default();
-            let note = match update {
-                Some(u) => {
-                    broker.apply(u);
-                    None
-                }
-                None => Some("FastHLA had nothing learnt: the defaults".to_string()),
-            };
-            let rt = tokio::runtime::Runtime::new()?;
-            let mut specs = specs_of(urls)?;
-            for (f, &size) in specs.iter_mut().zip(sizes) {
-                f.listed_size = Some(size);
-            }
-            let (survey, probe) = rt.block_on(async {
-                let e = Arc::new(Engine::new(Params {
-                    cc: roam_transfer::SURVEY_CC,
-                    ..Params::default()
-                })?);
-                let sv = tokio::time::timeout(limit, e.survey(&specs))
-                    .await
-                    .map_err(|_| anyhow!("FastHLA's survey did not finish within {limit:?}"))?
-                    .map_err(anyhow::Error::from)?;
-                anyhow::Ok((sv, e))
-            })?;
-            survey.apply(&mut specs);
-            let plan = mixed::plan(
-                &survey.sizes,
-                |m, _| {
-                    broker
-                        .choose(&Condition {
-                            mean_file_bytes: m,
-                            ..cond
-                        })
-                        .params
-                },
-                64,
-            );
-            let mut notes: Vec<String> = note.into_iter().collect();
-            let groups = plan
-                .iter()
-                .map(|c| {
-                    let (protocol, why) = survey.version(c.params.protocol, &c.files, false);
-                    notes.extend(why.map(String::from));
-                    let p = Params {
-                        protocol,
-                        ..c.params
-                    };
-                    notes.push(choice_note(p, c.files.len()));
-                    (c.files.iter().map(|&i| specs[i].clone()).collect(), p)
-                })
-                .collect();
-            engine(&rt, out, groups, Some(&probe), limit)?;
-            Ok((!notes.is_empty()).then(|| notes.join("; ")))
+        ),
+        Tool::Fixed(p) => {
+            run_session(specs_of(urls)?, &Tuning::Fixed(p), false, cond, out, limit).map(|_| None)
+        }
+        Tool::FastHla => fetch_fasthla(urls, sizes, out, cond, update, limit),
+    }
+}
+
+/// Run `tool`'s command `cmd` to its end within `limit`; its failure, with its standard
+/// error, is an error.
+fn run_tool(tool: Tool, cmd: &mut Command, limit: Duration) -> Result<()> {
+    let o = output_within(cmd, limit, tool.name())?;
+    if !o.status.success() {
+        bail!(
+            "{} failed ({}): {}",
+            tool.name(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Fetch with a tool that reads its URLs from a file: write `contents` (the URLs, in the
+/// tool's format) to `list`, run `cmd` ([`run_tool`]), and remove the list (it is not part of
+/// the dataset the trial checks).
+fn fetch_listed(
+    tool: Tool,
+    list: &Path,
+    contents: String,
+    cmd: &mut Command,
+    limit: Duration,
+) -> Result<Option<String>> {
+    std::fs::write(list, contents)?;
+    run_tool(tool, cmd, limit)?;
+    std::fs::remove_file(list)?;
+    Ok(None)
+}
+
+/// Fetch with nghttp (`tool`: with its default or its wide windows), which saves no file: it
+/// succeeds when every response was 200, by its statistics.
+fn fetch_nghttp(tool: Tool, urls: &[String], limit: Duration) -> Result<Option<String>> {
+    let mut c = Command::new("nghttp");
+    c.args(["-n", "-s"]);
+    if tool == Tool::NghttpWide {
+        c.args(["-w", "24", "-W", "24"]);
+    }
+    let o = output_within(c.args(urls), limit, tool.name())?;
+    // Its statistics: one line per request, the status in the fifth column.
+    let ok = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.split_whitespace().nth(4) == Some("200"))
+        .count();
+    if !o.status.success() || ok != urls.len() {
+        bail!(
+            "nghttp ({}): {ok} of {} responses were 200: {}",
+            o.status,
+            urls.len(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(None)
+}
+
+/// Fetch with FastHLA as `roam transfer get --auto` runs it: its client session
+/// ([`roam_transfer::session`]) with what it learnt (`update`; the defaults and a note
+/// without), the files' sizes as their listing gives them, in the network's `cond`, with at most
+/// [`session::MAX_CHANNELS`] channels ([`run_session`]). Its choices come back as the note: per
+/// group, why a version was not taken if it was not, and what was chosen ([`choice_note`]).
+fn fetch_fasthla(
+    urls: &[String],
+    sizes: &[u64],
+    out: &Path,
+    cond: Condition,
+    update: Option<Update>,
+    limit: Duration,
+) -> Result<Option<String>> {
+    let mut broker = Broker::default();
+    let mut notes = Vec::new();
+    match update {
+        Some(u) => broker.apply(u),
+        None => notes.push("FastHLA had nothing learnt: the defaults".to_string()),
+    }
+    let mut specs = specs_of(urls)?;
+    for (f, &size) in specs.iter_mut().zip(sizes) {
+        f.listed_size = Some(size);
+    }
+    let tuning = Tuning::Broker {
+        broker: &broker,
+        max_channels: session::MAX_CHANNELS,
+    };
+    let outcome = run_session(specs, &tuning, true, cond, out, limit)?;
+    for run in &outcome.groups {
+        let g = &run.group;
+        notes.extend(g.note.map(String::from));
+        notes.push(choice_note(g.choice.params, g.files.len()));
+    }
+    Ok((!notes.is_empty()).then(|| notes.join("; ")))
+}
+
+/// FastHLA's client session ([`Session`]) of `specs` into `out` on a runtime of its own, with
+/// `tuning`'s parameters in the network's `cond` (the link's round trip and capacity, not the
+/// survey's measure), surveying first if `surveyed` (a broker's always does), each phase
+/// within `limit`; the first file that failed is the error.
+fn run_session(
+    specs: Vec<FileSpec>,
+    tuning: &Tuning,
+    surveyed: bool,
+    cond: Condition,
+    out: &Path,
+    limit: Duration,
+) -> Result<Outcome> {
+    let options = Options {
+        survey: surveyed,
+        time_limit: Some(limit),
+        ..Options::default()
+    };
+    let network = Network {
+        rtt_ms: Some(cond.rtt_ms),
+        bandwidth_mbps: cond.bandwidth_mbps,
+    };
+    let session = Session::new(specs, options)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let outcome = rt.block_on(session.run(tuning, network, out, &mut ()))?;
+    for run in &outcome.groups {
+        if let Some(f) = run.report.failures().first() {
+            bail!("{}: {}", f.url, f.outcome);
         }
     }
+    Ok(outcome)
 }
 
 fn specs_of(urls: &[String]) -> Result<Vec<FileSpec>> {
@@ -576,43 +652,6 @@ fn specs_of(urls: &[String]) -> Result<Vec<FileSpec>> {
         .iter()
         .map(|u| FileSpec::from_url(u))
         .collect::<Result<Vec<_>, _>>()?)
-}
-
-/// FastHLA's engine on `rt` (the survey's, for FastHLA): each group of files with its
-/// parameters, the groups at once, within `limit`; over the connections of `warm` (the
-/// survey's engine) where it has them.
-fn engine(
-    rt: &tokio::runtime::Runtime,
-    out: &Path,
-    groups: Vec<(Vec<FileSpec>, Params)>,
-    warm: Option<&Engine>,
-    limit: Duration,
-) -> Result<()> {
-    let all = async {
-        let mut tasks = Vec::new();
-        for (specs, p) in groups {
-            let e = Arc::new(match warm {
-                Some(w) => w.sharing(p)?,
-                None => Engine::new(p)?,
-            });
-            let out = out.to_path_buf();
-            tasks.push(tokio::spawn(async move { e.run(&specs, &out).await }));
-        }
-        for t in tasks {
-            let r = t
-                .await
-                .map_err(|e| anyhow!("a transfer task failed: {e}"))??;
-            if let Some(f) = r.failures().first() {
-                bail!("{}: {}", f.url, f.outcome);
-            }
-        }
-        Ok(())
-    };
-    rt.block_on(async {
-        tokio::time::timeout(limit, all)
-            .await
-            .map_err(|_| anyhow!("the engine did not finish within {} s", limit.as_secs()))?
-    })
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `roam lab fasthla`: FastHLA's evaluation (seed 003, ../shared/spec/fasthla.md) on the
+//! `roam lab fasthla`: FastHLA's evaluation (the FastHLA paper, ../shared/spec/fasthla.md) on the
 //! emulator, in three steps, every trial a real nginx and a real client ([`crate::studies::fasthla::bulk`]):
 //!
 //! 1. **Sweeps** (`OUT/sweep/`): each dataset on each network with FastHLA's engine at fixed
@@ -12,7 +12,7 @@
 //!    for the headline figures), `--trials` each.
 //!
 //! Networks: `wifi-bulk` (100 Mbit/s) and `lte-bulk` (the AT&T LTE driving trace), both with
-//! 0.01% loss, at the seed's server RTTs of 59, 115 and 290 ms (`+rtt=`). Energy is modelled
+//! 0.01% loss, at the paper's server RTTs of 59, 115 and 290 ms (`+rtt=`). Energy is modelled
 //! (see [`crate::studies::fasthla::bulk`]).
 
 pub mod bulk;
@@ -26,13 +26,22 @@ use roam_transfer::hla::Record;
 use roam_transfer::model::{accuracy, training_set, Kind};
 use roam_transfer::{server, Params, Protocol};
 
-use crate::harness::matrix::{self, App, Plan};
+use crate::harness::charts::charts;
+use crate::harness::matrix;
+use crate::harness::plan::DEVELOPMENT_SEEDS;
+use crate::harness::plan::{App, Plan};
+use crate::harness::results::note_parts;
+use crate::harness::results::read_run;
+use crate::harness::results::seeds_line;
+use crate::harness::results::written_by;
+use crate::harness::results::NoteParts;
+use crate::harness::study::{report_lines, Defaults, Request, Study};
 use crate::harness::system::System;
 use crate::report::compare::cell;
 use crate::report::Row;
 use bulk::{Dataset, Tool};
 
-/// The networks: each bulk scenario at the seed's three server RTTs.
+/// The networks: each bulk scenario at the paper's three server RTTs.
 pub const SCENARIOS: [&str; 6] = [
     "wifi-bulk+rtt=59ms",
     "wifi-bulk+rtt=115ms",
@@ -158,7 +167,7 @@ pub fn systems() -> Vec<System> {
     [Tool::FastHla]
         .into_iter()
         .chain(Tool::BASELINES)
-        .map(System::Transfer)
+        .map(System::new)
         .collect()
 }
 
@@ -203,13 +212,78 @@ pub fn records(rows: &[Row]) -> Vec<Record> {
         .collect()
 }
 
-/// The seed's figure for a dataset, for the report.
-fn seed_figure(app: &str) -> &'static str {
+/// The paper's figure for a dataset, for the report.
+fn paper_figure_of(app: &str) -> &'static str {
     match app {
         "html" => "cc 1 -> 16: 2.6 -> 42 Mbit/s (16.7x), -70% energy; 10x throughput and 5x less energy than HTTP/2",
         "image" => "cc 1 -> 16: 5.6 -> 48 Mbit/s (8.5x), -68% energy; 2x throughput than HTTP/2",
         "video" => "cc 1 -> 16: 13 -> 61 Mbit/s (4.5x), -38% energy; parallelism 3.1x, -45%; 4x throughput and 2x less energy than HTTP/2",
         _ => "4x throughput than HTTP/2",
+    }
+}
+
+/// `roam lab fasthla`: sweeps, learning, and FastHLA against today's tools. With `--quick`:
+/// html and image, small, on one network, a 4-point sweep.
+pub struct FastHla;
+
+impl Study for FastHla {
+    fn name(&self) -> &'static str {
+        "fasthla"
+    }
+
+    fn paper(&self) -> &'static str {
+        "FastHLA (Arifuzzaman and Arslan): tuned concurrency, parallelism and block size from \
+         historical logs, against wget, curl, nghttp and aria2"
+    }
+
+    fn defaults(&self) -> Defaults {
+        Defaults {
+            scenarios: SCENARIOS.map(String::from).to_vec(),
+            quick_scenarios: vec![QUICK_SCENARIO.into()],
+            apps: ["html", "image", "video", "mixed"]
+                .map(String::from)
+                .to_vec(),
+            quick_apps: ["html", "image"].map(String::from).to_vec(),
+            // Bulk transfers fill their link: a few at once share the two cores fairly.
+            jobs: 2,
+            quick_jobs: Some(4),
+            out: "results/fasthla",
+        }
+    }
+
+    fn apps(&self) -> Vec<App> {
+        apps()
+    }
+
+    fn system(&self, name: &str) -> Result<System> {
+        Tool::parse(name).map(System::new).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown system `{name}` (expected fasthla, wget, curl, nghttp, nghttp-16m, \
+                 aria2 or fixed-ccN-pN-bsNk)"
+            )
+        })
+    }
+
+    fn systems(&self, _quick: bool) -> Vec<System> {
+        systems()
+    }
+
+    fn paper_figure(&self, app: &str, _scenario: &str, _system: &str) -> Option<String> {
+        Some(paper_figure_of(app).to_string())
+    }
+
+    fn learns_from_sweeps(&self) -> bool {
+        true
+    }
+
+    fn measure(&self, plan: &Plan, request: &Request) -> Result<(String, Vec<Row>)> {
+        fasthla(plan, request.sweep_from.as_deref())
+    }
+
+    fn summary(&self, _plan: &Plan, report: &str, _rows: &[Row]) -> String {
+        report_lines(report, |l| {
+            l.starts_with("### ") || l.starts_with("FastHLA ")
+        })
     }
 }
 
@@ -226,10 +300,10 @@ pub fn fasthla(plan: &Plan, sweep_from: Option<&std::path::Path>) -> Result<(Str
         scenarios: plan.scenarios.clone(),
         systems: sweep_grid(plan.quick)
             .into_iter()
-            .map(|p| System::Transfer(Tool::Fixed(p)))
+            .map(|p| System::new(Tool::Fixed(p)))
             .collect(),
         trials: 1,
-        first_seed: matrix::DEVELOPMENT_SEEDS,
+        first_seed: DEVELOPMENT_SEEDS,
         quick: plan.quick,
         duration: plan.duration,
         jobs: plan.jobs,
@@ -249,7 +323,7 @@ pub fn fasthla(plan: &Plan, sweep_from: Option<&std::path::Path>) -> Result<(Str
             (matrix::measure(&sweep, &all)?.rows, "`sweep/`".to_string())
         }
         Some(dir) => {
-            let (by, rows) = matrix::read_run(dir, "--sweep-from")?;
+            let (by, rows) = read_run(dir, "--sweep-from")?;
             let rows: Vec<Row> = rows
                 .into_iter()
                 .filter(|r| plan.apps.contains(&r.app) && plan.scenarios.contains(&r.scenario))
@@ -306,7 +380,7 @@ pub fn fasthla(plan: &Plan, sweep_from: Option<&std::path::Path>) -> Result<(Str
     };
     eprintln!("3/3 comparison");
     let m = matrix::measure(&compare, &all)?;
-    matrix::charts(&compare, &all, &m)?;
+    charts(&compare, &all, &m)?;
     let md = markdown(
         plan,
         &m.rows,
@@ -321,6 +395,9 @@ pub fn fasthla(plan: &Plan, sweep_from: Option<&std::path::Path>) -> Result<(Str
     Ok((md, m.rows))
 }
 
+/// The comparison's report: what measured it and how ([`report_head`]), what FastHLA learnt
+/// ([`learnt_line`]), the table at a glance (full runs, [`at_a_glance`]), then per dataset its
+/// charts and per network its section ([`network_section`]), and the trials' other notes.
 #[allow(clippy::too_many_arguments)]
 fn markdown(
     plan: &Plan,
@@ -333,6 +410,34 @@ fn markdown(
     update: &roam_transfer::broker::Update,
 ) -> String {
     let mut s = String::new();
+    report_head(&mut s, plan, rows, version);
+    learnt_line(&mut s, sweep, sweep_source, acc, update);
+    if !plan.quick {
+        s.push_str(&at_a_glance(plan, rows));
+    }
+    let (choices, notes) = split_choices(notes);
+    for app in &plan.apps {
+        let _ = writeln!(
+            s,
+            "## {app}\n\n![time](compare/{app}-interactive.svg) ![energy](compare/{app}-background.svg)\n\nThe seed: {}.\n",
+            paper_figure_of(app)
+        );
+        for sc in &plan.scenarios {
+            network_section(&mut s, plan, rows, sweep, &choices, app, sc);
+        }
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(s, "## Notes on trials\n");
+        for n in &notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+/// The report's title and first paragraphs: the code that measured it (`version`), the
+/// trials per cell, how to read a cell and what is modelled, and the seeds of `rows`.
+fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
     let _ = writeln!(
         s,
         "# roam lab fasthla: bulk transfers with tuned concurrency, parallelism and block size\n\n\
@@ -341,7 +446,7 @@ fn markdown(
          the mean with its 95% confidence interval (Student's t), then the median. Energy per \
          100 MB is **modelled** (roam-budget's huang2012 WiFi and LTE radio profiles driven by \
          the bytes and the transfer time; the CPU not counted).\n",
-        matrix::written_by(version),
+        written_by(version),
         plan.trials,
         if plan.quick {
             ", **quick** (small datasets, one network: not comparable with the seed)"
@@ -349,7 +454,18 @@ fn markdown(
             ""
         },
     );
-    let _ = writeln!(s, "{}\n", matrix::seeds_line(rows));
+    let _ = writeln!(s, "{}\n", seeds_line(rows));
+}
+
+/// What FastHLA learnt from: the `sweep` (from `sweep_source`), the clusters of the `update`,
+/// and each learner's cross-validated accuracy (`acc`) beside the paper's.
+fn learnt_line(
+    s: &mut String,
+    sweep: &[Row],
+    sweep_source: &str,
+    acc: &[(Kind, Option<f64>)],
+    update: &roam_transfer::broker::Update,
+) {
     let _ = writeln!(
         s,
         "FastHLA learnt from {} sweep trial(s) on the development seeds ({sweep_source}): {} \
@@ -365,117 +481,125 @@ fn markdown(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if !plan.quick {
-        s.push_str(&at_a_glance(plan, rows));
-    }
-    let (choices, notes) = split_choices(notes);
-    for app in &plan.apps {
+}
+
+/// `app` on network `sc`: every system's cells, FastHLA against the baselines
+/// ([`fasthla_against`]), its choices over the trials (from `choices`), and the sweep there
+/// ([`sweep_reads`]).
+fn network_section(
+    s: &mut String,
+    plan: &Plan,
+    rows: &[Row],
+    sweep: &[Row],
+    choices: &Choices,
+    app: &str,
+    sc: &str,
+) {
+    let _ = writeln!(
+        s,
+        "### {app} on `{sc}`\n\n| system | throughput (Mbit/s) | energy per 100 MB (J, modelled) | time (s) |\n|---|---:|---:|---:|"
+    );
+    for sys in &plan.systems {
+        let n = sys.name();
         let _ = writeln!(
             s,
-            "## {app}\n\n![time](compare/{app}-interactive.svg) ![energy](compare/{app}-background.svg)\n\nThe seed: {}.\n",
-            seed_figure(app)
+            "| {n} | {} | {} | {} |",
+            cell(rows, app, sc, n, "throughput_mbps").cell(),
+            cell(rows, app, sc, n, "energy_j_per_100mb").cell(),
+            cell(rows, app, sc, n, "seconds").cell()
         );
-        for sc in &plan.scenarios {
-            let _ = writeln!(
-                s,
-                "### {app} on `{sc}`\n\n| system | throughput (Mbit/s) | energy per 100 MB (J, modelled) | time (s) |\n|---|---:|---:|---:|"
-            );
-            for sys in &plan.systems {
-                let n = sys.name();
-                let _ = writeln!(
-                    s,
-                    "| {n} | {} | {} | {} |",
-                    cell(rows, app, sc, n, "throughput_mbps").cell(),
-                    cell(rows, app, sc, n, "energy_j_per_100mb").cell(),
-                    cell(rows, app, sc, n, "seconds").cell()
-                );
-            }
-            let fast = cell(rows, app, sc, "fasthla", "throughput_mbps").value();
-            let fast_e = cell(rows, app, sc, "fasthla", "energy_j_per_100mb").value();
-            let best = best_baseline(rows, app, sc);
-            let h2 = cell(rows, app, sc, "nghttp", "throughput_mbps").value();
-            let h2_e = cell(rows, app, sc, "nghttp", "energy_j_per_100mb").value();
-            let wide = cell(rows, app, sc, "nghttp-16m", "throughput_mbps").value();
-            let wide_e = cell(rows, app, sc, "nghttp-16m", "energy_j_per_100mb").value();
-            if let (true, Some((b, bv))) = (fast.is_finite(), best) {
-                // Against a baseline that did not finish there is no ratio to give.
-                let vs = |t: f64, e: f64| {
-                    if t.is_finite() && e.is_finite() {
-                        format!(
-                            "{:.2}x the throughput, {:.2}x less energy",
-                            fast / t,
-                            e / fast_e
-                        )
-                    } else {
-                        "it did not finish".to_string()
-                    }
-                };
-                let _ = writeln!(
-                    s,
-                    "\nFastHLA {:.2}x the best baseline's throughput ({b}); against HTTP/2 \
-                     (nghttp's own 64 KiB windows): {}; with 16 MiB windows: {}.",
-                    fast / bv,
-                    vs(h2, h2_e),
-                    vs(wide, wide_e),
-                );
-            }
-            if let Some(c) = choices.get(&(app.clone(), sc.clone())) {
-                let _ = writeln!(s, "\nFastHLA's choice (trials): {}.", tally(c));
-            }
-            // The sweep's surface at 64 KiB: throughput by concurrency and parallelism.
-            let grid: Vec<Params> = sweep_grid(plan.quick)
-                .into_iter()
-                .filter(|p| p.bs == 64 * 1024)
-                .collect();
-            let mut ps: Vec<u32> = grid.iter().map(|p| p.p).collect();
-            ps.sort_unstable();
-            ps.dedup();
-            let figs = sweep_charts(plan, sweep, app, sc, &grid);
-            let _ = writeln!(
-                s,
-                "\n{figs}\n\nThe sweep at 64 KiB reads: throughput (Mbit/s) / energy per 100 MB (J) by concurrency (rows; HTTP/2: every stream on one connection) and parallelism (columns).\n\n| cc | {} |\n|---|{}",
-                ps.iter().map(|p| format!("p {p}")).collect::<Vec<_>>().join(" | "),
-                "---:|".repeat(ps.len())
-            );
-            let mut rows: Vec<(Protocol, u32)> = grid.iter().map(|p| (p.protocol, p.cc)).collect();
-            rows.sort_unstable();
-            rows.dedup();
-            for (protocol, cc) in rows {
-                let cells: Vec<String> = ps
-                    .iter()
-                    .map(|&p| {
-                        let point = Params {
-                            cc,
-                            p,
-                            bs: 64 * 1024,
-                            protocol,
-                        };
-                        if !grid.contains(&point) {
-                            return "-".to_string();
-                        }
-                        let name = Tool::Fixed(point).name();
-                        let t = cell(sweep, app, sc, name, "throughput_mbps").value();
-                        let e = cell(sweep, app, sc, name, "energy_j_per_100mb").value();
-                        format!("{t:.1} / {e:.0}")
-                    })
-                    .collect();
-                let h2 = if protocol == Protocol::Http2 {
-                    " HTTP/2"
-                } else {
-                    ""
-                };
-                let _ = writeln!(s, "| {cc}{h2} | {} |", cells.join(" | "));
-            }
-            let _ = writeln!(s);
-        }
     }
-    if !notes.is_empty() {
-        let _ = writeln!(s, "## Notes on trials\n");
-        for n in &notes {
-            let _ = writeln!(s, "- {n}");
-        }
+    fasthla_against(s, rows, app, sc);
+    if let Some(c) = choices.get(&(app.to_string(), sc.to_string())) {
+        let _ = writeln!(s, "\nFastHLA's choice (trials): {}.", tally(c));
     }
-    s
+    sweep_reads(s, plan, sweep, app, sc);
+}
+
+/// FastHLA's throughput over the best baseline's on `app` over `sc`, and its throughput and
+/// energy against HTTP/2's (nghttp with its own windows and with 16 MiB ones); nothing where
+/// FastHLA or every baseline has no finished trial.
+fn fasthla_against(s: &mut String, rows: &[Row], app: &str, sc: &str) {
+    let fast = cell(rows, app, sc, "fasthla", "throughput_mbps").value();
+    let fast_e = cell(rows, app, sc, "fasthla", "energy_j_per_100mb").value();
+    let best = best_baseline(rows, app, sc);
+    let h2 = cell(rows, app, sc, "nghttp", "throughput_mbps").value();
+    let h2_e = cell(rows, app, sc, "nghttp", "energy_j_per_100mb").value();
+    let wide = cell(rows, app, sc, "nghttp-16m", "throughput_mbps").value();
+    let wide_e = cell(rows, app, sc, "nghttp-16m", "energy_j_per_100mb").value();
+    if let (true, Some((b, bv))) = (fast.is_finite(), best) {
+        // Against a baseline that did not finish there is no ratio to give.
+        let vs = |t: f64, e: f64| {
+            if t.is_finite() && e.is_finite() {
+                format!(
+                    "{:.2}x the throughput, {:.2}x less energy",
+                    fast / t,
+                    e / fast_e
+                )
+            } else {
+                "it did not finish".to_string()
+            }
+        };
+        let _ = writeln!(
+            s,
+            "\nFastHLA {:.2}x the best baseline's throughput ({b}); against HTTP/2 \
+             (nghttp's own 64 KiB windows): {}; with 16 MiB windows: {}.",
+            fast / bv,
+            vs(h2, h2_e),
+            vs(wide, wide_e),
+        );
+    }
+}
+
+/// The sweep's surface at 64 KiB on `app` over `sc`: its charts ([`sweep_charts`]) and a
+/// table of throughput and energy by concurrency (rows, HTTP/2's apart) and parallelism
+/// (columns), "-" where the grid has no such point.
+fn sweep_reads(s: &mut String, plan: &Plan, sweep: &[Row], app: &str, sc: &str) {
+    // The sweep's surface at 64 KiB: throughput by concurrency and parallelism.
+    let grid: Vec<Params> = sweep_grid(plan.quick)
+        .into_iter()
+        .filter(|p| p.bs == 64 * 1024)
+        .collect();
+    let mut ps: Vec<u32> = grid.iter().map(|p| p.p).collect();
+    ps.sort_unstable();
+    ps.dedup();
+    let figs = sweep_charts(plan, sweep, app, sc, &grid);
+    let _ = writeln!(
+        s,
+        "\n{figs}\n\nThe sweep at 64 KiB reads: throughput (Mbit/s) / energy per 100 MB (J) by concurrency (rows; HTTP/2: every stream on one connection) and parallelism (columns).\n\n| cc | {} |\n|---|{}",
+        ps.iter().map(|p| format!("p {p}")).collect::<Vec<_>>().join(" | "),
+        "---:|".repeat(ps.len())
+    );
+    let mut rows: Vec<(Protocol, u32)> = grid.iter().map(|p| (p.protocol, p.cc)).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    for (protocol, cc) in rows {
+        let cells: Vec<String> = ps
+            .iter()
+            .map(|&p| {
+                let point = Params {
+                    cc,
+                    p,
+                    bs: 64 * 1024,
+                    protocol,
+                };
+                if !grid.contains(&point) {
+                    return "-".to_string();
+                }
+                let name = Tool::Fixed(point).name();
+                let t = cell(sweep, app, sc, name, "throughput_mbps").value();
+                let e = cell(sweep, app, sc, name, "energy_j_per_100mb").value();
+                format!("{t:.1} / {e:.0}")
+            })
+            .collect();
+        let h2 = if protocol == Protocol::Http2 {
+            " HTTP/2"
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "| {cc}{h2} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(s);
 }
 
 /// FastHLA's choices by (dataset, network): each trial's as one string.
@@ -487,13 +611,13 @@ fn split_choices(notes: &[String]) -> (Choices, Vec<String>) {
     let mut choices = Choices::new();
     let mut rest = Vec::new();
     for n in notes {
-        let Some(matrix::NoteParts {
+        let Some(NoteParts {
             app,
             scenario: sc,
             name,
             text,
             ..
-        }) = matrix::note_parts(n)
+        }) = note_parts(n)
         else {
             rest.push(n.clone());
             continue;
@@ -550,7 +674,7 @@ fn best_baseline(rows: &[Row], app: &str, sc: &str) -> Option<(&'static str, f64
 }
 
 /// One table of every dataset on every network: FastHLA's mean throughput over the best
-/// baseline's, and over HTTP/2's (nghttp with its own windows, the seed's comparison).
+/// baseline's, and over HTTP/2's (nghttp with its own windows, the paper's comparison).
 fn at_a_glance(plan: &Plan, rows: &[Row]) -> String {
     let mut s = String::from(
         "## At a glance\n\nFastHLA's mean throughput over the best baseline's (named) and over \
@@ -586,7 +710,7 @@ fn at_a_glance(plan: &Plan, rows: &[Row]) -> String {
 }
 
 /// The sweep's throughput and energy against concurrency (groups) and parallelism (series;
-/// HTTP/2's points a series of their own), the seed's figure shapes, as two SVG charts in the
+/// HTTP/2's points a series of their own), the paper's figure shapes, as two SVG charts in the
 /// plan's directory; the markdown that shows them (empty if they could not be written).
 fn sweep_charts(plan: &Plan, sweep: &[Row], app: &str, sc: &str, grid: &[Params]) -> String {
     let mut points = grid.to_vec();
@@ -682,7 +806,7 @@ mod tests {
             scenarios: vec![a.into(), b.into()],
             systems: systems(),
             trials: 1,
-            first_seed: matrix::HELD_OUT_SEEDS,
+            first_seed: crate::harness::plan::HELD_OUT_SEEDS,
             quick: false,
             duration: None,
             jobs: 1,
@@ -741,12 +865,9 @@ mod tests {
         let plan = Plan {
             apps: vec!["html".into()],
             scenarios: vec![sc.into()],
-            systems: vec![
-                System::Transfer(Tool::FastHla),
-                System::Transfer(Tool::Wget),
-            ],
+            systems: vec![System::new(Tool::FastHla), System::new(Tool::Wget)],
             trials: 1,
-            first_seed: matrix::HELD_OUT_SEEDS,
+            first_seed: crate::harness::plan::HELD_OUT_SEEDS,
             quick: false,
             duration: None,
             jobs: 1,

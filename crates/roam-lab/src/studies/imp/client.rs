@@ -243,7 +243,8 @@ const THINK: (f64, f64) = (30.0, 60.0);
 /// The prefetching strategy of a trial of the IMP lab.
 pub fn strategy_of(t: &crate::harness::trial::Trial) -> Result<Strategy> {
     t.system
-        .strategy()
+        .get::<Strategy>()
+        .copied()
         .ok_or_else(|| anyhow!("the IMP lab runs roam with a prefetching strategy"))
 }
 

@@ -1,4 +1,4 @@
-//! E-mail with Informed Mobile Prefetching (the IMP thesis's first application, seed 000
+//! E-mail with Informed Mobile Prefetching (the IMP thesis's first application, Higgins' thesis
 //! §3.5): the client hints the 35 newest messages of its mailbox and the user reads 28 of them
 //! (80% of the hints are right), one at a time with a think time between reads; IMP, or one of
 //! the thesis's baseline strategies, decides which bodies to prefetch in the background, under
@@ -68,7 +68,7 @@ pub fn run(t: &Trial, budgets: Budgets) -> Result<Vec<Metric>> {
         move || Dovecot::start(seed),
         |dove, c| endpoint(c).map_err(|e| anyhow!("{e:#}{}", dove.log_tail())),
     )?;
-    let system = t.system;
+    let system = t.system.clone();
     let locals = t.client_links();
     let progress = t.progress.clone();
     let client = move || -> Result<(crate::studies::imp::client::Outcome, Arc<Conn>)> {

@@ -131,7 +131,7 @@ pub fn run(t: &Trial, budgets: Budgets) -> Result<Vec<Metric>> {
         },
         |_nginx, c| endpoint(c),
     )?;
-    let system = t.system;
+    let system = t.system.clone();
     let locals = t.client_links();
     let progress = t.progress.clone();
     let client = move || -> Result<(crate::studies::imp::client::Outcome, Arc<Conn>)> {

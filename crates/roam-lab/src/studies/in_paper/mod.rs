@@ -3,6 +3,7 @@
 //! ([`crate::harness::matrix`]) into `results/in-paper/`, with a report that puts every cell beside the
 //! paper's claims.
 
+pub mod claims;
 pub mod fs;
 pub mod mail;
 pub mod paper;
@@ -14,15 +15,18 @@ use std::time::Duration;
 use anyhow::Result;
 use roam_trace::stats::scenario_stats;
 
-use crate::harness::matrix::{
-    self, cdf_file, event_curves, note_failed, note_system, seeds_line, TRIALS_LOG,
-};
-pub use crate::harness::matrix::{App, Plan, DEVELOPMENT_SEEDS, HELD_OUT_SEEDS, VERSION};
+use crate::harness::charts::charts;
+use crate::harness::charts::{cdf_file, event_curves};
+use crate::harness::matrix;
+use crate::harness::plan::{App, Plan};
+use crate::harness::results::{note_failed, note_system, seeds_line, TRIALS_LOG};
 use crate::harness::setup::DOVECOT;
+use crate::harness::study::{Defaults, Request, Study};
 use crate::harness::sweep;
-use crate::harness::system::System;
-use crate::report::compare::{advantages, cell, expected_outcome, gains, speedups};
+use crate::harness::system::{self, Builtin, System};
+use crate::report::compare::{advantages, cell, gains, speedups};
 use crate::report::Row;
+use claims::expected_outcome;
 
 /// Every application, in report order.
 pub fn apps() -> Vec<App> {
@@ -81,10 +85,13 @@ pub fn in_paper(plan: &Plan) -> Result<(String, Vec<Row>)> {
         plan, &all, &m.app_ix, &m.rows, &m.events, &m.notes, &m.version,
     );
     std::fs::write(plan.out.join("report.md"), &md)?;
-    matrix::charts(plan, &all, &m)?;
+    charts(plan, &all, &m)?;
     Ok((md, m.rows))
 }
 
+/// The report: how it was measured ([`report_head`]), the scenarios ([`scenarios_section`]),
+/// each application's cells per scenario ([`app_section`]), the paper's claims checked
+/// ([`claims_section`]) and what unfinished and failed trials said ([`notes_section`]).
 fn markdown(
     plan: &Plan,
     all: &[App],
@@ -95,6 +102,20 @@ fn markdown(
     measured: &str,
 ) -> String {
     let mut s = String::new();
+    report_head(&mut s, plan, rows, measured);
+    scenarios_section(&mut s, plan, all, app_ix);
+    for &a in app_ix {
+        app_section(&mut s, plan, &all[a], rows, events);
+    }
+    claims_section(&mut s, plan, all, app_ix, rows);
+    notes_section(&mut s, notes);
+    s
+}
+
+/// The report's title and first paragraphs: the code that measured it (`measured`), the
+/// trials per cell and the links, how to read a cell and what "unfinished" means, and the
+/// seeds of `rows`.
+fn report_head(s: &mut String, plan: &Plan, rows: &[Row], measured: &str) {
     let _ = writeln!(
         s,
         "# roam lab: the Intentional Networking evaluation, reproduced\n"
@@ -115,7 +136,7 @@ fn markdown(
          write-back not done within 60 s or as long again as the replay); such a trial counts towards \
          the median as slower than every finished one; a cell with one shows the median, and its seed \
          pairs with no other.\n",
-        crate::harness::matrix::written_by(measured),
+        crate::harness::results::written_by(measured),
         plan.trials,
         if plan.quick {
             ", **quick** (short workloads: not comparable with the paper's full runs)"
@@ -125,6 +146,11 @@ fn markdown(
         crate::harness::system::QUEUE_PACKETS,
     );
     let _ = writeln!(s, "{}\n", seeds_line(rows));
+}
+
+/// The scenarios: the paper's vehicular traces, then ours (seed 1) over the longest workload
+/// of the applications reported (`app_ix` into `all`).
+fn scenarios_section(s: &mut String, plan: &Plan, all: &[App], app_ix: &[usize]) {
     let _ = writeln!(
         s,
         "## Scenarios\n\nThe paper's vehicular traces:\n\n{}",
@@ -144,54 +170,68 @@ fn markdown(
             );
         }
     }
-    for &a in app_ix {
-        let app = &all[a];
-        let _ = writeln!(s, "## {}\n", app.name);
+}
+
+/// An application's section: its charts, then per scenario a table of every system's cells
+/// with roam's advantage over it and the paper's figure ([`system_row`]), and the chart of
+/// every event where there are events.
+fn app_section(s: &mut String, plan: &Plan, app: &App, rows: &[Row], events: &[Row]) {
+    let _ = writeln!(s, "## {}\n", app.name);
+    let _ = writeln!(
+        s,
+        "![{0} interactive]({0}-interactive.svg) ![{0} background]({0}-background.svg)\n",
+        app.name
+    );
+    for sc in &plan.scenarios {
+        let _ = writeln!(s, "### {} on `{sc}`\n", app.name);
         let _ = writeln!(
             s,
-            "![{0} interactive]({0}-interactive.svg) ![{0} background]({0}-background.svg)\n",
-            app.name
+            "| system | {} | {} | roam vs this: interactive | background (+: roam better) | paper |\n|---|---:|---:|---|---|---|",
+            app.interactive.1, app.background.1
         );
-        for sc in &plan.scenarios {
-            let _ = writeln!(s, "### {} on `{sc}`\n", app.name);
+        for sys in &plan.systems {
+            system_row(s, app, sc, sys, rows);
+        }
+        s.push('\n');
+        if !event_curves(plan, app, sc, events).is_empty() {
             let _ = writeln!(
                 s,
-                "| system | {} | {} | roam vs this: interactive | background (+: roam better) | paper |\n|---|---:|---:|---|---|---|",
-                app.interactive.1, app.background.1
+                "Every event of every trial ({}): ![{} on {sc}, events]({})\n",
+                app.event.1,
+                app.name,
+                cdf_file(app, sc)
             );
-            for sys in &plan.systems {
-                let i = cell(rows, app.name, sc, sys.name(), app.interactive.0);
-                let b = cell(rows, app.name, sc, sys.name(), app.background.0);
-                let (ri, rb) = if *sys == System::Roam {
-                    ("".to_string(), "".to_string())
-                } else {
-                    let adv = |m: &str, hb| advantages(rows, app.name, sc, sys.name(), m, hb);
-                    (
-                        speedups(&adv(app.interactive.0, false)),
-                        gains(&adv(app.background.0, app.background.2)),
-                    )
-                };
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {ri} | {rb} | {} |",
-                    sys.name(),
-                    i.cell(),
-                    b.cell(),
-                    paper::claim_text(app.name, sc, sys.name())
-                );
-            }
-            s.push('\n');
-            if !event_curves(plan, app, sc, events).is_empty() {
-                let _ = writeln!(
-                    s,
-                    "Every event of every trial ({}): ![{} on {sc}, events]({})\n",
-                    app.event.1,
-                    app.name,
-                    cdf_file(app, sc)
-                );
-            }
         }
     }
+}
+
+/// System `sys`'s row of `app`'s table on `sc`: its interactive and background cells, roam's
+/// advantage over it in each (empty for roam itself), and the paper's figure.
+fn system_row(s: &mut String, app: &App, sc: &str, sys: &System, rows: &[Row]) {
+    let i = cell(rows, app.name, sc, sys.name(), app.interactive.0);
+    let b = cell(rows, app.name, sc, sys.name(), app.background.0);
+    let (ri, rb) = if *sys == Builtin::Roam {
+        ("".to_string(), "".to_string())
+    } else {
+        let adv = |m: &str, hb| advantages(rows, app.name, sc, sys.name(), m, hb);
+        (
+            speedups(&adv(app.interactive.0, false)),
+            gains(&adv(app.background.0, app.background.2)),
+        )
+    };
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {ri} | {rb} | {} |",
+        sys.name(),
+        i.cell(),
+        b.cell(),
+        paper::claim_text(app.name, sc, sys.name())
+    );
+}
+
+/// The paper's claims, checked: what it leads one to expect of each application (`app_ix`
+/// into `all`) on each scenario, against what was measured ([`expected_outcome`]).
+fn claims_section(s: &mut String, plan: &Plan, all: &[App], app_ix: &[usize], rows: &[Row]) {
     let _ = writeln!(
         s,
         "## The paper's claims, checked\n\nChecked, not tuned: every claim the paper makes \
@@ -210,24 +250,87 @@ fn markdown(
         }
     }
     s.push('\n');
-    if !notes.is_empty() {
-        let _ = writeln!(
-            s,
-            "## Unfinished and failed trials\n\nWhat each trial that did not finish (or \
-             failed) said about it (also in `{TRIALS_LOG}`).\n"
-        );
-        for n in notes {
-            let _ = writeln!(s, "- {n}");
-        }
-        // The stall explains an MPTCP trial that ran and did not finish, not one that failed.
-        if notes
+}
+
+/// What each trial that did not finish (or failed) said, if any did; under an MPTCP trial
+/// that ran and did not finish, the stall traced so far ([`MPTCP_STALL`]).
+fn notes_section(s: &mut String, notes: &[String]) {
+    if notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Unfinished and failed trials\n\nWhat each trial that did not finish (or \
+         failed) said about it (also in `{TRIALS_LOG}`).\n"
+    );
+    for n in notes {
+        let _ = writeln!(s, "- {n}");
+    }
+    // The stall explains an MPTCP trial that ran and did not finish, not one that failed.
+    if notes
+        .iter()
+        .any(|n| note_system(n) == Some(Builtin::Mptcp.name()) && !note_failed(n))
+    {
+        let _ = writeln!(s, "\n{MPTCP_STALL}");
+    }
+}
+
+/// `roam lab in-paper`: the Intentional Networking evaluation.
+pub struct InPaper;
+
+impl Study for InPaper {
+    fn name(&self) -> &'static str {
+        "in-paper"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Intentional Networking (Higgins et al., MobiCom 2010) §7: file system, e-mail and \
+         vehicular sensing on the hotspot, intermittent and vehicular traces"
+    }
+
+    fn defaults(&self) -> Defaults {
+        let names = apps()
             .iter()
-            .any(|n| note_system(n) == Some(System::Mptcp.name()) && !note_failed(n))
-        {
-            let _ = writeln!(s, "\n{MPTCP_STALL}");
+            .map(|a| a.name.to_string())
+            .collect::<Vec<_>>();
+        Defaults {
+            scenarios: SCENARIOS.map(String::from).to_vec(),
+            quick_scenarios: vec!["vehicular".into()],
+            apps: names.clone(),
+            quick_apps: names,
+            jobs: 1,
+            quick_jobs: None,
+            out: "results/in-paper",
         }
     }
-    s
+
+    fn apps(&self) -> Vec<App> {
+        apps()
+    }
+
+    fn system(&self, name: &str) -> Result<System> {
+        system::parse(name)
+    }
+
+    fn systems(&self, _quick: bool) -> Vec<System> {
+        Builtin::all()
+    }
+
+    fn paper_figure(&self, app: &str, scenario: &str, system: &str) -> Option<String> {
+        Some(paper::claim_text(app, scenario, system)).filter(|t| !t.is_empty())
+    }
+
+    fn measure(&self, plan: &Plan, _request: &Request) -> Result<(String, Vec<Row>)> {
+        in_paper(plan)
+    }
+
+    /// The headline table of every scenario.
+    fn summary(&self, plan: &Plan, _report: &str, rows: &[Row]) -> String {
+        plan.scenarios
+            .iter()
+            .map(|s| format!("{}\n", headline(rows, s)))
+            .collect()
+    }
 }
 
 /// What the report says under unfinished MPTCP trials: the one kind of MPTCP stall traced so
@@ -251,9 +354,9 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
             app.name, app.interactive.1, app.background.1
         );
         let best = [
-            System::Aggregation,
-            System::BestLatency,
-            System::BestBandwidth,
+            Builtin::Aggregation,
+            Builtin::BestLatency,
+            Builtin::BestBandwidth,
         ]
         .into_iter()
         .map(|b| {
@@ -265,11 +368,11 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
         .filter(|(_, c)| c.median.is_finite())
         .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
         .map(|(b, _)| b);
-        let ran = |sys: &System| {
+        let ran = |sys: &Builtin| {
             rows.iter()
                 .any(|r| r.app == app.name && r.scenario == scenario && r.system == sys.name())
         };
-        for sys in [Some(System::Roam), Some(System::Mptcp), best]
+        for sys in [Some(Builtin::Roam), Some(Builtin::Mptcp), best]
             .into_iter()
             .flatten()
             .filter(ran)
@@ -294,9 +397,10 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::matrix::read_notes;
-    use crate::harness::matrix::tests::mail_plan;
-    use crate::report::compare::test_rows::rows;
+    use crate::harness::results::read_notes;
+    use crate::harness::results::tests::mail_plan;
+    use crate::harness::results::VERSION;
+    use claims::test_rows::rows;
 
     /// The notes a report shows are those of the trials it reports: a resumed run drops the
     /// notes of the trials it runs again.

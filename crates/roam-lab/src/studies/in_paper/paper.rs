@@ -17,7 +17,7 @@ pub enum Side {
 /// One claim of the paper: for `app` on the scenarios `on` selects, against every system in
 /// `against`, roam's advantage on `side` is at least `at_least` (the other system's
 /// interactive metric over roam's; for the background metric roam's relative standing, above
-/// 1 when roam is better, as `outcome::advantages` computes it). `text` quotes the paper.
+/// 1 when roam is better, as `report::compare::advantages` computes it). `text` quotes the paper.
 #[derive(Clone, Copy, Debug)]
 pub struct Claim {
     /// Application.

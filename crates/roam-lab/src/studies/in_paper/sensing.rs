@@ -167,128 +167,198 @@ impl Client<'_> {
 /// urgent message's one-way latency (one never delivered counts as unfinished).
 pub const EVENT: &str = "urgent_ms";
 
-/// Run one trial (the trial's emulator is up).
-pub fn run(t: &Trial) -> Result<Vec<Metric>> {
-    let duration = t.duration;
-    let urgent_at = urgent_schedule(duration, t.seed);
-    // Send times are on the emulator's clock, so the urgent log lines up with the link logs.
-    let epoch = t.emu.clock().epoch();
-    let arrivals: Arc<Mutex<Vec<Arrival>>> = Arc::default();
-    let system = t.system;
-    let arr = arrivals.clone();
-    let server = t.start_server(
-        "sensing",
-        PORT,
-        || Ok(()),
-        move |(), c| {
-            while let Some(m) = c.recv()? {
-                let at_ns = epoch.elapsed().as_nanos() as u64;
-                if m.data.len() < 17 {
-                    continue;
-                }
-                arr.lock().unwrap().push(Arrival {
-                    kind: m.data[0],
-                    bytes: m.data.len(),
-                    sent_ns: u64::from_le_bytes(m.data[5..13].try_into().unwrap()),
-                    at_ns,
-                });
-            }
-            Ok(())
-        },
-    )?;
-    let locals = t.client_links();
-    let progress = t.progress.clone();
-    let client = move || -> Result<(u64, u64, u32, Conn)> {
-        let conn = Conn::connect(system, &locals, PORT)?;
+/// The server: record every message's arrival (on the clock of `epoch`, the one the send
+/// times are on) in `arrivals` until the connection ends.
+fn serve(c: Arc<Conn>, epoch: Instant, arrivals: Arc<Mutex<Vec<Arrival>>>) -> Result<()> {
+    while let Some(m) = c.recv()? {
+        let at_ns = epoch.elapsed().as_nanos() as u64;
+        if m.data.len() < 17 {
+            continue;
+        }
+        arrivals.lock().unwrap().push(Arrival {
+            kind: m.data[0],
+            bytes: m.data.len(),
+            sent_ns: u64::from_le_bytes(m.data[5..13].try_into().unwrap()),
+            at_ns,
+        });
+    }
+    Ok(())
+}
+
+/// What the vehicle sent, and dropped, over a trial.
+struct Uploaded {
+    /// Raw sample bytes the sensors produced.
+    raw_generated: u64,
+    /// Raw sample bytes dropped unsent (superseded while the connection could not take them).
+    raw_dropped: u64,
+    /// Urgent messages sent.
+    urgent_sent: u32,
+}
+
+/// The vehicle while it drives: the client, the urgent messages still to send, and the bulk
+/// data the connection has not yet taken.
+struct Vehicle<'a> {
+    cl: Client<'a>,
+    /// Fires when a thunk of a deferred background send does (roam): the connection can take
+    /// more.
+    ready_rx: mpsc::Receiver<()>,
+    /// When the drive started (second 0 of the schedule).
+    start: Instant,
+    /// Bulk data a roam connection has not yet taken.
+    pending: Option<Pending>,
+    /// The plain application's seconds aggregated while unable to send.
+    plain_cover: u32,
+    /// When the urgent messages still to send are due (seconds from `start`).
+    urgent: std::iter::Peekable<std::vec::IntoIter<f64>>,
+    urgent_seq: u32,
+    raw_generated: u64,
+}
+
+impl<'a> Vehicle<'a> {
+    /// A vehicle about to drive over `conn`, its send times on the clock of `epoch`, with
+    /// urgent messages due at `urgent_at` (seconds from now).
+    fn new(conn: &'a Conn, epoch: Instant, urgent_at: Vec<f64>) -> Vehicle<'a> {
         let (ready, ready_rx) = mpsc::channel();
-        let mut cl = Client {
-            conn: &conn,
+        let cl = Client {
+            conn,
             epoch,
             ready,
             raw_dropped: 0,
         };
-        let start = Instant::now();
-        let mut pending: Option<Pending> = None;
-        let mut plain_cover = 0u32; // plain app: seconds aggregated while unable to send
-        let mut urgent = urgent_at.into_iter().peekable();
-        let mut urgent_seq = 0;
-        let secs = duration.as_secs() as u32;
-        let mut raw_generated = 0u64;
-        for sec in 0..secs {
-            let tick = start + Duration::from_secs(sec as u64);
-            // Wait for the tick, sending urgent messages and retrying deferred data meanwhile.
-            loop {
-                let next_u = urgent
-                    .peek()
-                    .map(|&u| start + Duration::from_secs_f64(u))
-                    .filter(|&u| u <= tick);
-                let wake = next_u.unwrap_or(tick);
-                let left = wake.saturating_duration_since(Instant::now());
-                if ready_rx.recv_timeout(left).is_ok() {
-                    if let Some(p) = pending.take() {
-                        pending = cl.push(p)?;
-                    }
-                    continue;
-                }
-                if next_u.is_some() {
-                    urgent.next();
-                    let m = message(Kind::Urgent, urgent_seq, cl.now_ns(), 0, URGENT);
-                    urgent_seq += 1;
-                    conn.send(Label::ForegroundSmall, &[], m, None)?;
-                    continue;
-                }
-                break;
-            }
-            progress(sec as u64 + 1);
-            raw_generated += RAW_PER_S as u64;
-            if cl.conn_is_roam() {
-                let cover = match pending.take() {
-                    // The thunk did not fire before this sample: drop the old raw sample,
-                    // re-average the summary over one more second.
-                    Some(p) => {
-                        if let Some(h) = &p.handle {
-                            h.cancel();
-                        }
-                        cl.raw_dropped += RAW_PER_S as u64;
-                        (p.cover + 1).min(MAX_COVER)
-                    }
-                    None => 1,
-                };
-                pending = cl.push(Pending {
-                    cover,
-                    summary: None,
-                    raw_seq: sec,
-                    handle: None,
-                })?;
-            } else if conn.stalled_for() > Duration::from_secs(1) {
-                cl.raw_dropped += RAW_PER_S as u64;
-                plain_cover = (plain_cover + 1).min(MAX_COVER);
-            } else {
-                let p = Pending {
-                    cover: plain_cover + 1,
-                    summary: None,
-                    raw_seq: sec,
-                    handle: None,
-                };
-                plain_cover = 0;
-                cl.push(p)?;
-            }
+        Vehicle {
+            cl,
+            ready_rx,
+            start: Instant::now(),
+            pending: None,
+            plain_cover: 0,
+            urgent: urgent_at.into_iter().peekable(),
+            urgent_seq: 0,
+            raw_generated: 0,
         }
-        let dropped = cl.raw_dropped;
-        // Pending data is abandoned; the connection stays open for urgent messages in flight.
-        if let Some(h) = pending.and_then(|p| p.handle) {
+    }
+
+    /// Wait for `tick` (the next second's sample), sending the urgent messages due by then
+    /// ({foreground, small}) and retrying deferred bulk data whenever a thunk fires.
+    fn until_tick(&mut self, tick: Instant) -> Result<()> {
+        loop {
+            let next_u = self
+                .urgent
+                .peek()
+                .map(|&u| self.start + Duration::from_secs_f64(u))
+                .filter(|&u| u <= tick);
+            let wake = next_u.unwrap_or(tick);
+            let left = wake.saturating_duration_since(Instant::now());
+            if self.ready_rx.recv_timeout(left).is_ok() {
+                if let Some(p) = self.pending.take() {
+                    self.pending = self.cl.push(p)?;
+                }
+                continue;
+            }
+            if next_u.is_some() {
+                self.urgent.next();
+                let m = message(Kind::Urgent, self.urgent_seq, self.cl.now_ns(), 0, URGENT);
+                self.urgent_seq += 1;
+                self.cl.conn.send(Label::ForegroundSmall, &[], m, None)?;
+                continue;
+            }
+            return Ok(());
+        }
+    }
+
+    /// Hand second `sec`'s summary and raw sample to the connection, the way the system's
+    /// application does ([`Vehicle::bulk_roam`], [`Vehicle::bulk_plain`]).
+    fn bulk(&mut self, sec: u32) -> Result<()> {
+        self.raw_generated += RAW_PER_S as u64;
+        if self.cl.conn_is_roam() {
+            self.bulk_roam(sec)
+        } else {
+            self.bulk_plain(sec)
+        }
+    }
+
+    /// With roam: the second's data joins what the connection has not taken yet, then goes
+    /// out or waits for a thunk.
+    fn bulk_roam(&mut self, sec: u32) -> Result<()> {
+        let cover = match self.pending.take() {
+            // The thunk did not fire before this sample: drop the old raw sample,
+            // re-average the summary over one more second.
+            Some(p) => {
+                if let Some(h) = &p.handle {
+                    h.cancel();
+                }
+                self.cl.raw_dropped += RAW_PER_S as u64;
+                (p.cover + 1).min(MAX_COVER)
+            }
+            None => 1,
+        };
+        self.pending = self.cl.push(Pending {
+            cover,
+            summary: None,
+            raw_seq: sec,
+            handle: None,
+        })?;
+        Ok(())
+    }
+
+    /// Without roam (the unmodified application): after more than 1 s of not being able to
+    /// send, drop the raw sample and aggregate the summary; else send the summary (covering
+    /// the seconds aggregated so far) and the raw sample.
+    fn bulk_plain(&mut self, sec: u32) -> Result<()> {
+        if self.cl.conn.stalled_for() > Duration::from_secs(1) {
+            self.cl.raw_dropped += RAW_PER_S as u64;
+            self.plain_cover = (self.plain_cover + 1).min(MAX_COVER);
+        } else {
+            let p = Pending {
+                cover: self.plain_cover + 1,
+                summary: None,
+                raw_seq: sec,
+                handle: None,
+            };
+            self.plain_cover = 0;
+            self.cl.push(p)?;
+        }
+        Ok(())
+    }
+
+    /// End the drive: pending data is abandoned; the connection stays open for urgent
+    /// messages in flight.
+    fn stop(self) -> Uploaded {
+        let dropped = self.cl.raw_dropped;
+        if let Some(h) = self.pending.and_then(|p| p.handle) {
             h.cancel();
         }
-        Ok((raw_generated, dropped, urgent_seq, conn))
-    };
-    let (raw_generated, raw_dropped, urgent_sent, conn) = match t.run_client("sensing", client) {
-        Ok(x) => x,
-        Err(e) => {
-            let _ = server.finish(None);
-            return Err(e);
+        Uploaded {
+            raw_generated: self.raw_generated,
+            raw_dropped: dropped,
+            urgent_sent: self.urgent_seq,
         }
-    };
-    // Give in-flight urgent messages up to 30 s to arrive.
+    }
+}
+
+/// Drive for `duration` over `conn` (send times on the clock of `epoch`): each second, wait
+/// for its tick sending the urgent messages due ([`Vehicle::until_tick`]), then hand that
+/// second's data to the connection ([`Vehicle::bulk`]). `progress` hears the seconds done.
+fn drive(
+    conn: &Conn,
+    epoch: Instant,
+    urgent_at: Vec<f64>,
+    duration: Duration,
+    progress: &(dyn Fn(u64) + Send + Sync),
+) -> Result<Uploaded> {
+    let mut v = Vehicle::new(conn, epoch, urgent_at);
+    let secs = duration.as_secs() as u32;
+    for sec in 0..secs {
+        let tick = v.start + Duration::from_secs(sec as u64);
+        v.until_tick(tick)?;
+        progress(sec as u64 + 1);
+        v.bulk(sec)?;
+    }
+    Ok(v.stop())
+}
+
+/// Give in-flight urgent messages up to 30 s to arrive: until `arrivals` holds as many as
+/// were sent (`urgent_sent`).
+fn await_urgent(arrivals: &Mutex<Vec<Arrival>>, urgent_sent: u32) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let n = arrivals
@@ -302,50 +372,116 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// What the server received.
+struct Received {
+    /// The urgent messages' one-way latencies, ms, in increasing order.
+    urgent: Vec<f64>,
+    /// Summary and raw bytes delivered within the workload.
+    bulk: usize,
+    /// Raw bytes delivered within the workload.
+    raw: usize,
+}
+
+impl Received {
+    /// What `arrivals` hold, the bulk counted up to the workload's end (`duration` after the
+    /// epoch).
+    fn of(a: &[Arrival], duration: Duration) -> Received {
+        let end_ns = duration.as_nanos() as u64;
+        let mut urgent: Vec<f64> = a
+            .iter()
+            .filter(|x| x.kind == Kind::Urgent as u8)
+            .map(|x| (x.at_ns.saturating_sub(x.sent_ns)) as f64 / 1e6)
+            .collect();
+        let bulk: usize = a
+            .iter()
+            .filter(|x| x.kind != Kind::Urgent as u8 && x.at_ns <= end_ns)
+            .map(|x| x.bytes)
+            .sum();
+        let raw: usize = a
+            .iter()
+            .filter(|x| x.kind == Kind::Raw as u8 && x.at_ns <= end_ns)
+            .map(|x| x.bytes)
+            .sum();
+        urgent.sort_by(f64::total_cmp);
+        Received { urgent, bulk, raw }
+    }
+}
+
+/// Run one trial (the trial's emulator is up): start the server (`serve`), drive
+/// (`drive`), wait for the urgent messages in flight (`await_urgent`), and report what
+/// the server received (`Received`, `metrics`).
+pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    let duration = t.duration;
+    let urgent_at = urgent_schedule(duration, t.seed);
+    // Send times are on the emulator's clock, so the urgent log lines up with the link logs.
+    let epoch = t.emu.clock().epoch();
+    let arrivals: Arc<Mutex<Vec<Arrival>>> = Arc::default();
+    let system = t.system.clone();
+    let arr = arrivals.clone();
+    let server = t.start_server(
+        "sensing",
+        PORT,
+        || Ok(()),
+        move |(), c| serve(c, epoch, arr),
+    )?;
+    let locals = t.client_links();
+    let progress = t.progress.clone();
+    let client = move || -> Result<(Uploaded, Conn)> {
+        let conn = Conn::connect(system, &locals, PORT)?;
+        let up = drive(&conn, epoch, urgent_at, duration, &*progress)?;
+        Ok((up, conn))
+    };
+    let (up, conn) = match t.run_client("sensing", client) {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = server.finish(None);
+            return Err(e);
+        }
+    };
+    await_urgent(&arrivals, up.urgent_sent);
     let (recovery, _) = server.finish(Some(&conn));
     let a = arrivals.lock().unwrap();
-    let end_ns = duration.as_nanos() as u64;
-    let mut urgent: Vec<f64> = a
-        .iter()
-        .filter(|x| x.kind == Kind::Urgent as u8)
-        .map(|x| (x.at_ns.saturating_sub(x.sent_ns)) as f64 / 1e6)
-        .collect();
-    let bulk: usize = a
-        .iter()
-        .filter(|x| x.kind != Kind::Urgent as u8 && x.at_ns <= end_ns)
-        .map(|x| x.bytes)
-        .sum();
-    let raw: usize = a
-        .iter()
-        .filter(|x| x.kind == Kind::Raw as u8 && x.at_ns <= end_ns)
-        .map(|x| x.bytes)
-        .sum();
+    let got = Received::of(&a, duration);
     t.keep_log("sensing-urgent.csv", || urgent_csv(&a))?;
-    urgent.sort_by(f64::total_cmp);
-    let lost = urgent_sent as usize - urgent.len().min(urgent_sent as usize);
+    let lost = up.urgent_sent as usize - got.urgent.len().min(up.urgent_sent as usize);
     let never = std::iter::repeat_n(crate::report::UNFINISHED, lost);
-    t.event_latencies(EVENT, urgent.iter().copied().chain(never));
-    Ok(vec![
-        Metric::new("urgent_ms", crate::report::median(&urgent), "ms"),
-        Metric::new("urgent_mean_ms", crate::report::mean(&urgent), "ms"),
+    t.event_latencies(EVENT, got.urgent.iter().copied().chain(never));
+    Ok(metrics(&got, &up, lost, duration, recovery))
+}
+
+/// The trial's metrics: the urgent messages' latencies and losses (`lost` of them), the bulk
+/// throughput over `duration` and the raw samples' fates, then the connection's `recovery`
+/// costs.
+fn metrics(
+    got: &Received,
+    up: &Uploaded,
+    lost: usize,
+    duration: Duration,
+    recovery: Vec<Metric>,
+) -> Vec<Metric> {
+    vec![
+        Metric::new("urgent_ms", crate::report::median(&got.urgent), "ms"),
+        Metric::new("urgent_mean_ms", crate::report::mean(&got.urgent), "ms"),
         Metric::new("urgent_lost", lost as f64, "msgs"),
         Metric::new(
             "bulk_kBps",
-            bulk as f64 / 1e3 / duration.as_secs_f64(),
+            got.bulk as f64 / 1e3 / duration.as_secs_f64(),
             "KB/s",
         ),
         Metric::new(
             "raw_delivered_fraction",
-            raw as f64 / raw_generated.max(1) as f64,
+            got.raw as f64 / up.raw_generated.max(1) as f64,
             "",
         ),
         Metric::new(
             "raw_dropped_fraction",
-            raw_dropped as f64 / raw_generated.max(1) as f64,
+            up.raw_dropped as f64 / up.raw_generated.max(1) as f64,
             "",
         ),
     ]
     .into_iter()
     .chain(recovery)
-    .collect())
+    .collect()
 }

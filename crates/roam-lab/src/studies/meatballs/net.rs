@@ -1,4 +1,4 @@
-//! The Meatballs thesis's network-selection workload (seed 000 §4.4.2): a user sends a request
+//! The Meatballs thesis's network-selection workload (Meatballs thesis §4.4.2): a user sends a request
 //! of about 1 KB and waits for a response of about 4 KB, then thinks for U(10, 30) s, for 20
 //! minutes. Every request and response is a small foreground IROB; the system under test
 //! ([`crate::studies::meatballs::selection::Selection`]) decides which network each goes over, and whether over
@@ -104,7 +104,10 @@ struct Measured {
 
 /// Run one trial.
 pub fn run(t: &Trial) -> Result<Vec<Metric>> {
-    if let crate::harness::system::System::Select(s) = t.system {
+    if let Some(s) = t
+        .system
+        .get::<crate::studies::meatballs::selection::Selection>()
+    {
         if !s.network() {
             bail!(
                 "`{}` is a speech rule, not a network-selection one",
@@ -113,7 +116,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         }
     }
     let server = t.start_server("meatballs", PORT, || Ok(()), |(), c| serve(c))?;
-    let (system, seed, duration) = (t.system, t.seed, t.duration);
+    let (system, seed, duration) = (t.system.clone(), t.seed, t.duration);
     let locals = t.client_links();
     let progress = t.progress.clone();
     let client = move || -> Result<(Measured, Arc<Conn>)> {

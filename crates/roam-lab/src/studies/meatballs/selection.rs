@@ -1,4 +1,4 @@
-//! How `roam lab meatballs` decides (seed 000 §4.4.2-4.4.3): per request, which network
+//! How `roam lab meatballs` decides (Meatballs thesis §4.4.2-4.4.3): per request, which network
 //! (the thesis's three baselines and Meatballs with each evaluation method at each cost level;
 //! every one over roam-net with the same application, only the multi-sockets' configuration
 //! differs, at both ends); per utterance, where to recognise speech (local-only, remote-only,
@@ -7,6 +7,8 @@
 use roam_decide::{CostLevel, Method, Prices};
 use roam_net::proto::session::{Config, NetworkChoice, Redundancy};
 use roam_net::Label;
+
+use crate::harness::system::{SystemUnderTest, Transport};
 
 /// A network-selection rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -147,6 +149,26 @@ impl Selection {
             Selection::Meatballs(m, l) => Some(Redundancy::new(m, Prices::level(l))),
             _ => None,
         };
+    }
+}
+
+/// A selection rule is a system under test: roam's multi-sockets over both links, configured
+/// by the rule ([`Selection::configure`]).
+impl SystemUnderTest for Selection {
+    fn name(&self) -> &str {
+        Selection::name(*self)
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Roam
+    }
+
+    fn configure(&self, config: &mut Config) {
+        Selection::configure(*self, config)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

@@ -2,22 +2,29 @@
 //! and block size (FastHLA's engine, `roam-transfer`), or with `--auto` the parameters FastHLA's
 //! broker chooses per cluster of file sizes; a progress line, an optional log of one JSON record
 //! per file, and the broker's log of the transfer (uploaded to an HLA server with `--hla`).
-//! `roam hla serve` and `roam hla train`: the HLA server, and its analysis run once on a file.
+//!
+//! The transfer itself is FastHLA's client session ([`roam_transfer::session`]: survey, plan,
+//! groups over the survey's connections), the one the lab measures. What is the command's own:
+//! [`get`] gathers the files ([`files_to_get`]), checks the options ([`fixed_params`]), opens
+//! the broker ([`Learning::open`]) and fetches the HLA server's update
+//! ([`Learning::fetch_update`]); it runs the session, showing its plan and a progress line
+//! ([`Show`]); then it hands the broker its records ([`Learning::record`]), says what happened
+//! ([`say`]), and uploads and keeps the broker's logs ([`Learning::share`]).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use roam_core::progress::Progress;
 use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Choice, Source};
-use roam_transfer::engine::Connector;
 use roam_transfer::hla::{LogContext, Record};
-use roam_transfer::model::{accuracy, training_set, Condition, Kind};
-use roam_transfer::{mixed, server, Engine, FileSpec, Params, Protocol, Report};
+use roam_transfer::model::Condition;
+use roam_transfer::session::{self, Group, Network, Options, Outcome, Session, Tuning, Watch};
+use roam_transfer::{server, Engine, FileSpec, Params, Protocol, Report};
 
-use crate::progress;
+use super::{append_log, failures, progress, self_cpu, Reach};
 
 /// Arguments of `roam transfer get`.
 #[derive(Args, Debug)]
@@ -84,7 +91,7 @@ pub struct GetArgs {
     radio: String,
     /// The most channels (concurrency x parallelism, summed over the size clusters) --auto may
     /// open.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = session::MAX_CHANNELS)]
     max_channels: u32,
 }
 
@@ -101,32 +108,6 @@ fn default_state() -> Result<PathBuf> {
     Ok(base.join("roam/transfer-broker.json"))
 }
 
-/// How servers are reached (`roam transfer get` and `put`).
-#[derive(Args, Debug)]
-pub(crate) struct Reach {
-    /// Reach the servers through this SOCKS5 proxy: `roam net proxy` (with `--label
-    /// PORT=background-large` for the servers' port) carries every connection over a roam-net
-    /// multi-socket, so the transfer uses every network the device has.
-    #[arg(long, value_name = "ADDR:PORT")]
-    socks5: Option<std::net::SocketAddr>,
-    /// Also trust the certificate authorities in this PEM file for https:// servers (a
-    /// private server's own authority, or its self-signed certificate); the system's
-    /// (/etc/ssl/certs) are always trusted.
-    #[arg(long, value_name = "FILE")]
-    ca: Option<PathBuf>,
-}
-
-impl Reach {
-    /// The engine's connector these options describe.
-    pub(crate) fn connector(&self) -> Result<Connector> {
-        let c = Connector::new(self.socks5);
-        Ok(match &self.ca {
-            Some(ca) => c.with_ca_file(ca)?,
-            None => c,
-        })
-    }
-}
-
 /// Run it: 0 when every file arrived, an error naming the failed ones otherwise.
 pub fn get(a: &GetArgs) -> Result<()> {
     let protocol = if a.http2 {
@@ -135,6 +116,76 @@ pub fn get(a: &GetArgs) -> Result<()> {
         Protocol::Http1
     };
     let rt = tokio::runtime::Runtime::new()?;
+    let specs = files_to_get(a, &rt, protocol)?;
+    let files = specs.len() as u64;
+    // Before the survey and the plan: two files under one name are refused.
+    let session = Session::new(specs, session_options(a)?)?;
+    let fixed = fixed_params(a, protocol)?;
+    let mut learning = Learning::open(a)?;
+    let mut show = Show {
+        auto: a.auto,
+        files,
+        bar: None,
+    };
+    let cpu0 = self_cpu();
+    let outcome = rt.block_on(async {
+        if let (true, Some(url)) = (a.auto, &a.hla) {
+            learning.fetch_update(url).await;
+        }
+        let broker = &learning.broker;
+        let tuning = if a.auto {
+            Tuning::Broker {
+                broker,
+                max_channels: a.max_channels,
+            }
+        } else {
+            Tuning::Fixed(fixed)
+        };
+        let network = Network {
+            rtt_ms: None, // the survey's
+            bandwidth_mbps: a.bandwidth.or(broker.fastest_mbps()).unwrap_or(10.0),
+        };
+        session.run(&tuning, network, &a.out, &mut show).await
+    });
+    if let Some(bar) = show.bar.take() {
+        bar.finish();
+    }
+    let outcome = outcome?;
+    // The groups ran at once: each record carries the whole transfer's CPU.
+    let cpu_s = self_cpu() - cpu0;
+    let ask = learning.record(&outcome, &a.radio, cpu_s)?;
+    let whole = outcome.whole();
+    if let Some(path) = &a.log {
+        append_log(path, &whole)?;
+    }
+    say(&whole);
+    learning.share(&rt, a.hla.as_deref(), ask)?;
+    failures(&whole)
+}
+
+/// How the session reaches servers (`--socks5`, `--ca`), whether it surveys with fixed
+/// parameters (when the broker logs the transfer), `--http2`, and stealing (`--min-steal`,
+/// `--no-steal`).
+fn session_options(a: &GetArgs) -> Result<Options> {
+    Ok(Options {
+        connector: a.reach.connector()?,
+        survey: Learning::wanted(a),
+        http2: a.http2,
+        min_steal: if a.no_steal {
+            u64::MAX
+        } else {
+            a.min_steal.max(1)
+        },
+        time_limit: None,
+    })
+}
+
+/// The files to get: the URLs given (a directory's by its listing) and the `--list` file's.
+fn files_to_get(
+    a: &GetArgs,
+    rt: &tokio::runtime::Runtime,
+    protocol: Protocol,
+) -> Result<Vec<FileSpec>> {
     let mut specs = Vec::new();
     for u in &a.urls {
         if !u.ends_with('/') {
@@ -165,8 +216,11 @@ pub fn get(a: &GetArgs) -> Result<()> {
     if specs.is_empty() {
         bail!("nothing to download: give URLs or --list FILE");
     }
-    // Before the survey and the plan: size clusters run at once, each its own engine.
-    roam_transfer::distinct_names(&specs)?;
+    Ok(specs)
+}
+
+/// The options checked before any byte moves; the parameters `--cc`, `--p` and `--bs` give.
+fn fixed_params(a: &GetArgs, protocol: Protocol) -> Result<Params> {
     if let Some(b) = a.bandwidth {
         if !(b.is_finite() && b > 0.0) {
             bail!("--bandwidth {b}: expected a positive number of Mbit/s");
@@ -184,148 +238,56 @@ pub fn get(a: &GetArgs) -> Result<()> {
     fixed.validate()?;
     // Check the radio profile before moving any byte.
     modelled_energy_per_100mb(&a.radio, 1, Duration::from_secs(1))?;
-    let with_broker = a.auto || a.hla.is_some() || a.state.is_some();
-    let state = match &a.state {
-        Some(p) => p.clone(),
-        None => default_state()?,
-    };
-    let mut broker = if with_broker {
-        Broker::load(&state)?
-    } else {
-        Broker::default()
-    };
-    let cpu0 = self_cpu();
-    let runs = rt.block_on(async {
-        if let (true, Some(url), false) = (a.auto, &a.hla, broker.has_update()) {
-            match server::fetch_update(url).await {
-                Ok(u) => broker.apply(u),
-                Err(e) => eprintln!("no update from the HLA server (defaults until there is): {e}"),
-            }
+    Ok(fixed)
+}
+
+/// What the session shows as it runs: with `--auto`, each group's parameters and where they
+/// came from, before any file moves; then the progress line over the groups' engines.
+struct Show {
+    auto: bool,
+    /// Files in all.
+    files: u64,
+    bar: Option<Progress>,
+}
+
+impl Watch for Show {
+    fn planned(&mut self, groups: &[Group]) {
+        if !self.auto {
+            return;
         }
-        // The plan: one group with the given parameters, or the broker's per size cluster.
-        let mut groups: Vec<(Vec<FileSpec>, Choice, Condition)> = Vec::new();
-        let survey_params = Params {
-            cc: roam_transfer::SURVEY_CC,
-            protocol,
-            ..Params::default()
-        };
-        let min_steal = if a.no_steal { u64::MAX } else { a.min_steal.max(1) };
-        let connector = a.reach.connector()?;
-        // The survey's connections, open and warm, carry the transfer after it.
-        let probe = if with_broker {
-            Some(Engine::with_connector(survey_params, connector.clone())?.with_min_steal(min_steal))
-        } else {
-            None
-        };
-        let survey = match &probe {
-            Some(e) => {
-                let sv = Arc::new(e.sharing(survey_params)?).survey(&specs).await?;
-                sv.apply(&mut specs);
-                Some(sv)
+        for g in groups {
+            if let Some(n) = g.note {
+                eprintln!("{n}");
             }
-            None => None,
-        };
-        let bandwidth = a.bandwidth.or(broker.fastest_mbps()).unwrap_or(10.0);
-        let condition = |mean: f64, rtt_ms: f64| Condition {
-            rtt_ms,
-            bandwidth_mbps: bandwidth,
-            mean_file_bytes: mean,
-        };
-        match &survey {
-            Some(sv) if a.auto => {
-                let choose =
-                    |mean: f64, _n: usize| broker.choose(&condition(mean, sv.rtt_ms)).params;
-                for c in mixed::plan(&sv.sizes, choose, a.max_channels) {
-                    let cond = condition(c.mean_size, sv.rtt_ms);
-                    let mut choice = broker.choose(&cond);
-                    choice.params = c.params; // as scaled to the channel limit
-                    let (version, note) = sv.version(c.params.protocol, &c.files, a.http2);
-                    choice.params.protocol = version;
-                    if let Some(n) = note {
-                        eprintln!("{n}");
+            let p = g.choice.params;
+            eprintln!(
+                "{} file(s) of {:.0} KB on average: cc {} p {} bs {} {} ({})",
+                g.files.len(),
+                g.condition.mean_file_bytes / 1e3,
+                p.cc,
+                p.p,
+                p.bs,
+                p.protocol.name(),
+                match g.choice.source {
+                    Source::Cache => "the cache",
+                    Source::Model => "the model",
+                    Source::Default => {
+                        "defaults: nothing learnt yet (no HLA server update, or its logs all dropped as failed or faster than --bandwidth)"
                     }
-                    eprintln!(
-                        "{} file(s) of {:.0} KB on average: cc {} p {} bs {} {} ({})",
-                        c.files.len(),
-                        c.mean_size / 1e3,
-                        c.params.cc,
-                        c.params.p,
-                        c.params.bs,
-                        version.name(),
-                        match choice.source {
-                            Source::Cache => "the cache",
-                            Source::Model => "the model",
-                            Source::Default => {
-                                "defaults: nothing learnt yet (no HLA server update, or its logs all dropped as failed or faster than --bandwidth)"
-                            }
-                        }
-                    );
-                    groups.push((
-                        c.files.iter().map(|&i| specs[i].clone()).collect(),
-                        choice,
-                        cond,
-                    ));
                 }
-            }
-            _ => {
-                let (mean, rtt) = survey.as_ref().map_or((0.0, 0.0), |sv| {
-                    (
-                        sv.sizes.iter().sum::<u64>() as f64 / sv.sizes.len().max(1) as f64,
-                        sv.rtt_ms,
-                    )
-                });
-                let choice = Choice {
-                    params: fixed,
-                    source: Source::Default,
-                    expected_mbps: None,
-                };
-                groups.push((specs.clone(), choice, condition(mean, rtt)));
-            }
-        }
-        let engines = groups
-            .iter()
-            .map(|g| match &probe {
-                Some(e) => e.sharing(g.1.params).map(Arc::new),
-                None => Engine::with_connector(g.1.params, connector.clone())
-                    .map(|e| Arc::new(e.with_min_steal(min_steal))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let counters = progress::Counters::of(engines.iter().map(|e| e.as_ref()));
-        let ticker = progress::spawn(counters, specs.len() as u64, "received");
-        let runs = futures_join(engines.iter().zip(&groups).map(|(e, g)| {
-            let (e, files, out) = (e.clone(), g.0.clone(), a.out.clone());
-            async move { e.run(&files, &out).await }
-        }))
-        .await;
-        ticker.finish();
-        let mut out = Vec::new();
-        for (r, g) in runs.into_iter().zip(groups) {
-            out.push((r?, g.1, g.2));
-        }
-        Ok::<_, anyhow::Error>(out)
-    })?;
-    // The groups ran at once: each record carries the whole transfer's CPU.
-    let cpu_s = self_cpu() - cpu0;
-    let mut files = Vec::new();
-    let (mut bytes, mut seconds) = (0u64, 0f64);
-    let mut ask = false;
-    for (report, choice, cond) in &runs {
-        bytes += report.bytes;
-        seconds = seconds.max(report.seconds);
-        files.extend(report.files.iter().cloned());
-        if with_broker && report.bytes > 0 {
-            let record = record_of(report, choice, cond, &a.radio, cpu_s)?;
-            ask |= broker.ran(choice, record);
+            );
         }
     }
-    let whole = Report {
-        files,
-        bytes,
-        seconds,
-    };
-    if let Some(path) = &a.log {
-        append_log(path, &whole)?;
+
+    fn started(&mut self, engines: &[Arc<Engine>]) {
+        let engines = engines.iter().map(|e| e.as_ref());
+        self.bar = Some(progress::show(engines, self.files, "received"));
     }
+}
+
+/// What the transfer's files say beyond success: ranges not served, requests sent again,
+/// ranges taken over; then the whole transfer's size, time and rate.
+fn say(whole: &Report) {
     let unranged = whole
         .files
         .iter()
@@ -357,67 +319,96 @@ pub fn get(a: &GetArgs) -> Result<()> {
         whole.seconds,
         whole.mbps()
     );
-    if with_broker {
-        if let Some(url) = &a.hla {
+}
+
+/// FastHLA's broker on this device, when the transfer uses it (`--auto`, `--hla` or
+/// `--state`): its cache of the HLA server's optima and model, and the logs it keeps.
+struct Learning {
+    broker: Broker,
+    /// Where it is kept.
+    state: PathBuf,
+    /// Whether the transfer uses it (otherwise a default broker, never saved).
+    enabled: bool,
+}
+
+impl Learning {
+    /// Whether the transfer uses the broker (`--auto`, `--hla` or `--state`): then it is
+    /// surveyed, and logged under the survey's condition.
+    fn wanted(a: &GetArgs) -> bool {
+        a.auto || a.hla.is_some() || a.state.is_some()
+    }
+
+    /// The broker loaded from its state, if the transfer uses one.
+    fn open(a: &GetArgs) -> Result<Learning> {
+        let enabled = Learning::wanted(a);
+        let state = match &a.state {
+            Some(p) => p.clone(),
+            None => default_state()?,
+        };
+        let broker = if enabled {
+            Broker::load(&state)?
+        } else {
+            Broker::default()
+        };
+        Ok(Learning {
+            broker,
+            state,
+            enabled,
+        })
+    }
+
+    /// The HLA server's update, unless the broker already has one.
+    async fn fetch_update(&mut self, url: &str) {
+        if self.broker.has_update() {
+            return;
+        }
+        match server::fetch_update(url).await {
+            Ok(u) => self.broker.apply(u),
+            Err(e) => eprintln!("no update from the HLA server (defaults until there is): {e}"),
+        }
+    }
+
+    /// Each group's record handed to the broker (if used); whether the broker asks for a
+    /// fresh update.
+    fn record(&mut self, outcome: &Outcome, radio: &str, cpu_s: f64) -> Result<bool> {
+        let mut ask = false;
+        for run in &outcome.groups {
+            if self.enabled && run.report.bytes > 0 {
+                let (choice, cond) = (&run.group.choice, &run.group.condition);
+                let record = record_of(&run.report, choice, cond, radio, cpu_s)?;
+                ask |= self.broker.ran(choice, record);
+            }
+        }
+        Ok(ask)
+    }
+
+    /// The broker's logs uploaded to the HLA server `hla` (and a fresh update fetched if
+    /// `ask`), then the broker saved.
+    fn share(&mut self, rt: &tokio::runtime::Runtime, hla: Option<&str>, ask: bool) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if let Some(url) = hla {
             rt.block_on(async {
-                let pending: Vec<Record> = broker.pending().cloned().collect();
+                let pending: Vec<Record> = self.broker.pending().cloned().collect();
                 match server::upload(url, &pending).await {
-                    Ok(n) => broker.uploaded(n),
+                    Ok(n) => self.broker.uploaded(n),
                     Err(e) => eprintln!("logs kept for later, not uploaded: {e}"),
                 }
                 if ask {
                     match server::fetch_update(url).await {
-                        Ok(u) => broker.apply(u),
+                        Ok(u) => self.broker.apply(u),
                         Err(e) => eprintln!("no update from the HLA server: {e}"),
                     }
                 }
             });
         }
-        if let Some(dir) = state.parent() {
+        if let Some(dir) = self.state.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        broker.save(&state)?;
+        self.broker.save(&self.state)?;
+        Ok(())
     }
-    failures(&whole)
-}
-
-/// One JSON record per file of `report` appended to `path`.
-pub(crate) fn append_log(path: &std::path::Path, report: &Report) -> Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    for l in &report.files {
-        writeln!(f, "{}", serde_json::to_string(l)?)?;
-    }
-    Ok(())
-}
-
-/// Each failed file's error printed, and an error counting them; `Ok` if none failed.
-pub(crate) fn failures(report: &Report) -> Result<()> {
-    let failed = report.failures();
-    if !failed.is_empty() {
-        for f in &failed {
-            eprintln!("{}", f.outcome);
-        }
-        bail!("{} of {} file(s) failed", failed.len(), report.files.len());
-    }
-    Ok(())
-}
-
-/// Await every future, in order.
-async fn futures_join<F>(fs: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = fs.map(tokio::spawn).collect();
-    let mut out = Vec::new();
-    for h in handles {
-        out.push(h.await.expect("a transfer task panicked"));
-    }
-    out
 }
 
 /// The broker's log of one group's transfer: its condition, parameters, throughput and
@@ -444,108 +435,6 @@ fn record_of(
             tcp_rmem_max: LogContext::tcp_rmem_max(),
         },
     })
-}
-
-/// Arguments of `roam hla serve`.
-#[derive(Args, Debug)]
-pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8790")]
-    listen: String,
-    /// Directory the logs are kept in (logs.jsonl), read back at start.
-    #[arg(long)]
-    state: Option<PathBuf>,
-    /// The model served: `network` or `svm`.
-    #[arg(long, default_value = "network")]
-    model: String,
-}
-
-fn kind(name: &str) -> Result<Kind> {
-    Kind::ALL
-        .into_iter()
-        .find(|k| k.name() == name)
-        .with_context(|| format!("unknown model `{name}` (expected network, svm or knn)"))
-}
-
-/// `roam hla serve`: until interrupted.
-pub fn serve(a: &ServeArgs) -> Result<()> {
-    let state = server::HlaState::new(kind(&a.model)?, a.state.as_deref())?;
-    eprintln!(
-        "HLA server on http://{} ({} log(s) held): POST /logs, GET /update",
-        a.listen,
-        state.len()
-    );
-    let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(async {
-        let l = tokio::net::TcpListener::bind(&a.listen)
-            .await
-            .with_context(|| format!("listening on {}", a.listen))?;
-        server::serve(l, Arc::new(std::sync::Mutex::new(state))).await;
-        Ok(())
-    })
-}
-
-/// Arguments of `roam hla train`.
-#[derive(Args, Debug)]
-pub struct TrainArgs {
-    /// Logs: JSON lines of records (what `POST /logs` takes; `logs.jsonl` of a server's state).
-    #[arg(long)]
-    logs: PathBuf,
-    /// Write the update (clusters' optima and the model) here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// The model in the update: `network` or `svm`.
-    #[arg(long, default_value = "network")]
-    model: String,
-}
-
-/// `roam hla train`: the server's analysis once, with each learner's cross-validated accuracy
-/// (the seed's comparison), as JSON on stdout.
-pub fn train(a: &TrainArgs) -> Result<()> {
-    let text = std::fs::read(&a.logs).with_context(|| format!("reading {}", a.logs.display()))?;
-    let records =
-        server::parse_lines(&text).map_err(|e| anyhow::anyhow!("{}: {e}", a.logs.display()))?;
-    let (kept, dropped) = roam_transfer::hla::clean(&records);
-    let update = server::learn(&records, kind(&a.model)?)?;
-    let set = training_set(&kept, roam_transfer::hla::CLUSTER_DISTANCE);
-    let mut acc = serde_json::Map::new();
-    for k in Kind::ALL {
-        acc.insert(k.name().into(), serde_json::json!(accuracy(k, &set, 5, 1)));
-    }
-    if let Some(out) = &a.out {
-        std::fs::write(out, serde_json::to_string(&update)?)
-            .with_context(|| format!("writing {}", out.display()))?;
-    }
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&serde_json::json!({
-            "records": records.len(),
-            "dropped_as_outliers": dropped,
-            "clusters": update.table.entries.iter().map(|(c, o)| serde_json::json!({
-                "rtt_ms": 10f64.powf(c[0]),
-                "bandwidth_mbps": 10f64.powf(c[1]),
-                "mean_file_bytes": 10f64.powf(c[2]),
-                "params": o.params,
-                "throughput_mbps": o.throughput_mbps,
-                "energy_j_per_100mb": o.energy_j_per_100mb,
-            })).collect::<Vec<_>>(),
-            "accuracy_5_fold": acc,
-        }))?
-    );
-    Ok(())
-}
-
-/// CPU seconds of this process so far (user and system, every thread).
-pub(crate) fn self_cpu() -> f64 {
-    cpu_of(libc::RUSAGE_SELF)
-}
-
-pub(crate) fn cpu_of(who: libc::c_int) -> f64 {
-    // SAFETY: getrusage writes into the struct we own.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(who, &mut u) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// The lines of a `--list` file: `URL` or `URL SIZE`; a bad line is an error naming it.

@@ -11,8 +11,7 @@ use clap::Args;
 use roam_transfer::engine::percent_encode;
 use roam_transfer::{Engine, Params, Protocol, Upload};
 
-use crate::progress;
-use crate::transfer_cmd::{append_log, failures, Reach};
+use super::{append_log, failures, progress, Reach};
 
 /// Arguments of `roam transfer put`.
 #[derive(Args, Debug)]
@@ -120,13 +119,9 @@ pub fn put(a: &PutArgs) -> Result<()> {
         .build()?;
     let report = rt.block_on(async {
         let e = Arc::new(Engine::with_connector(params, a.reach.connector()?)?);
-        let ticker = progress::spawn(
-            progress::Counters::of([e.as_ref()]),
-            uploads.len() as u64,
-            "sent",
-        );
+        let bar = progress::show([e.as_ref()], uploads.len() as u64, "sent");
         let r = e.put(&uploads).await;
-        ticker.finish();
+        bar.finish();
         Ok::<_, anyhow::Error>(r?)
     })?;
     if let Some(path) = &a.log {

@@ -1,4 +1,4 @@
-//! `roam parcel`: Horatio on the command line (seed 004; docs/horatio.md). `serve` runs the
+//! `roam parcel`: Horatio on the command line (the Horatio paper; docs/horatio.md). `serve` runs the
 //! phone's or the server's tier; `secret` makes the user's access secret; `init`, `resume`
 //! (`checkout`), `run` and `guest` (the parcel's QEMU guest), `eager`, `suspend`, `clean`,
 //! `hoard`, `status` and `reclaim` run on the client (the borrowed PC), with progress on stderr.
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use roam_core::progress::{Progress, Unit};
 use roam_net::runtime::Tls;
 use roam_store::ownership::Tier;
 use roam_store::parcel;
@@ -196,7 +197,7 @@ pub struct ResumeArgs {
 pub struct EagerArgs {
     /// The parcel's name.
     name: String,
-    /// Seconds between cycles (the seed's were about a minute apart).
+    /// Seconds between cycles (the paper's were about a minute apart).
     #[arg(long, default_value_t = 60.0)]
     every: f64,
     /// Stop after this many cycles (default: while the parcel's guest runs; one cycle without
@@ -297,8 +298,7 @@ fn connect(l: &Links) -> Result<Connected> {
         l.server,
         Some(client_tls(&l.server_cert)?),
         &secret,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     let phone = match l.phone {
         Some(_) => Some(connect_phone(l)?),
         None => None,
@@ -310,289 +310,296 @@ fn connect(l: &Links) -> Result<Connected> {
 fn connect_phone(l: &Links) -> Result<TierClient> {
     let secret = read_secret(&l.secret_file)?;
     match (l.phone, &l.phone_cert) {
-        (Some(addr), Some(cert)) => {
-            TierClient::connect("phone", addr, Some(client_tls(cert)?), &secret)
-                .map_err(anyhow::Error::msg)
-        }
+        (Some(addr), Some(cert)) => Ok(TierClient::connect(
+            "phone",
+            addr,
+            Some(client_tls(cert)?),
+            &secret,
+        )?),
         (Some(_), None) => bail!("--phone needs --phone-cert (the phone's DIR/tls/cert.pem)"),
         (None, _) => bail!("this needs the phone: give --phone and --phone-cert"),
     }
 }
 
-/// A progress bar on stderr: `label [=====>    ] n/total`.
-struct Bar {
-    label: &'static str,
-    start: Instant,
-    shown: Instant,
-}
+/// The progress of a parcel's chunks on stderr, with the bytes moved so far when known
+/// ([`roam_core::progress`], as every roam command shows long work).
+struct Bar(Progress);
 
 impl Bar {
     fn new(label: &'static str) -> Bar {
-        let now = Instant::now();
-        Bar {
-            label,
-            start: now,
-            shown: now - Duration::from_secs(1),
-        }
+        Bar(Progress::builder(Unit::Count("chunks")).label(label).start())
     }
 
     fn chunks(&mut self, n: u64, total: Option<u64>, bytes: Option<u64>) {
-        if self.shown.elapsed() < Duration::from_millis(100) && total != Some(n) {
-            return;
+        if let Some(t) = total {
+            self.0.set_total(t);
         }
-        self.shown = Instant::now();
-        let bar = match total {
-            Some(t) if t > 0 => {
-                let w = 30;
-                let f = (n * w / t) as usize;
-                format!(
-                    "[{}{}] {n}/{t} chunks",
-                    "=".repeat(f),
-                    " ".repeat(w as usize - f)
-                )
-            }
-            _ => format!("{n} chunks"),
-        };
-        let mb = bytes.map_or(String::new(), |b| format!(", {:.1} MB", b as f64 / 1e6));
-        eprint!(
-            "\r{}: {bar}{mb} ({:.1} s)   ",
-            self.label,
-            self.start.elapsed().as_secs_f64()
-        );
+        self.0.set_position(n);
+        if let Some(b) = bytes {
+            self.0.set_message(format!("{:.1} MB", b as f64 / 1e6));
+        }
     }
 
     fn done(&self) {
-        eprintln!();
+        self.0.finish();
     }
 }
 
 /// Run `roam parcel ...`.
 pub fn run(cmd: ParcelCmd) -> Result<()> {
     match cmd {
-        ParcelCmd::Secret { out } => {
-            let mut s = [0u8; 32];
-            getrandom_fill(&mut s)?;
-            write_private(
-                &out,
-                format!("{}\n", roam_store::tier::wire::hex(&s)).as_bytes(),
-            )?;
-            eprintln!("wrote {}", out.display());
-            Ok(())
-        }
+        ParcelCmd::Secret { out } => secret_cmd(&out),
         ParcelCmd::Serve(a) => serve_cmd(a),
-        ParcelCmd::Init(a) => {
-            let c = connect(&a.links)?;
-            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
-            // The images are copied into the parcel's directory, which init then clears.
-            std::fs::create_dir_all(dir.image("disk").parent().unwrap())?;
-            std::fs::copy(&a.disk, dir.image("disk"))
-                .with_context(|| format!("{}", a.disk.display()))?;
-            for (src, name) in [(&a.memory, "memory"), (&a.state, "state")] {
-                if let Some(m) = src {
-                    std::fs::copy(m, dir.image(name))
-                        .with_context(|| format!("{}", m.display()))?;
-                }
-            }
-            let mut bar = Bar::new("upload");
-            let m = parcel::init(&c.server, &a.name, &dir, &mut |n, b| {
-                bar.chunks(n, None, Some(b))
-            })
-            .map_err(anyhow::Error::msg)?;
-            bar.done();
-            println!(
-                "parcel `{}` created at the server, version {}: {} chunks, {:.1} MB sent",
-                a.name,
-                m.version,
-                m.chunks,
-                m.bytes as f64 / 1e6
-            );
-            Ok(())
-        }
+        ParcelCmd::Init(a) => init_cmd(&a),
         ParcelCmd::Run(a) => run_guest(&a),
-        ParcelCmd::Guest { name, dir, line } => {
-            let dir = parcel::parcel_dir(&dir, &name);
-            let mut vm = Vm::attach(&dir.vm_dir()).map_err(anyhow::Error::msg)?;
-            println!(
-                "{}",
-                vm.command(&line.join(" ")).map_err(anyhow::Error::msg)?
-            );
-            Ok(())
-        }
+        ParcelCmd::Guest { name, dir, line } => guest_cmd(&name, &dir, &line),
         ParcelCmd::Resume(a) => resume_cmd(&a),
-        ParcelCmd::Suspend(a) => {
-            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
-            if dir.is_lent() {
-                return suspend_lent_cmd(&a, &dir);
-            }
-            let c = connect(&a.links)?;
-            let to = match a.to {
-                ServeTier::Phone => Tier::Phone,
-                ServeTier::Server => Tier::Server,
-            };
-            let t0 = Instant::now();
-            let map = save_guest(&dir)?;
-            let mut bar = Bar::new("suspend");
-            let m = parcel::suspend_dirty(
-                &c.server,
-                c.phone.as_ref(),
-                to,
-                &dir,
-                map.as_ref(),
-                &mut |n, b| bar.chunks(n, None, Some(b)),
-            )
-            .map_err(anyhow::Error::msg)?;
-            bar.done();
-            println!(
-                "parcel `{}` version {} suspended to the {to:?} tier in {:.1} s: {} chunks ({:.1} MB) sent, {} dirty",
-                a.name,
-                m.version,
-                t0.elapsed().as_secs_f64(),
-                m.chunks,
-                m.bytes as f64 / 1e6,
-                m.dirty
-            );
-            if a.upload_behind && to == Tier::Phone && !m.dirty_ids.is_empty() {
-                let mut bar = Bar::new("upload behind");
-                let (n, b) = parcel::upload_behind(&c.server, &dir, &m.dirty_ids, &mut |n, b| {
-                    bar.chunks(n, Some(m.dirty_ids.len() as u64), Some(b))
-                })
-                .map_err(anyhow::Error::msg)?;
-                bar.done();
-                println!(
-                    "uploaded {n} chunks ({:.1} MB) to the server behind the phone",
-                    b as f64 / 1e6
-                );
-            }
-            Ok(())
-        }
-        ParcelCmd::Clean(a) => {
-            let c = connect(&a.links)?;
-            let phone = c
-                .phone
-                .as_ref()
-                .ok_or_else(|| anyhow!("clean runs on the phone: give --phone and --phone-cert"))?;
-            let end = parcel::clean(phone, &a.name, Duration::from_millis(250), &mut |s| {
-                eprint!("\rself-cleaning: {s}          ");
-            })
-            .map_err(anyhow::Error::msg)?;
-            eprintln!();
-            println!("{end}");
-            Ok(())
-        }
-        ParcelCmd::Eager(a) => {
-            if !(a.every.is_finite() && a.every > 0.0) {
-                bail!("--every {}: a positive number of seconds", a.every);
-            }
-            let c = connect(&a.links)?;
-            let phone = c.phone.as_ref().ok_or_else(|| {
-                anyhow!("eager propagation goes to the phone: give --phone and --phone-cert")
-            })?;
-            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
-            let guest = roam_store::vm::running(&dir.vm_dir()).is_some();
-            let (mut total, mut bytes, mut k) = (0u64, 0u64, 0u64);
-            loop {
-                let (n, b) =
-                    parcel::eager(phone, &dir, &mut |_, _| {}).map_err(anyhow::Error::msg)?;
-                k += 1;
-                total += n;
-                bytes += b;
-                eprintln!("cycle {k}: {n} chunks ({:.1} MB) sent", b as f64 / 1e6);
-                let more = match a.cycles {
-                    Some(c) => k < c,
-                    None => guest && roam_store::vm::running(&dir.vm_dir()).is_some(),
-                };
-                if !more {
-                    break;
-                }
-                std::thread::sleep(Duration::from_secs_f64(a.every));
-            }
-            println!(
-                "eager propagation: {k} cycles, {total} chunks ({:.1} MB) sent to the phone",
-                bytes as f64 / 1e6
-            );
-            Ok(())
-        }
-        ParcelCmd::Hoard(a) => {
-            let c = connect(&a.links)?;
-            let phone = c.phone.as_ref().ok_or_else(|| {
-                anyhow!("hoarding runs on the phone: give --phone and --phone-cert")
-            })?;
-            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
-            let end = parcel::hoard(
-                &c.server,
-                phone,
-                &a.name,
-                &dir,
-                Duration::from_millis(250),
-                &mut |s| eprint!("\r{s}          "),
-            )
-            .map_err(anyhow::Error::msg)?;
-            eprintln!();
-            println!("{end}");
-            Ok(())
-        }
-        ParcelCmd::Status(a) => {
-            let c = connect(&a.links)?;
-            let dir = parcel::parcel_dir(&a.links.dir, &a.name);
-            let s = parcel::status(&c.server, c.phone.as_ref(), &a.name, &dir)
-                .map_err(anyhow::Error::msg)?;
-            println!("parcel `{}`", a.name);
-            println!(
-                "  owner: {:?}{}",
-                s.owner,
-                if s.pending {
-                    " (a handoff is prepared)"
-                } else {
-                    ""
-                }
-            );
-            println!("  server: last committed version {}", s.committed);
-            match s.client {
-                Some((v, dirty)) => println!(
-                    "  this client: version {v}, {dirty} chunks not yet at the server{}",
-                    if dir.is_lent() {
-                        " (lent by the phone: it suspends back to the phone)"
-                    } else {
-                        ""
-                    }
-                ),
-                None => println!("  this client: no control state"),
-            }
-            if let Some((control, cleaning, chunks)) = s.phone {
-                println!(
-                    "  phone: {}, {chunks} chunks held{}",
-                    control.map_or("no control state".to_string(), |v| format!("version {v}")),
-                    cleaning.map_or(String::new(), |c| format!(", {c}"))
-                );
-            }
-            Ok(())
-        }
-        ParcelCmd::Reclaim(a) => {
-            let c = connect(&a.links)?;
-            let (_, v) = c
-                .server
-                .owned(&Request::Reclaim {
-                    parcel: a.name.clone(),
-                })
-                .map_err(anyhow::Error::msg)?;
-            println!("parcel `{}`: the server owns it again at version {v}; the lost owner's nonce is stale", a.name);
-            Ok(())
+        ParcelCmd::Suspend(a) => suspend_cmd(&a),
+        ParcelCmd::Clean(a) => clean_cmd(&a),
+        ParcelCmd::Eager(a) => eager_cmd(&a),
+        ParcelCmd::Hoard(a) => hoard_cmd(&a),
+        ParcelCmd::Status(a) => status_cmd(&a),
+        ParcelCmd::Reclaim(a) => reclaim_cmd(&a),
+    }
+}
+
+/// `roam parcel secret`: a fresh access secret in a file only its owner reads.
+fn secret_cmd(out: &Path) -> Result<()> {
+    let mut s = [0u8; 32];
+    getrandom_fill(&mut s)?;
+    write_private(
+        out,
+        format!("{}\n", roam_store::tier::wire::hex(&s)).as_bytes(),
+    )?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
+
+/// `roam parcel init`: the images copied into the parcel's directory, then sealed and
+/// uploaded to the server, which owns the new parcel.
+fn init_cmd(a: &InitArgs) -> Result<()> {
+    let c = connect(&a.links)?;
+    let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+    // The images are copied into the parcel's directory, which init then clears.
+    std::fs::create_dir_all(dir.image("disk").parent().unwrap())?;
+    std::fs::copy(&a.disk, dir.image("disk")).with_context(|| format!("{}", a.disk.display()))?;
+    for (src, name) in [(&a.memory, "memory"), (&a.state, "state")] {
+        if let Some(m) = src {
+            std::fs::copy(m, dir.image(name)).with_context(|| format!("{}", m.display()))?;
         }
     }
+    let mut bar = Bar::new("upload");
+    let m = parcel::init(&c.server, &a.name, &dir, &mut |n, b| {
+        bar.chunks(n, None, Some(b))
+    })?;
+    bar.done();
+    println!(
+        "parcel `{}` created at the server, version {}: {} chunks, {:.1} MB sent",
+        a.name,
+        m.version,
+        m.chunks,
+        m.bytes as f64 / 1e6
+    );
+    Ok(())
+}
+
+/// `roam parcel guest`: one command line to the running guest's console, and its answer.
+fn guest_cmd(name: &str, dir: &Path, line: &[String]) -> Result<()> {
+    let dir = parcel::parcel_dir(dir, name);
+    let mut vm = Vm::attach(&dir.vm_dir())?;
+    println!("{}", vm.command(&line.join(" "))?);
+    Ok(())
+}
+
+/// `roam parcel suspend`: a running guest saved, the parcel suspended to the phone or the
+/// server, and with `--upload-behind` its dirty chunks uploaded to the server too.
+fn suspend_cmd(a: &SuspendArgs) -> Result<()> {
+    let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+    if dir.is_lent() {
+        return suspend_lent_cmd(a, &dir);
+    }
+    let c = connect(&a.links)?;
+    let to = match a.to {
+        ServeTier::Phone => Tier::Phone,
+        ServeTier::Server => Tier::Server,
+    };
+    let t0 = Instant::now();
+    let map = save_guest(&dir)?;
+    let mut bar = Bar::new("suspend");
+    let m = parcel::suspend_dirty(
+        &c.server,
+        c.phone.as_ref(),
+        to,
+        &dir,
+        map.as_ref(),
+        &mut |n, b| bar.chunks(n, None, Some(b)),
+    )?;
+    bar.done();
+    println!(
+        "parcel `{}` version {} suspended to the {to:?} tier in {:.1} s: {} chunks ({:.1} MB) sent, {} dirty",
+        a.name,
+        m.version,
+        t0.elapsed().as_secs_f64(),
+        m.chunks,
+        m.bytes as f64 / 1e6,
+        m.dirty
+    );
+    if a.upload_behind && to == Tier::Phone && !m.dirty_ids.is_empty() {
+        upload_behind_cmd(&c.server, &dir, &m.dirty_ids)?;
+    }
+    Ok(())
+}
+
+/// After a suspend to the phone: its dirty chunks uploaded from this client to the server.
+fn upload_behind_cmd(
+    server: &TierClient,
+    dir: &parcel::ParcelDir,
+    ids: &[roam_store::ChunkId],
+) -> Result<()> {
+    let mut bar = Bar::new("upload behind");
+    let (n, b) = parcel::upload_behind(server, dir, ids, &mut |n, b| {
+        bar.chunks(n, Some(ids.len() as u64), Some(b))
+    })?;
+    bar.done();
+    println!(
+        "uploaded {n} chunks ({:.1} MB) to the server behind the phone",
+        b as f64 / 1e6
+    );
+    Ok(())
+}
+
+/// The link to the phone, which `what` needs (an error saying so without one).
+fn phone_of<'a>(c: &'a Connected, what: &str) -> Result<&'a TierClient> {
+    c.phone
+        .as_ref()
+        .ok_or_else(|| anyhow!("{what}: give --phone and --phone-cert"))
+}
+
+/// `roam parcel clean`: the phone self-cleans the parcel; waits, showing progress.
+fn clean_cmd(a: &OpArgs) -> Result<()> {
+    let c = connect(&a.links)?;
+    let phone = phone_of(&c, "clean runs on the phone")?;
+    let end = parcel::clean(phone, &a.name, Duration::from_millis(250), &mut |s| {
+        eprint!("\rself-cleaning: {s}          ");
+    })?;
+    eprintln!();
+    println!("{end}");
+    Ok(())
+}
+
+/// `roam parcel eager`: cycles of eager propagation to the phone while the guest runs (or
+/// `--cycles` of them).
+fn eager_cmd(a: &EagerArgs) -> Result<()> {
+    if !(a.every.is_finite() && a.every > 0.0) {
+        bail!("--every {}: a positive number of seconds", a.every);
+    }
+    let c = connect(&a.links)?;
+    let phone = phone_of(&c, "eager propagation goes to the phone")?;
+    let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+    let guest = roam_store::vm::running(&dir.vm_dir()).is_some();
+    let (mut total, mut bytes, mut k) = (0u64, 0u64, 0u64);
+    loop {
+        let (n, b) = parcel::eager(phone, &dir, &mut |_, _| {})?;
+        k += 1;
+        total += n;
+        bytes += b;
+        eprintln!("cycle {k}: {n} chunks ({:.1} MB) sent", b as f64 / 1e6);
+        let more = match a.cycles {
+            Some(c) => k < c,
+            None => guest && roam_store::vm::running(&dir.vm_dir()).is_some(),
+        };
+        if !more {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs_f64(a.every));
+    }
+    println!(
+        "eager propagation: {k} cycles, {total} chunks ({:.1} MB) sent to the phone",
+        bytes as f64 / 1e6
+    );
+    Ok(())
+}
+
+/// `roam parcel hoard`: the phone fetches every chunk of the version it lacks; waits,
+/// showing progress.
+fn hoard_cmd(a: &OpArgs) -> Result<()> {
+    let c = connect(&a.links)?;
+    let phone = phone_of(&c, "hoarding runs on the phone")?;
+    let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+    let end = parcel::hoard(
+        &c.server,
+        phone,
+        &a.name,
+        &dir,
+        Duration::from_millis(250),
+        &mut |s| eprint!("\r{s}          "),
+    )?;
+    eprintln!();
+    println!("{end}");
+    Ok(())
+}
+
+/// `roam parcel status`: what the server, the phone and this client know of the parcel.
+fn status_cmd(a: &OpArgs) -> Result<()> {
+    let c = connect(&a.links)?;
+    let dir = parcel::parcel_dir(&a.links.dir, &a.name);
+    let s = parcel::status(&c.server, c.phone.as_ref(), &a.name, &dir)?;
+    println!("parcel `{}`", a.name);
+    println!(
+        "  owner: {:?}{}",
+        s.owner,
+        if s.pending {
+            " (a handoff is prepared)"
+        } else {
+            ""
+        }
+    );
+    println!("  server: last committed version {}", s.committed);
+    match s.client {
+        Some((v, dirty)) => println!(
+            "  this client: version {v}, {dirty} chunks not yet at the server{}",
+            if dir.is_lent() {
+                " (lent by the phone: it suspends back to the phone)"
+            } else {
+                ""
+            }
+        ),
+        None => println!("  this client: no control state"),
+    }
+    if let Some((control, cleaning, chunks)) = s.phone {
+        println!(
+            "  phone: {}, {chunks} chunks held{}",
+            control.map_or("no control state".to_string(), |v| format!("version {v}")),
+            cleaning.map_or(String::new(), |c| format!(", {c}"))
+        );
+    }
+    Ok(())
+}
+
+/// `roam parcel reclaim`: the server takes a lost owner's parcel back.
+fn reclaim_cmd(a: &OpArgs) -> Result<()> {
+    let c = connect(&a.links)?;
+    let (_, v) = c.server.owned(&Request::Reclaim {
+        parcel: a.name.clone(),
+    })?;
+    println!(
+        "parcel `{}`: the server owns it again at version {v}; the lost owner's nonce is stale",
+        a.name
+    );
+    Ok(())
 }
 
 /// `roam parcel run`: the guest on the parcel's images, left running.
 fn run_guest(a: &RunArgs) -> Result<()> {
     let dir = parcel::parcel_dir(&a.dir, &a.name);
-    if dir.held().map_err(anyhow::Error::msg)?.is_none() {
+    if dir.held()?.is_none() {
         bail!(
             "parcel `{}`: not resumed on this client ({}): `roam parcel resume` it first",
             a.name,
             a.dir.display()
         );
     }
-    let kit = GuestKit::in_dir(&a.guest.clone().unwrap_or_else(GuestKit::default_dir))
-        .map_err(anyhow::Error::msg)?;
+    let kit = GuestKit::in_dir(&a.guest.clone().unwrap_or_else(GuestKit::default_dir))?;
     let run = dir.vm_dir();
     std::fs::create_dir_all(&run)?;
     if run.join(RAN).exists() {
@@ -608,7 +615,7 @@ fn run_guest(a: &RunArgs) -> Result<()> {
     };
     let t0 = Instant::now();
     let saved = state.exists();
-    let vm = Vm::start(&kit, images, &run, a.memory_mb).map_err(anyhow::Error::msg)?;
+    let vm = Vm::start(&kit, images, &run, a.memory_mb)?;
     // Written after the start: a start that failed wrote nothing to the disk.
     let first = !run.join(RAN).exists();
     std::fs::write(run.join(RAN), if first { "1" } else { "2" })?;
@@ -629,9 +636,6 @@ fn run_guest(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Before a suspend: a guest running on the parcel is stopped (its RAM is the memory image)
-/// and its device state saved; the chunks its disk bitmap names (when it was the only run since the resume),
-/// else `None` (every chunk compared).
 /// `roam parcel resume`: through the server, or borrowed from the phone when the server is
 /// out of reach (or `--offline`).
 fn resume_cmd(a: &ResumeArgs) -> Result<()> {
@@ -665,7 +669,7 @@ fn resume_cmd(a: &ResumeArgs) -> Result<()> {
             )
         }
     };
-    let m = m.map_err(anyhow::Error::msg)?;
+    let m = m?;
     bar.done();
     println!(
         "parcel `{}` version {} resumed into {} ({} chunks; {} not yet at the server{how})",
@@ -692,8 +696,7 @@ fn suspend_lent_cmd(a: &SuspendArgs, dir: &parcel::ParcelDir) -> Result<()> {
     let mut bar = Bar::new("suspend");
     let m = parcel::suspend_lent(&phone, dir, map.as_ref(), &mut |n, b| {
         bar.chunks(n, None, Some(b))
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     bar.done();
     println!(
         "parcel `{}` version {} given back to the phone in {:.1} s: {} chunks ({:.1} MB) sent, {} dirty",
@@ -707,6 +710,9 @@ fn suspend_lent_cmd(a: &SuspendArgs, dir: &parcel::ParcelDir) -> Result<()> {
     Ok(())
 }
 
+/// Before a suspend: a guest running on the parcel is stopped (its RAM is the memory image)
+/// and its device state saved; the chunks its disk bitmap names (when it was the only run since
+/// the resume), else `None` (every chunk compared).
 fn save_guest(dir: &parcel::ParcelDir) -> Result<Option<parcel::DirtyMap>> {
     let run = dir.vm_dir();
     if roam_store::vm::running(&run).is_none() {
@@ -714,11 +720,9 @@ fn save_guest(dir: &parcel::ParcelDir) -> Result<Option<parcel::DirtyMap>> {
         return Ok(None);
     }
     let first = std::fs::read_to_string(run.join(RAN)).is_ok_and(|s| s.trim() == "1");
-    let vm = Vm::attach(&run).map_err(anyhow::Error::msg)?;
+    let vm = Vm::attach(&run)?;
     let t0 = Instant::now();
-    let disk = vm
-        .suspend(&dir.image("state"))
-        .map_err(anyhow::Error::msg)?;
+    let disk = vm.suspend(&dir.image("state"))?;
     eprintln!(
         "guest saved in {:.1} s: {} disk chunks written since it started",
         t0.elapsed().as_secs_f64(),
@@ -741,7 +745,7 @@ fn serve_cmd(a: ServeArgs) -> Result<()> {
         ServeTier::Phone => Tier::Phone,
         ServeTier::Server => Tier::Server,
     };
-    let mut svc = TierService::open(tier, &a.dir, secret).map_err(anyhow::Error::msg)?;
+    let mut svc = TierService::open(tier, &a.dir, secret)?;
     if let (Some(endpoint), Some(bucket)) = (&a.s3_endpoint, &a.s3_bucket) {
         let key = |v: &str| {
             std::env::var(v).map_err(|_| anyhow!("--s3-endpoint needs {v} in the environment"))
@@ -753,11 +757,8 @@ fn serve_cmd(a: ServeArgs) -> Result<()> {
             access_key: key("AWS_ACCESS_KEY_ID")?,
             secret_key: key("AWS_SECRET_ACCESS_KEY")?,
             prefix: a.s3_prefix.clone(),
-        })
-        .map_err(|e| anyhow!("{e}"))?;
-        svc = svc
-            .with_blobs(Box::new(store))
-            .map_err(anyhow::Error::msg)?;
+        })?;
+        svc = svc.with_blobs(Box::new(store))?;
     }
     match (tier, a.server, &a.server_cert) {
         (Tier::Phone, Some(addr), Some(cert)) => {
@@ -771,7 +772,7 @@ fn serve_cmd(a: ServeArgs) -> Result<()> {
         (_, Some(_), _) => bail!("--server is the phone's option"),
         _ => {}
     }
-    let h = serve(Arc::new(svc), a.listen, Some(tls)).map_err(anyhow::Error::msg)?;
+    let h = serve(Arc::new(svc), a.listen, Some(tls))?;
     eprintln!(
         "{tier:?} tier listening on {} (directory {})",
         h.addr(),

@@ -1,4 +1,4 @@
-//! Real VM state (seed 004 §4: the parcel is a VM's disk and memory): a QEMU guest running on a
+//! Real VM state (the Horatio paper §4: the parcel is a VM's disk and memory): a QEMU guest running on a
 //! parcel's `disk.img` with its RAM in `memory.img` and its device state saved to
 //! `state.img`; the disk chunks it wrote are found by a QEMU dirty bitmap, so a suspend
 //! seals only those.
@@ -33,12 +33,17 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::chunk::CHUNK_SIZE;
+pub use crate::error::VmError;
+use qmp::Qmp;
+
+mod launch;
+mod qmp;
 
 /// The guest's kernel and initramfs (`scripts/build-guest DIR`).
 #[derive(Clone, Debug)]
@@ -79,14 +84,13 @@ const DISK_NODE: &str = "disk0";
 
 impl GuestKit {
     /// The kit in `dir`, checked: both files there.
-    pub fn in_dir(dir: &Path) -> Result<GuestKit, String> {
-        for f in ["vmlinuz", "initrd.img"] {
-            if !dir.join(f).is_file() {
-                return Err(format!(
-                    "no guest in {} ({f} missing): build it with `scripts/build-guest {}`",
-                    dir.display(),
-                    dir.display()
-                ));
+    pub fn in_dir(dir: &Path) -> Result<GuestKit, VmError> {
+        for file in ["vmlinuz", "initrd.img"] {
+            if !dir.join(file).is_file() {
+                return Err(VmError::NoGuest {
+                    dir: dir.to_path_buf(),
+                    file,
+                });
             }
         }
         Ok(GuestKit {
@@ -95,12 +99,13 @@ impl GuestKit {
     }
 
     /// The guest in [`GuestKit::default_dir`], with QEMU and qemu-img installed; else why not.
-    pub fn available() -> Result<GuestKit, String> {
+    pub fn available() -> Result<GuestKit, VmError> {
         for tool in ["qemu-system-x86_64", "qemu-img"] {
             if which(tool).is_none() {
-                return Err(format!(
-                    "{tool} is not installed (apt-get install qemu-system-x86 qemu-utils)"
-                ));
+                return Err(VmError::NotInstalled {
+                    tool,
+                    packages: "qemu-system-x86 qemu-utils",
+                });
             }
         }
         GuestKit::in_dir(&GuestKit::default_dir())
@@ -121,11 +126,11 @@ impl GuestKit {
 
     /// KVM if it boots this guest (probed once, the outcome kept in `accel.json`), else TCG;
     /// `ROAM_QEMU_ACCEL` decides when set.
-    pub fn accel(&self) -> Result<Accel, String> {
+    pub fn accel(&self) -> Result<Accel, VmError> {
         match std::env::var("ROAM_QEMU_ACCEL").as_deref() {
             Ok("kvm") => return Ok(Accel::Kvm),
             Ok("tcg") => return Ok(Accel::Tcg),
-            Ok(other) => return Err(format!("ROAM_QEMU_ACCEL={other}: use kvm or tcg")),
+            Ok(other) => return Err(VmError::Accel(other.to_string())),
             Err(_) => {}
         }
         if std::fs::OpenOptions::new()
@@ -145,24 +150,7 @@ impl GuestKit {
         {
             return Ok(if kvm { Accel::Kvm } else { Accel::Tcg });
         }
-        let run = tempdir("kvm-probe")?;
-        let (disk, ram, state) = (
-            run.join("disk.img"),
-            run.join("ram.img"),
-            run.join("state.img"),
-        );
-        std::fs::File::create(&disk)
-            .and_then(|f| f.set_len(MIB))
-            .map_err(|e| format!("{}: {e}", disk.display()))?;
-        let images = Images {
-            disk: &disk,
-            ram: &ram,
-            state: &state,
-        };
-        let boots = Vm::launch(self, images, &run, 256, Accel::Kvm, KVM_PROBE_DEADLINE)
-            .map(|vm| vm.kill())
-            .is_ok();
-        let _ = std::fs::remove_dir_all(&run);
+        let boots = self.kvm_boots()?;
         let _ = std::fs::write(&record, json!({ "kvm_boots": boots }).to_string());
         if !boots {
             eprintln!(
@@ -172,9 +160,35 @@ impl GuestKit {
         }
         Ok(if boots { Accel::Kvm } else { Accel::Tcg })
     }
+
+    /// Whether KVM boots this guest: once, on a scratch disk, within [`KVM_PROBE_DEADLINE`].
+    fn kvm_boots(&self) -> Result<bool, VmError> {
+        let run = tempdir("kvm-probe")?;
+        let (disk, ram, state) = (
+            run.join("disk.img"),
+            run.join("ram.img"),
+            run.join("state.img"),
+        );
+        std::fs::File::create(&disk)
+            .and_then(|f| f.set_len(MIB))
+            .map_err(|error| VmError::Io {
+                what: disk.display().to_string(),
+                error,
+            })?;
+        let images = Images {
+            disk: &disk,
+            ram: &ram,
+            state: &state,
+        };
+        let boots = Vm::launch(self, images, &run, 256, Accel::Kvm, KVM_PROBE_DEADLINE)
+            .map(|vm| vm.kill())
+            .is_ok();
+        let _ = std::fs::remove_dir_all(&run);
+        Ok(boots)
+    }
 }
 
-fn tempdir(what: &str) -> Result<PathBuf, String> {
+fn tempdir(what: &str) -> Result<PathBuf, VmError> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let d = std::env::temp_dir().join(format!(
@@ -182,68 +196,11 @@ fn tempdir(what: &str) -> Result<PathBuf, String> {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     ));
-    std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    std::fs::create_dir_all(&d).map_err(|error| VmError::Io {
+        what: d.display().to_string(),
+        error,
+    })?;
     Ok(d)
-}
-
-/// A QMP connection (QEMU's JSON control protocol): one command at a time, events skipped.
-struct Qmp {
-    r: BufReader<UnixStream>,
-    w: UnixStream,
-}
-
-impl Qmp {
-    fn connect(path: &Path) -> Result<Qmp, String> {
-        let s = UnixStream::connect(path).map_err(|e| format!("QMP {}: {e}", path.display()))?;
-        s.set_read_timeout(Some(Duration::from_secs(60)))
-            .map_err(|e| e.to_string())?;
-        let w = s.try_clone().map_err(|e| e.to_string())?;
-        let mut q = Qmp {
-            r: BufReader::new(s),
-            w,
-        };
-        let greeting = q.read()?;
-        if greeting.get("QMP").is_none() {
-            return Err(format!(
-                "{}: not a QMP greeting: {greeting}",
-                path.display()
-            ));
-        }
-        q.run("qmp_capabilities", json!({}))?;
-        Ok(q)
-    }
-
-    fn read(&mut self) -> Result<Value, String> {
-        loop {
-            let mut line = String::new();
-            let n = self
-                .r
-                .read_line(&mut line)
-                .map_err(|e| format!("reading QMP: {e}"))?;
-            if n == 0 {
-                return Err("QEMU closed its QMP socket".into());
-            }
-            let v: Value = serde_json::from_str(&line)
-                .map_err(|e| format!("QMP sent what is not JSON ({e}): {}", line.trim()))?;
-            if v.get("event").is_none() {
-                return Ok(v);
-            }
-        }
-    }
-
-    /// Run `cmd`; its `return`, or its error's description.
-    fn run(&mut self, cmd: &str, args: Value) -> Result<Value, String> {
-        let msg = json!({ "execute": cmd, "arguments": args });
-        writeln!(self.w, "{msg}").map_err(|e| format!("QMP {cmd}: {e}"))?;
-        let v = self.read()?;
-        if let Some(e) = v.get("error") {
-            return Err(format!(
-                "QEMU refused {cmd}: {}",
-                e.get("desc").and_then(Value::as_str).unwrap_or("?")
-            ));
-        }
-        Ok(v.get("return").cloned().unwrap_or(Value::Null))
-    }
 }
 
 /// A running guest.
@@ -266,22 +223,26 @@ impl Drop for Vm {
 }
 
 /// QEMU's `-drive`-style option strings double a comma.
-fn opt_path(p: &Path) -> Result<String, String> {
-    let s = p
-        .to_str()
-        .ok_or_else(|| format!("{}: not UTF-8", p.display()))?;
-    Ok(s.replace(',', ",,"))
+fn opt_path(p: &Path) -> Result<String, VmError> {
+    Ok(utf8(p)?.replace(',', ",,"))
+}
+
+/// `p` as UTF-8 (QEMU's options are strings).
+fn utf8(p: &Path) -> Result<&str, VmError> {
+    p.to_str().ok_or_else(|| VmError::Path {
+        path: p.display().to_string(),
+        why: "not UTF-8",
+    })
 }
 
 /// A path for `exec:cat ... 'PATH'` (a shell word): no single quotes in it.
-fn shell_path(p: &Path) -> Result<String, String> {
-    let s = p
-        .to_str()
-        .ok_or_else(|| format!("{}: not UTF-8", p.display()))?;
+fn shell_path(p: &Path) -> Result<String, VmError> {
+    let s = utf8(p)?;
     if s.contains('\'') {
-        return Err(format!(
-            "{s}: a path with a quote cannot be given to QEMU's exec: migration"
-        ));
+        return Err(VmError::Path {
+            path: s.to_string(),
+            why: "a path with a quote cannot be given to QEMU's exec: migration",
+        });
     }
     Ok(format!("'{s}'"))
 }
@@ -308,156 +269,38 @@ impl Vm {
     /// QEMU's sockets in `run`. Returns once the guest answers on its console. The disk's
     /// dirty bitmap counts from here. The guest is killed when the value is dropped, unless
     /// [`Vm::detach`] is called.
-    pub fn start(kit: &GuestKit, images: Images, run: &Path, memory_mb: u32) -> Result<Vm, String> {
-        let accel = kit.accel()?;
-        Vm::launch(kit, images, run, memory_mb, accel, BOOT_DEADLINE)
-    }
-
-    fn launch(
+    pub fn start(
         kit: &GuestKit,
         images: Images,
         run: &Path,
         memory_mb: u32,
-        accel: Accel,
-        deadline: Duration,
-    ) -> Result<Vm, String> {
-        let qemu = which("qemu-system-x86_64").ok_or(
-            "qemu-system-x86_64 is missing (apt-get install -y qemu-system-x86 qemu-utils)",
-        )?;
-        std::fs::create_dir_all(run).map_err(|e| format!("{}: {e}", run.display()))?;
-        // QEMU runs daemonized from `/`: every path it is given is absolute.
-        let (disk, ram, state, run) = (
-            absolute(images.disk)?,
-            absolute(images.ram)?,
-            absolute(images.state)?,
-            absolute(run)?,
-        );
-        let run = &run;
-        if let Some(pid) = running(run) {
-            return Err(format!(
-                "a guest is already running from {} (pid {pid}): suspend or stop it first",
-                run.display()
-            ));
-        }
-        let resuming = state.is_file();
-        let mb = if resuming {
-            let len = std::fs::metadata(&ram)
-                .map_err(|e| format!("{}: the RAM image of a saved guest: {e}", ram.display()))?
-                .len();
-            if len == 0 || len % MIB != 0 {
-                return Err(format!(
-                    "{}: a RAM image of {len} bytes (not a whole number of MiB)",
-                    ram.display()
-                ));
-            }
-            len / MIB
-        } else {
-            // A fresh boot gets fresh (zero) RAM.
-            let _ = std::fs::remove_file(&ram);
-            std::fs::File::create(&ram)
-                .and_then(|f| f.set_len(u64::from(memory_mb) * MIB))
-                .map_err(|e| format!("{}: {e}", ram.display()))?;
-            u64::from(memory_mb)
-        };
-        let (qmp_sock, con_sock, pidfile) = (
-            run.join("qmp.sock"),
-            run.join("console.sock"),
-            run.join("qemu.pid"),
-        );
-        for f in [&qmp_sock, &con_sock, &pidfile] {
-            let _ = std::fs::remove_file(f);
-        }
-        let mut cmd = Command::new(qemu);
-        cmd.args(["-accel", accel.arg(), "-m"])
-            .arg(format!("{mb}M"))
-            .arg("-object")
-            .arg(format!(
-                "memory-backend-file,id=ram0,size={mb}M,mem-path={},share=on",
-                opt_path(&ram)?
-            ))
-            .args(["-machine", "memory-backend=ram0"])
-            .args(["-nodefaults", "-display", "none", "-no-reboot", "-kernel"])
-            .arg(kit.dir.join("vmlinuz"))
-            .arg("-initrd")
-            .arg(kit.dir.join("initrd.img"))
-            .args([
-                "-append",
-                "console=ttyS0 quiet init_on_free=1 panic=-1",
-                "-blockdev",
-            ])
-            .arg(format!(
-                "driver=file,filename={},node-name=file0",
-                opt_path(&disk)?
-            ))
-            .args([
-                "-blockdev",
-                &format!("driver=raw,file=file0,node-name={DISK_NODE}"),
-                "-device",
-                &format!("virtio-blk-pci,drive={DISK_NODE}"),
-                "-chardev",
-            ])
-            .arg(format!(
-                "socket,id=con,path={},server=on,wait=off",
-                opt_path(&con_sock)?
-            ))
-            .args(["-serial", "chardev:con", "-qmp"])
-            .arg(format!("unix:{},server=on,wait=off", opt_path(&qmp_sock)?))
-            .arg("-pidfile")
-            .arg(&pidfile)
-            .arg("-daemonize")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if resuming {
-            cmd.args(["-incoming", "defer"]);
-        }
-        // With -daemonize the first process exits once the sockets are ready.
-        let out = cmd
-            .output()
-            .map_err(|e| format!("starting qemu-system-x86_64: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "qemu-system-x86_64 failed to start ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let mut vm = Vm::attach(run)?;
-        vm.accel = accel;
-        vm.kill_on_drop = true;
-        if resuming {
-            vm.ignore_shared()?;
-            vm.qmp.run(
-                "migrate-incoming",
-                json!({ "uri": format!("exec:cat {}", shell_path(&state)?) }),
-            )?;
-            vm.wait_migration("restoring the device state", Duration::from_secs(600))?;
-        }
-        vm.qmp.run(
-            "block-dirty-bitmap-add",
-            json!({ "node": DISK_NODE, "name": BITMAP, "granularity": CHUNK_SIZE }),
-        )?;
-        if resuming {
-            vm.qmp.run("cont", json!({}))?;
-        }
-        vm.wait_console(deadline)?;
-        Ok(vm)
+    ) -> Result<Vm, VmError> {
+        let accel = kit.accel()?;
+        Vm::launch(kit, images, run, memory_mb, accel, BOOT_DEADLINE)
     }
 
     /// The guest running from `run` (started by [`Vm::start`], perhaps by another process).
     /// It keeps running when the value is dropped.
-    pub fn attach(run: &Path) -> Result<Vm, String> {
+    pub fn attach(run: &Path) -> Result<Vm, VmError> {
         let run = &absolute(run)?;
         let pid: u32 = std::fs::read_to_string(run.join("qemu.pid"))
-            .map_err(|e| format!("no guest running from {}: {e}", run.display()))?
+            .map_err(|error| VmError::Io {
+                what: format!("no guest running from {}", run.display()),
+                error,
+            })?
             .trim()
             .parse()
-            .map_err(|_| format!("{}: a bad pid file", run.join("qemu.pid").display()))?;
+            .map_err(|_| VmError::PidFile {
+                path: run.join("qemu.pid"),
+            })?;
         let qmp = Qmp::connect(&run.join("qmp.sock"))?;
-        let con = UnixStream::connect(run.join("console.sock"))
-            .map_err(|e| format!("the guest's console in {}: {e}", run.display()))?;
+        let console = |error| VmError::Io {
+            what: format!("the guest's console in {}", run.display()),
+            error,
+        };
+        let con = UnixStream::connect(run.join("console.sock")).map_err(console)?;
         con.set_read_timeout(Some(Duration::from_millis(500)))
-            .map_err(|e| e.to_string())?;
+            .map_err(console)?;
         Ok(Vm {
             qmp,
             console: BufReader::new(con),
@@ -478,22 +321,26 @@ impl Vm {
         self.pid
     }
 
-    fn wait_migration(&mut self, what: &str, limit: Duration) -> Result<(), String> {
+    fn wait_migration(&mut self, what: &str, limit: Duration) -> Result<(), VmError> {
+        let failed = |why: String| VmError::Migration {
+            what: what.to_string(),
+            why,
+        };
         let t0 = Instant::now();
         loop {
             let r = self.qmp.run("query-migrate", json!({}))?;
             match r.get("status").and_then(Value::as_str) {
                 Some("completed") => break,
                 Some("failed") | Some("cancelled") => {
-                    return Err(format!(
-                        "{what}: migration {}",
+                    return Err(failed(format!(
+                        "migration {}",
                         r.get("error-desc")
                             .and_then(Value::as_str)
                             .unwrap_or("failed")
-                    ))
+                    )))
                 }
                 _ if t0.elapsed() > limit => {
-                    return Err(format!("{what}: not done in {} s", limit.as_secs()))
+                    return Err(failed(format!("not done in {} s", limit.as_secs())))
                 }
                 _ => std::thread::sleep(Duration::from_millis(50)),
             }
@@ -505,14 +352,14 @@ impl Vm {
                 return Ok(());
             }
             if t0.elapsed() > limit {
-                return Err(format!("{what}: the guest stayed in migration"));
+                return Err(failed("the guest stayed in migration".into()));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
     /// Ping until the guest answers (`deadline`).
-    fn wait_console(&mut self, deadline: Duration) -> Result<(), String> {
+    fn wait_console(&mut self, deadline: Duration) -> Result<(), VmError> {
         let t0 = Instant::now();
         while t0.elapsed() < deadline {
             if self
@@ -522,19 +369,23 @@ impl Vm {
                 return Ok(());
             }
         }
-        Err(format!(
+        Err(VmError::Guest(format!(
             "the guest did not answer on its console within {} s ({:?})",
             deadline.as_secs(),
             self.accel
-        ))
+        )))
     }
 
     /// Send one command line to the guest; its answer (after `roam-guest `).
-    pub fn command(&mut self, line: &str) -> Result<String, String> {
+    pub fn command(&mut self, line: &str) -> Result<String, VmError> {
         self.command_within(line, Duration::from_secs(600))
     }
 
-    fn command_within(&mut self, line: &str, limit: Duration) -> Result<String, String> {
+    fn command_within(&mut self, line: &str, limit: Duration) -> Result<String, VmError> {
+        let console = |error| VmError::Io {
+            what: "the guest's console".into(),
+            error,
+        };
         let word = line.split_whitespace().next().unwrap_or("");
         let expect = match word {
             "ping" => "pong",
@@ -544,12 +395,12 @@ impl Vm {
         self.console
             .get_mut()
             .write_all(format!("{line}\n").as_bytes())
-            .map_err(|e| format!("the guest's console: {e}"))?;
+            .map_err(console)?;
         let t0 = Instant::now();
         let mut buf = String::new();
         while t0.elapsed() < limit {
             match self.console.read_line(&mut buf) {
-                Ok(0) => return Err("the guest's console closed".into()),
+                Ok(0) => return Err(VmError::Guest("the guest's console closed".into())),
                 Ok(_) if buf.ends_with('\n') => {
                     let l = buf.trim_end_matches(['\r', '\n']).to_string();
                     buf.clear();
@@ -558,7 +409,9 @@ impl Vm {
                             return Ok(rest.to_string());
                         }
                         if rest.starts_with("unknown") {
-                            return Err(format!("the guest does not know `{line}`"));
+                            return Err(VmError::Guest(format!(
+                                "the guest does not know `{line}`"
+                            )));
                         }
                     }
                 }
@@ -568,30 +421,30 @@ impl Vm {
                         e.kind(),
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) => {}
-                Err(e) => return Err(format!("the guest's console: {e}")),
+                Err(e) => return Err(console(e)),
             }
         }
-        Err(format!(
+        Err(VmError::Guest(format!(
             "the guest did not answer `{line}` within {} s",
             limit.as_secs()
-        ))
+        )))
     }
 
     /// Run a workload in the guest: `mem_mb` of fresh data into memory, `disk_mb` onto the disk.
-    pub fn dirty(&mut self, mem_mb: u64, disk_mb: u64, seed: u64) -> Result<(), String> {
+    pub fn dirty(&mut self, mem_mb: u64, disk_mb: u64, seed: u64) -> Result<(), VmError> {
         self.command(&format!("dirty {mem_mb} {disk_mb} {seed}"))
             .map(|_| ())
     }
 
     /// Checksums of the guest's memory files and of its disk, as the guest computes them.
-    pub fn checksum(&mut self) -> Result<String, String> {
+    pub fn checksum(&mut self) -> Result<String, VmError> {
         self.command("sum")
     }
 
     /// Suspend: stop the guest, leave its RAM in its RAM file, write its device state to
     /// `state` (replaced whole, atomically), read the disk chunks it wrote since it started,
     /// and end QEMU. The chunk numbers.
-    pub fn suspend(mut self, state: &Path) -> Result<BTreeSet<u64>, String> {
+    pub fn suspend(mut self, state: &Path) -> Result<BTreeSet<u64>, VmError> {
         let state = &absolute(state)?;
         let part = state.with_extension("img.part");
         let status = self.qmp.run("query-status", json!({}))?;
@@ -615,13 +468,19 @@ impl Vm {
         self.kill_on_drop = false;
         std::fs::File::open(&part)
             .and_then(|f| f.sync_all())
-            .map_err(|e| format!("{}: {e}", part.display()))?;
-        std::fs::rename(&part, state).map_err(|e| format!("{}: {e}", state.display()))?;
+            .map_err(|error| VmError::Io {
+                what: part.display().to_string(),
+                error,
+            })?;
+        std::fs::rename(&part, state).map_err(|error| VmError::Io {
+            what: state.display().to_string(),
+            error,
+        })?;
         Ok(dirty)
     }
 
     /// Migrate the device state only: the RAM is in the shared RAM file.
-    fn ignore_shared(&mut self) -> Result<(), String> {
+    fn ignore_shared(&mut self) -> Result<(), VmError> {
         self.qmp.run(
             "migrate-set-capabilities",
             json!({ "capabilities": [{ "capability": "x-ignore-shared", "state": true }] }),
@@ -630,8 +489,11 @@ impl Vm {
     }
 
     /// The bitmap's chunks: exported over QEMU's NBD server and read by `qemu-img map`.
-    fn dirty_chunks(&mut self) -> Result<BTreeSet<u64>, String> {
-        let img = which("qemu-img").ok_or("qemu-img is missing (apt-get install -y qemu-utils)")?;
+    fn dirty_chunks(&mut self) -> Result<BTreeSet<u64>, VmError> {
+        let img = which("qemu-img").ok_or(VmError::NotInstalled {
+            tool: "qemu-img",
+            packages: "qemu-utils",
+        })?;
         self.qmp.run(
             "block-dirty-bitmap-disable",
             json!({ "node": DISK_NODE, "name": BITMAP }),
@@ -653,12 +515,15 @@ impl Vm {
                 opt_path(&sock)?
             ))
             .output()
-            .map_err(|e| format!("running qemu-img: {e}"))?;
+            .map_err(|error| VmError::Io {
+                what: "running qemu-img".into(),
+                error,
+            })?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(VmError::DirtyMap(format!(
                 "qemu-img map of the dirty bitmap failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            )));
         }
         parse_dirty_map(&String::from_utf8_lossy(&out.stdout))
     }
@@ -690,12 +555,13 @@ impl Vm {
 
 /// The chunk numbers that `qemu-img map --output=json` of an `x-dirty-bitmap` export names
 /// dirty (its `"data": false` extents).
-pub fn parse_dirty_map(json: &str) -> Result<BTreeSet<u64>, String> {
-    let v: Value =
-        serde_json::from_str(json).map_err(|e| format!("qemu-img map printed bad JSON: {e}"))?;
+pub fn parse_dirty_map(json: &str) -> Result<BTreeSet<u64>, VmError> {
+    let bad = VmError::DirtyMap;
+    let v: Value = serde_json::from_str(json)
+        .map_err(|e| bad(format!("qemu-img map printed bad JSON: {e}")))?;
     let extents = v
         .as_array()
-        .ok_or("qemu-img map printed no list of extents")?;
+        .ok_or_else(|| bad("qemu-img map printed no list of extents".into()))?;
     let mut out = BTreeSet::new();
     let chunk = CHUNK_SIZE as u64;
     for e in extents {
@@ -704,9 +570,9 @@ pub fn parse_dirty_map(json: &str) -> Result<BTreeSet<u64>, String> {
             e.get("length").and_then(Value::as_u64),
             e.get("data").and_then(Value::as_bool),
         ) else {
-            return Err(format!(
+            return Err(bad(format!(
                 "qemu-img map printed an extent without start, length or data: {e}"
-            ));
+            )));
         };
         if !data && len > 0 {
             out.extend(start / chunk..=(start + len - 1) / chunk);
@@ -715,8 +581,11 @@ pub fn parse_dirty_map(json: &str) -> Result<BTreeSet<u64>, String> {
     Ok(out)
 }
 
-fn absolute(p: &Path) -> Result<PathBuf, String> {
-    std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+fn absolute(p: &Path) -> Result<PathBuf, VmError> {
+    std::path::absolute(p).map_err(|error| VmError::Io {
+        what: p.display().to_string(),
+        error,
+    })
 }
 
 /// Whether `pid` runs (a zombie does not: a daemonized QEMU's parent may never reap it).

@@ -1,0 +1,522 @@
+//! A results directory: every trial's metrics (`trials.csv`), every interactive event's
+//! latency (`events.csv`), what the trials said about themselves (`trials.log`), stamped with
+//! the code and workloads that measured them (`run.json`). [`Recorder`] appends each trial as
+//! it finishes, so an interrupted run keeps what it measured; `--resume` keeps a matching
+//! run's finished trials ([`resumable`]) and `--report-only` reads a directory back ([`load`]).
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::harness::plan::{App, Plan, DEVELOPMENT_SEEDS, HELD_OUT_SEEDS};
+use crate::report::{self, Row};
+
+/// What a run measured, or what a results directory holds (`--report-only`).
+pub struct Measured {
+    /// The plan's applications, as indices into the lab's list.
+    pub app_ix: Vec<usize>,
+    /// Every trial's metrics (`trials.csv`).
+    pub rows: Vec<Row>,
+    /// Every interactive event's latency (`events.csv`).
+    pub events: Vec<Row>,
+    /// What the trials said about themselves (`trials.log`).
+    pub notes: Vec<String>,
+    /// The code that measured them.
+    pub version: String,
+}
+
+/// What one trial gave: its metric rows, its notes (one line each) and its events' rows.
+pub struct TrialRecord {
+    /// The trial's name ([`trial_name`]).
+    pub name: String,
+    /// Its metrics (one `error` row if it failed).
+    pub rows: Vec<Row>,
+    /// Its notes, `name: text`.
+    pub notes: Vec<String>,
+    /// Its interactive events' latencies.
+    pub events: Vec<Row>,
+}
+
+/// The results directory of a run in progress: what it keeps from an earlier run, and the
+/// three files each finished trial is appended to.
+pub struct Recorder {
+    kept: HashSet<(String, String, String, u32)>,
+    all: Mutex<Measured>,
+    trials_csv: Mutex<std::fs::File>,
+    events_csv: Mutex<std::fs::File>,
+    trials_log: Mutex<std::fs::File>,
+}
+
+impl Recorder {
+    /// Open `plan.out` for a run of `plan` over the lab's applications `all` (the plan's
+    /// `app_ix`): stamp it (`run.json`), keep a matching earlier run's finished trials with
+    /// their events and notes if the plan resumes, and start each file with what is kept.
+    pub fn open(plan: &Plan, all: &[App], app_ix: Vec<usize>) -> Result<Recorder> {
+        std::fs::create_dir_all(&plan.out)
+            .with_context(|| format!("creating {}", plan.out.display()))?;
+        let stamp = RunStamp::of(plan, all);
+        let rows = if plan.resume {
+            resumable(&plan.out, &stamp)?
+        } else {
+            Vec::new()
+        };
+        let kept: HashSet<_> = rows.iter().map(trial_key).collect();
+        std::fs::write(
+            plan.out.join("run.json"),
+            serde_json::to_string_pretty(&stamp)?,
+        )?;
+        // The events of the kept trials stay, like their rows.
+        let events: Vec<Row> = if plan.resume {
+            read_events(&plan.out, "--resume")?
+                .into_iter()
+                .filter(|r| kept.contains(&trial_key(r)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // The notes of the kept trials stay; those of trials about to run again go.
+        let notes = read_notes(&plan.out, &rows)?;
+        Ok(Recorder {
+            trials_csv: start_appending(&plan.out.join("trials.csv"), &report::csv(&rows))?,
+            events_csv: start_appending(&plan.out.join(EVENTS_CSV), &report::csv(&events))?,
+            trials_log: start_appending(&plan.out.join(TRIALS_LOG), &lines(&notes))?,
+            kept,
+            all: Mutex::new(Measured {
+                app_ix,
+                rows,
+                events,
+                notes,
+                version: VERSION.into(),
+            }),
+        })
+    }
+
+    /// Whether the trial `(app, scenario, system, trial)` was kept from an earlier run.
+    pub fn has(&self, app: &str, scenario: &str, system: &str, trial: u32) -> bool {
+        self.kept
+            .contains(&(app.into(), scenario.into(), system.into(), trial))
+    }
+
+    /// How many trials were kept from an earlier run.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Append a finished trial to the files at once; a failed append is reported on stderr
+    /// (through `say`) and made good when the run ends ([`Recorder::finish`]).
+    pub fn record(&self, t: TrialRecord, say: impl Fn(&str)) {
+        let appends: [(&Mutex<std::fs::File>, String, &str); 3] = [
+            (&self.trials_csv, report::csv_lines(&t.rows), "trials.csv"),
+            (&self.trials_log, lines(&t.notes), TRIALS_LOG),
+            (&self.events_csv, report::csv_lines(&t.events), EVENTS_CSV),
+        ];
+        for (file, text, what) in appends {
+            if let Err(e) = file.lock().unwrap().write_all(text.as_bytes()) {
+                say(&format!("appending {} to {what}: {e}", t.name));
+            }
+        }
+        let mut all = self.all.lock().unwrap();
+        all.events.extend(t.events);
+        all.notes.extend(t.notes);
+        all.rows.extend(t.rows);
+    }
+
+    /// Write the three files once more, whole (complete even if an append failed), and give
+    /// back everything measured and kept.
+    pub fn finish(self, out: &Path) -> Result<Measured> {
+        let m = self.all.into_inner().unwrap();
+        std::fs::write(out.join("trials.csv"), report::csv(&m.rows))?;
+        std::fs::write(out.join(TRIALS_LOG), lines(&m.notes))?;
+        std::fs::write(out.join(EVENTS_CSV), report::csv(&m.events))?;
+        Ok(m)
+    }
+}
+
+/// Every interactive event's latency, one row each, in `trials.csv`'s columns (the metric is
+/// the event's name, [`App::event`]).
+const EVENTS_CSV: &str = "events.csv";
+
+/// The source the lab was built from (`git describe --always --dirty`; see `build.rs`).
+pub const VERSION: &str = env!("ROAM_VERSION");
+
+/// What a results directory's trials were measured with (`run.json` beside `trials.csv`):
+/// `--resume` adds trials only to a run that matches.
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+struct RunStamp {
+    version: String,
+    quick: bool,
+    /// The seed of every cell's first trial (runs before this field used 1).
+    #[serde(default = "development_seeds")]
+    first_seed: u64,
+    /// Workload length per application (ms).
+    workload_ms: BTreeMap<String, u64>,
+}
+
+fn development_seeds() -> u64 {
+    DEVELOPMENT_SEEDS
+}
+
+impl RunStamp {
+    fn of(plan: &Plan, all: &[App]) -> RunStamp {
+        RunStamp {
+            version: VERSION.into(),
+            quick: plan.quick,
+            first_seed: plan.first_seed,
+            workload_ms: all
+                .iter()
+                .map(|a| (a.name.to_string(), plan.workload(a).as_millis() as u64))
+                .collect(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let w: Vec<String> = self
+            .workload_ms
+            .iter()
+            .map(|(a, ms)| format!("{a} {}s", ms / 1000))
+            .collect();
+        format!(
+            "roam {}, {}seeds from {}, {}",
+            self.version,
+            if self.quick { "quick, " } else { "" },
+            self.first_seed,
+            w.join(", ")
+        )
+    }
+}
+
+/// The trials of `out` a resumed run keeps: those of a run stamped like `stamp`, without
+/// the failed ones (they run again). Errors name the directory and what differs.
+fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
+    let csv_path = out.join("trials.csv");
+    if !csv_path.exists() {
+        return Ok(Vec::new());
+    }
+    let old = read_stamp(out, "--resume").with_context(|| {
+        format!(
+            "--resume: {} needs a run.json beside it (it says which code measured the \
+             trials); use another --out, or run without --resume to start over",
+            csv_path.display()
+        )
+    })?;
+    if &old != stamp {
+        bail!(
+            "--resume: {} holds trials of {}; this run is {}. Trials are only added to a run \
+             of the same code and workloads: use another --out, or run without --resume to \
+             start over",
+            out.display(),
+            old.describe(),
+            stamp.describe()
+        );
+    }
+    let rows = read_trials(out, "--resume")?;
+    let failed: HashSet<_> = rows
+        .iter()
+        .filter(|r| r.metric == "error")
+        .map(trial_key)
+        .collect();
+    Ok(rows
+        .into_iter()
+        .filter(|r| !failed.contains(&trial_key(r)))
+        .collect())
+}
+
+/// The trials of another run's directory `out` (its `trials.csv`, failed trials left out)
+/// and the code that measured them (its `run.json`), for a lab that reuses them as they are
+/// (`roam lab fasthla --sweep-from`); `what` (the option) names the read in errors.
+pub fn read_run(out: &std::path::Path, what: &str) -> Result<(String, Vec<Row>)> {
+    let stamp = read_stamp(out, what)?;
+    let rows = read_trials(out, what)?;
+    let failed: HashSet<_> = rows
+        .iter()
+        .filter(|r| r.metric == "error")
+        .map(trial_key)
+        .collect();
+    let rows = rows
+        .into_iter()
+        .filter(|r| !failed.contains(&trial_key(r)))
+        .collect();
+    Ok((stamp.describe(), rows))
+}
+
+/// `out/run.json`; `what` (the option) names the read in errors.
+fn read_stamp(out: &std::path::Path, what: &str) -> Result<RunStamp> {
+    let path = out.join("run.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{what}: reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{what}: {} is not a run stamp", path.display()))
+}
+
+/// The rows of `out/trials.csv`; `what` (the option) names the read in errors.
+fn read_trials(out: &std::path::Path, what: &str) -> Result<Vec<Row>> {
+    let path = out.join("trials.csv");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{what}: reading {}", path.display()))?;
+    report::parse_csv(&text, &path.display().to_string())
+}
+
+/// The rows of `out/events.csv` (every interactive event's latency), none if the run has no
+/// such file (runs before 2026-11-24); `what` (the option) names the read in errors.
+fn read_events(out: &std::path::Path, what: &str) -> Result<Vec<Row>> {
+    let path = out.join(EVENTS_CSV);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{what}: reading {}", path.display()))?;
+    report::parse_csv(&text, &path.display().to_string())
+}
+
+/// Which trial a row belongs to.
+fn trial_key(r: &Row) -> (String, String, String, u32) {
+    (r.app.clone(), r.scenario.clone(), r.system.clone(), r.trial)
+}
+
+/// A trial's name in progress lines, `trials.log` and the report: `app/scenario/system#trial`.
+pub fn trial_name(app: &str, scenario: &str, system: &str, trial: u32) -> String {
+    format!("{app}/{scenario}/{system}#{trial}")
+}
+
+/// A `trials.log` note's parts (`app/scenario/system#trial: text`, see `trial_name`).
+pub struct NoteParts<'a> {
+    /// The application (a lab's dataset or workload).
+    pub app: &'a str,
+    /// The scenario, with its changed parameters.
+    pub scenario: &'a str,
+    /// The system under test.
+    pub system: &'a str,
+    /// The trial's whole name, `app/scenario/system#trial`.
+    pub name: &'a str,
+    /// What the trial said.
+    pub text: &'a str,
+}
+
+/// The parts of `note`, if it is one of a trial.
+pub fn note_parts(note: &str) -> Option<NoteParts<'_>> {
+    let (name, text) = note.split_once(": ")?;
+    let (cell, _) = name.rsplit_once('#')?;
+    let mut path = cell.splitn(3, '/');
+    Some(NoteParts {
+        app: path.next()?,
+        scenario: path.next()?,
+        system: path.next()?,
+        name,
+        text,
+    })
+}
+
+/// The system of a `trials.log` note.
+pub fn note_system(note: &str) -> Option<&str> {
+    note_parts(note).map(|n| n.system)
+}
+
+/// The note of a trial that failed (it measured nothing): `name: failed` and then `detail`,
+/// e.g. `: <the error>`. [`note_failed`] recognises it.
+pub fn failed_note(name: &str, detail: &str) -> String {
+    format!("{name}: failed{detail}")
+}
+
+/// Whether a `trials.log` note says its trial failed (`failed_note`) rather than why it did
+/// not finish.
+pub fn note_failed(note: &str) -> bool {
+    note.split_once(": ")
+        .is_some_and(|(_, said)| said.starts_with("failed"))
+}
+
+/// The name of the trial a row belongs to ([`trial_name`]).
+fn row_trial_name(r: &Row) -> String {
+    trial_name(&r.app, &r.scenario, &r.system, r.trial)
+}
+
+/// `trials.log` in a results directory: one line per note on a trial (why it did not
+/// finish, why it failed), `app/scenario/system#trial: text`.
+pub const TRIALS_LOG: &str = "trials.log";
+
+/// `path` holding `text`, opened to append to (a results file that grows trial by trial).
+fn start_appending(path: &std::path::Path, text: &str) -> Result<Mutex<std::fs::File>> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    Ok(Mutex::new(f))
+}
+
+/// Each string as a line.
+fn lines(v: &[String]) -> String {
+    v.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// The lines of `out/trials.log` that belong to trials in `rows` (empty if there is none:
+/// runs before the log existed).
+pub(crate) fn read_notes(out: &std::path::Path, rows: &[Row]) -> Result<Vec<String>> {
+    let path = out.join(TRIALS_LOG);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let names: HashSet<String> = rows.iter().map(row_trial_name).collect();
+    Ok(text
+        .lines()
+        .filter(|l| l.split_once(": ").is_some_and(|(n, _)| names.contains(n)))
+        .map(str::to_string)
+        .collect())
+}
+
+/// The trials already in `plan.out` (`--report-only`): nothing is run; the version is the
+/// code that measured them (from `run.json`).
+pub fn load(plan: &Plan, app_ix: Vec<usize>) -> Result<Measured> {
+    let stamp = read_stamp(&plan.out, "--report-only")?;
+    let rows = read_trials(&plan.out, "--report-only")?;
+    let mut notes = read_notes(&plan.out, &rows)?;
+    // Failed trials of runs from before `trials.log` existed.
+    for r in rows.iter().filter(|r| r.metric == "error") {
+        let name = row_trial_name(r);
+        if !notes.iter().any(|l| l.starts_with(&format!("{name}: "))) {
+            notes.push(failed_note(&name, " (the reason is in the log of the run)"));
+        }
+    }
+    let events = read_events(&plan.out, "--report-only")?;
+    Ok(Measured {
+        app_ix,
+        rows,
+        events,
+        notes,
+        version: stamp.version,
+    })
+}
+
+/// What a report says of the code that wrote it when another version measured its trials
+/// (`measured`, from run.json): nothing if they are the same.
+pub fn written_by(measured: &str) -> String {
+    if measured == VERSION {
+        String::new()
+    } else {
+        format!(" (report written by roam `{VERSION}`)")
+    }
+}
+
+/// Which seeds the trials used, and whether they were held out of development.
+pub fn seeds_line(rows: &[Row]) -> String {
+    let seeds: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.seed).collect();
+    let (Some(lo), Some(hi)) = (seeds.first(), seeds.last()) else {
+        return "No trials.".into();
+    };
+    let range = if lo == hi {
+        format!("seed {lo}")
+    } else {
+        format!("seeds {lo}-{hi}")
+    };
+    let which = if *lo >= HELD_OUT_SEEDS {
+        "held out of development: no run used them while roam-net was built"
+    } else if *hi < HELD_OUT_SEEDS {
+        "the development seeds, which roam-net was developed and tuned against; \
+         `--seeds held-out` measures on seeds none of that saw"
+    } else {
+        "development and held-out seeds mixed"
+    };
+    format!("Trials used {range} ({which}).")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::harness::system::Builtin;
+    use std::time::Duration;
+
+    /// An application of a lab for the framework's own tests: mail's metrics and lengths.
+    fn apps() -> Vec<App> {
+        vec![App {
+            name: "mail",
+            run: |_| Ok(Vec::new()),
+            full: Duration::from_secs(600),
+            quick: Duration::from_secs(180),
+            interactive: ("ondemand_ms", "on-demand fetch delay (ms)"),
+            background: ("background_s", "all messages fetched (s)", false),
+            event: ("open", "wait for an opened message (ms)"),
+            needs: &[],
+            interactive_floor: None,
+            stagger: None,
+        }]
+    }
+
+    /// Trial 1 of mail on the hotspot over roam: its interactive and background metrics.
+    fn rows(interactive: f64, background: f64) -> Vec<Row> {
+        [("ondemand_ms", interactive), ("background_s", background)]
+            .into_iter()
+            .map(|(metric, value)| Row {
+                app: "mail".into(),
+                scenario: "hotspot".into(),
+                system: "roam".into(),
+                trial: 1,
+                seed: 1,
+                metric: metric.into(),
+                value,
+                unit: String::new(),
+            })
+            .collect()
+    }
+
+    /// A full (not quick) plan of mail on the hotspot over roam, writing to `out`.
+    pub(crate) fn mail_plan(out: &std::path::Path, trials: u32, resume: bool) -> Plan {
+        Plan {
+            apps: vec!["mail".into()],
+            scenarios: vec!["hotspot".into()],
+            systems: vec![Builtin::Roam.into()],
+            trials,
+            first_seed: DEVELOPMENT_SEEDS,
+            quick: false,
+            duration: None,
+            jobs: 1,
+            out: out.to_path_buf(),
+            emu_logs: None,
+            resume,
+            report_only: false,
+        }
+    }
+
+    /// A resumed run keeps the finished trials of a matching run and drops the failed ones.
+    #[test]
+    fn resuming_keeps_finished_trials_and_retries_failed_ones() {
+        let dir = std::env::temp_dir().join(format!("roam-lab-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = mail_plan(&dir, 2, true);
+        let stamp = RunStamp::of(&plan, &apps());
+        assert!(resumable(&dir, &stamp).unwrap().is_empty(), "nothing yet");
+        let mut rows = rows(300.0, 11.0);
+        let mut failed = rows[0].clone();
+        (failed.trial, failed.metric, failed.value) = (2, "error".into(), f64::NAN);
+        rows.push(failed);
+        std::fs::write(dir.join("trials.csv"), report::csv(&rows)).unwrap();
+        let e = resumable(&dir, &stamp).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("needs a run.json beside it"),
+            "{e:#}"
+        );
+        std::fs::write(dir.join("run.json"), serde_json::to_string(&stamp).unwrap()).unwrap();
+        let kept = resumable(&dir, &stamp).unwrap();
+        assert_eq!(kept.len(), 2);
+        assert!(kept.iter().all(|r| r.trial == 1));
+        let other = RunStamp {
+            version: "0000000".into(),
+            ..RunStamp::of(&plan, &apps())
+        };
+        let e = resumable(&dir, &other).unwrap_err();
+        assert!(format!("{e:#}").contains("roam 0000000"), "{e:#}");
+        // Another lab reading these trials as they are (--sweep-from) gets the finished ones
+        // and the code that measured them, whatever its own version.
+        let (by, read) = read_run(&dir, "--sweep-from").unwrap();
+        assert_eq!(read.len(), 2);
+        assert!(by.contains(&format!("roam {VERSION}")), "{by}");
+        let e = read_run(&dir.join("absent"), "--sweep-from").unwrap_err();
+        assert!(format!("{e:#}").contains("--sweep-from"), "{e:#}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

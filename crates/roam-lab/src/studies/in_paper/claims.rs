@@ -1,0 +1,590 @@
+//! The Intentional Networking paper's claims about each cell, checked (not tuned) against a
+//! run ([`expected_outcome`]), and where the lab notebook traces a miss ([`known_cause`]).
+
+use super::paper;
+use crate::harness::plan::App;
+use crate::harness::system::Builtin;
+use crate::report::compare::{advantages, better_by, cell, gains, speedup, speedups};
+use crate::report::stats;
+use crate::report::{fmt_num, Row};
+
+/// `a >= b`, false when either is NaN (an incomparable result never meets a target).
+fn at_least(a: f64, b: f64) -> bool {
+    a.partial_cmp(&b).is_some_and(|o| o.is_ge())
+}
+
+/// Every claim of the paper about `app` on `scenario` ([`paper::claims`]), checked (not
+/// tuned) against this run: roam's advantage over each system the claim names, as the
+/// geometric mean of the per-seed ratios ([`advantages`]; the ratio of the medians where no
+/// seed pairs), against the claim's bound; and roam's interactive metric better than MPTCP's.
+/// A miss names the lab notebook's section that traces it, where there is one.
+///
+/// In steps: the paper's claims against the single-network and aggregation strategies
+/// ([`paper_checks`], which also notes a bound that makes an interactive claim unreachable),
+/// our own claim against MPTCP ([`mptcp_check`]), then the wording ([`verdict`]). `None`
+/// when no system roam is compared with has a result here.
+pub fn expected_outcome(rows: &[Row], app: &App, scenario: &str) -> Option<String> {
+    let cell = Cell {
+        rows,
+        app,
+        scenario,
+    };
+    let (mut checks, bound) = paper_checks(&cell);
+    checks.extend(mptcp_check(&cell));
+    if checks.is_empty() {
+        return None;
+    }
+    let mut why: Vec<String> = bound.into_iter().collect();
+    if let Some(section) = known_cause(app.name, scenario) {
+        why.push(format!("traced in docs/results/notebook.md, \"{section}\""));
+    }
+    Some(verdict(checks, why))
+}
+
+/// The rows of one cell of the report: one application on one scenario, every system.
+struct Cell<'a> {
+    rows: &'a [Row],
+    app: &'a App,
+    scenario: &'a str,
+}
+
+/// One claim checked: whether this run meets it, and how the report states it.
+struct Check {
+    met: bool,
+    text: String,
+}
+
+impl Cell<'_> {
+    /// The median of `metric` over `sys`'s trials (NaN when it has none that finished).
+    fn median(&self, sys: Builtin, metric: &str) -> f64 {
+        cell(self.rows, self.app.name, self.scenario, sys.name(), metric).median
+    }
+
+    /// roam's advantage over `sys` on `side` (above 1: roam is better), with its text: a
+    /// speed-up for the interactive metric, a relative gain for the background one. Where
+    /// seeds pair, the geometric mean of the per-seed ratios ([`advantages`]), so that a
+    /// scenario's luck on one seed weighs on both systems alike; where none do, the ratio of
+    /// the medians, and the text says so. `None` when either system has no result (not run,
+    /// or every trial failed): nothing to compare.
+    fn advantage(&self, sys: Builtin, side: paper::Side) -> Option<(f64, String)> {
+        let (metric, hb, percent) = match side {
+            paper::Side::Interactive => (self.app.interactive.0, false, false),
+            paper::Side::Background => (self.app.background.0, self.app.background.2, true),
+        };
+        let (other, roam) = (self.median(sys, metric), self.median(Builtin::Roam, metric));
+        if other.is_nan() || roam.is_nan() {
+            return None;
+        }
+        let adv = advantages(
+            self.rows,
+            self.app.name,
+            self.scenario,
+            sys.name(),
+            metric,
+            hb,
+        );
+        Some(if adv.is_empty() {
+            let r = if hb { roam / other } else { other / roam };
+            let text = if percent {
+                better_by(other, roam, hb)
+            } else {
+                speedup(other, roam)
+            };
+            (r, format!("{text} (medians)"))
+        } else if percent {
+            (stats::geometric_mean(&adv), gains(&adv))
+        } else {
+            (stats::geometric_mean(&adv), speedups(&adv))
+        })
+    }
+}
+
+/// The paper's claims about this cell against aggregation and the two migration strategies,
+/// each checked against roam's advantage over that system; a claim whose system has no result
+/// here is skipped. With them, the first interactive miss that no roam could have met
+/// ([`replay_bound`]), if there is one.
+fn paper_checks(cell: &Cell) -> (Vec<Check>, Option<String>) {
+    // The least the interactive metric can be (the replay's recorded span), where there is one.
+    let floor = cell
+        .app
+        .interactive_floor
+        .map_or(f64::NAN, |m| cell.median(Builtin::Roam, m));
+    let mut checks = Vec::new();
+    let mut bound = None;
+    for sys in [
+        Builtin::Aggregation,
+        Builtin::BestLatency,
+        Builtin::BestBandwidth,
+    ] {
+        for c in paper::claims(cell.app.name, cell.scenario, sys.name()) {
+            let Some((got, text)) = cell.advantage(sys, c.side) else {
+                continue;
+            };
+            let side = match c.side {
+                paper::Side::Interactive => "interactive",
+                paper::Side::Background => "background",
+            };
+            let met = at_least(got, c.at_least);
+            checks.push(Check {
+                met,
+                text: format!("{side} {text} vs {} (paper: {})", sys.name(), c.text),
+            });
+            if !met && c.side == paper::Side::Interactive && bound.is_none() {
+                let other = cell.median(sys, cell.app.interactive.0);
+                bound = replay_bound(floor, other, sys, c.at_least);
+            }
+        }
+    }
+    (checks, bound)
+}
+
+/// Why even a roam that never waited could not reach the paper's interactive ratio over
+/// `sys`: the file system's replay takes at least its recorded build (`floor`, in seconds),
+/// so roam's advantage is at most `sys`'s time (`other`) over that. `None` when there is no
+/// floor or the claim's `at_least` stays within reach.
+fn replay_bound(floor: f64, other: f64, sys: Builtin, claim_at_least: f64) -> Option<String> {
+    (floor > 0.0 && at_least(claim_at_least, other / floor)).then(|| {
+        format!(
+            "the replay cannot take less than the recorded build it replays ({} s), \
+             and {}'s {} s is only {}x that",
+            fmt_num(floor),
+            sys.name(),
+            fmt_num(other),
+            fmt_num(other / floor)
+        )
+    })
+}
+
+/// Our own claim, since the paper did not measure MPTCP: roam's interactive metric is better
+/// than MPTCP's. `None` when MPTCP (or roam) has no result here.
+fn mptcp_check(cell: &Cell) -> Option<Check> {
+    let (r, text) = cell.advantage(Builtin::Mptcp, paper::Side::Interactive)?;
+    Some(Check {
+        met: r.partial_cmp(&1.0) == Some(std::cmp::Ordering::Greater),
+        text: format!("interactive {text} vs MPTCP (ours: better)"),
+    })
+}
+
+/// The report's wording of the checks: "meets every claim: ..." listing them, or
+/// "**misses**: ..." listing the misses first (what a reader must see), then what the cell
+/// meets, then `why` (the reasons known for the misses), each part only when it has something
+/// to say.
+fn verdict(checks: Vec<Check>, why: Vec<String>) -> String {
+    let (met, missed): (Vec<_>, Vec<_>) = checks.into_iter().partition(|c| c.met);
+    let list = |v: &[Check]| {
+        v.iter()
+            .map(|c| c.text.as_str())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if missed.is_empty() {
+        return format!("meets every claim: {}", list(&met));
+    }
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!(" Why: {}.", why.join("; "))
+    };
+    let met = if met.is_empty() {
+        String::new()
+    } else {
+        format!(" Meets: {}.", list(&met))
+    };
+    format!("**misses**: {}.{met}{why}", list(&missed))
+}
+
+/// Where the lab notebook traces why roam misses the paper for `app` on `scenario` (a section
+/// of docs/results/notebook.md). The report points there rather than restating an earlier
+/// run's figures: its own numbers are the ones in its tables.
+pub fn known_cause(app: &str, scenario: &str) -> Option<&'static str> {
+    Some(match (app, scenario) {
+        ("fs", "hotspot") => "The file system on the crowded hotspot: bursts need bandwidth",
+        ("fs", "intermittent") => {
+            "The file system on intermittent: the paper's mechanism, and bursts again"
+        }
+        ("fs", s) if s.starts_with("vehicular") => {
+            "The file system on the drives: a fast uplink, and the bound"
+        }
+        ("mail", "vehicular-umts") => {
+            "Mail's on-demand on the UMTS drive: the user reads one message after another; \
+             Mail's background: new connections start slow"
+        }
+        ("mail", _) => "Mail's background: new connections start slow",
+        ("sensing", "hotspot") => "Sensing on the hotspot: one packet's serialisation",
+        ("sensing", "intermittent") => {
+            "Sensing on intermittent: the median is the 3G's one-way delay"
+        }
+        ("sensing", s) if s.starts_with("vehicular") => {
+            "Sensing on the vehicular drives: the gain is in rare stalls"
+        }
+        _ => return None,
+    })
+}
+
+/// Trial rows for tests.
+#[cfg(test)]
+pub(crate) mod test_rows {
+    use crate::report::Row;
+    use crate::studies::in_paper::apps;
+
+    pub fn rows(cells: &[(&str, f64, f64)]) -> Vec<Row> {
+        rows_of("mail", cells)
+    }
+
+    /// Trial rows of `app` on the hotspot: (system, interactive, background) per system.
+    pub fn rows_of(app: &str, cells: &[(&str, f64, f64)]) -> Vec<Row> {
+        let a = apps().into_iter().find(|a| a.name == app).unwrap();
+        let mut v = Vec::new();
+        for &(system, interactive, background) in cells {
+            for (metric, value) in [(a.interactive.0, interactive), (a.background.0, background)] {
+                v.push(Row {
+                    app: app.into(),
+                    scenario: "hotspot".into(),
+                    system: system.into(),
+                    trial: 1,
+                    seed: 1,
+                    metric: metric.into(),
+                    value,
+                    unit: String::new(),
+                });
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_rows::{rows, rows_of};
+    use super::*;
+    use crate::studies::in_paper::apps;
+
+    /// The report says plainly which of the paper's outcomes a cell misses.
+    #[test]
+    fn the_expected_outcome_names_what_misses() {
+        let mail = apps().into_iter().find(|a| a.name == "mail").unwrap();
+        let check =
+            |cells: &[(&str, f64, f64)]| expected_outcome(&rows(cells), &mail, "hotspot").unwrap();
+        let o = check(&[
+            ("roam", 100.0, 10.5),
+            ("aggregation", 600.0, 10.0),
+            ("mptcp", 900.0, 12.0),
+        ]);
+        assert!(o.starts_with("meets every claim"), "{o}");
+        // The paper's mail on the hotspot: on-demand 5x faster, background 18% longer than
+        // aggregation's; 24% longer misses, and names the notebook's section.
+        let o = check(&[
+            ("roam", 286.0, 12.5),
+            ("aggregation", 1775.0, 10.1),
+            ("mptcp", 2270.0, 12.6),
+        ]);
+        assert!(
+            o.starts_with(
+                "**misses**: background -19% vs aggregation (paper: background 18% longer)."
+            ),
+            "{o}"
+        );
+        assert!(
+            o.contains("Meets: interactive 6.21x faster vs aggregation"),
+            "{o}"
+        );
+        assert!(
+            o.contains("Why: traced in docs/results/notebook.md, \"Mail's background"),
+            "{o}"
+        );
+        // Claims against the migration strategies are checked too.
+        let o = check(&[
+            ("roam", 100.0, 10.0),
+            ("aggregation", 600.0, 10.0),
+            ("best-latency", 500.0, 9.0),
+        ]);
+        assert!(
+            o.contains("interactive 5.00x faster vs best-latency (paper: on-demand 8-23x faster)")
+                && o.contains(
+                    "background -10% vs best-latency (paper: background up to 3x better)"
+                )
+                && o.starts_with("**misses**"),
+            "{o}"
+        );
+        // A miss with a known cause says why; a cell that meets does not.
+        let fs = apps().into_iter().find(|a| a.name == "fs").unwrap();
+        let fs_cells = |roam: f64, write_back: f64| {
+            rows_of(
+                "fs",
+                &[("roam", roam, write_back), ("aggregation", 140.0, 145.0)],
+            )
+        };
+        let o = expected_outcome(&fs_cells(147.0, 130.0), &fs, "hotspot").unwrap();
+        assert!(
+            o.starts_with("**misses**") && o.contains("Why: traced"),
+            "{o}"
+        );
+        let o = expected_outcome(&fs_cells(100.0, 130.0), &fs, "hotspot").unwrap();
+        assert!(o.starts_with("meets") && !o.contains("Why"), "{o}");
+        // The replay's recorded span bounds the ratio: aggregation's 140 s is 1.39x a 101 s
+        // span (the paper's 1.14x is reachable, no bound given); a 6 s span and aggregation's
+        // 19.7 s give at most 3.28x, under the paper's 5x on the drives.
+        let with_span = |mut rows: Vec<Row>, scenario: &str, span: f64| {
+            let mut r = rows[0].clone();
+            (r.metric, r.value) = ("span_s".into(), span);
+            rows.push(r);
+            for r in &mut rows {
+                r.scenario = scenario.into();
+            }
+            rows
+        };
+        let o = expected_outcome(
+            &with_span(fs_cells(147.0, 130.0), "hotspot", 101.0),
+            &fs,
+            "hotspot",
+        )
+        .unwrap();
+        assert!(!o.contains("cannot take less"), "{o}");
+        let quick = rows_of("fs", &[("roam", 9.26, 32.0), ("aggregation", 19.7, 23.6)]);
+        let o = expected_outcome(&with_span(quick, "vehicular", 6.0), &fs, "vehicular").unwrap();
+        assert!(
+            o.contains(
+                "Why: the replay cannot take less than the recorded build it replays \
+                        (6.00 s), and aggregation's 19.7 s is only 3.28x that"
+            ),
+            "{o}"
+        );
+        let o = check(&[
+            ("roam", 400.0, 10.0),
+            ("aggregation", 1000.0, 10.0),
+            ("mptcp", 300.0, 10.0),
+        ]);
+        assert!(
+            o.contains("interactive 2.50x faster vs aggregation (paper: on-demand 5x faster)"),
+            "{o}"
+        );
+        assert!(o.contains("interactive 1.33x slower vs MPTCP"), "{o}");
+        // An unfinished roam trial meets nothing.
+        let o = check(&[
+            ("roam", f64::INFINITY, f64::INFINITY),
+            ("aggregation", 1000.0, 10.0),
+        ]);
+        assert!(
+            o.starts_with("**misses**") && o.contains("background") && !o.contains("Meets"),
+            "{o}"
+        );
+        assert_eq!(
+            expected_outcome(&rows(&[("roam", 1.0, 1.0)]), &mail, "hotspot"),
+            None,
+            "no other system's trial, nothing to compare"
+        );
+    }
+}
+
+#[cfg(test)]
+mod outcome_equiv_tmp {
+    #![allow(clippy::all)]
+    use super::*;
+    use crate::studies::in_paper::apps;
+    fn old_expected_outcome(rows: &[Row], app: &App, scenario: &str) -> Option<String> {
+        let get = |sys: Builtin, m: &str| cell(rows, app.name, scenario, sys.name(), m).median;
+        // roam's advantage over `sys` on a side (above 1: better), with its text (a speed-up,
+        // or for the background a relative gain); the medians' where no seed pairs.
+        let compare = |sys: Builtin, side: paper::Side| -> Option<(f64, String)> {
+            let (metric, hb, percent) = match side {
+                paper::Side::Interactive => (app.interactive.0, false, false),
+                paper::Side::Background => (app.background.0, app.background.2, true),
+            };
+            let (other, roam) = (get(sys, metric), get(Builtin::Roam, metric));
+            if other.is_nan() || roam.is_nan() {
+                return None; // not run, or every trial failed
+            }
+            let adv = advantages(rows, app.name, scenario, sys.name(), metric, hb);
+            Some(if adv.is_empty() {
+                let r = if hb { roam / other } else { other / roam };
+                let text = if percent {
+                    better_by(other, roam, hb)
+                } else {
+                    speedup(other, roam)
+                };
+                (r, format!("{text} (medians)"))
+            } else if percent {
+                (stats::geometric_mean(&adv), gains(&adv))
+            } else {
+                (stats::geometric_mean(&adv), speedups(&adv))
+            })
+        };
+        // The least the interactive metric can be (the replay's recorded span), where there is one.
+        let floor = app
+            .interactive_floor
+            .map_or(f64::NAN, |m| get(Builtin::Roam, m));
+        let mut checks: Vec<(bool, String)> = Vec::new();
+        let mut bound = None;
+        for sys in [
+            Builtin::Aggregation,
+            Builtin::BestLatency,
+            Builtin::BestBandwidth,
+        ] {
+            for c in paper::claims(app.name, scenario, sys.name()) {
+                let Some((got, text)) = compare(sys, c.side) else {
+                    continue;
+                };
+                let side = match c.side {
+                    paper::Side::Interactive => "interactive",
+                    paper::Side::Background => "background",
+                };
+                let met = at_least(got, c.at_least);
+                checks.push((
+                    met,
+                    format!("{side} {text} vs {} (paper: {})", sys.name(), c.text),
+                ));
+                // Where even a zero-wait roam could not reach the paper's ratio, that is why.
+                let other = get(sys, app.interactive.0);
+                if !met
+                    && c.side == paper::Side::Interactive
+                    && floor > 0.0
+                    && at_least(c.at_least, other / floor)
+                    && bound.is_none()
+                {
+                    bound = Some(format!(
+                        "the replay cannot take less than the recorded build it replays ({} s), \
+                     and {}'s {} s is only {}x that",
+                        fmt_num(floor),
+                        sys.name(),
+                        fmt_num(other),
+                        fmt_num(other / floor)
+                    ));
+                }
+            }
+        }
+        if let Some((r, text)) = compare(Builtin::Mptcp, paper::Side::Interactive) {
+            let better = r.partial_cmp(&1.0) == Some(std::cmp::Ordering::Greater);
+            checks.push((
+                better,
+                format!("interactive {text} vs MPTCP (ours: better)"),
+            ));
+        }
+        if checks.is_empty() {
+            return None;
+        }
+        let (met, missed): (Vec<_>, Vec<_>) = checks.into_iter().partition(|c| c.0);
+        let list = |v: &[(bool, String)]| {
+            v.iter()
+                .map(|c| c.1.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        Some(if missed.is_empty() {
+            format!("meets every claim: {}", list(&met))
+        } else {
+            let mut why: Vec<String> = bound.into_iter().collect();
+            if let Some(section) = known_cause(app.name, scenario) {
+                why.push(format!("traced in docs/results/notebook.md, \"{section}\""));
+            }
+            let why = if why.is_empty() {
+                String::new()
+            } else {
+                format!(" Why: {}.", why.join("; "))
+            };
+            let met = if met.is_empty() {
+                String::new()
+            } else {
+                format!(" Meets: {}.", list(&met))
+            };
+            format!("**misses**: {}.{met}{why}", list(&missed))
+        })
+    }
+
+    struct R(u64);
+    impl R {
+        fn n(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn u(&mut self, k: u64) -> u64 {
+            self.n() % k
+        }
+    }
+    fn val(r: &mut R) -> f64 {
+        match r.u(25) {
+            0 => f64::NAN,
+            1 => f64::INFINITY,
+            2 => 0.0,
+            3 => crate::report::UNFINISHED,
+            _ => 0.5 + r.u(100000) as f64 / 100.0,
+        }
+    }
+    #[test]
+    fn tmp_same_outcome() {
+        let mut r = R(0x2545F4914F6CDD1D);
+        let apps = apps();
+        let (mut some, mut none, mut miss) = (0, 0, 0);
+        let systems = [
+            "roam",
+            "aggregation",
+            "best-latency",
+            "best-bandwidth",
+            "mptcp",
+        ];
+        let scenarios = [
+            "hotspot",
+            "intermittent",
+            "vehicular",
+            "vehicular-umts",
+            "elsewhere",
+        ];
+        for _ in 0..60000 {
+            let app = &apps[r.u(apps.len() as u64) as usize];
+            let scenario = scenarios[r.u(5) as usize];
+            let mut rows = Vec::new();
+            for sys in systems {
+                if sys != "roam" && r.u(3) == 0 {
+                    continue;
+                }
+                if sys == "roam" && r.u(15) == 0 {
+                    continue;
+                }
+                let nseeds = 1 + r.u(3);
+                for seed in 1..=nseeds {
+                    let seed = if r.u(4) == 0 { seed + 10 } else { seed };
+                    let mut metrics = vec![app.interactive.0, app.background.0];
+                    if let Some(f) = app.interactive_floor {
+                        if sys == "roam" && r.u(2) == 0 {
+                            metrics.push(f);
+                        }
+                    }
+                    for m in metrics {
+                        if r.u(12) == 0 {
+                            continue;
+                        }
+                        let v = if Some(m) == app.interactive_floor {
+                            1.0 + r.u(300) as f64 / 10.0
+                        } else {
+                            val(&mut r)
+                        };
+                        rows.push(Row {
+                            app: app.name.into(),
+                            scenario: scenario.into(),
+                            system: sys.into(),
+                            trial: seed as u32,
+                            seed,
+                            metric: m.into(),
+                            value: v,
+                            unit: String::new(),
+                        });
+                    }
+                }
+            }
+            let a = old_expected_outcome(&rows, app, scenario);
+            let b = expected_outcome(&rows, app, scenario);
+            assert_eq!(a, b, "{rows:?}");
+            match &a {
+                None => none += 1,
+                Some(s) => {
+                    some += 1;
+                    if s.starts_with("**misses") {
+                        miss += 1
+                    }
+                }
+            }
+        }
+        eprintln!("{some} outcomes ({miss} misses, incl. bound: see below), {none} none");
+    }
+}

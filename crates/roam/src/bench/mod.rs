@@ -1,0 +1,56 @@
+//! `roam bench`: benchmarks, printing JSON on stdout (progress on stderr), one file per
+//! component.
+
+mod decide;
+mod emu;
+mod net;
+mod prefetch;
+mod store;
+mod transfer;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+/// `roam bench ...`.
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Emulator fidelity and speed.
+    Emu(emu::BenchEmuArgs),
+    /// Intentional Networking: loopback cost against TCP, and the crowded hotspot against
+    /// Linux MPTCP and TCP over idealized aggregation.
+    Net(net::BenchNetArgs),
+    /// Informed Mobile Prefetching: decision time per hint, and the energy and data budgets'
+    /// controllers over whole simulated periods (no network needed).
+    Prefetch(prefetch::BenchPrefetchArgs),
+    /// Meatballs: microseconds per decision for each evaluation method, with 2 and 4
+    /// strategies and 50 or 500 error samples per predictor (no network needed).
+    Decide(decide::BenchDecideArgs),
+    /// Horatio: how fast one core seals an image and ingests it into a directory store; with
+    /// the emulator, a suspend of 100 MB dirty to the phone over USB and the resume from it.
+    Store(store::BenchStoreArgs),
+    /// FastHLA: throughput as a fraction of a 100 Mbit/s, 290 ms link against the best of
+    /// today's tools, the model's prediction time, and CPU per GB against curl.
+    Transfer(transfer::BenchTransferArgs),
+}
+
+impl BenchCmd {
+    /// Whether it runs the emulator (which needs root or a user namespace).
+    pub fn needs_namespaces(&self) -> bool {
+        matches!(
+            self,
+            BenchCmd::Emu(_) | BenchCmd::Net(_) | BenchCmd::Transfer(_)
+        )
+    }
+}
+
+/// Run `roam bench ...`.
+pub fn run(cmd: BenchCmd) -> Result<()> {
+    match cmd {
+        BenchCmd::Emu(a) => emu::emu(&a),
+        BenchCmd::Net(a) => net::net(&a),
+        BenchCmd::Prefetch(a) => prefetch::prefetch(&a),
+        BenchCmd::Decide(a) => decide::decide(&a),
+        BenchCmd::Store(a) => store::store(&a),
+        BenchCmd::Transfer(a) => transfer::transfer(&a),
+    }
+}
