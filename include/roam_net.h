@@ -24,7 +24,8 @@ extern "C" {
 
 /* A multi-socket (or listener) handle; negative on error. */
 typedef int64_t ms_socket_t;
-/* An IROB handle: names the multi-socket and the IROB. */
+/* An IROB handle: names the multi-socket, the IROB and whether it is one of ours or one
+ * received (ms_recv); positive. A handle of a closed multi-socket names nothing (EBADF). */
 typedef int64_t irob_id_t;
 /* A thunk: called with its argument when a deferred label can be sent. */
 typedef void (*ms_thunk_t)(void *arg);
@@ -57,7 +58,7 @@ int ms_listen(ms_socket_t s, const char *host, uint16_t port);
  * EBADF for a handle that is not fresh). */
 int ms_tls_client(ms_socket_t s, const char *roots_pem_file, const char *server_name);
 int ms_tls_server(ms_socket_t s, const char *chain_pem_file, const char *key_pem_file);
-/* Meatballs' network selection (seed 000 ch. 4), set on a fresh handle before ms_connect or
+/* Meatballs' network selection (Higgins' thesis ch. 4), set on a fresh handle before ms_connect or
  * ms_listen; off unless called. Each small foreground IROB then goes over one network or over
  * two at once, whichever has the least expected weighted cost (time + energy_price * joules +
  * data_price * metered bytes, prices in seconds per joule and per byte) given how wrong each
@@ -89,7 +90,9 @@ int ms_end_irob(irob_id_t irob);
 ssize_t ms_send(ms_socket_t s, const void *buf, size_t len, int flags, int label,
                 ms_thunk_t thunk, void *arg);
 /* Receive bytes of at most one IROB. Sets *label, *irob and *irob_end (1 when these are the
- * IROB's last bytes) when non-NULL. Returns the byte count, 0 at end of stream, or -1. */
+ * IROB's last bytes) when non-NULL. Returns the byte count, 0 at end of stream, or -1. With
+ * len 0 (buf may then be NULL) nothing is taken: it returns 0 and sets *label and *irob of the
+ * IROB whose bytes come next. */
 ssize_t ms_recv(ms_socket_t s, void *buf, size_t len, int flags, int *label, irob_id_t *irob,
                 int *irob_end);
 /* Cancel pending thunks registered with this (thunk, arg); returns how many were cancelled
@@ -103,7 +106,10 @@ int ms_poll_fd(ms_socket_t s);
  * error. */
 int ms_writable(ms_socket_t s, int label);
 /* Close: no new IROBs; waits up to timeout_ms for everything sent to be acknowledged, then
- * releases the handle. 0 when everything was acknowledged, -1 otherwise. */
+ * releases the handle (and its IROB handles). 0 when everything was acknowledged, -1
+ * otherwise. The multi-socket still finishes sending in the background and ends once both
+ * sides have said goodbye, or after 10 s without progress; what arrives meanwhile is
+ * dropped. */
 int ms_close(ms_socket_t s, int timeout_ms);
 /* The calling thread's last error, as text (valid until its next ms_* call). */
 const char *ms_last_error(void);

@@ -52,9 +52,11 @@ int imp_set_class(imp_hint_t hint, uint32_t cls);
  * hint is gone. -1 with errno ETIMEDOUT (the hint stays: call again), EIO (the fetch failed:
  * never retried), EBADF. */
 int imp_get(imp_hint_t hint, int timeout_ms, void **item, size_t *len);
-/* Withdraw a hint unread (it counts against its class's accuracy). */
+/* Withdraw a hint unread (it counts against its class's accuracy). -1 with errno EBADF for a
+ * handle that is not a hint (a prefetcher's handle is left open). */
 int imp_cancel(imp_hint_t hint);
-/* Stop a prefetcher (hints already given still answer imp_get). */
+/* Stop a prefetcher (hints already given still answer imp_get). -1 with errno EBADF for a handle
+ * that is not a prefetcher (a hint's handle is left as it was). */
 int imp_close(imp_t imp);
 /* This thread's last error, as text. */
 const char *imp_last_error(void);

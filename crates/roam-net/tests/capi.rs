@@ -145,3 +145,72 @@ fn a_non_blocking_send_gets_eagain_and_poll_signals_when_it_can_go() {
     let _ = ms_close(s, 1000);
     let _ = ms_close(l, 0);
 }
+
+/// `ms_recv(s, NULL, 0, ...)`: nothing is copied (a copy from a NULL buffer is undefined even
+/// of nothing, and aborted a debug build's process), nothing is taken: it returns 0 and the
+/// bytes come with the next call that has room for them.
+#[test]
+fn a_receive_into_no_buffer_takes_nothing() {
+    use roam_net::capi::*;
+    use std::ffi::CString;
+    let host = CString::new("127.0.0.1").unwrap();
+    let l = ms_socket();
+    assert_eq!(ms_listen(l, host.as_ptr(), 0), 0);
+    let port = ms_local_port(l) as u16;
+    let client = std::thread::spawn(move || {
+        let host = CString::new("127.0.0.1").unwrap();
+        let c = ms_socket();
+        assert_eq!(ms_connect(c, host.as_ptr(), port), 0);
+        let msg = b"hello";
+        // SAFETY: `msg` is valid for its length; no thunk.
+        let n = unsafe {
+            ms_send(
+                c,
+                msg.as_ptr().cast(),
+                msg.len(),
+                0,
+                0,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(n, 5);
+        c
+    });
+    let s = ms_accept(l);
+    assert!(s > 0);
+    let c = client.join().unwrap();
+    let (mut label, mut irob, mut end) = (-1, 0i64, -1);
+    // SAFETY: NULL with length 0; valid out pointers.
+    let n = unsafe {
+        ms_recv(
+            s,
+            std::ptr::null_mut(),
+            0,
+            0,
+            &mut label,
+            &mut irob,
+            &mut end,
+        )
+    };
+    assert_eq!((n, label, end), (0, 0, 0));
+    let mut buf = [0u8; 64];
+    let mut irob2 = 0i64;
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe {
+        ms_recv(
+            s,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            0,
+            &mut label,
+            &mut irob2,
+            &mut end,
+        )
+    };
+    assert_eq!((&buf[..n.max(0) as usize], end), (&b"hello"[..], 1));
+    assert_eq!(irob, irob2, "the same IROB both times");
+    let _ = ms_close(c, 1000);
+    let _ = ms_close(s, 0);
+    let _ = ms_close(l, 0);
+}

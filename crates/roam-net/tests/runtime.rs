@@ -298,11 +298,14 @@ fn the_peer_of_an_abort_fails_at_once() {
 fn non_blocking_sends_say_would_block_and_sendable_wakes_when_they_can() {
     use roam_net::SendError;
     let small = |o: Options| Options {
-        config: roam_net::proto::Config {
-            max_send_buffer: 256 << 10,
-            window: 64 << 10,
-            receive_limit: (64 << 10) + (64 << 20),
-            ..o.config
+        config: {
+            let mut c = roam_net::proto::Config {
+                max_send_buffer: 256 << 10,
+                window: 64 << 10,
+                ..o.config
+            };
+            c.receive_limit = c.min_receive_limit();
+            c
         },
         ..o
     };

@@ -59,6 +59,19 @@ fn table() -> &'static Mutex<HashMap<i64, Entry>> {
 
 static NEXT: AtomicI64 = AtomicI64::new(1);
 
+/// Take the entry of handle `h` out of the table if `is` accepts it; an entry of the other
+/// kind stays where it is (prefetchers and hints share one table and one numbering, so a
+/// handle of one kind passed where the other is expected must not remove it: `imp_cancel` on
+/// a prefetcher's handle once closed the prefetcher).
+fn take(h: i64, is: impl Fn(&Entry) -> bool) -> Option<Entry> {
+    let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
+    if t.get(&h).is_some_and(is) {
+        t.remove(&h)
+    } else {
+        None
+    }
+}
+
 fn insert(e: Entry) -> i64 {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     table()
@@ -236,20 +249,9 @@ pub unsafe extern "C" fn imp_get(
             return fail(libc::EINVAL, "item or len is NULL");
         }
         // Out of the table while it waits: other calls go on.
-        let entry = table()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&hint);
-        let mut h = match entry {
+        let mut h = match take(hint, |e| matches!(e, Entry::Hint(_))) {
             Some(Entry::Hint(h)) => h,
-            Some(other) => {
-                table()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(hint, other);
-                return fail(libc::EBADF, format!("{hint} is not a hint"));
-            }
-            None => return fail(libc::EBADF, format!("no hint {hint}")),
+            _ => return fail(libc::EBADF, format!("no hint {hint}")),
         };
         let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
         match h.get(timeout) {
@@ -273,36 +275,26 @@ pub unsafe extern "C" fn imp_get(
     })
 }
 
-/// `imp_cancel`: withdraw the hint (counted as a wrong one). 0, or -1 with errno.
+/// `imp_cancel`: withdraw the hint (counted as a wrong one). 0, or -1 with errno (EBADF for a
+/// handle that is not a hint, which is left as it was).
 #[no_mangle]
 pub extern "C" fn imp_cancel(hint: ImpHint) -> c_int {
-    guard(|| {
-        let entry = table()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&hint);
-        match entry {
-            Some(Entry::Hint(h)) => {
-                h.cancel();
-                0
-            }
-            _ => fail(libc::EBADF, format!("no hint {hint}")),
+    guard(|| match take(hint, |e| matches!(e, Entry::Hint(_))) {
+        Some(Entry::Hint(h)) => {
+            h.cancel();
+            0
         }
+        _ => fail(libc::EBADF, format!("no hint {hint}")),
     })
 }
 
-/// `imp_close`: stop a prefetcher (its hints still answer `imp_get`). 0, or -1 with errno.
+/// `imp_close`: stop a prefetcher (its hints still answer `imp_get`). 0, or -1 with errno
+/// (EBADF for a handle that is not a prefetcher, which is left as it was).
 #[no_mangle]
 pub extern "C" fn imp_close(imp: ImpHandle) -> c_int {
-    guard(|| {
-        let entry = table()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&imp);
-        match entry {
-            Some(Entry::Imp(_)) => 0,
-            _ => fail(libc::EBADF, format!("no prefetcher {imp}")),
-        }
+    guard(|| match take(imp, |e| matches!(e, Entry::Imp(_))) {
+        Some(Entry::Imp(_)) => 0,
+        _ => fail(libc::EBADF, format!("no prefetcher {imp}")),
     })
 }
 

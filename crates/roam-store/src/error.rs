@@ -89,6 +89,18 @@ pub enum StoreError {
         /// The parser's complaint.
         error: serde_json::Error,
     },
+    /// A file holding a secret (a control state, the ownership record, a lease, the access
+    /// secret, a TLS private key) that its group or others may read or write: refused, as
+    /// OpenSSH refuses such a private key.
+    #[error("{}: holds {what} but is open to others (mode {mode:03o}): `chmod 600 {}` (and ask who may have read it)", path.display(), path.display())]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+        /// What secret it holds ("a control state").
+        what: &'static str,
+    },
     /// A store's backend failed (an object store refused or could not be reached).
     #[error("{store}: {why}")]
     Backend {
@@ -138,6 +150,20 @@ pub enum StoreError {
         parcel: String,
         /// Why not.
         why: String,
+    },
+    /// A control-state update (`SwapControl`, `DropControl`) that names a state the tier does
+    /// not hold (a replay, a forgery, or a race with another update): refused, nothing
+    /// changed. The compare-and-swap of the phone's control state, as the ownership record's
+    /// nonces are for the server's.
+    #[error("parcel `{parcel}`: stale control update refused: it names {} but the phone holds {}; nothing changed", named_state(.named), held_state(.held))]
+    StaleControl {
+        /// The parcel.
+        parcel: String,
+        /// The nonce of the state the update names (its first 8 hex digits), `None`: that
+        /// the phone holds none.
+        named: Option<String>,
+        /// The version the phone holds (under another nonce), `None`: none.
+        held: Option<u64>,
     },
     /// What the client's parcel directory does not allow (it holds no parcel, or one
     /// already, a guest runs on its images, it was lent).
@@ -223,6 +249,16 @@ pub enum StoreError {
         /// The tier.
         tier: String,
     },
+    /// A link that broke a deadline (the authentication's, a message's): closed.
+    #[error("{tier}: {what} not within {limit:?}: the link is closed")]
+    Deadline {
+        /// The peer ("client", "server").
+        tier: String,
+        /// What was late ("the authentication", "a message").
+        what: &'static str,
+        /// The deadline.
+        limit: std::time::Duration,
+    },
     /// A tier's reply that does not decode.
     #[error("{tier}: malformed reply: {error}")]
     Malformed {
@@ -252,6 +288,22 @@ pub enum StoreError {
     /// The parcel's QEMU guest failed.
     #[error(transparent)]
     Vm(#[from] VmError),
+}
+
+/// The state a control update names, in its error.
+fn named_state(named: &Option<String>) -> String {
+    match named {
+        Some(n) => format!("the control state under nonce {n}..."),
+        None => "no control state".into(),
+    }
+}
+
+/// The state the phone holds, in a control update's error.
+fn held_state(held: &Option<u64>) -> String {
+    match held {
+        Some(v) => format!("version {v} under another nonce"),
+        None => "none".into(),
+    }
 }
 
 impl StoreError {
@@ -319,6 +371,10 @@ pub enum WireError {
         /// The largest message.
         max: usize,
     },
+    /// IROBs that do not make up a message (a fragment without its flag byte, or with
+    /// another, or fragments of two messages interleaved).
+    #[error("not a message's fragments: {0}")]
+    Fragment(&'static str),
     /// A header that is not a request or a reply (the JSON parser's complaint).
     #[error("header: {0}")]
     Header(serde_json::Error),

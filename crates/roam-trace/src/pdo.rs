@@ -28,6 +28,11 @@ pub struct OppCursor {
     idx: usize,
 }
 
+/// The latest timestamp a trace may hold (one year, in ms): a trace's period repeats for as long
+/// as a run lasts, and a time past about 584 years does not fit the emulator's nanosecond clock
+/// (a timestamp of 18446744073710 ms overflowed it; found by fuzzing).
+pub const MAX_TIMESTAMP_MS: u64 = 365 * 86_400 * 1000;
+
 impl PdoTrace {
     /// Read a PDO file.
     pub fn load(path: &Path) -> Result<PdoTrace, TraceError> {
@@ -48,6 +53,16 @@ impl PdoTrace {
                     ),
                 )
             })?;
+            if v > MAX_TIMESTAMP_MS {
+                return Err(TraceError::parse(
+                    path,
+                    n,
+                    format!(
+                        "timestamp {v} ms is past the longest trace period roam accepts \
+                         ({MAX_TIMESTAMP_MS} ms, one year)"
+                    ),
+                ));
+            }
             if let Some(&prev) = ms.last() {
                 if v < prev {
                     return Err(TraceError::parse(
@@ -242,6 +257,24 @@ mod tests {
             .starts_with("f:2: timestamps must not decrease"));
         assert!(PdoTrace::parse("", Path::new("f")).is_err());
         assert!(PdoTrace::parse("0\n0\n", Path::new("f")).is_err());
+    }
+
+    /// The fuzzer's input (fuzz/regressions/mahimahi_trace/): a timestamp the clock cannot hold
+    /// was accepted, and the first delivery time overflowed.
+    #[test]
+    fn a_timestamp_past_the_clock_is_refused() {
+        let input =
+            include_str!("../../../fuzz/regressions/mahimahi_trace/timestamp-beyond-time.down");
+        let e = PdoTrace::parse(input, Path::new("f")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("f:1: timestamp 18446744073710 ms is past"),
+            "{e}"
+        );
+        let year = format!("{MAX_TIMESTAMP_MS}\n");
+        let t = PdoTrace::parse(&year, Path::new("f")).unwrap();
+        let c = t.first_after(Time::ZERO);
+        assert_eq!(t.time_of(c), Time::from_millis(MAX_TIMESTAMP_MS));
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! from time to time; the broker asks the server for an immediate [`Update`] only when a
 //! transfer was much slower than predicted or ran in a condition the cache did not know.
 //!
+//! An update is checked before the broker uses it ([`Update::sanitize`]: entries out of bounds
+//! and a model that does not check are dropped, the rest kept), as is a stored state at load:
+//! whatever the server (or whoever answers in its place) sends, the broker chooses parameters
+//! within [`crate::params`]' bounds.
+//!
 //! Sans-IO: the caller measures, uploads and fetches; the broker decides. Its state (cache,
 //! model, logs not yet uploaded) is one JSON file ([`Broker::load`], [`Broker::save`]).
 
@@ -29,6 +34,71 @@ pub struct Update {
     pub table: Table,
     /// The learnt model, once there were logs to learn from.
     pub model: Option<Model>,
+}
+
+/// Reasons an update's parts were dropped that [`Update::sanitize`] lists one by one; beyond,
+/// a count.
+const LISTED: usize = 5;
+
+impl Update {
+    /// Check an update before use, as a device must (the server, or whoever answers in its
+    /// place, may send anything): a table entry whose parameters are out of
+    /// [`crate::params`]' bounds, whose centroid, throughput or energy is not finite, is
+    /// dropped; a model that [`Model::from_json`] refuses (format, dimensions, weights, its
+    /// classes' parameters) is dropped; the rest is kept. What was dropped and why, for a
+    /// warning (empty: the update was whole). [`Broker::apply`] and [`Broker::load`] call it, so
+    /// a broker never chooses parameters that were not checked.
+    pub fn sanitize(&mut self) -> Vec<String> {
+        let mut why = Vec::new();
+        let mut dropped = 0usize;
+        let mut i = 0usize;
+        self.table.entries.retain(|(c, o)| {
+            i += 1;
+            match check_entry(c, o) {
+                Ok(()) => true,
+                Err(e) => {
+                    dropped += 1;
+                    if why.len() < LISTED {
+                        why.push(format!("table entry {i} dropped: {e}"));
+                    }
+                    false
+                }
+            }
+        });
+        if dropped > LISTED {
+            why.push(format!("{} more table entries dropped", dropped - LISTED));
+        }
+        if let Some(m) = &self.model {
+            if let Err(e) = Model::from_json(&m.to_json()) {
+                why.push(format!("the model dropped: {e}"));
+                self.model = None;
+            }
+        }
+        why
+    }
+}
+
+/// Why a table entry cannot be used, if it cannot: parameters within bounds (so that products
+/// such as cc × p cannot overflow), finite centroid, finite non-negative predictions.
+fn check_entry(c: &[f64; 3], o: &crate::hla::Optimum) -> Result<(), String> {
+    o.params.validate().map_err(|e| e.to_string())?;
+    // Within bounds, the channels fit a u32 (checked all the same: what is multiplied later).
+    o.params
+        .cc
+        .checked_mul(o.params.p)
+        .ok_or("cc × p overflows")?;
+    if !c.iter().all(|v| v.is_finite()) {
+        return Err(format!("a centroid that is not finite: {c:?}"));
+    }
+    for (what, v) in [
+        ("throughput", o.throughput_mbps),
+        ("energy", o.energy_j_per_100mb),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("{what} {v} is not a finite number >= 0"));
+        }
+    }
+    Ok(())
 }
 
 /// Where a choice came from.
@@ -100,11 +170,17 @@ impl Broker {
     }
 
     /// A transfer ran: keep its log for upload; whether to ask the server for an update now
-    /// (much slower than the cache predicted, or a condition the cache did not know).
+    /// (much slower than the cache predicted, or a condition the cache did not know). A record
+    /// that [`Record::validate`] refuses is not kept (the server would refuse the upload
+    /// holding it).
     pub fn ran(&mut self, choice: &Choice, record: Record) -> bool {
         let slow = choice
             .expected_mbps
             .is_some_and(|e| record.throughput_mbps < Self::SLOW * e);
+        let ask = slow || choice.source != Source::Cache;
+        if record.validate().is_err() {
+            return ask;
+        }
         if record.ok && record.throughput_mbps.is_finite() {
             self.fastest_mbps = self.fastest_mbps.max(record.throughput_mbps);
         }
@@ -112,7 +188,7 @@ impl Broker {
             self.logs.pop_front();
         }
         self.logs.push_back(record);
-        slow || choice.source != Source::Cache
+        ask
     }
 
     /// The fastest transfer this broker has seen, Mbit/s (a lower bound of the bandwidth).
@@ -135,8 +211,10 @@ impl Broker {
         self.logs.drain(..n.min(self.logs.len()));
     }
 
-    /// Take the server's update.
-    pub fn apply(&mut self, u: Update) {
+    /// Take the server's update, checked first ([`Update::sanitize`]: what cannot be used is
+    /// dropped; call it first to see what).
+    pub fn apply(&mut self, mut u: Update) {
+        u.sanitize();
         self.cache = u.table;
         self.model = u.model;
     }
@@ -148,13 +226,21 @@ impl Broker {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Broker::default()),
             Err(e) => return Err(TransferError::io(path)(e)),
         };
-        let b: Broker = serde_json::from_str(&text).map_err(|e| {
+        let mut b: Broker = serde_json::from_str(&text).map_err(|e| {
             TransferError::Model(format!("{}: not a broker state file: {e}", path.display()))
         })?;
-        if let Some(m) = &b.model {
-            // The same checks as a model file of its own.
-            Model::from_json(&m.to_json())
-                .map_err(|e| TransferError::Model(format!("{}: {e}", path.display())))?;
+        // The same checks as an update from the server (a state saved by a roam that did not
+        // check them may hold anything): what cannot be used is dropped, as are logs the server
+        // would refuse.
+        let mut u = Update {
+            table: std::mem::take(&mut b.cache),
+            model: b.model.take(),
+        };
+        u.sanitize();
+        (b.cache, b.model) = (u.table, u.model);
+        b.logs.retain(|r| r.validate().is_ok());
+        if !(b.fastest_mbps.is_finite() && b.fastest_mbps >= 0.0) {
+            b.fastest_mbps = 0.0;
         }
         Ok(b)
     }
@@ -282,6 +368,49 @@ mod tests {
         std::fs::write(&path, "{\"cache\":").unwrap();
         let e = Broker::load(&path).unwrap_err().to_string();
         assert!(e.contains("not a broker state file"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A state saved before updates were checked (a cache entry of cc and p 4294967295, which
+    /// crashed the plan's cc × p) and a log the server would refuse: both dropped at load; a
+    /// record out of bounds is not kept.
+    #[test]
+    fn unchecked_state_is_checked_at_load() {
+        let wild = Params {
+            cc: u32::MAX,
+            p: u32::MAX,
+            ..Params::default()
+        };
+        let entry = |params| {
+            (
+                cond(290.0).features(),
+                Optimum {
+                    params,
+                    throughput_mbps: 40.0,
+                    energy_j_per_100mb: 12.0,
+                },
+            )
+        };
+        let mut b = Broker {
+            cache: Table {
+                entries: vec![entry(wild), entry(Params::default())],
+            },
+            ..Broker::default()
+        };
+        b.logs.push_back(record(290.0, wild, 10.0));
+        b.logs.push_back(record(290.0, Params::default(), 10.0));
+        let dir = std::env::temp_dir().join(format!("roam-broker-wild-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("broker.json");
+        b.save(&path).unwrap();
+        let b = Broker::load(&path).unwrap();
+        assert_eq!(b.cache.entries.len(), 1);
+        assert_eq!(b.choose(&cond(290.0)).params, Params::default());
+        assert_eq!(b.pending().len(), 1);
+        let mut b = Broker::default();
+        let c = b.choose(&cond(59.0));
+        b.ran(&c, record(59.0, wild, 10.0));
+        assert_eq!(b.pending().len(), 0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

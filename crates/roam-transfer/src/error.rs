@@ -37,6 +37,15 @@ pub enum TransferError {
     /// A model file that cannot be used, or a model that cannot be trained.
     #[error("model: {0}")]
     Model(String),
+    /// A local file that cannot be used as what it was given for (a certificate, a key, a
+    /// token file): why, without an error source of its own.
+    #[error("{}: {why}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// A local file could not be written.
     #[error("{path}: {source}")]
     Io {

@@ -10,7 +10,9 @@
 //!    each sampled (cc, p) are interpolated over the grid by piecewise cubic Hermite splines
 //!    that keep the data's monotonicity (Fritsch-Carlson; along cc, then along p: the "cubic
 //!    pattern" the seed observed, without the overshoot of a plain cubic), every integer (cc, p)
-//!    within the sampled bounds is evaluated, and the one of greatest throughput per joule wins;
+//!    within the sampled bounds is evaluated (at most [`GRID`] values an axis: wider ranges are
+//!    evaluated at their sampled values and a log-spaced grid), and the one of greatest
+//!    throughput per joule wins;
 //!    the block size and version are those whose best is best (the seed treats bs apart from the
 //!    cc × p surface; the version, which the seed did not vary, is treated the same way), the
 //!    largest block size among those within [`BS_TIE`] of it.
@@ -77,7 +79,70 @@ impl LogContext {
     }
 }
 
+/// Bounds of a record's values beyond [`Params`]' own ([`Record::validate`]): what no transfer
+/// a device logs comes near, and what keeps the analysis's arithmetic finite.
+pub mod bounds {
+    /// Longest round trip, ms (ten minutes).
+    pub const MAX_RTT_MS: f64 = 600_000.0;
+    /// Fastest path or transfer, Mbit/s (10 Tbit/s).
+    pub const MAX_MBPS: f64 = 1e7;
+    /// Largest mean file size, bytes (1 PB).
+    pub const MAX_FILE_BYTES: f64 = 1e15;
+    /// Most energy per 100 MB, J.
+    pub const MAX_ENERGY_J: f64 = 1e9;
+    /// Most CPU seconds one transfer may log.
+    pub const MAX_CPU_S: f64 = 1e9;
+}
+
 impl Record {
+    /// Refuse a record whose values no transfer gives, naming the field: every number finite,
+    /// not negative and within [`bounds`] (the bandwidth above 0), the parameters within
+    /// [`crate::params`]' bounds. The HLA server refuses an upload holding one, skips a stored
+    /// one at start, and [`clean`] drops one; a device's broker does not keep one.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::params::{MAX_BS, MAX_CC, MAX_P, MIN_BS};
+        let number = |field: &str, v: f64, max: f64| -> Result<(), String> {
+            if v.is_finite() && (0.0..=max).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{field}: {v} is outside 0..={max}"))
+            }
+        };
+        number("rtt_ms", self.rtt_ms, bounds::MAX_RTT_MS)?;
+        number("bandwidth_mbps", self.bandwidth_mbps, bounds::MAX_MBPS)?;
+        if self.bandwidth_mbps <= 0.0 {
+            return Err("bandwidth_mbps: 0 (a path of no bandwidth)".into());
+        }
+        number(
+            "mean_file_bytes",
+            self.mean_file_bytes,
+            bounds::MAX_FILE_BYTES,
+        )?;
+        number("throughput_mbps", self.throughput_mbps, bounds::MAX_MBPS)?;
+        number(
+            "energy_j_per_100mb",
+            self.energy_j_per_100mb,
+            bounds::MAX_ENERGY_J,
+        )?;
+        if let Some(c) = self.context.cpu_s {
+            number("cpu_s", c, bounds::MAX_CPU_S)?;
+        }
+        let p = &self.params;
+        if !(1..=MAX_CC).contains(&p.cc) {
+            return Err(format!("params.cc: {} is outside 1..={MAX_CC}", p.cc));
+        }
+        if !(1..=MAX_P).contains(&p.p) {
+            return Err(format!("params.p: {} is outside 1..={MAX_P}", p.p));
+        }
+        if !(MIN_BS..=MAX_BS).contains(&p.bs) {
+            return Err(format!(
+                "params.bs: {} is outside {MIN_BS}..={MAX_BS}",
+                p.bs
+            ));
+        }
+        Ok(())
+    }
+
     /// The condition this record's transfer ran in.
     pub fn condition(&self) -> Condition {
         Condition {
@@ -94,12 +159,14 @@ impl Record {
 }
 
 /// The records worth learning from, and how many were dropped: failed transfers, throughput
-/// above the bandwidth (5% allowed for estimation error), anything not finite or not positive.
+/// above the bandwidth (5% allowed for estimation error), anything not finite or not positive,
+/// anything [`Record::validate`] refuses.
 pub fn clean(records: &[Record]) -> (Vec<Record>, usize) {
     let kept: Vec<Record> = records
         .iter()
         .filter(|r| {
-            r.ok && r.throughput_mbps.is_finite()
+            r.ok && r.validate().is_ok()
+                && r.throughput_mbps.is_finite()
                 && r.energy_j_per_100mb.is_finite()
                 && r.throughput_mbps > 0.0
                 && r.energy_j_per_100mb > 0.0
@@ -211,22 +278,70 @@ pub fn pchip(x: &[f64], y: &[f64], at: f64) -> f64 {
         + (t3 - t2) * h[i] * m[i + 1]
 }
 
-/// A surface over (cc, p) from mean values at sampled points: along cc for each sampled p, then
-/// along p. Rows (p values) with fewer than two sampled cc are left out.
-fn surface(points: &BTreeMap<(u32, u32), (f64, u32)>, cc: f64, p: f64) -> f64 {
-    let mut rows: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
-    for (&(c, pp), &(sum, n)) in points {
-        rows.entry(pp).or_default().push((c as f64, sum / n as f64));
+/// Mean values at sampled (cc, p) points: (sum, count) per point.
+type Grid = BTreeMap<(u32, u32), (f64, u32)>;
+
+/// A surface over (cc, p) from mean values at sampled points: along cc for each sampled p (a
+/// row), then along p. Evaluated a column (one cc) at a time, so that a grid of C × P points
+/// costs C interpolations per row and C × P across the rows.
+struct Surface {
+    /// Per sampled p, its (cc, mean) points, by increasing cc.
+    rows: Vec<(f64, Vec<f64>, Vec<f64>)>,
+}
+
+impl Surface {
+    fn new(points: &Grid) -> Surface {
+        let mut rows: BTreeMap<u32, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for (&(c, pp), &(sum, n)) in points {
+            let r = rows.entry(pp).or_default();
+            r.0.push(c as f64);
+            r.1.push(sum / n as f64);
+        }
+        Surface {
+            rows: rows
+                .into_iter()
+                .map(|(pp, (x, y))| (pp as f64, x, y))
+                .collect(),
+        }
     }
-    let (px, py): (Vec<f64>, Vec<f64>) = rows
-        .iter()
-        .filter(|(_, r)| !r.is_empty())
-        .map(|(&pp, r)| {
-            let (x, y): (Vec<f64>, Vec<f64>) = r.iter().copied().unzip();
-            (pp as f64, pchip(&x, &y, cc))
-        })
-        .unzip();
-    pchip(&px, &py, p)
+
+    /// The column at `cc`: per row its p and its value at `cc`.
+    fn column(&self, cc: f64) -> (Vec<f64>, Vec<f64>) {
+        self.rows
+            .iter()
+            .map(|(pp, x, y)| (*pp, pchip(x, y, cc)))
+            .unzip()
+    }
+}
+
+/// Most values of cc, and of p, that one (block size, version)'s surfaces are evaluated at:
+/// every integer within the sampled range when it holds at most this many, else the sampled
+/// values (this many at most, evenly spread) and this many spread evenly in log scale between
+/// the extremes. With the parameters' bounds this caps a learning's work whatever the logs
+/// hold.
+pub const GRID: usize = 64;
+
+/// The values of one axis to evaluate (see [`GRID`]), sorted.
+fn candidates(sampled: impl Iterator<Item = u32>) -> Vec<u32> {
+    let sampled: std::collections::BTreeSet<u32> = sampled.collect();
+    let (Some(&lo), Some(&hi)) = (sampled.first(), sampled.last()) else {
+        return Vec::new();
+    };
+    if ((hi - lo) as usize) < GRID {
+        return (lo..=hi).collect();
+    }
+    let (a, b) = ((lo.max(1) as f64).ln(), (hi as f64).ln());
+    let sampled: Vec<u32> = sampled.into_iter().collect();
+    let n = sampled.len();
+    let mut out: std::collections::BTreeSet<u32> = (0..n.min(GRID))
+        .map(|i| sampled[i * n / n.min(GRID)])
+        .collect();
+    out.extend([lo, hi]);
+    for i in 0..GRID {
+        let v = (a + (b - a) * i as f64 / (GRID - 1) as f64).exp().round();
+        out.insert((v as u32).clamp(lo, hi));
+    }
+    out.into_iter().collect()
 }
 
 /// The parameters of greatest throughput per joule for one cluster's records (`None` if they
@@ -243,7 +358,6 @@ pub fn optimize(records: &[Record]) -> Option<Optimum> {
     let mut bests: Vec<(f64, Optimum)> = Vec::new();
     for ((bs, protocol), rs) in by_bs {
         let mut best: Option<(f64, Optimum)> = None;
-        type Grid = BTreeMap<(u32, u32), (f64, u32)>;
         let (mut th, mut en): (Grid, Grid) = Default::default();
         for r in &rs {
             let k = (r.params.cc, r.params.p);
@@ -254,12 +368,15 @@ pub fn optimize(records: &[Record]) -> Option<Optimum> {
             e.0 += r.energy_j_per_100mb;
             e.1 += 1;
         }
-        let (cc_lo, cc_hi) = (th.keys().map(|k| k.0).min()?, th.keys().map(|k| k.0).max()?);
-        let (p_lo, p_hi) = (th.keys().map(|k| k.1).min()?, th.keys().map(|k| k.1).max()?);
-        for cc in cc_lo..=cc_hi {
-            for p in p_lo..=p_hi {
-                let t = surface(&th, cc as f64, p as f64);
-                let e = surface(&en, cc as f64, p as f64);
+        let ccs = candidates(th.keys().map(|k| k.0));
+        let ps = candidates(th.keys().map(|k| k.1));
+        let (th_s, en_s) = (Surface::new(&th), Surface::new(&en));
+        for &cc in &ccs {
+            let (tx, ty) = th_s.column(cc as f64);
+            let (ex, ey) = en_s.column(cc as f64);
+            for &p in &ps {
+                let t = pchip(&tx, &ty, p as f64);
+                let e = pchip(&ex, &ey, p as f64);
                 if !(t.is_finite() && e.is_finite() && e > 0.0 && t > 0.0) {
                     continue;
                 }
@@ -302,6 +419,30 @@ pub fn optimize(records: &[Record]) -> Option<Optimum> {
 /// (the paper's block sizes at 290 ms: 1 and 64 KiB within 0.5% of each other).
 pub const BS_TIE: f64 = 0.02;
 
+/// Clean, cluster and optimise each cluster once: the [`Table`] of the clusters' centroids and
+/// optima, and each cleaned record's condition labelled with its cluster's optimum (the
+/// learning module's training set, [`crate::model::training_set`]).
+pub fn analyse(records: &[Record], distance: f64) -> (Table, Vec<(Condition, Params)>) {
+    let (kept, _) = clean(records);
+    let (mut entries, mut labelled) = (Vec::new(), Vec::new());
+    for g in cluster(&kept, distance) {
+        let rs: Vec<&Record> = g.iter().map(|&i| &kept[i]).collect();
+        let owned: Vec<Record> = rs.iter().map(|r| (*r).clone()).collect();
+        let Some(opt) = optimize(&owned) else {
+            continue;
+        };
+        let mut c = [0.0; 3];
+        for r in &rs {
+            for (k, v) in r.features().iter().enumerate() {
+                c[k] += v / rs.len() as f64;
+            }
+        }
+        entries.push((c, opt));
+        labelled.extend(rs.iter().map(|r| (r.condition(), opt.params)));
+    }
+    (Table { entries }, labelled)
+}
+
 /// The learnt parameters: per cluster its centroid (the condition features' mean) and optimum.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Table {
@@ -312,20 +453,7 @@ pub struct Table {
 impl Table {
     /// Learn from raw logs: clean, cluster, optimise each cluster.
     pub fn learn(records: &[Record], distance: f64) -> Table {
-        let (kept, _) = clean(records);
-        let mut entries = Vec::new();
-        for g in cluster(&kept, distance) {
-            let rs: Vec<Record> = g.iter().map(|&i| kept[i].clone()).collect();
-            let Some(opt) = optimize(&rs) else { continue };
-            let mut c = [0.0; 3];
-            for r in &rs {
-                for (k, v) in r.features().iter().enumerate() {
-                    c[k] += v / rs.len() as f64;
-                }
-            }
-            entries.push((c, opt));
-        }
-        Table { entries }
+        analyse(records, distance).0
     }
 
     /// The parameters for a condition: the nearest cluster's optimum (`None` before learning).

@@ -51,7 +51,7 @@ pub fn plan(
     for end in cuts.iter().map(|c| c + 1).chain([order.len()]) {
         if end > start {
             let files: Vec<usize> = order[start..end].to_vec();
-            let bytes: u64 = files.iter().map(|&i| sizes[i]).sum();
+            let bytes = files.iter().fold(0u64, |t, &i| t.saturating_add(sizes[i]));
             let mean_size = bytes as f64 / files.len() as f64;
             let params = params_for(mean_size, files.len());
             clusters.push(SizeCluster {
@@ -70,21 +70,29 @@ pub fn plan(
 
 /// Scale the clusters' channels down to `max` in all, each cluster to its share of the bytes.
 fn scale(clusters: &mut [SizeCluster], max: u32) {
-    let total: u32 = clusters.iter().map(|c| c.params.cc * c.params.p).sum();
+    // Saturating: parameters come checked ([`Params::validate`]), but a product of two u32
+    // must not be what brings a client down if one was not.
+    let channels = |p: &Params| p.cc.saturating_mul(p.p);
+    let total = clusters
+        .iter()
+        .fold(0u32, |t, c| t.saturating_add(channels(&c.params)));
     if total <= max {
         return;
     }
-    let bytes: u64 = clusters.iter().map(|c| c.bytes).sum::<u64>().max(1);
+    let bytes = clusters
+        .iter()
+        .fold(0u64, |t, c| t.saturating_add(c.bytes))
+        .max(1);
     for c in clusters.iter_mut() {
         let share = ((max as f64 * c.bytes as f64 / bytes as f64).floor() as u32).max(1);
-        let want = c.params.cc * c.params.p;
+        let want = channels(&c.params);
         if want <= share {
             continue;
         }
         // Concurrency first, then parallelism.
-        let cc = (share / c.params.p).max(1);
+        let cc = (share / c.params.p.max(1)).max(1);
         let p = if cc == 1 {
-            share.clamp(1, c.params.p)
+            share.clamp(1, c.params.p.max(1))
         } else {
             c.params.p
         };

@@ -6,7 +6,9 @@
 //! The seed trained an artificial neural network (94% accuracy), an SVM (92%) and k nearest
 //! neighbours (86%) on the optimiser's outputs. Here, each cleaned log record is a training
 //! sample: its condition (log10 of RTT, bandwidth and mean file size, standardised) labelled
-//! with its cluster's optimum ([`crate::hla::optimize`]); the distinct optima are the classes.
+//! with its cluster's optimum ([`crate::hla::optimize`]); the distinct optima are the classes
+//! (the [`MAX_CLASSES`] most frequent: training costs samples × classes, and the logs are
+//! uploaded by anyone holding a token).
 //!
 //! - [`Kind::Network`]: a multilayer perceptron, one hidden layer of [`HIDDEN`] tanh units and a
 //!   softmax over the classes, trained by full-batch Adam on the cross-entropy with a little L2.
@@ -36,6 +38,11 @@ pub const HIDDEN: usize = 16;
 pub const FEATURES: usize = 64;
 /// Samples a model is trained on at most (a deterministic subset beyond).
 pub const MAX_TRAINING: usize = 4000;
+/// Classes (distinct parameters) a model learns at most: beyond, the most frequent ones are
+/// kept and the samples of the others left out (the table still holds their clusters' optima).
+/// Training costs samples × classes: this bounds it whatever the logs hold (thousands of
+/// clusters each with its own optimum would otherwise keep the server training for hours).
+pub const MAX_CLASSES: usize = 16;
 /// The model file's format number. 2: classes carry the HTTP version (format 1's are read as
 /// HTTP/1.1; a roam that reads only format 1 refuses a format 2 model rather than ignore its
 /// versions).
@@ -107,15 +114,7 @@ pub struct Model {
 
 /// The training set: each cleaned record's condition labelled with its cluster's optimum.
 pub fn training_set(records: &[Record], distance: f64) -> Vec<(Condition, Params)> {
-    let (kept, _) = hla::clean(records);
-    let mut out = Vec::new();
-    for g in hla::cluster(&kept, distance) {
-        let rs: Vec<Record> = g.iter().map(|&i| kept[i].clone()).collect();
-        if let Some(o) = hla::optimize(&rs) {
-            out.extend(rs.iter().map(|r| (r.condition(), o.params)));
-        }
-    }
-    out
+    hla::analyse(records, distance).1
 }
 
 /// A small deterministic generator (splitmix64): training is reproducible from its seed.
@@ -163,6 +162,7 @@ impl Model {
             let i = rng.below(set.len());
             set.swap_remove(i);
         }
+        keep_frequent_classes(&mut set, MAX_CLASSES);
         let mut classes: Vec<Params> = Vec::new();
         let mut y = Vec::with_capacity(set.len());
         for (_, p) in &set {
@@ -334,6 +334,22 @@ impl Model {
     }
 }
 
+/// Only the samples of the `max` most frequent classes in `set` (ties: the first seen).
+fn keep_frequent_classes(set: &mut Vec<(Condition, Params)>, max: usize) {
+    let mut by: std::collections::HashMap<Params, (usize, usize)> = Default::default();
+    for (i, (_, p)) in set.iter().enumerate() {
+        by.entry(*p).or_insert((0, i)).0 += 1;
+    }
+    if by.len() <= max {
+        return;
+    }
+    let mut ranked: Vec<(Params, (usize, usize))> = by.into_iter().collect();
+    ranked.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.1 .1.cmp(&b.1 .1)));
+    let kept: std::collections::HashSet<Params> =
+        ranked.into_iter().take(max).map(|r| r.0).collect();
+    set.retain(|(_, p)| kept.contains(p));
+}
+
 fn train_network(x: &[[f64; 3]], y: &[usize], k: usize, rng: &mut Rng) -> Weights {
     let n = x.len();
     // Parameters in one vector: w1 (H×3), b1 (H), w2 (k×H), b2 (k).
@@ -351,6 +367,8 @@ fn train_network(x: &[[f64; 3]], y: &[usize], k: usize, rng: &mut Rng) -> Weight
     let mut g = vec![0.0; len];
     let mut h = vec![[0.0; HIDDEN]; n];
     let mut p = vec![0.0; k];
+    // Each class's output gradient of the sample at hand (computed once, used twice).
+    let mut dc = vec![0.0; k];
     for step in 1..=600 {
         g.iter_mut().for_each(|v| *v = 0.0);
         for (s, xs) in x.iter().enumerate() {
@@ -367,19 +385,14 @@ fn train_network(x: &[[f64; 3]], y: &[usize], k: usize, rng: &mut Rng) -> Weight
             let z: f64 = p.iter().map(|v| (v - top).exp()).sum();
             for c in 0..k {
                 let d = ((p[c] - top).exp() / z - f64::from(u8::from(c == y[s]))) / n as f64;
+                dc[c] = d;
                 g[o3 + c] += d;
                 for j in 0..HIDDEN {
                     g[o2 + c * HIDDEN + j] += d * h[s][j];
                 }
             }
             for j in 0..HIDDEN {
-                let back: f64 = (0..k)
-                    .map(|c| {
-                        let d =
-                            ((p[c] - top).exp() / z - f64::from(u8::from(c == y[s]))) / n as f64;
-                        d * th[o2 + c * HIDDEN + j]
-                    })
-                    .sum::<f64>()
+                let back: f64 = (0..k).map(|c| dc[c] * th[o2 + c * HIDDEN + j]).sum::<f64>()
                     * (1.0 - h[s][j] * h[s][j]);
                 g[o1 + j] += back;
                 for i in 0..3 {

@@ -1,54 +1,87 @@
-//! The HLA server (`roam hla serve`; the FastHLA paper, ../shared/spec/fasthla.md "Architecture"):
-//! devices upload their transfer logs, the server learns from them ([`learn`]: outliers out,
-//! clusters, spline surfaces, optima, a model) and serves the result as an [`Update`].
+//! The HLA server (`roam hla serve`; the FastHLA paper, ../shared/spec/fasthla.md
+//! "Architecture"): devices upload their transfer logs, the server learns from them ([`learn`]:
+//! outliers out, clusters, spline surfaces, optima, a model) and serves the result as an
+//! [`Update`].
 //!
-//! HTTP/1.1 on hyper:
-//! - `POST /logs`: JSON lines, one [`Record`] each; all or nothing (a bad line refuses the
-//!   body and names the line). At most [`HlaState::MAX_BODY`] bytes a request.
-//! - `GET /update`: the [`Update`] as JSON, relearnt when logs came since the last one (at
-//!   most once every [`HlaState::RELEARN`] once there is a model: an uploader cannot keep the
-//!   server learning).
+//! HTTP/1.1 on hyper, over TLS when given a certificate and key ([`Tls`]):
+//! - `POST /logs`: JSON lines, one [`Record`] each, with `Authorization: Bearer TOKEN`, a token
+//!   of the token file ([`tokens`]; without one the server takes no upload: 403). All or
+//!   nothing: a line that does not parse, or whose values [`Record::validate`] refuses, refuses
+//!   the body with 400, naming the line and the field. Then the device's hourly quota (429 with
+//!   `Retry-After` past it), then the log store ([`store`]: bounded, and one device cannot evict
+//!   the others' logs).
+//! - `GET /update`: the [`Update`] as JSON. Open to anyone by default (it holds the clusters'
+//!   conditions and optima and the model, learnt from every device's logs and naming none);
+//!   with [`Config::update_needs_token`], a token of the file too (401 without).
 //!
-//! A hostile peer is assumed: bodies are bounded, the logs kept are bounded (the newest
-//! [`HlaState::MAX_LOGS`]; the analysis samples at most [`HlaState::MAX_LEARN`] of them, as its
-//! clustering needs memory quadratic in its input), at most [`MAX_CONNECTIONS`] connections
-//! are served at once (more are closed), and a connection must send its headers within
-//! [`HEADER_TIMEOUT`] and finish within [`CONNECTION_TIMEOUT`]. Learning is the only work a
-//! request can cause, once per batch of new logs.
+//! # Learning
 //!
-//! With a state directory the logs are appended to `DIR/logs.jsonl` and read back at start;
-//! past twice [`HlaState::MAX_LOGS`] records the file is rewritten with the kept ones.
+//! A background task learns whenever logs came since the last learning (at most once every
+//! [`Limits::relearn`] once there is a model: an uploader cannot keep the server learning),
+//! from at most [`MAX_LEARN`] records shared evenly among the devices ([`store::LogStore::sample`]),
+//! with no lock held: requests are served meanwhile, and the new update replaces the old when it
+//! is ready. Its work is bounded whatever was uploaded: every record's values are checked, the
+//! surfaces are evaluated on a bounded grid ([`crate::hla::GRID`]), the model learns at most
+//! [`crate::model::MAX_CLASSES`] classes. `GET /update` answers with the latest update; when
+//! logs came since and the learner is not waiting out its interval, it first waits up to
+//! [`Limits::learn_wait`] for the learning that takes them in.
+//!
+//! # Limits (defaults; `roam hla serve` sets the sizes)
+//!
+//! | what | default |
+//! | --- | --- |
+//! | connections served at once ([`Limits::max_connections`]; more are closed at once) | 64 |
+//! | connections from one source at once ([`Limits::max_per_source`]: one IPv4 address, one IPv6 /64) | 8 |
+//! | TLS handshake and a request's headers ([`Limits::header_timeout`]) | 10 s |
+//! | a request's body ([`Limits::body_timeout`]; 408 past it) | 20 s |
+//! | a connection, all its requests ([`Limits::connection_timeout`]) | 60 s |
+//! | bytes of one upload ([`Limits::max_body`]; 413 past it) | 4 MiB |
+//! | records kept ([`store::StoreLimits::max_logs`]) | 200,000 |
+//! | bytes of records kept ([`store::StoreLimits::max_bytes`]) | 64 MiB |
+//! | records a device uploads an hour ([`Limits::quota_records`]) | 20,000 |
+//! | bytes a device uploads an hour ([`Limits::quota_bytes`]) | 16 MiB |
+//! | least time between learnings once there is a model ([`Limits::relearn`]) | 30 s |
+//! | longest `GET /update` waits for a learning under way ([`Limits::learn_wait`]) | 2 s |
+//!
+//! With a state directory the logs are kept in `DIR/logs.jsonl` ([`store`]: what is done with a
+//! partial last line or invalid stored records at start).
 
-use std::collections::VecDeque;
-use std::io::Write as _;
+pub mod client;
+pub mod store;
+pub mod tokens;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::broker::Update;
 use crate::error::TransferError;
-use crate::hla::{Record, Table, CLUSTER_DISTANCE};
-use crate::model::{training_set, Kind, Model};
+use crate::hla::{analyse, Record, CLUSTER_DISTANCE};
+use crate::model::{Kind, Model};
+pub use client::{HlaClient, MAX_UPDATE};
+use store::{LogStore, StoreLimits};
+use tokens::{Denied, Quota, Tokens};
 
-/// Connections served at once.
-pub const MAX_CONNECTIONS: usize = 64;
-/// Time for a connection to send a request's headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time a connection may last.
-pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// Records one learning samples at most (its clustering needs memory quadratic in them).
+pub const MAX_LEARN: usize = 3000;
 
 /// Learn from logs: the table of clusters' optima and a `kind` model of the optimiser's
-/// choices (`None` when no record survives cleaning).
+/// choices (`None` when no record survives cleaning). Bounded work whatever `records` hold:
+/// at most [`MAX_LEARN`] of them (evenly spread), checked ([`crate::hla::clean`]), a bounded
+/// grid and a bounded number of classes.
 pub fn learn(records: &[Record], kind: Kind) -> Result<Update, TransferError> {
-    let sample = stride_sample(records, HlaState::MAX_LEARN);
-    let table = Table::learn(&sample, CLUSTER_DISTANCE);
-    let set = training_set(&sample, CLUSTER_DISTANCE);
+    let sample = stride_sample(records, MAX_LEARN);
+    let (table, set) = analyse(&sample, CLUSTER_DISTANCE);
     let model = if set.is_empty() {
         None
     } else {
@@ -67,144 +100,8 @@ fn stride_sample(records: &[Record], n: usize) -> Vec<Record> {
         .collect()
 }
 
-/// The server's state: the logs and the last update.
-pub struct HlaState {
-    logs: VecDeque<Record>,
-    file: Option<PathBuf>,
-    /// Records in the file (compacted to the kept ones past twice [`HlaState::MAX_LOGS`]).
-    on_disk: usize,
-    kind: Kind,
-    /// Logs received since the update was learnt.
-    fresh: bool,
-    /// The last update, when it was learnt, and whether it has a model.
-    update: Option<(Arc<String>, std::time::Instant, bool)>,
-}
-
-impl HlaState {
-    /// Logs kept (the oldest dropped beyond).
-    pub const MAX_LOGS: usize = 200_000;
-    /// Bytes of one upload.
-    pub const MAX_BODY: usize = 4 << 20;
-    /// Records one learning samples at most.
-    pub const MAX_LEARN: usize = 3000;
-    /// Least time between two learnings.
-    pub const RELEARN: Duration = Duration::from_secs(30);
-
-    /// A server learning `kind` models, keeping its logs under `dir` if given (and reading
-    /// those already there).
-    pub fn new(kind: Kind, dir: Option<&Path>) -> Result<HlaState, TransferError> {
-        let mut s = HlaState {
-            logs: VecDeque::new(),
-            file: None,
-            on_disk: 0,
-            kind,
-            fresh: true,
-            update: None,
-        };
-        if let Some(dir) = dir {
-            std::fs::create_dir_all(dir).map_err(TransferError::io(dir))?;
-            let file = dir.join("logs.jsonl");
-            match std::fs::read_to_string(&file) {
-                Ok(text) => {
-                    let records = parse_lines(text.as_bytes())
-                        .map_err(|e| TransferError::Model(format!("{}: {e}", file.display())))?;
-                    s.on_disk = records.len();
-                    s.keep(records);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(TransferError::io(&file)(e)),
-            }
-            s.file = Some(file);
-        }
-        Ok(s)
-    }
-
-    fn keep(&mut self, records: Vec<Record>) {
-        for r in records {
-            if self.logs.len() == Self::MAX_LOGS {
-                self.logs.pop_front();
-            }
-            self.logs.push_back(r);
-        }
-        self.fresh = true;
-    }
-
-    /// Logs held.
-    pub fn len(&self) -> usize {
-        self.logs.len()
-    }
-
-    /// Whether no logs are held.
-    pub fn is_empty(&self) -> bool {
-        self.logs.is_empty()
-    }
-
-    /// Take an upload (JSON lines of records): how many it held, or why it was refused.
-    pub fn ingest(&mut self, body: &[u8]) -> Result<usize, String> {
-        let records = parse_lines(body)?;
-        let n = records.len();
-        if let Some(file) = &self.file {
-            let mut text = String::new();
-            for r in &records {
-                text.push_str(&serde_json::to_string(r).expect("a record serialises"));
-                text.push('\n');
-            }
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(file)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(|e| format!("{}: {e}", file.display()))?;
-            self.on_disk += n;
-        }
-        self.keep(records);
-        if self.on_disk > 2 * Self::MAX_LOGS {
-            self.compact()
-                .map_err(|e| format!("compacting the logs: {e}"))?;
-        }
-        Ok(n)
-    }
-
-    /// Rewrite the log file with the logs kept (through a temporary file), so that uploads
-    /// cannot grow it without bound.
-    fn compact(&mut self) -> std::io::Result<()> {
-        let Some(file) = &self.file else {
-            return Ok(());
-        };
-        let tmp = file.with_extension("jsonl.tmp");
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        for r in &self.logs {
-            serde_json::to_writer(&mut w, r)?;
-            w.write_all(b"\n")?;
-        }
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, file)?;
-        self.on_disk = self.logs.len();
-        Ok(())
-    }
-
-    /// The update for devices, learnt again if logs came since.
-    pub fn update(&mut self) -> Result<Arc<String>, TransferError> {
-        if let Some((u, at, modelled)) = &self.update {
-            // Until there is a model, learning is cheap (nothing survived cleaning): new logs
-            // are learnt from at once.
-            if !self.fresh || (*modelled && at.elapsed() < Self::RELEARN) {
-                return Ok(u.clone());
-            }
-        }
-        // Only the sample the analysis uses is copied out of the (up to 200,000) logs.
-        let (n, m) = (self.logs.len(), self.logs.len().min(Self::MAX_LEARN));
-        let logs: Vec<Record> = (0..m).map(|i| self.logs[i * n / m].clone()).collect();
-        let learnt = learn(&logs, self.kind)?;
-        let modelled = learnt.model.is_some();
-        let u = Arc::new(serde_json::to_string(&learnt).expect("serialises"));
-        self.update = Some((u.clone(), std::time::Instant::now(), modelled));
-        self.fresh = false;
-        Ok(u)
-    }
-}
-
-/// JSON lines of records (blank lines allowed); the first bad line named.
+/// JSON lines of records (blank lines allowed); the first bad line named. Syntax only: see
+/// [`parse_upload`] for what the server takes.
 pub fn parse_lines(body: &[u8]) -> Result<Vec<Record>, String> {
     let text = std::str::from_utf8(body).map_err(|e| format!("not UTF-8: {e}"))?;
     let mut out = Vec::new();
@@ -216,6 +113,589 @@ pub fn parse_lines(body: &[u8]) -> Result<Vec<Record>, String> {
         out.push(r);
     }
     Ok(out)
+}
+
+/// An upload's records: JSON lines, each a record that [`Record::validate`] takes; the first
+/// bad line named, with the field.
+pub fn parse_upload(body: &[u8]) -> Result<Vec<Record>, String> {
+    let text = std::str::from_utf8(body).map_err(|e| format!("not UTF-8: {e}"))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: Record = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        r.validate().map_err(|e| format!("line {}: {e}", i + 1))?;
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// The server's limits: see the [module](self) for what each bounds and its default.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Connections from one source (an IPv4 address, an IPv6 /64) at once.
+    pub max_per_source: usize,
+    /// Time for the TLS handshake, and for each request's headers.
+    pub header_timeout: Duration,
+    /// Time for a request's body.
+    pub body_timeout: Duration,
+    /// Time a connection may last.
+    pub connection_timeout: Duration,
+    /// Bytes of one upload.
+    pub max_body: usize,
+    /// The log store's bounds.
+    pub store: StoreLimits,
+    /// Records a device may upload an hour.
+    pub quota_records: u64,
+    /// Bytes a device may upload an hour.
+    pub quota_bytes: u64,
+    /// Least time between two learnings once there is a model.
+    pub relearn: Duration,
+    /// Longest `GET /update` waits for a learning of logs that came before it.
+    pub learn_wait: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 64,
+            max_per_source: 8,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(20),
+            connection_timeout: Duration::from_secs(60),
+            max_body: 4 << 20,
+            store: StoreLimits::default(),
+            quota_records: 20_000,
+            quota_bytes: 16 << 20,
+            relearn: Duration::from_secs(30),
+            learn_wait: Duration::from_secs(2),
+        }
+    }
+}
+
+/// How a server is set up.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The model it learns.
+    pub kind: Kind,
+    /// Where its logs are kept (none: in memory only).
+    pub state: Option<PathBuf>,
+    /// The token file ([`tokens`]); none: no upload is taken.
+    pub tokens: Option<PathBuf>,
+    /// `GET /update` needs a token too.
+    pub update_needs_token: bool,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+impl Config {
+    /// A server of `kind` models, in memory, without tokens, with the default limits.
+    pub fn new(kind: Kind) -> Config {
+        Config {
+            kind,
+            state: None,
+            tokens: None,
+            update_needs_token: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The update devices are served, and which uploads it took in.
+#[derive(Clone, Debug)]
+struct Published {
+    json: Bytes,
+    /// The uploads (counted since start) learnt from.
+    covers: u64,
+    /// Whether it has a model (from then on, learnings are [`Limits::relearn`] apart).
+    modelled: bool,
+    at: Instant,
+}
+
+/// What uploads change, under one lock (never held while learning, nor by `GET /update`).
+struct Inner {
+    store: LogStore,
+    tokens: Option<Tokens>,
+    /// Per device: its records' and bytes' quotas.
+    quotas: HashMap<String, (Quota, Quota)>,
+}
+
+/// An HLA server: its logs, devices, quotas and latest update. [`HlaServer::serve`] serves it.
+pub struct HlaServer {
+    kind: Kind,
+    limits: Limits,
+    update_needs_token: bool,
+    inner: Mutex<Inner>,
+    /// Uploads taken since start.
+    generation: AtomicU64,
+    /// The learner is waiting out its interval.
+    cooling: AtomicBool,
+    published: tokio::sync::watch::Sender<Published>,
+    wake: tokio::sync::Notify,
+}
+
+/// Why a request was refused: its status, what to tell the client, and when to try again.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// Why.
+    pub why: String,
+    /// Seconds until a retry may succeed (429).
+    pub retry_after: Option<u64>,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, why: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            why: why.into(),
+            retry_after: None,
+        }
+    }
+}
+
+impl HlaServer {
+    /// A server as `config` says: its token file and stored logs read. The server, and what to
+    /// warn the operator of (records skipped or cut off at start, a token file others may
+    /// read).
+    pub fn open(config: Config) -> Result<(Arc<HlaServer>, Vec<String>), TransferError> {
+        let (store, mut warnings) = LogStore::open(config.state.as_deref(), config.limits.store)?;
+        let tokens = match &config.tokens {
+            Some(path) => {
+                let (t, w) = Tokens::open(path)?;
+                warnings.extend(w);
+                Some(t)
+            }
+            None => None,
+        };
+        let generation = u64::from(!store.is_empty());
+        let empty = serde_json::to_vec(&Update::default()).expect("serialises");
+        let (published, _) = tokio::sync::watch::channel(Published {
+            json: Bytes::from(empty),
+            covers: 0,
+            modelled: false,
+            at: Instant::now(),
+        });
+        let server = HlaServer {
+            kind: config.kind,
+            limits: config.limits,
+            update_needs_token: config.update_needs_token,
+            inner: Mutex::new(Inner {
+                store,
+                tokens,
+                quotas: HashMap::new(),
+            }),
+            generation: AtomicU64::new(generation),
+            cooling: AtomicBool::new(false),
+            published,
+            wake: tokio::sync::Notify::new(),
+        };
+        Ok((Arc::new(server), warnings))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Logs held.
+    pub fn len(&self) -> usize {
+        self.lock().store.len()
+    }
+
+    /// Whether no logs are held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Devices in the token file (`None`: no token file, no upload taken).
+    pub fn devices(&self) -> Option<usize> {
+        self.lock().tokens.as_ref().map(Tokens::devices)
+    }
+
+    /// The device whose token `presented` is, the token file read again first if it changed.
+    pub fn authenticate(&self, presented: Option<&[u8]>) -> Result<String, Refusal> {
+        let mut inner = self.lock();
+        let Some(tokens) = inner.tokens.as_mut() else {
+            return Err(Refusal::new(
+                StatusCode::FORBIDDEN,
+                "this server takes no uploads (started without --tokens)",
+            ));
+        };
+        if let Some(news) = tokens.refresh() {
+            eprintln!("{news}");
+        }
+        match tokens.who(presented) {
+            Ok(name) => Ok(name.to_string()),
+            Err(Denied::Unknown) => Err(Refusal::new(
+                StatusCode::UNAUTHORIZED,
+                "a device token is needed (Authorization: Bearer TOKEN), and this one is not \
+                 listed",
+            )),
+            Err(Denied::Broken(_)) => Err(Refusal::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server's token file cannot be read now: try again later",
+            )),
+        }
+    }
+
+    /// Take `owner`'s upload (JSON lines of records): how many it held, or why it was refused.
+    /// Checked ([`parse_upload`]), charged to the device's quota, stored.
+    pub fn ingest(&self, owner: &str, body: &[u8]) -> Result<usize, Refusal> {
+        let records = parse_upload(body).map_err(|e| Refusal::new(StatusCode::BAD_REQUEST, e))?;
+        let n = records.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut inner = self.lock();
+        let now = Instant::now();
+        let (rq, bq) = (self.limits.quota_records, self.limits.quota_bytes);
+        let (records_q, bytes_q) = inner
+            .quotas
+            .entry(owner.to_string())
+            .or_insert_with(|| (Quota::new(rq, now), Quota::new(bq, now)));
+        if n as u64 > records_q.per_hour() || body.len() as u64 > bytes_q.per_hour() {
+            return Err(Refusal::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "an upload is at most a device's hourly quota: {rq} records, {bq} bytes; send \
+                     it in parts"
+                ),
+            ));
+        }
+        let wait = records_q
+            .wait(n as u64, now)
+            .max(bytes_q.wait(body.len() as u64, now));
+        if !wait.is_zero() {
+            return Err(Refusal {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                why: format!(
+                    "this device's hourly quota ({rq} records, {bq} bytes) is used up: try again \
+                     in {} s",
+                    wait.as_secs() + 1
+                ),
+                retry_after: Some(wait.as_secs() + 1),
+            });
+        }
+        records_q.take(n as u64);
+        bytes_q.take(body.len() as u64);
+        inner
+            .store
+            .add(owner, records)
+            .map_err(|e| Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        drop(inner);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.wake.notify_one();
+        Ok(n)
+    }
+
+    /// The latest update as JSON: waiting up to [`Limits::learn_wait`] for a learning of the
+    /// logs that came before, unless the learner is waiting out its interval.
+    pub async fn update_json(&self) -> Bytes {
+        let mut rx = self.published.subscribe();
+        let want = self.generation.load(Ordering::SeqCst);
+        let cooling = self.cooling.load(Ordering::SeqCst);
+        if !cooling && rx.borrow().covers < want {
+            let _ = tokio::time::timeout(self.limits.learn_wait, rx.wait_for(|p| p.covers >= want))
+                .await;
+        }
+        let json = rx.borrow().json.clone();
+        json
+    }
+
+    /// Learn whenever logs came since the last learning, until dropped.
+    async fn learner(self: Arc<Self>) {
+        loop {
+            let last = self.published.borrow().clone();
+            let generation = self.generation.load(Ordering::SeqCst);
+            if generation <= last.covers {
+                self.wake.notified().await;
+                continue;
+            }
+            if last.modelled {
+                let due = last.at + self.limits.relearn;
+                if due > Instant::now() {
+                    self.cooling.store(true, Ordering::SeqCst);
+                    tokio::time::sleep_until(due.into()).await;
+                    self.cooling.store(false, Ordering::SeqCst);
+                }
+            }
+            // Every upload counted is in the store: the sample holds at least those.
+            let generation = self.generation.load(Ordering::SeqCst);
+            let me = self.clone();
+            let sample = match tokio::task::spawn_blocking(move || {
+                me.lock().store.sample(MAX_LEARN)
+            })
+            .await
+            {
+                Ok(s) => s,
+                Err(_) => continue,
+            };
+            let kind = self.kind;
+            let learnt = tokio::task::spawn_blocking(move || learn(&sample, kind)).await;
+            let (json, modelled) = match learnt {
+                Ok(Ok(u)) => (
+                    Bytes::from(serde_json::to_vec(&u).expect("serialises")),
+                    u.model.is_some(),
+                ),
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        Err(e) => e.to_string(),
+                        Ok(Ok(_)) => unreachable!(),
+                    };
+                    eprintln!("learning failed (the previous update kept): {why}");
+                    (last.json.clone(), last.modelled)
+                }
+            };
+            self.published.send_replace(Published {
+                json,
+                covers: generation,
+                modelled,
+                at: Instant::now(),
+            });
+        }
+    }
+
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        let r = match (req.method(), req.uri().path()) {
+            (&Method::POST, "/logs") => self.post_logs(req).await,
+            (&Method::GET, "/update") => self.get_update(req).await,
+            _ => Err(Refusal::new(
+                StatusCode::NOT_FOUND,
+                "POST /logs (JSON lines of records) or GET /update",
+            )),
+        };
+        match r {
+            Ok(resp) => resp,
+            Err(refusal) => {
+                let mut resp = reply(refusal.status, format!("{}\n", refusal.why), false);
+                if let Some(s) = refusal.retry_after {
+                    resp.headers_mut()
+                        .insert(hyper::header::RETRY_AFTER, s.into());
+                }
+                if refusal.status == StatusCode::UNAUTHORIZED {
+                    resp.headers_mut().insert(
+                        hyper::header::WWW_AUTHENTICATE,
+                        hyper::header::HeaderValue::from_static("Bearer realm=\"roam-hla\""),
+                    );
+                }
+                resp
+            }
+        }
+    }
+
+    /// Authenticate in a blocking task (the token file may be read again).
+    async fn device_of(self: &Arc<Self>, req: &Request<Incoming>) -> Result<String, Refusal> {
+        let presented = tokens::bearer(req.headers());
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.authenticate(presented.as_deref()))
+            .await
+            .map_err(|e| Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    }
+
+    async fn post_logs(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Refusal> {
+        // Who, before a byte of the body is read.
+        let owner = self.device_of(&req).await?;
+        let max = self.limits.max_body;
+        let too_large = || {
+            Refusal::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("an upload is at most {max} bytes"),
+            )
+        };
+        let collect = Limited::new(req.into_body(), max).collect();
+        let body = match tokio::time::timeout(self.limits.body_timeout, collect).await {
+            Err(_) => {
+                return Err(Refusal::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the body did not arrive within {} s",
+                        self.limits.body_timeout.as_secs_f64()
+                    ),
+                ))
+            }
+            Ok(Ok(b)) => b.to_bytes(),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+            Ok(Err(e)) => return Err(Refusal::new(StatusCode::BAD_REQUEST, e.to_string())),
+        };
+        let me = self.clone();
+        let n = tokio::task::spawn_blocking(move || me.ingest(&owner, &body))
+            .await
+            .map_err(|e| Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+        Ok(reply(StatusCode::OK, format!("accepted {n}\n"), false))
+    }
+
+    async fn get_update(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+    ) -> Result<Response<Body>, Refusal> {
+        if self.update_needs_token {
+            self.device_of(&req).await?;
+        }
+        Ok(reply(StatusCode::OK, self.update_json().await, true))
+    }
+
+    /// Serve on `listener` (over TLS if `tls`) until the task is dropped; learning in the
+    /// background meanwhile.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener, tls: Option<Tls>) {
+        // Stopped with the serving (this future dropped).
+        let _learner = AbortOnDrop(tokio::spawn(self.clone().learner()));
+        let slots = Arc::new(tokio::sync::Semaphore::new(self.limits.max_connections));
+        let sources: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(a) => a,
+                Err(_) => {
+                    // Out of descriptors, say: not a busy loop.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                drop(stream); // full: the newcomer is closed, the served keep their slots
+                continue;
+            };
+            let Some(source) =
+                SourceSlot::take(&sources, source_of(peer.ip()), self.limits.max_per_source)
+            else {
+                drop(stream); // this source has its share
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (me, tls) = (self.clone(), tls.clone());
+            tokio::spawn(async move {
+                let _held = (permit, source);
+                let limits = me.limits.clone();
+                let deadline = tokio::time::Instant::now() + limits.connection_timeout;
+                match tls {
+                    None => {
+                        let _ = tokio::time::timeout_at(deadline, me.connection(stream)).await;
+                    }
+                    Some(t) => {
+                        let hs = tokio::time::timeout(limits.header_timeout, t.0.accept(stream));
+                        if let Ok(Ok(s)) = hs.await {
+                            let _ = tokio::time::timeout_at(deadline, me.connection(s)).await;
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    async fn connection<IO>(self: Arc<Self>, io: IO)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let header_timeout = self.limits.header_timeout;
+        let service = hyper::service::service_fn(move |req| {
+            let me = self.clone();
+            async move { Ok::<_, std::convert::Infallible>(me.handle(req).await) }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(TokioIo::new(io), service)
+            .await;
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The source a connection is counted under: an IPv4 address, or an IPv6 address's /64 (one
+/// host usually has a whole /64).
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// One of a source's connections, given back when dropped.
+struct SourceSlot {
+    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    source: IpAddr,
+}
+
+impl SourceSlot {
+    fn take(
+        sources: &Arc<Mutex<HashMap<IpAddr, usize>>>,
+        source: IpAddr,
+        max: usize,
+    ) -> Option<SourceSlot> {
+        let mut m = sources.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(source).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot {
+            sources: sources.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut m = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// TLS for the server: a certificate chain and its private key, HTTP/1.1 offered in ALPN.
+#[derive(Clone)]
+pub struct Tls(tokio_rustls::TlsAcceptor);
+
+impl Tls {
+    /// From PEM files: `cert` (the certificate, then any intermediates) and `key` (its private
+    /// key: PKCS#8, PKCS#1 or SEC1). Refused, naming the file, if either does not parse or
+    /// they do not belong together.
+    pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Tls, TransferError> {
+        use rustls::pki_types::pem::PemObject;
+        let bad = |path: &Path, why: String| TransferError::File {
+            path: path.into(),
+            why,
+        };
+        let read = |path: &Path| std::fs::read(path).map_err(|e| bad(path, e.to_string()));
+        let chain = rustls::pki_types::CertificateDer::pem_slice_iter(&read(cert)?)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(cert, format!("a certificate that does not parse: {e}")))?;
+        if chain.is_empty() {
+            return Err(bad(cert, "no certificate in it".into()));
+        }
+        let key_der = rustls::pki_types::PrivateKeyDer::from_pem_slice(&read(key)?)
+            .map_err(|e| bad(key, format!("no private key in it: {e}")))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring's provider supports the default TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key_der)
+            .map_err(|e| bad(key, format!("not the certificate's key, or unusable: {e}")))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Tls(tokio_rustls::TlsAcceptor::from(Arc::new(config))))
+    }
 }
 
 type Body = Full<Bytes>;
@@ -235,261 +715,5 @@ fn reply(status: StatusCode, text: impl Into<Bytes>, json: bool) -> Response<Bod
         .expect("a valid response")
 }
 
-async fn handle(state: Arc<Mutex<HlaState>>, req: Request<Incoming>) -> Response<Body> {
-    match (req.method(), req.uri().path()) {
-        (&Method::POST, "/logs") => {
-            let body = match Limited::new(req.into_body(), HlaState::MAX_BODY)
-                .collect()
-                .await
-            {
-                Ok(b) => b.to_bytes(),
-                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                    return reply(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!("an upload is at most {} bytes\n", HlaState::MAX_BODY),
-                        false,
-                    )
-                }
-                Err(e) => return reply(StatusCode::BAD_REQUEST, format!("{e}\n"), false),
-            };
-            let r = tokio::task::spawn_blocking(move || state.lock().unwrap().ingest(&body)).await;
-            match r {
-                Ok(Ok(n)) => reply(StatusCode::OK, format!("accepted {n}\n"), false),
-                Ok(Err(e)) => reply(StatusCode::BAD_REQUEST, format!("{e}\n"), false),
-                Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), false),
-            }
-        }
-        (&Method::GET, "/update") => {
-            let r = tokio::task::spawn_blocking(move || state.lock().unwrap().update()).await;
-            match r {
-                Ok(Ok(u)) => reply(StatusCode::OK, u.as_bytes().to_vec(), true),
-                Ok(Err(e)) => reply(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), false),
-                Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n"), false),
-            }
-        }
-        _ => reply(
-            StatusCode::NOT_FOUND,
-            "POST /logs (JSON lines of records) or GET /update\n",
-            false,
-        ),
-    }
-}
-
-/// Serve on `listener` until the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, state: Arc<Mutex<HlaState>>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            drop(stream); // full: the newcomer is closed, the served keep their slots
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(state, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, conn).await;
-            drop(permit);
-        });
-    }
-}
-
-/// Largest update a device accepts.
-pub const MAX_UPDATE: usize = 32 << 20;
-
-async fn request(url: &str, method: Method, body: Vec<u8>) -> Result<Bytes, TransferError> {
-    let uri: hyper::Uri = url.parse().map_err(|e| TransferError::Url {
-        url: url.into(),
-        why: format!("{e}"),
-    })?;
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<Bytes>>();
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| TransferError::Url {
-            url: url.into(),
-            why: format!("{e}"),
-        })?;
-    let net = |why: String| TransferError::Network {
-        url: url.into(),
-        why,
-    };
-    let resp = tokio::time::timeout(CONNECTION_TIMEOUT, client.request(req))
-        .await
-        .map_err(|_| net("no answer within a minute".into()))?
-        .map_err(|e| net(format!("{e}")))?;
-    let status = resp.status();
-    let body = Limited::new(resp.into_body(), MAX_UPDATE)
-        .collect()
-        .await
-        .map_err(|e| net(format!("reading the answer: {e}")))?
-        .to_bytes();
-    if !status.is_success() {
-        return Err(net(format!(
-            "HTTP {}: {}",
-            status.as_u16(),
-            String::from_utf8_lossy(&body).trim()
-        )));
-    }
-    Ok(body)
-}
-
-/// Upload `records` to the HLA server at `base` (`http://host:port`): how many it accepted.
-pub async fn upload(base: &str, records: &[Record]) -> Result<usize, TransferError> {
-    let mut body = Vec::new();
-    for r in records {
-        body.extend(serde_json::to_vec(r).expect("a record serialises"));
-        body.push(b'\n');
-    }
-    let url = format!("{}/logs", base.trim_end_matches('/'));
-    let answer = request(&url, Method::POST, body).await?;
-    let text = String::from_utf8_lossy(&answer);
-    text.trim()
-        .strip_prefix("accepted ")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| TransferError::Network {
-            url,
-            why: format!("an answer that is not an HLA server's: `{}`", text.trim()),
-        })
-}
-
-/// Fetch the update from the HLA server at `base`, checked as a model file is.
-pub async fn fetch_update(base: &str) -> Result<Update, TransferError> {
-    let url = format!("{}/update", base.trim_end_matches('/'));
-    let body = request(&url, Method::GET, Vec::new()).await?;
-    let u: Update = serde_json::from_slice(&body)
-        .map_err(|e| TransferError::Model(format!("{url}: not an update: {e}")))?;
-    if let Some(m) = &u.model {
-        Model::from_json(&m.to_json()).map_err(|e| TransferError::Model(format!("{url}: {e}")))?;
-    }
-    Ok(u)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::params::Params;
-
-    fn records() -> Vec<Record> {
-        let mut v = Vec::new();
-        for (rtt, best_cc) in [(59.0, 8u32), (290.0, 16)] {
-            for cc in [1u32, 2, 4, 8, 16, 32] {
-                // Throughput per joule peaks at best_cc.
-                let th = 5.0 * (cc.min(best_cc) as f64) + 0.1 * cc as f64;
-                let e = 100.0 / th * if cc > best_cc { 2.0 } else { 1.0 };
-                v.push(Record {
-                    rtt_ms: rtt,
-                    bandwidth_mbps: 200.0,
-                    mean_file_bytes: 2.7e6,
-                    params: Params {
-                        cc,
-                        p: 1,
-                        bs: 65536,
-                        ..Params::default()
-                    },
-                    throughput_mbps: th,
-                    energy_j_per_100mb: e,
-                    ok: true,
-                    context: Default::default(),
-                });
-            }
-        }
-        v
-    }
-
-    #[test]
-    fn uploads_are_all_or_nothing_and_bounded() {
-        let mut s = HlaState::new(Kind::Network, None).unwrap();
-        let good: String = records()
-            .iter()
-            .map(|r| serde_json::to_string(r).unwrap() + "\n")
-            .collect();
-        assert_eq!(s.ingest(good.as_bytes()), Ok(12));
-        let bad = format!("{good}{{\"rtt_ms\": 1}}\n");
-        let e = s.ingest(bad.as_bytes()).unwrap_err();
-        assert!(e.starts_with("line 13:"), "{e}");
-        assert_eq!(s.len(), 12);
-        assert!(s.ingest(b"\xff").is_err());
-        // Learnt once; new logs within the relearning interval get the same update.
-        let first = s.update().unwrap();
-        s.ingest(good.as_bytes()).unwrap();
-        assert!(Arc::ptr_eq(&first, &s.update().unwrap()));
-    }
-
-    #[test]
-    fn the_update_holds_each_conditions_optimum_and_a_model() {
-        let u = learn(&records(), Kind::Network).unwrap();
-        assert_eq!(u.table.entries.len(), 2);
-        let m = u.model.unwrap();
-        let c = |rtt_ms| crate::model::Condition {
-            rtt_ms,
-            bandwidth_mbps: 200.0,
-            mean_file_bytes: 2.7e6,
-        };
-        assert_eq!(
-            m.predict(&c(290.0)).cc,
-            u.table.lookup(&c(290.0)).unwrap().params.cc
-        );
-        assert_eq!(
-            m.predict(&c(59.0)).cc,
-            u.table.lookup(&c(59.0)).unwrap().params.cc
-        );
-        assert!(learn(&[], Kind::Svm).unwrap().model.is_none());
-    }
-
-    /// The whole path over HTTP: upload, learn, fetch; an oversized body and an unknown path
-    /// refused; the logs read back from the state directory.
-    #[test]
-    fn a_device_uploads_and_fetches_over_http() {
-        let dir = std::env::temp_dir().join(format!("roam-hla-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let state = Arc::new(Mutex::new(HlaState::new(Kind::Svm, Some(&dir)).unwrap()));
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let base = format!("http://{}", l.local_addr().unwrap());
-            let server = tokio::spawn(serve(l, state.clone()));
-            assert_eq!(upload(&base, &records()).await.unwrap(), 12);
-            let u = fetch_update(&base).await.unwrap();
-            assert_eq!(u.table.entries.len(), 2);
-            assert!(u.model.is_some());
-            let big = vec![b' '; HlaState::MAX_BODY + 1];
-            let e = request(&format!("{base}/logs"), Method::POST, big)
-                .await
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains("413"), "{e}");
-            let e = request(&format!("{base}/x"), Method::GET, vec![])
-                .await
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains("404"), "{e}");
-            server.abort();
-        });
-        let mut again = HlaState::new(Kind::Svm, Some(&dir)).unwrap();
-        assert_eq!(again.len(), 12);
-        // Past twice the kept logs, the file is rewritten with those kept.
-        again.on_disk = 2 * HlaState::MAX_LOGS;
-        let one = serde_json::to_string(&records()[0]).unwrap() + "\n";
-        again.ingest(one.as_bytes()).unwrap();
-        let lines = std::fs::read_to_string(dir.join("logs.jsonl")).unwrap();
-        assert_eq!((lines.lines().count(), again.on_disk), (13, 13));
-        std::fs::write(dir.join("logs.jsonl"), "nonsense\n").unwrap();
-        let e = HlaState::new(Kind::Svm, Some(&dir))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("line 1"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use crate::broker::{Broker, Choice, Source};
 use crate::engine::{
-    distinct_names, Connector, Engine, FileSpec, Report, Survey, MIN_STEAL_PIECE, SURVEY_CC,
+    distinct_names, Connector, Engine, FileSpec, Limits, Report, Survey, MIN_STEAL_PIECE, SURVEY_CC,
 };
 use crate::error::{Phase, SessionError, TransferError};
 use crate::mixed;
@@ -111,11 +111,15 @@ pub struct Options {
     /// Each phase (the survey, the transfer) within this long, else
     /// [`SessionError::TimedOut`]; `None`: no limit.
     pub time_limit: Option<Duration>,
+    /// What the downloads may write (a file's size, the session's total, the disk left free,
+    /// files already in the output directory), counted over every group together.
+    pub limits: Limits,
 }
 
 impl Default for Options {
     /// Direct connections trusting the system's authorities, no survey with fixed parameters,
-    /// HTTP/1.1 unless a broker chooses HTTP/2, the engine's stealing, no time limit.
+    /// HTTP/1.1 unless a broker chooses HTTP/2, the engine's stealing, no time limit, the
+    /// default limits ([`Limits::default`]).
     fn default() -> Options {
         Options {
             connector: Connector::new(None),
@@ -123,6 +127,7 @@ impl Default for Options {
             http2: false,
             min_steal: MIN_STEAL_PIECE,
             time_limit: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -293,7 +298,8 @@ async fn survey(
     };
     let probe = Arc::new(
         Engine::with_connector(params, options.connector.clone())?
-            .with_min_steal(options.min_steal),
+            .with_min_steal(options.min_steal)
+            .with_limits(options.limits),
     );
     let sv = probe.survey(files).await?;
     sv.apply(files);
@@ -392,7 +398,8 @@ async fn transfer(
             let e = match warm {
                 Some(w) => w.sharing(g.choice.params)?,
                 None => Engine::with_connector(g.choice.params, options.connector.clone())?
-                    .with_min_steal(options.min_steal),
+                    .with_min_steal(options.min_steal)
+                    .with_limits(options.limits),
             };
             Ok(Arc::new(e))
         })

@@ -117,6 +117,11 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
     let hla_port = free_port();
     let hla = format!("http://127.0.0.1:{hla_port}");
     let hla_state = root.join("hla");
+    // The device's token, listed in the server's token file (uploads need one).
+    let (tokens, token) = (root.join("hla-tokens"), root.join("device-token"));
+    let line = roam(&["hla", "token", "test device"]).1;
+    std::fs::write(&tokens, &line).unwrap();
+    std::fs::write(&token, line.split_whitespace().next().unwrap()).unwrap();
     let _hla = Killed(
         Command::new(env!("CARGO_BIN_EXE_roam"))
             .args([
@@ -124,8 +129,10 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
                 "serve",
                 "--listen",
                 &format!("127.0.0.1:{hla_port}"),
-                "--state",
+                "--tokens",
             ])
+            .arg(&tokens)
+            .arg("--state")
             .arg(&hla_state)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -135,6 +142,7 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
     wait_listening(SocketAddr::from(([127, 0, 0, 1], hla_port)));
     let state = root.join("broker.json");
     let state_s = state.display().to_string();
+    let token_s = token.display().to_string();
 
     // Every run logs to the HLA server (with the survey's condition) and keeps the broker's
     // state; the bandwidth is above what loopback makes (else the logs are dropped as faster
@@ -145,6 +153,7 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
             "transfer", "get", "--list", &list, "--out", &out, "--hla", &hla,
         ];
         args.extend(["--state", &state_s, "--bandwidth", "100000"]);
+        args.extend(["--hla-token-file", &token_s]);
         args.extend(extra);
         roam(&args)
     };

@@ -1,9 +1,12 @@
 //! The C ABI (`include/roam_net.h`): the paper's `ms_*` calls over the blocking API.
 //!
-//! Handles are small integers into a table. An IROB handle carries its multi-socket in the high
-//! 32 bits and the IROB id in the low 32 bits, so `ms_irob_send(irob, ...)` needs no socket
-//! argument, as in the paper. Errors set `errno` and a thread-local message
-//! (`ms_last_error`). Every entry point catches panics: a bug must not unwind into C.
+//! Handles are small integers into a table. An IROB handle names its multi-socket too, so
+//! `ms_irob_send(irob, ...)` needs no socket argument, as in the paper: its high bits number a
+//! block of 2^32 ids of one multi-socket in one direction (`handles`), its low 32 bits
+//! the id within the block. (Packing the socket handle and the id together, as this once did,
+//! let a peer-chosen id of 2^32 or more spill into the socket's bits and name another
+//! multi-socket.) Errors set `errno` and a thread-local message (`ms_last_error`). Every entry
+//! point catches panics: a bug must not unwind into C.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -16,6 +19,9 @@ use std::time::Duration;
 use crate::proto::{Delivery, Deps, Label, SendError};
 use crate::runtime::blocking::{Listener, MultiSocket};
 use crate::runtime::{Error, Options, Thunk, ThunkHandle};
+
+mod handles;
+use handles::{irob_handle, irob_handles, own_irob};
 
 /// `ms_socket_t`.
 pub type MsSocket = i64;
@@ -141,10 +147,11 @@ fn sock(s: MsSocket) -> Result<Arc<Mutex<Sock>>, String> {
 }
 
 /// The multi-socket behind the C handle `s`, for other crates' C ABIs (IMP's `imp_new` reads
-/// its estimates), or why there is none.
+/// its estimates), or why there is none. The handle returned does not keep the multi-socket
+/// open once `ms_close` has released it ([`MultiSocket::watcher`]).
 pub fn multisocket_of(s: MsSocket) -> Result<MultiSocket, String> {
     let x = sock(s)?;
-    let ms = x.lock().unwrap_or_else(|e| e.into_inner()).ms.clone();
+    let ms = x.lock().unwrap_or_else(|e| e.into_inner()).ms.watcher();
     Ok(ms)
 }
 
@@ -454,10 +461,6 @@ unsafe fn input(buf: *const c_void, len: usize) -> Result<Vec<u8>, isize> {
     Ok(unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec())
 }
 
-fn split(irob: IrobHandle) -> (MsSocket, u64) {
-    (irob >> 32, (irob & 0xffff_ffff) as u64)
-}
-
 /// See `roam_net.h`.
 ///
 /// # Safety
@@ -487,19 +490,20 @@ pub unsafe extern "C" fn ms_begin_irob(
         };
         let mut ids = Vec::with_capacity(handles.len());
         for &h in handles {
-            let (hs, id) = split(h);
-            if hs != s {
-                return fail(
-                    libc::EINVAL,
-                    format!("dependency {h} belongs to another multi-socket"),
-                );
+            match own_irob(h) {
+                Ok((hs, id)) if hs == s => ids.push(id),
+                Ok(_) => {
+                    return fail(
+                        libc::EINVAL,
+                        format!("dependency {h} belongs to another multi-socket"),
+                    )
+                }
+                Err(e) => return fail(libc::EINVAL, format!("dependency: {e}")),
             }
-            ids.push(id);
         }
         let ms = x.lock().unwrap().ms.clone();
         match ms.begin_irob(l, Deps::List(ids), make_thunk(thunk, arg)) {
-            Ok(id) if id <= 0xffff_ffff => (s << 32) | id as i64,
-            Ok(_) => fail(libc::EOVERFLOW, "more than 2^32 IROBs on one multi-socket"),
+            Ok(id) => irob_handle(s, false, id).unwrap_or_else(|e| e),
             Err(Error::Deferred(h)) => {
                 x.lock().unwrap().deferred(thunk, arg, h);
                 MS_DEFERRED
@@ -521,9 +525,8 @@ pub unsafe extern "C" fn ms_irob_send(
     flags: c_int,
 ) -> isize {
     guard(|| {
-        let (s, id) = split(irob);
-        let x = match sock(s) {
-            Ok(x) => x,
+        let (x, id) = match own_irob(irob).and_then(|(s, id)| Ok((sock(s)?, id))) {
+            Ok(v) => v,
             Err(e) => return fail(libc::EBADF, e),
         };
         // SAFETY: the caller passes len readable bytes.
@@ -556,9 +559,8 @@ pub unsafe extern "C" fn ms_irob_send(
 #[no_mangle]
 pub extern "C" fn ms_end_irob(irob: IrobHandle) -> c_int {
     guard(|| {
-        let (s, id) = split(irob);
-        let x = match sock(s) {
-            Ok(x) => x,
+        let (x, id) = match own_irob(irob).and_then(|(s, id)| Ok((sock(s)?, id))) {
+            Ok(v) => v,
             Err(e) => return fail(libc::EBADF, e),
         };
         let ms = x.lock().unwrap().ms.clone();
@@ -660,9 +662,20 @@ pub unsafe extern "C" fn ms_recv(
                 }
             }
         };
+        let handle = match irob_handle(s, true, d.irob) {
+            Ok(h) => h,
+            Err(r) => {
+                x.lock().unwrap().pending = Some(d);
+                return r;
+            }
+        };
         let n = d.data.len().min(len);
-        // SAFETY: buf has len writable bytes; n <= len.
-        unsafe { std::ptr::copy_nonoverlapping(d.data.as_ptr(), buf as *mut u8, n) };
+        if n > 0 {
+            // SAFETY: buf has len writable bytes (checked non-NULL above when len > 0); n <=
+            // len. (With n = 0 nothing is copied: `buf` may be NULL, which even a copy of
+            // nothing may not be given.)
+            unsafe { std::ptr::copy_nonoverlapping(d.data.as_ptr(), buf as *mut u8, n) };
+        }
         let rest = Delivery {
             offset: d.offset + n as u64,
             data: d.data.slice(n..),
@@ -675,7 +688,7 @@ pub unsafe extern "C" fn ms_recv(
                 *label = d.label.to_wire() as c_int;
             }
             if !irob.is_null() {
-                *irob = (s << 32) | d.irob as i64;
+                *irob = handle;
             }
             if !irob_end.is_null() {
                 *irob_end = end as c_int;
@@ -754,7 +767,9 @@ pub extern "C" fn ms_poll_fd(s: MsSocket) -> c_int {
         }
         let efd = Arc::new(EventFd(fd));
         g.efd = Some(efd.clone());
-        let ms = g.ms.as_async().clone();
+        // The watchers' handles do not keep the multi-socket from being released by
+        // `ms_close` (they end once the descriptor is gone).
+        let ms = g.ms.as_async().watcher();
         let weak = Arc::downgrade(&efd);
         let rt = crate::runtime::blocking::runtime();
         let (ms2, weak2, want) = (ms.clone(), weak.clone(), g.want.clone());
@@ -764,6 +779,11 @@ pub extern "C" fn ms_poll_fd(s: MsSocket) -> c_int {
                 let Some(e) = weak.upgrade() else { return };
                 signal(e.0);
                 drop(e);
+                if ms.ended() {
+                    // Readable for good (`rearm` keeps the descriptor signalled): nothing
+                    // more to wait for, and waiting would hold the multi-socket for ever.
+                    return;
+                }
                 // Re-arm once the application has consumed what was ready.
                 ms.consumed().await;
             }
@@ -820,6 +840,10 @@ pub extern "C" fn ms_writable(s: MsSocket, label: c_int) -> c_int {
 pub extern "C" fn ms_close(s: MsSocket, timeout_ms: c_int) -> c_int {
     guard(|| {
         let entry = table().lock().unwrap().remove(&s);
+        irob_handles()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(s);
         match entry {
             Some(Entry::Connected(x)) => {
                 let ms = x.lock().unwrap().ms.clone();

@@ -54,6 +54,15 @@ impl MultiSocket {
         &self.inner
     }
 
+    /// Another handle of the same multi-socket that does not keep it from being released when
+    /// the application drops its handles (see [`super::MultiSocket::watcher`]).
+    pub fn watcher(&self) -> MultiSocket {
+        MultiSocket {
+            inner: self.inner.watcher(),
+            rt: self.rt.clone(),
+        }
+    }
+
     /// See [`super::MultiSocket::begin_irob`].
     pub fn begin_irob(
         &self,

@@ -13,6 +13,8 @@ use bytes::BufMut;
 /// is still bounded by the cap, so a slow network's batches stay small.
 pub(super) const WRITE_BATCH: usize = 1024 * 1024;
 
+/// Start connection `conn`'s reader and writer. `slot` (an accepted connection's place among
+/// its source address's connections) lives as long as the reader.
 pub(super) fn spawn_io(
     sh: Arc<Shared>,
     conn: ConnId,
@@ -20,10 +22,18 @@ pub(super) fn spawn_io(
     wr: ConnWrite,
     dec: Decoder,
     entry: ConnEntry,
+    slot: Option<SourceSlot>,
 ) {
     let h = sh.handle.clone();
-    h.spawn(reader(sh.clone(), conn, rd, dec, entry.closing.clone()));
-    h.spawn(writer(sh, conn, wr, entry));
+    let reader = h.spawn(reader(
+        sh.clone(),
+        conn,
+        rd,
+        dec,
+        entry.closing.clone(),
+        slot,
+    ));
+    h.spawn(writer(sh, conn, wr, entry, reader.abort_handle()));
 }
 
 pub(super) async fn reader(
@@ -32,7 +42,9 @@ pub(super) async fn reader(
     mut rd: ConnRead,
     mut dec: Decoder,
     closing: Arc<AtomicBool>,
+    slot: Option<SourceSlot>,
 ) {
+    let _slot = slot;
     let mut spare = Spares::for_window(sh.options.config.window);
     loop {
         // Frames already buffered (the listener may have read past the first frame).
@@ -237,7 +249,18 @@ pub(super) fn make_room(buf: &mut BytesMut, spare: &mut Spares, missing: Option<
     carried
 }
 
-pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, entry: ConnEntry) {
+/// A connection's writer. Once the connection is closing, what it writes gets
+/// `Options::user_timeout` to go out (a peer that does not read cannot hold it), and when the
+/// writer ends, the reader gets as long again to see the peer's end before it is stopped: a
+/// reader waits on the socket, and a peer that keeps a connection open and silent would
+/// otherwise keep it, and the multi-socket, for ever.
+pub(super) async fn writer(
+    sh: Arc<Shared>,
+    conn: ConnId,
+    mut wr: ConnWrite,
+    entry: ConnEntry,
+    reader: tokio::task::AbortHandle,
+) {
     let ConnEntry {
         wake,
         closing,
@@ -280,24 +303,61 @@ pub(super) async fn writer(sh: Arc<Shared>, conn: ConnId, mut wr: ConnWrite, ent
                 sh.after(&mut s);
             }
         }
+        let grace = sh.options.user_timeout;
         if !parts.is_empty() {
-            if let Err(e) = write_all(&mut wr, parts).await {
+            if let Err(e) = write_unless_stuck(&mut wr, parts, &wake, &closing, grace).await {
                 sh.log(format!("connection {conn}: write failed: {e}"));
                 closing.store(true, Ordering::SeqCst);
             }
             continue;
         }
         if closing.load(Ordering::SeqCst) || finished {
-            let _ = wr.shutdown().await;
-            let mut s = sh.session();
-            s.forget_connection(conn, sh.now());
-            sh.conns.lock().unwrap().remove(&conn);
-            sh.after(&mut s);
+            let _ = tokio::time::timeout(grace, wr.shutdown()).await;
+            {
+                let mut s = sh.session();
+                s.forget_connection(conn, sh.now());
+                sh.conns.lock().unwrap().remove(&conn);
+                sh.after(&mut s);
+            }
+            drop(sh);
+            tokio::spawn(async move {
+                tokio::time::sleep(grace).await;
+                reader.abort();
+            });
             return;
         }
         tokio::select! {
             _ = wake.notified() => {}
             _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// [`write_all`], unless the connection is closing (`closing`, announced on `wake`) and the
+/// write has not finished within `grace` of that.
+async fn write_unless_stuck(
+    wr: &mut ConnWrite,
+    parts: Vec<Bytes>,
+    wake: &Notify,
+    closing: &AtomicBool,
+    grace: Duration,
+) -> io::Result<()> {
+    let write = write_all(wr, parts);
+    tokio::pin!(write);
+    loop {
+        if closing.load(Ordering::SeqCst) {
+            return tokio::time::timeout(grace, write)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "closing, and the peer does not read",
+                    ))
+                });
+        }
+        tokio::select! {
+            r = &mut write => return r,
+            _ = wake.notified() => {}
         }
     }
 }

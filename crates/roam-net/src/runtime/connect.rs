@@ -166,7 +166,7 @@ impl Shared {
                     self.after(&mut s);
                 }
                 let dec = Decoder::new(self.options.config.wire);
-                spawn_io(self.clone(), conn, rd, wr, dec, entry);
+                spawn_io(self.clone(), conn, rd, wr, dec, entry, None);
             }
             Err(e) => {
                 let msg = format!("connect {over} failed: {e}");

@@ -1,12 +1,83 @@
 //! Accepting: the server's [`Listener`] (a `Hello` starts a multi-socket, a `Join` is routed to
 //! the multi-socket it names, which authenticates it) and the client's per-network listeners
-//! for connections the server opens. Handshakes in progress are bounded
-//! (`Options::max_pending_handshakes`) and timed (`Options::handshake_timeout`); which
-//! multi-socket a connection belongs to is decided by `proto::routing`, and a listener holds
-//! at most `Options::max_sessions` multi-sockets.
+//! for connections the server opens. Handshakes in progress are bounded, in all
+//! (`Options::max_pending_handshakes`) and per source address
+//! (`Options::max_pending_per_source`), and must be done by one deadline
+//! (`Options::handshake_timeout` after the connection was accepted, whatever trickles in
+//! meanwhile); a source address holds at most `Options::max_connections_per_source`
+//! connections. Which multi-socket a connection belongs to is decided by `proto::routing`, and
+//! a listener holds at most `Options::max_sessions` multi-sockets.
 
 use super::*;
 use crate::proto::routing::{self, Route, RouteError, Router};
+
+/// A listener's count of connections and pending handshakes per source address.
+#[derive(Debug, Default)]
+pub(super) struct SourceTable {
+    /// Per address: (handshakes pending, connections open).
+    counts: Mutex<HashMap<IpAddr, (usize, usize)>>,
+}
+
+/// One accepted connection's place in its listener's [`SourceTable`]: counted as a pending
+/// handshake until [`SourceSlot::handshake_done`], and as a connection until dropped (it lives
+/// with the connection's reader).
+#[derive(Debug)]
+pub(super) struct SourceSlot {
+    table: Arc<SourceTable>,
+    addr: IpAddr,
+    pending: bool,
+}
+
+impl SourceTable {
+    /// A slot for a connection accepted from `addr`, or why it is refused.
+    fn admit(self: &Arc<Self>, addr: IpAddr, options: &Options) -> Result<SourceSlot, String> {
+        let mut counts = self.counts.lock().unwrap();
+        let (pending, conns) = counts.entry(addr).or_default();
+        if *pending >= options.max_pending_per_source {
+            return Err(format!(
+                "{pending} handshakes from {addr} pending (max_pending_per_source)"
+            ));
+        }
+        if *conns >= options.max_connections_per_source {
+            return Err(format!(
+                "{conns} connections from {addr} open (max_connections_per_source)"
+            ));
+        }
+        *pending += 1;
+        *conns += 1;
+        Ok(SourceSlot {
+            table: self.clone(),
+            addr,
+            pending: true,
+        })
+    }
+}
+
+impl SourceSlot {
+    /// The connection's handshake is over (it belongs to a multi-socket now).
+    pub(super) fn handshake_done(&mut self) {
+        if std::mem::take(&mut self.pending) {
+            if let Some(c) = self.table.counts.lock().unwrap().get_mut(&self.addr) {
+                c.0 -= 1;
+            }
+        }
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut counts = self.table.counts.lock().unwrap();
+        if let Some(c) = counts.get_mut(&self.addr) {
+            if self.pending {
+                c.0 -= 1;
+            }
+            c.1 -= 1;
+            if *c == (0, 0) {
+                counts.remove(&self.addr);
+            }
+        }
+    }
+}
 
 /// Accepts multi-sockets. A `Hello` starts a new multi-socket; a `Join` is routed to the
 /// multi-socket it names, which authenticates it.
@@ -58,24 +129,52 @@ impl Listener {
     }
 }
 
-/// The next accepted connection with a permit for its handshake; a connection beyond
-/// `max_pending_handshakes` is closed at once.
+/// An accepted connection on its way to a multi-socket: the stream, where it came from, when
+/// its handshake must be done, its permit among the listener's pending handshakes and its
+/// place among its source address's.
+pub(super) struct Arrival {
+    stream: TcpStream,
+    from: SocketAddr,
+    deadline: tokio::time::Instant,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    slot: SourceSlot,
+}
+
+/// The next accepted connection admitted for its handshake; one beyond
+/// `max_pending_handshakes`, or beyond its source address's `max_pending_per_source` or
+/// `max_connections_per_source`, is closed at once.
 pub(super) async fn accept_bounded(
     l: &TcpListener,
     pending: &Arc<Semaphore>,
+    sources: &Arc<SourceTable>,
     options: &Options,
-) -> (TcpStream, SocketAddr, tokio::sync::OwnedSemaphorePermit) {
+) -> Arrival {
     loop {
         let Ok((stream, from)) = l.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        match pending.clone().try_acquire_owned() {
-            Ok(permit) => return (stream, from, permit),
-            Err(_) if options.log => log_line(&format!(
-                "refusing {from}: {} handshakes pending",
-                options.max_pending_handshakes
-            )),
+        let deadline = tokio::time::Instant::now() + options.handshake_timeout;
+        let admitted = sources
+            .admit(from.ip().to_canonical(), options)
+            .and_then(|slot| match pending.clone().try_acquire_owned() {
+                Ok(permit) => Ok((slot, permit)),
+                Err(_) => Err(format!(
+                    "{} handshakes pending (max_pending_handshakes)",
+                    options.max_pending_handshakes
+                )),
+            });
+        match admitted {
+            Ok((slot, permit)) => {
+                return Arrival {
+                    stream,
+                    from,
+                    deadline,
+                    permit,
+                    slot,
+                }
+            }
+            Err(why) if options.log => log_line(&format!("refusing {from}: {why}")),
             Err(_) => {}
         }
     }
@@ -84,15 +183,16 @@ pub(super) async fn accept_bounded(
 pub(super) async fn accept_loop(l: TcpListener, options: Options, tx: mpsc::Sender<MultiSocket>) {
     let sessions = Arc::new(Mutex::new(Router::new(
         options.max_sessions,
-        |w: &Weak<Shared>| w.strong_count() > 0,
+        |w: &Weak<Shared>| w.upgrade().is_some_and(|sh| !sh.is_over()),
     )));
     let pending = Arc::new(Semaphore::new(options.max_pending_handshakes));
+    let sources = Arc::new(SourceTable::default());
     loop {
-        let (stream, from, permit) = accept_bounded(&l, &pending, &options).await;
+        let a = accept_bounded(&l, &pending, &sources, &options).await;
         let (options, tx, sessions) = (options.clone(), tx.clone(), sessions.clone());
         tokio::spawn(async move {
-            let r = handshake(stream, from, &options, &tx, &sessions).await;
-            drop(permit);
+            let from = a.from;
+            let r = handshake(a, &options, &tx, &sessions).await;
             if let Err(e) = r {
                 if options.log {
                     log_line(&format!("connection from {from} refused: {e}"));
@@ -115,15 +215,17 @@ pub(super) async fn refuse(stream: &mut Accepted, reason: String) -> Result<(), 
     Err(reason)
 }
 
-/// Read the first frame of an accepted connection (after its TLS handshake, when configured);
-/// both share the handshake timeout.
+/// Read the first frame of an accepted connection (after its TLS handshake, when configured),
+/// both by `deadline` (`Options::handshake_timeout` after the connection was accepted): a
+/// deadline, not a timeout per read, so a peer trickling a byte at a time holds the
+/// handshake's place no longer than one that sends nothing.
 pub(super) async fn first_frame(
     stream: TcpStream,
+    deadline: tokio::time::Instant,
     options: &Options,
     tls: Option<&Tls>,
 ) -> Result<(Accepted, Decoder, Result<Frame, String>), String> {
     let mut dec = Decoder::new(options.config.wire);
-    let deadline = tokio::time::Instant::now() + options.handshake_timeout;
     let mut stream = tokio::time::timeout_at(deadline, Accepted::accept(stream, tls))
         .await
         .map_err(|_| format!("no TLS handshake within {:?}", options.handshake_timeout))?
@@ -149,14 +251,15 @@ pub(super) async fn first_frame(
 }
 
 /// Hand an accepted connection and its first frame (`Hello` or `Join`) to multi-socket `sh`,
-/// whose session checks the frame; `net` is the peer's network the frame names.
+/// whose session checks the frame; `net` is the peer's network the frame names. The
+/// connection keeps its source address's `slot` while it lives.
 pub(super) fn attach(
     sh: &Arc<Shared>,
     stream: Accepted,
     dec: Decoder,
     first: Frame,
-    from: SocketAddr,
-    net: NetId,
+    (from, net): (SocketAddr, NetId),
+    mut slot: SourceSlot,
 ) -> Result<(), String> {
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let entry = prepare(stream.tcp(), net, &sh.options).map_err(|e| e.to_string())?;
@@ -169,18 +272,26 @@ pub(super) fn attach(
         s.connection_from(conn, from.ip().to_canonical());
         sh.after(&mut s);
     }
-    spawn_io(sh.clone(), conn, rd, wr, dec, entry);
+    slot.handshake_done();
+    spawn_io(sh.clone(), conn, rd, wr, dec, entry, Some(slot));
     Ok(())
 }
 
 pub(super) async fn handshake(
-    stream: TcpStream,
-    from: SocketAddr,
+    a: Arrival,
     options: &Options,
     tx: &mpsc::Sender<MultiSocket>,
     sessions: &Mutex<Router<Weak<Shared>>>,
 ) -> Result<(), String> {
-    let (mut stream, dec, first) = first_frame(stream, options, options.tls.as_ref()).await?;
+    let Arrival {
+        stream,
+        from,
+        deadline,
+        permit,
+        slot,
+    } = a;
+    let (mut stream, dec, first) =
+        first_frame(stream, deadline, options, options.tls.as_ref()).await?;
     let first = match first {
         Ok(f) => f,
         Err(e) => return refuse(&mut stream, e).await,
@@ -198,8 +309,8 @@ pub(super) async fn handshake(
         Ok(r) => r,
         Err(e) => return refuse(&mut stream, e.to_string()).await,
     };
-    let (sh, new) = match target {
-        Some(sh) => (sh, false),
+    let (sh, app) = match target {
+        Some(sh) => (sh, None),
         None => {
             let id = sessions.lock().unwrap().fresh_id(seed);
             let mut config = options.config.clone();
@@ -213,12 +324,18 @@ pub(super) async fn handshake(
             let sh = Shared::new(session, None, options.clone());
             sessions.lock().unwrap().insert(id, Arc::downgrade(&sh));
             sh.handle.spawn(ticker(Arc::downgrade(&sh)));
-            (sh, true)
+            // The application's handle from the start: a multi-socket that never reaches the
+            // application (the listener was dropped) is released like one it dropped.
+            let app = MultiSocket::held(sh.clone());
+            (sh, Some(app))
         }
     };
-    attach(&sh, stream, dec, first, from, net)?;
-    if new {
-        tx.send(MultiSocket { shared: sh })
+    attach(&sh, stream, dec, first, (from, net), slot)?;
+    // The handshake's place is held until the application's accept queue takes the new
+    // multi-socket: an application slow to accept holds up new handshakes, not its memory.
+    let _permit = permit;
+    if let Some(app) = app {
+        tx.send(app)
             .await
             .map_err(|_| "listener dropped".to_string())?;
     }
@@ -229,12 +346,20 @@ pub(super) async fn handshake(
 /// multi-socket naming `net` only; the session authenticates them like any join).
 pub(super) async fn accept_joins(l: TcpListener, net: NetId, weak: Weak<Shared>, options: Options) {
     let pending = Arc::new(Semaphore::new(options.max_pending_handshakes));
+    let sources = Arc::new(SourceTable::default());
     loop {
-        let (stream, from, permit) = accept_bounded(&l, &pending, &options).await;
+        let Arrival {
+            stream,
+            from,
+            deadline,
+            permit,
+            slot,
+        } = accept_bounded(&l, &pending, &sources, &options).await;
         let (weak, options) = (weak.clone(), options.clone());
         tokio::spawn(async move {
             let r = async {
-                let (mut stream, dec, first) = first_frame(stream, &options, None).await?;
+                let (mut stream, dec, first) =
+                    first_frame(stream, deadline, &options, None).await?;
                 let first = match first.and_then(|f| match routing::route_peer_join(&f, net) {
                     Ok(()) => Ok(f),
                     Err(e) => Err(e.to_string()),
@@ -243,7 +368,7 @@ pub(super) async fn accept_joins(l: TcpListener, net: NetId, weak: Weak<Shared>,
                     Err(e) => return refuse(&mut stream, e).await,
                 };
                 let sh = weak.upgrade().ok_or("the multi-socket is gone")?;
-                attach(&sh, stream, dec, first, from, net)
+                attach(&sh, stream, dec, first, (from, net), slot)
             }
             .await;
             drop(permit);

@@ -73,6 +73,7 @@ pub use connect::{CELLULAR_KEEPALIVE, NOTSENT_LOWAT, SYN_RESTART};
 use error::io_err;
 pub use error::{ConnectError, Error};
 pub use listener::Listener;
+use listener::SourceSlot;
 pub use options::{LocalNetwork, Networks, Options};
 pub use socket::{MultiSocket, NetworkView};
 use thunk::ThunkRunner;
@@ -116,6 +117,9 @@ pub(crate) struct Shared {
     blocked: AtomicU8,
     /// `Session::arrivals` when receivers were last woken.
     arrivals_seen: AtomicU64,
+    /// The session has ended (failed or finished): a listener's table counts it gone at once,
+    /// though its tasks may still be letting go of its connections.
+    over: AtomicBool,
     conns: Mutex<BTreeMap<ConnId, ConnEntry>>,
     thunks: Mutex<HashMap<u64, Thunk>>,
     next_thunk: AtomicU64,
@@ -136,6 +140,21 @@ impl Drop for Shared {
         for l in self.listeners.get_mut().unwrap().values() {
             l.abort();
         }
+    }
+}
+
+/// The application's hold on a multi-socket, shared by its handles ([`MultiSocket`] clones):
+/// when the last one goes, the session is released ([`Session::release`]). Without this a
+/// multi-socket the application dropped lived as long as its peer kept a connection open (its
+/// reader and writer tasks hold it), and a listener's slots filled with them.
+struct AppHold(Arc<Shared>);
+
+impl Drop for AppHold {
+    fn drop(&mut self) {
+        let sh = &self.0;
+        let mut s = sh.session();
+        s.release(sh.now());
+        sh.after(&mut s);
     }
 }
 
@@ -197,6 +216,7 @@ impl Shared {
             space: Notify::new(),
             blocked: AtomicU8::new(0),
             arrivals_seen: AtomicU64::new(0),
+            over: AtomicBool::new(false),
             conns: Mutex::new(BTreeMap::new()),
             thunks: Mutex::new(HashMap::new()),
             next_thunk: AtomicU64::new(1),
@@ -292,7 +312,15 @@ impl Shared {
                 self.space.notify_waiters();
             }
         }
+        if s.failure().is_some() || s.is_finished() {
+            self.over.store(true, Ordering::Relaxed);
+        }
         self.changed.notify_waiters();
+    }
+
+    /// Whether the session has ended (failed or finished).
+    fn is_over(&self) -> bool {
+        self.over.load(Ordering::Relaxed)
     }
 
     /// After the application took delivery `d`: only the receive side changed, which a reader

@@ -33,12 +33,27 @@ pub struct Options {
     pub networks: Networks,
     /// How long `connect` waits for the first handshake.
     pub connect_timeout: Duration,
-    /// Most accepted connections still in their handshake (listener side).
+    /// Most accepted connections still in their handshake (listener side): accepted, and not
+    /// yet past their first frame (and TLS handshake). Default 64.
     pub max_pending_handshakes: usize,
+    /// Most of those from one source address: one host opening connections and sending
+    /// nothing cannot take every place (`max_pending_handshakes`) and keep honest clients out.
+    /// Default 8.
+    pub max_pending_per_source: usize,
+    /// Most connections a listener holds open from one source address, in their handshake or
+    /// carrying a multi-socket: one host cannot hold the listener's multi-sockets
+    /// (`max_sessions`) by itself. Clients behind one NAT share an address; raise it for
+    /// them. Default 64.
+    pub max_connections_per_source: usize,
     /// Most multi-sockets a listener holds at once. A `Hello` alone creates one, so past this
-    /// further hellos are refused (multi-sockets that have ended make room).
+    /// further hellos are refused (multi-sockets that have ended make room; one the
+    /// application dropped ends within `Config::release_timeout` of its last progress).
+    /// Default 1024.
     pub max_sessions: usize,
-    /// How long an accepted connection may take to send its first frame.
+    /// An accepted connection must have done its TLS handshake (when configured) and sent its
+    /// first frame this long after it was accepted: one deadline, not a timeout per read, so a
+    /// peer trickling bytes holds the place no longer than a silent one. (A join's exchange
+    /// after that is bounded by `Config::handshake_timeout`.) Default 5 s.
     pub handshake_timeout: Duration,
     /// A connection whose sent data stays unacknowledged this long is declared broken
     /// (TCP_USER_TIMEOUT; idle connections are checked by keepalives at the same pace). An
@@ -72,6 +87,8 @@ impl Default for Options {
             networks: Networks::Auto,
             connect_timeout: Duration::from_secs(10),
             max_pending_handshakes: 64,
+            max_pending_per_source: 8,
+            max_connections_per_source: 64,
             max_sessions: 1024,
             handshake_timeout: Duration::from_secs(5),
             user_timeout: Duration::from_secs(4),

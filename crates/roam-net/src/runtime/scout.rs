@@ -186,7 +186,7 @@ fn watch(ns: u64, subs: Subscribers) {
             s.iter().filter_map(|w| w.upgrade()).collect()
         };
         for sh in &live {
-            let ms = MultiSocket { shared: sh.clone() };
+            let ms = MultiSocket::unheld(sh.clone());
             // Only networks of the peer's family can reach it.
             let v6 = sh.peer.is_some_and(|p| p.is_ipv6());
             let of_family = |n: &&LocalNetwork| n.addr.is_ipv6() == v6;

@@ -3,10 +3,17 @@
 
 use super::*;
 
-/// A multi-socket (async API). Cloning shares the multi-socket.
+/// A multi-socket (async API). Cloning shares the multi-socket. When the application drops
+/// its last handle the multi-socket is released ([`Session::release`]): it finishes sending
+/// what it was given (a graceful close), drops what arrives, and ends when both sides have
+/// said goodbye, or after `Config::release_timeout` without progress. A dropped multi-socket
+/// never lives on because its peer keeps the connections open.
 #[derive(Clone)]
 pub struct MultiSocket {
     pub(super) shared: Arc<Shared>,
+    /// The application's hold (`None` for the runtime's own handles, which do not keep the
+    /// multi-socket from being released).
+    _hold: Option<Arc<AppHold>>,
 }
 
 impl std::fmt::Debug for MultiSocket {
@@ -29,6 +36,29 @@ pub struct NetworkView {
 }
 
 impl MultiSocket {
+    /// An application's handle of `sh`.
+    pub(super) fn held(sh: Arc<Shared>) -> MultiSocket {
+        MultiSocket {
+            _hold: Some(Arc::new(AppHold(sh.clone()))),
+            shared: sh,
+        }
+    }
+
+    /// A handle of `sh` for the runtime's own use (the scout): it does not keep the
+    /// multi-socket from being released.
+    pub(super) fn unheld(sh: Arc<Shared>) -> MultiSocket {
+        MultiSocket {
+            shared: sh,
+            _hold: None,
+        }
+    }
+
+    /// Another handle of the same multi-socket that does not keep it from being released: for
+    /// a watcher that must not outlive the application's handles (the C ABI's `ms_poll_fd`).
+    pub fn watcher(&self) -> MultiSocket {
+        MultiSocket::unheld(self.shared.clone())
+    }
+
     /// Open a multi-socket to `peer` (an IPv4 address and port where a [`Listener`] runs).
     /// Returns once the first connection's handshake is done.
     pub async fn connect(peer: SocketAddr, options: Options) -> Result<MultiSocket, Error> {
@@ -81,7 +111,7 @@ impl MultiSocket {
         if auto {
             scout::follow(Arc::downgrade(&sh));
         }
-        let ms = MultiSocket { shared: sh };
+        let ms = MultiSocket::held(sh);
         let waited = tokio::time::timeout(
             timeout,
             ms.wait(|s| s.is_established() || s.failure().is_some()),
@@ -271,6 +301,13 @@ impl MultiSocket {
             }
             n.await;
         }
+    }
+
+    /// Whether the multi-socket has ended for the receiver: it failed, or the peer finished
+    /// and everything was delivered (`recv` returns at once from now on).
+    pub fn ended(&self) -> bool {
+        let s = self.shared.session();
+        s.failure().is_some() || s.peer_finished()
     }
 
     /// Whether `recv` would return without waiting.

@@ -13,7 +13,7 @@ use rand::RngCore;
 use super::{Moved, ParcelDir};
 use crate::chunk::open;
 use crate::error::StoreError;
-use crate::files::write_atomic;
+use crate::files::{read_private, write_atomic, write_private};
 use crate::id::ChunkId;
 use crate::image::restore;
 use crate::keyring::{Entry, Keyring};
@@ -71,7 +71,7 @@ pub fn resume_images(
     )?;
     let dirty = take_ownership(server, &held, owner, dir)?;
     if owner == Tier::Phone {
-        source.drop_control(parcel)?;
+        source.drop_control(parcel, &held.nonce)?;
     }
     Ok(Moved {
         chunks: total,
@@ -169,15 +169,33 @@ pub fn resume_offline(
 /// link lost) asks again under the same lease.
 fn lease_of(dir: &ParcelDir) -> Result<String, StoreError> {
     let lease_path = dir.lease_path();
-    match fs::read_to_string(&lease_path) {
-        Ok(l) if unhex::<16>(l.trim(), "lease").is_ok() => Ok(l.trim().to_string()),
+    let kept = read_private(&lease_path, "a lease")?
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string());
+    match kept {
+        Some(l) if unhex::<16>(&l, "lease").is_ok() => Ok(l),
         _ => {
             let mut lease = [0u8; 16];
             rand::thread_rng().fill_bytes(&mut lease);
-            write_atomic(&lease_path, hex(&lease).as_bytes())?;
+            write_private(&lease_path, hex(&lease).as_bytes())?;
             Ok(hex(&lease))
         }
     }
+}
+
+/// The file `path` created (or truncated) for an image: the parcel's data in clear, so
+/// readable by its owner alone (mode 0600 from its creation; an older file is narrowed too).
+fn private_file(path: &Path) -> Result<fs::File, StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(StoreError::io(path))?;
+    f.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(StoreError::io(path))?;
+    Ok(f)
 }
 
 /// Write the images of `keyrings` (those `only` names, or all) into `dir`: a window of chunks
@@ -192,7 +210,7 @@ fn fetch_images(
     only: Option<&[&str]>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<u64, StoreError> {
-    fs::create_dir_all(&dir.root).map_err(StoreError::io(&dir.root))?;
+    crate::files::make_private_dir(&dir.root)?;
     let wanted = |name: &str| only.is_none_or(|o| o.contains(&name));
     let total: u64 = keyrings
         .iter()
@@ -261,7 +279,7 @@ impl ImageFetch<'_> {
     /// `progress` is told how many of its chunks are written.
     fn write(&self, path: &Path, progress: &mut dyn FnMut(u64)) -> Result<(), StoreError> {
         let tmp = path.with_extension("img.part");
-        let mut f = fs::File::create(&tmp).map_err(StoreError::io(&tmp))?;
+        let mut f = private_file(&tmp)?;
         let mut repeats = Repeats::of(self.keyring);
         let mut done = 0u64;
         for window in self.keyring.entries.chunks(64) {

@@ -68,11 +68,21 @@ pub fn suspend_dirty(
         control: control.clone(),
         nonce: held.nonce.clone(),
     };
+    // The phone takes control state by compare-and-swap: it names the (stale) state the phone
+    // may still hold of the parcel.
+    let replaces = match to {
+        Tier::Phone => dst.holds(&parcel)?.map(|(_, nonce)| nonce),
+        _ => None,
+    };
     let next = hand_off(server, &staged, to, |next| {
-        dst.put_control(&Held {
+        let new = Held {
             control: control.clone(),
             nonce: next.to_string(),
-        })?;
+        };
+        match to {
+            Tier::Phone => dst.swap_control(&new, replaces.as_deref())?,
+            _ => dst.put_control(&new)?,
+        }
         dst.validate(&parcel)
     })?;
     if to == Tier::Phone {

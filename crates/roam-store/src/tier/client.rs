@@ -8,14 +8,14 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use roam_net::proto::Label;
 use roam_net::runtime::blocking::MultiSocket;
 use roam_net::runtime::{Options, Tls};
 
 use super::control::Held;
-use super::net::{link_options, recv_message, LINK_IDLE};
+use super::net::{link_options, recv_message, send_message, Deadlines, Limits};
 use super::wire::{decode, decode_payload, encode, hex, Reply, Request, MAX_HAS};
 use crate::error::StoreError;
 use crate::id::ChunkId;
@@ -27,7 +27,7 @@ use crate::store::ChunkStore;
 pub const PIPELINE: usize = 8;
 
 /// A link to a tier (phone or server): its requests, and a [`ChunkStore`] over it. A tier
-/// closes a link idle for [`LINK_IDLE`] (a client suspending to the phone leaves its link to
+/// closes a link idle for [`LINK_IDLE`](super::LINK_IDLE) (its default) (a client suspending to the phone leaves its link to
 /// the server idle for as long as the chunks take); the next request then opens a new one and
 /// authenticates again. A request already sent is never sent twice.
 pub struct TierClient {
@@ -141,23 +141,31 @@ impl TierClient {
         }
     }
 
-    /// Send one request (the caller holds the `call` lock and takes its reply in order).
+    /// Send one request (the caller holds the `call` lock and takes its reply in order),
+    /// handed to roam-net whole within the message deadline.
     fn send_request(&self, req: &Request, payload: &[u8]) -> Result<(), StoreError> {
-        self.ms()
-            .send(self.label_of(req), encode(req, payload), None)
-            .map(|_| ())
-            .map_err(|error| StoreError::Link {
-                tier: self.name.clone(),
-                error: Box::new(error),
-            })
+        let until = Instant::now() + Limits::default().message_deadline;
+        send_message(
+            &self.ms(),
+            self.label_of(req),
+            &encode(req, payload),
+            until,
+            &self.name,
+        )
     }
 
-    /// The next reply (an `Error` reply as [`StoreError::Refused`]).
+    /// The next reply (an `Error` reply as [`StoreError::Refused`]): it begins within
+    /// [`LINK_IDLE`](super::LINK_IDLE) (a tier idle that long has closed the link) and arrives whole within the
+    /// message deadline.
     fn next_reply(&self) -> Result<(Reply, Vec<u8>), StoreError> {
-        let (msg, _) =
-            recv_message(&self.ms(), LINK_IDLE, &self.name)?.ok_or_else(|| StoreError::Closed {
-                tier: self.name.clone(),
-            })?;
+        let (msg, _) = recv_message(
+            &self.ms(),
+            Deadlines::message(&Limits::default()),
+            &self.name,
+        )?
+        .ok_or_else(|| StoreError::Closed {
+            tier: self.name.clone(),
+        })?;
         let (reply, payload) = decode::<Reply>(&msg).map_err(|error| StoreError::Malformed {
             tier: self.name.clone(),
             error,
@@ -307,12 +315,38 @@ impl TierClient {
         )
     }
 
-    /// Give the tier control state `held`.
+    /// Give the server control state `held` (of a parcel being created, or a handoff to the
+    /// server that is prepared).
     pub fn put_control(&self, held: &Held) -> Result<(), StoreError> {
         let req = Request::PutControl {
             parcel: held.control.parcel.clone(),
         };
         self.expect_ok(&req, &held.to_bytes())
+    }
+
+    /// Give the phone control state `held` in place of the one it holds under nonce
+    /// `replaces` (`None`: it holds none): refused as stale if it holds another.
+    pub fn swap_control(&self, held: &Held, replaces: Option<&str>) -> Result<(), StoreError> {
+        let req = Request::SwapControl {
+            parcel: held.control.parcel.clone(),
+            replaces: replaces.map(str::to_string),
+        };
+        self.expect_ok(&req, &held.to_bytes())
+    }
+
+    /// The version and nonce of the control state of `parcel` the tier holds, if any.
+    pub fn holds(&self, parcel: &str) -> Result<Option<(u64, String)>, StoreError> {
+        let req = Request::Holds {
+            parcel: parcel.into(),
+        };
+        match self.call(&req, b"")?.0 {
+            Reply::Holds {
+                version: Some(v),
+                nonce: Some(n),
+            } => Ok(Some((v, n))),
+            Reply::Holds { .. } => Ok(None),
+            r => Err(self.unexpected(r)),
+        }
     }
 
     /// The tier's control state of `parcel`, held under `nonce` (the server: `None` for its own).
@@ -323,10 +357,12 @@ impl TierClient {
         })
     }
 
-    /// The tier deletes its control state of `parcel`.
-    pub fn drop_control(&self, parcel: &str) -> Result<(), StoreError> {
+    /// The phone deletes its control state of `parcel`, held under `nonce` (refused as stale
+    /// if it holds another).
+    pub fn drop_control(&self, parcel: &str, nonce: &str) -> Result<(), StoreError> {
         let req = Request::DropControl {
             parcel: parcel.into(),
+            nonce: nonce.into(),
         };
         self.expect_ok(&req, b"")
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::wire::{chunk_id, hex, unhex};
 use crate::error::StoreError;
-use crate::files::{read_json, write_atomic};
+use crate::files::{read_private_json, write_private};
 use crate::id::ChunkId;
 use crate::keyring::{Keyring, ParcelKey};
 
@@ -115,13 +115,16 @@ pub struct Held {
 
 impl Held {
     /// The control state kept in the file `path` (`None`: no such file); errors name the file.
+    /// It holds the parcel key: a file its group or others may read is refused
+    /// ([`StoreError::Exposed`]).
     pub fn read(path: &Path) -> Result<Option<Held>, StoreError> {
-        read_json(path, "a control state")
+        read_private_json(path, "a control state (the parcel key)")
     }
 
-    /// Keep it in the file `path`, whole or not at all.
+    /// Keep it in the file `path`, whole or not at all, readable by its owner alone (mode
+    /// 0600 from its creation).
     pub fn write(&self, path: &Path) -> Result<(), StoreError> {
-        write_atomic(path, &self.to_bytes())
+        write_private(path, &self.to_bytes())
     }
 
     /// Its JSON, as it goes over a link or into a file.

@@ -18,10 +18,19 @@
 //!   client pins (the CLI's default), and the user's access secret as the first message: a
 //!   link that does not present it gets nothing. Self-cleaning goes over the phone's link to
 //!   the server with the background label, so it never holds up the user's own traffic.
-//! - **Hostile peers**: one request in flight per link, headers and payloads bounded
-//!   ([`wire`]), at most [`MAX_LINKS`] links served at once, a link idle for
-//!   [`LINK_IDLE`] closed; a chunk is kept only after its hash is checked, and the server keeps
-//!   control state only for a parcel it is creating or a handoff to it that is prepared.
+//! - **Hostile peers** ([`Limits`]; the table of every limit, its default and why is in
+//!   [`net`]): links not yet authenticated wait in a pool of their own ([`MAX_PENDING`]) and
+//!   must present the access secret within [`AUTH_DEADLINE`] in at most a kilobyte, so a silent
+//!   peer never takes one of the [`MAX_LINKS`] authenticated slots; a message must arrive whole
+//!   within [`MESSAGE_DEADLINE`] of its first byte and a link idle for [`LINK_IDLE`] is closed;
+//!   roam-net holds little for any peer (messages go as fragments of a mebibyte). One request
+//!   in flight per link, headers and payloads bounded ([`wire`]); a chunk is kept only after
+//!   its hash is checked; the server keeps control state only for a parcel it is creating or a
+//!   handoff to it that is prepared, and the phone changes its own only by compare-and-swap
+//!   on the nonce it holds it under (`SwapControl`, `DropControl`).
+//! - **Secrets on disk**: every file holding a secret (control states, the ownership record,
+//!   leases and nonces, the access secret, the tier's TLS key) is written with mode 0600 from
+//!   its creation and refused when others may read it ([`crate::files`]).
 //!
 //! Modules: the messages ([`wire`]); the link's options and limits ([`net`]); the client's end
 //! ([`client`]); control state ([`control`]); the two-phase handoff ([`handoff`]); the tier's
@@ -41,8 +50,10 @@ pub mod wire;
 pub use client::{TierClient, PIPELINE};
 pub use control::{Control, Held};
 pub use handoff::hand_off;
-pub use net::{link_options, LINK_IDLE, MAX_LINKS};
-pub use server::{serve, serve_idle, ServeHandle};
+pub use net::{
+    link_options, Limits, AUTH_DEADLINE, LINK_IDLE, MAX_LINKS, MAX_PENDING, MESSAGE_DEADLINE,
+};
+pub use server::{serve, serve_idle, serve_with, LinkCounts, ServeHandle};
 pub use service::TierService;
 
 #[cfg(test)]

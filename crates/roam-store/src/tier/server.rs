@@ -1,19 +1,29 @@
 //! A tier on the network: [`serve`] answers a [`TierService`]'s requests on a roam-net
-//! listener, one thread per link, until its [`ServeHandle`] is stopped or dropped. Every link
-//! must present the access secret first; at most [`MAX_LINKS`] are served at once, and one idle
-//! for [`LINK_IDLE`] is closed.
+//! listener, one thread per link, until its [`ServeHandle`] is stopped or dropped.
+//!
+//! A link goes through two pools ([`Limits`], the table in [`super::net`]): accepted, it waits
+//! in the pool of links not yet authenticated ([`Limits::max_pending`]; when it is full the
+//! oldest there is closed to make room, so silent peers cannot keep a newcomer out: they would
+//! have to open links faster than it authenticates) and must present the access secret within [`Limits::auth_deadline`] in at most
+//! [`MAX_AUTH_MESSAGE`] bytes; a wrong secret, another request, too many bytes or the
+//! deadline close it and give its slot back. Authenticated, it takes a slot among
+//! [`Limits::max_links`] (if none is free it is told so and closed) and is answered a request
+//! at a time: each must arrive whole within [`Limits::message_deadline`] of its first byte,
+//! and a link with no request for [`Limits::idle`] is closed. A link's thread, its slot and
+//! its multi-socket are let go as soon as it ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use roam_net::proto::Label;
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::Tls;
 
-use super::net::{link_options, recv_message, LINK_IDLE, MAX_LINKS};
+use super::net::{link_options, recv_message, send_message, Deadlines, Limits, MAX_AUTH_MESSAGE};
 use super::service::TierService;
 use super::wire::{decode, encode, Reply, Request};
 use crate::error::StoreError;
@@ -29,17 +39,52 @@ pub struct ServeHandle {
 /// A link being served: its multi-socket and its thread.
 type Link = (MultiSocket, JoinHandle<()>);
 
-/// The links being served: each one's multi-socket (to end it) and thread (to wait for it).
+/// How many links are in each pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounts {
+    /// Accepted, not yet authenticated.
+    pub pending: usize,
+    /// Authenticated.
+    pub authenticated: usize,
+}
+
+/// The links being served: each one's multi-socket (to end it) and thread (to wait for it),
+/// those not yet authenticated (oldest first), and how many are authenticated.
 #[derive(Default)]
 struct Links {
     live: Mutex<HashMap<u64, Link>>,
-    next: AtomicUsize,
+    pending: Mutex<VecDeque<(u64, MultiSocket)>>,
+    authenticated: Mutex<usize>,
+    next: AtomicU64,
+}
+
+impl Links {
+    fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, MultiSocket)>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn authenticated(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.authenticated.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Link `id` leaves the pool of links not yet authenticated (if it is still there).
+    fn unpend(&self, id: u64) {
+        self.pending().retain(|(p, _)| *p != id);
+    }
 }
 
 impl ServeHandle {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// How many links it serves now, in each pool.
+    pub fn links(&self) -> LinkCounts {
+        LinkCounts {
+            pending: self.links.pending().len(),
+            authenticated: *self.links.authenticated(),
+        }
     }
 
     /// Stop accepting, end the links being served (a request being answered is finished
@@ -71,25 +116,42 @@ impl Drop for ServeHandle {
     }
 }
 
-/// Serve `service` on `addr` (TLS when `tls` is set): each link must authenticate first, then
-/// gets one answer per request; at most [`MAX_LINKS`] at once, each closed after
-/// [`LINK_IDLE`] without a request.
+/// Serve `service` on `addr` (TLS when `tls` is set) under the default [`Limits`]: each link
+/// must authenticate first, then gets one answer per request.
 pub fn serve(
     service: Arc<TierService>,
     addr: SocketAddr,
     tls: Option<Tls>,
 ) -> Result<ServeHandle, StoreError> {
-    serve_idle(service, addr, tls, LINK_IDLE)
+    serve_with(service, addr, tls, Limits::default())
 }
 
-/// As [`serve`], closing links idle for `idle`.
+/// As [`serve`], closing links idle for `idle` (the other limits their defaults).
 pub fn serve_idle(
     service: Arc<TierService>,
     addr: SocketAddr,
     tls: Option<Tls>,
     idle: Duration,
 ) -> Result<ServeHandle, StoreError> {
-    let listener = Listener::bind(addr, link_options(tls)).map_err(|error| StoreError::Listen {
+    let limits = Limits {
+        idle,
+        ..Limits::default()
+    };
+    serve_with(service, addr, tls, limits)
+}
+
+/// As [`serve`], under `limits`.
+pub fn serve_with(
+    service: Arc<TierService>,
+    addr: SocketAddr,
+    tls: Option<Tls>,
+    limits: Limits,
+) -> Result<ServeHandle, StoreError> {
+    let mut options = link_options(tls);
+    // roam-net keeps no more multi-sockets than the tier can take, with room for those it
+    // has closed and not yet let go.
+    options.max_sessions = 2 * (limits.max_links + limits.max_pending) + 8;
+    let listener = Listener::bind(addr, options).map_err(|error| StoreError::Listen {
         addr,
         error: Box::new(error),
     })?;
@@ -97,7 +159,7 @@ pub fn serve_idle(
     let stop = Arc::new(AtomicBool::new(false));
     let links = Arc::new(Links::default());
     let (st, all) = (stop.clone(), links.clone());
-    let thread = std::thread::spawn(move || accept_loop(&listener, &service, &st, &all, idle));
+    let thread = std::thread::spawn(move || accept_loop(&listener, &service, &st, &all, &limits));
     Ok(ServeHandle {
         addr,
         stop,
@@ -106,14 +168,14 @@ pub fn serve_idle(
     })
 }
 
-/// Accept links until `stop`, each served on a thread of its own (one over [`MAX_LINKS`] is
-/// closed at once).
+/// Accept links until `stop`, each served on a thread of its own; when
+/// [`Limits::max_pending`] links wait to authenticate, the oldest of them is closed.
 fn accept_loop(
     listener: &Listener,
     service: &Arc<TierService>,
     stop: &Arc<AtomicBool>,
-    all: &Links,
-    idle: Duration,
+    all: &Arc<Links>,
+    limits: &Limits,
 ) {
     while !stop.load(Ordering::SeqCst) {
         let ms = match listener.accept_timeout(Duration::from_millis(200)) {
@@ -121,19 +183,31 @@ fn accept_loop(
             Ok(None) => continue,
             Err(_) => continue,
         };
-        let mut live = all.live.lock().unwrap();
-        // Links that ended let their entries go.
-        live.retain(|_, (_, t)| !t.is_finished());
-        if live.len() >= MAX_LINKS {
-            drop(live);
-            ms.abort("too many links");
-            continue;
+        let accepted = Instant::now();
+        let id = all.next.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut pending = all.pending();
+            while pending.len() >= limits.max_pending.max(1) {
+                if let Some((_, oldest)) = pending.pop_front() {
+                    oldest.abort("too many links waiting to authenticate: the oldest is closed");
+                }
+            }
+            pending.push_back((id, ms.clone()));
         }
-        let id = all.next.fetch_add(1, Ordering::SeqCst) as u64;
-        let (service, stop, link) = (service.clone(), stop.clone(), ms.clone());
+        let mut live = all.live.lock().unwrap();
+        let (service, stop, link, links, limits) = (
+            service.clone(),
+            stop.clone(),
+            ms.clone(),
+            all.clone(),
+            limits.clone(),
+        );
         let t = std::thread::spawn(move || {
-            serve_link(&service, &link, &stop, idle);
+            serve_link(&service, &link, &stop, &links, &limits, (id, accepted));
+            // Nothing of the link holds the service once its thread is out of the map.
+            drop(service);
             link.close(Duration::from_secs(5));
+            links.live.lock().unwrap().remove(&id);
         });
         live.insert(id, (ms, t));
     }
@@ -145,40 +219,117 @@ fn now() -> Duration {
         .unwrap_or_default()
 }
 
-/// Answer one link's requests in order until it ends, idles or fails to authenticate.
-fn serve_link(service: &Arc<TierService>, ms: &MultiSocket, stop: &AtomicBool, idle: Duration) {
-    let mut authenticated = false;
+/// Tell the peer `why` (within `until`) and give up the link.
+fn refuse(ms: &MultiSocket, label: Label, why: &str, until: Instant) {
+    let _ = send_message(
+        ms,
+        label,
+        &encode(&Reply::Error(why.into()), b""),
+        until,
+        "client",
+    );
+}
+
+/// Serve link `id` (accepted at `accepted`): authenticate it (in the pending pool), take an
+/// authenticated slot, then answer its requests in order until it ends, idles or breaks a
+/// limit. Its slot is given back however it ends.
+fn serve_link(
+    service: &Arc<TierService>,
+    ms: &MultiSocket,
+    stop: &AtomicBool,
+    links: &Links,
+    limits: &Limits,
+    (id, accepted): (u64, Instant),
+) {
+    let authenticated = authenticate(service, ms, limits, accepted);
+    links.unpend(id);
+    let admitted = {
+        let mut n = links.authenticated();
+        let free = *n < limits.max_links;
+        if authenticated.is_some() && free {
+            *n += 1;
+        }
+        free
+    };
+    let Some(label) = authenticated else { return };
+    let until = Instant::now() + limits.message_deadline;
+    if !admitted {
+        let why = format!(
+            "the tier serves {} links already (its most); try again later",
+            limits.max_links
+        );
+        refuse(ms, label, &why, until);
+        return;
+    }
+    if send_message(ms, label, &encode(&Reply::Ok, b""), until, "client").is_ok() {
+        answer(service, ms, stop, limits);
+    }
+    *links.authenticated() -= 1;
+}
+
+/// The first message, within the authentication deadline and [`MAX_AUTH_MESSAGE`] bytes: the
+/// label it came with if it is an `Auth` with the access secret (the peer is told otherwise
+/// why not, and `None`).
+fn authenticate(
+    service: &TierService,
+    ms: &MultiSocket,
+    limits: &Limits,
+    accepted: Instant,
+) -> Option<Label> {
+    let by = accepted + limits.auth_deadline;
+    let d = Deadlines {
+        first: limits.auth_deadline,
+        whole: limits.auth_deadline,
+        by: Some((by, limits.auth_deadline)),
+        max: MAX_AUTH_MESSAGE,
+    };
+    let (msg, label) = match recv_message(ms, d, "client") {
+        Ok(Some(m)) => m,
+        Ok(None) => return None,
+        Err(e) => {
+            ms.abort(&e.to_string());
+            return None;
+        }
+    };
+    // The refusal has the rest of the deadline, and a moment, to go.
+    let until = by.max(Instant::now()) + Duration::from_secs(1);
+    match decode::<Request>(&msg) {
+        Ok((Request::Auth { secret }, _)) if service.secret_ok(&secret) => Some(label),
+        Ok((Request::Auth { .. }, _)) => {
+            refuse(ms, label, "wrong access secret", until);
+            None
+        }
+        Ok(_) => {
+            refuse(ms, label, "authenticate first", until);
+            None
+        }
+        Err(e) => {
+            refuse(ms, label, &format!("malformed request: {e}"), until);
+            None
+        }
+    }
+}
+
+/// Answer an authenticated link's requests in order until it ends, idles, breaks a deadline
+/// or the tier stops.
+fn answer(service: &Arc<TierService>, ms: &MultiSocket, stop: &AtomicBool, limits: &Limits) {
     while !stop.load(Ordering::SeqCst) {
-        let (msg, label) = match recv_message(ms, idle, "client") {
+        let (msg, label) = match recv_message(ms, Deadlines::message(limits), "client") {
             Ok(Some(m)) => m,
-            Ok(None) | Err(_) => return,
+            Ok(None) => return,
+            Err(e) => {
+                ms.abort(&e.to_string());
+                return;
+            }
         };
         let (reply, payload) = match decode::<Request>(&msg) {
             Err(e) => (Reply::Error(format!("malformed request: {e}")), Vec::new()),
-            Ok((Request::Auth { secret }, _)) => {
-                if service.secret_ok(&secret) {
-                    authenticated = true;
-                    (Reply::Ok, Vec::new())
-                } else {
-                    let _ = ms.send(
-                        label,
-                        encode(&Reply::Error("wrong access secret".into()), b""),
-                        None,
-                    );
-                    return;
-                }
-            }
-            Ok(_) if !authenticated => {
-                let _ = ms.send(
-                    label,
-                    encode(&Reply::Error("authenticate first".into()), b""),
-                    None,
-                );
-                return;
-            }
             Ok((req, payload)) => service.handle(req, payload, now()),
         };
-        if ms.send(label, encode(&reply, &payload), None).is_err() {
+        drop(msg);
+        let until = Instant::now() + limits.message_deadline;
+        if let Err(e) = send_message(ms, label, &encode(&reply, &payload), until, "client") {
+            ms.abort(&e.to_string());
             return;
         }
     }

@@ -232,11 +232,11 @@ fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     let mut cut = held.clone();
     let k = cut.control.images.get_mut("disk").unwrap();
     k.truncate(k.len() - 10);
-    let e = phone.put_control(&cut).unwrap_err().to_string();
+    let e = phone.swap_control(&cut, None).unwrap_err().to_string();
     assert!(e.contains("image `disk`"), "{e}");
     let mut wrong = held.clone();
     wrong.control.parcel_key = super::wire::hex(&[1; 32]);
-    let e = phone.put_control(&wrong).unwrap_err().to_string();
+    let e = phone.swap_control(&wrong, None).unwrap_err().to_string();
     assert!(e.contains("parcel key"), "{e}");
     assert_eq!(phone.status("p").unwrap().0, None);
 
@@ -607,10 +607,13 @@ fn a_client_that_dies_between_the_commit_phases_stays_the_owner_and_can_suspend_
     let held = dir.held().unwrap().unwrap();
     let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         hand_off(&server, &held, Tier::Phone, |next| {
-            phone.put_control(&Held {
-                control: held.control.clone(),
-                nonce: next.to_string(),
-            })?;
+            phone.swap_control(
+                &Held {
+                    control: held.control.clone(),
+                    nonce: next.to_string(),
+                },
+                None,
+            )?;
             phone.validate("p")?;
             panic!("the client dies between the two phases");
         })
@@ -810,7 +813,7 @@ fn a_hoarded_parcel_resumes_and_suspends_cut_off_from_the_server() {
     // the lease it kept goes through.
     let lease = "5".repeat(32);
     std::fs::create_dir_all(root.join("away/p")).unwrap();
-    std::fs::write(root.join("away/p/lease"), &lease).unwrap();
+    crate::files::write_private(&root.join("away/p/lease"), lease.as_bytes()).unwrap();
     phone.lend("p", &lease).unwrap();
     let m = parcel::resume_offline(&phone, "p", &away, None, &mut nothing).unwrap();
     assert_eq!(m.version, 2);

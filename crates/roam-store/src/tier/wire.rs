@@ -1,7 +1,10 @@
-//! The messages between Horatio's tiers. Each request and each reply is one IROB on a roam-net
+//! The messages between Horatio's tiers. Each request and each reply is a message on a roam-net
 //! multi-socket: a 4-byte big-endian header length, the header (JSON, one [`Request`] or
 //! [`Reply`]), then the payload (a blob, a control state), whose length is what is left.
-//! Both lengths are bounded before anything is parsed ([`MAX_HEADER`], [`MAX_PAYLOAD`]).
+//! Both lengths are bounded before anything is parsed ([`MAX_HEADER`], [`MAX_PAYLOAD`]). A
+//! message travels as one or more IROBs, each a byte ([`MORE`] or [`LAST`]) and a fragment of
+//! at most [`FRAGMENT`] bytes ([`super::net::send_message`], [`super::net::recv_message`]), so
+//! that roam-net never holds a large IROB for a peer.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +18,13 @@ pub const MAX_HEADER: usize = 1 << 20;
 pub const MAX_PAYLOAD: usize = 48 << 20;
 /// Most chunk names one `Has` may ask about (callers split longer lists).
 pub const MAX_HAS: usize = 8192;
+/// Largest fragment of a message one IROB carries (after its flag byte): a chunk request or
+/// reply (128 KiB and its header) fits in one.
+pub const FRAGMENT: usize = 1 << 20;
+/// The first byte of an IROB whose message goes on in the next IROB.
+pub const MORE: u8 = 0;
+/// The first byte of an IROB that ends its message.
+pub const LAST: u8 = 1;
 
 /// What a tier is asked. Chunk names are 64 hex digits, nonces 32.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,10 +50,25 @@ pub enum Request {
         /// Chunk name.
         id: String,
     },
-    /// Keep the payload as the parcel's control state at `version` (see
-    /// [`super::Control`]); on the server, only while a handoff to the server at that version
-    /// is prepared, or when creating the parcel.
+    /// Server: keep the payload as the parcel's control state (see [`super::Held`]), only
+    /// while a handoff to the server of that version is prepared, or when creating the parcel.
+    /// The phone refuses it: it takes control state only by `SwapControl`.
     PutControl {
+        /// Parcel name.
+        parcel: String,
+    },
+    /// Phone: keep the payload as the parcel's control state in place of the one it holds
+    /// under nonce `replaces` (`None`: in place of none), a compare-and-swap: naming another
+    /// state (a replay, a forgery, a race) is refused ([`crate::StoreError::StaleControl`])
+    /// and changes nothing. A handoff to the phone delivers its control state so.
+    SwapControl {
+        /// Parcel name.
+        parcel: String,
+        /// The nonce of the control state it replaces (hex), if the phone holds one.
+        replaces: Option<String>,
+    },
+    /// What control state of the parcel the tier holds: answers [`Reply::Holds`].
+    Holds {
         /// Parcel name.
         parcel: String,
     },
@@ -54,10 +79,13 @@ pub enum Request {
         /// The owner's nonce (hex); the server also answers the user with `None` (a checkout).
         nonce: Option<String>,
     },
-    /// Delete the parcel's control state (a source after its handoff committed).
+    /// Phone: delete the parcel's control state held under `nonce` (a source after its handoff
+    /// committed), a compare-and-swap as `SwapControl` is.
     DropControl {
         /// Parcel name.
         parcel: String,
+        /// The nonce the phone holds it under (hex).
+        nonce: String,
     },
     /// Whether the tier holds every chunk the control state in its store names, validated.
     /// Answers [`Reply::Missing`].
@@ -202,6 +230,13 @@ pub enum Reply {
         committed: u64,
         /// A handoff is prepared.
         pending: bool,
+    },
+    /// For `Holds`: the version and the nonce of the control state held, if any.
+    Holds {
+        /// Its version.
+        version: Option<u64>,
+        /// The nonce it is held under (hex).
+        nonce: Option<String>,
     },
     /// For `Status`.
     Status {

@@ -7,6 +7,13 @@
 //! whose sizes spare the survey. Links to subdirectories, parents, other servers, absolute
 //! paths, queries (the sort links) and fragments are not files of the dataset, and neither is
 //! a link whose name would leave the directory once decoded: they are counted, not followed.
+//!
+//! Nor is a name that starts with `.` once decoded (`.bashrc`, `.profile`, `%2Essh`): the
+//! files are saved flat into the output directory, by default the working directory, which is
+//! often the user's home, where such a file is read by the shell, the editor, ssh or git. wget
+//! keeps a recursive download in `HOST/PATH/` for the same reason; here they are refused and
+//! counted apart ([`Listing::hidden`]). A dotfile given by its URL (or in a list) is fetched:
+//! the user named it.
 
 use std::sync::atomic::AtomicU32;
 
@@ -26,6 +33,19 @@ pub struct Listing {
     pub files: Vec<FileSpec>,
     /// Links that are not files of the directory (subdirectories, parents, sort links).
     pub skipped: usize,
+    /// Files whose names start with `.`, refused: the files are saved flat into the output
+    /// directory, by default the working directory (often the user's home), where such a
+    /// file is read by the shell, the editor, ssh or git.
+    pub hidden: usize,
+}
+
+/// `f` added to `out`'s files, unless its name starts with `.` (counted as hidden).
+fn take(out: &mut Listing, f: FileSpec) {
+    if f.name.starts_with('.') {
+        out.hidden += 1;
+    } else {
+        out.files.push(f);
+    }
 }
 
 /// The files of the listing `body` of the directory at `base` (its URL, ending in `/`),
@@ -41,6 +61,7 @@ pub fn parse_listing(base: &str, body: &str, json: bool) -> Result<Listing, Tran
     let mut out = Listing {
         files: Vec::new(),
         skipped: 0,
+        hidden: 0,
     };
     if json {
         #[derive(serde::Deserialize)]
@@ -60,7 +81,7 @@ pub fn parse_listing(base: &str, body: &str, json: bool) -> Result<Listing, Tran
             match FileSpec::from_url(&format!("{base}{}", percent_encode(e.name.as_bytes()))) {
                 Ok(mut f) => {
                     f.listed_size = e.size;
-                    out.files.push(f);
+                    take(&mut out, f);
                 }
                 Err(_) => out.skipped += 1,
             }
@@ -85,7 +106,7 @@ pub fn parse_listing(base: &str, body: &str, json: bool) -> Result<Listing, Tran
         if seen.insert(href.clone()) {
             // A link whose name would leave the directory once decoded is not one of its files.
             match FileSpec::from_url(&format!("{base}{href}")) {
-                Ok(f) => out.files.push(f),
+                Ok(f) => take(&mut out, f),
                 Err(_) => out.skipped += 1,
             }
         }
@@ -226,12 +247,15 @@ mod tests {
         assert!(e.to_string().contains("http://h/d/"), "{e}");
         let e = parse_listing("http://h/d", "", false).unwrap_err();
         assert!(e.to_string().contains("ends in `/`"), "{e}");
-        // A link that decodes outside the directory is not one of its files.
-        let l =
-            parse_listing("http://h/d/", r#"<a href="..%2Fx"><a href=.hidden>"#, false).unwrap();
-        assert_eq!(
-            (l.files.len(), l.files[0].name.as_str(), l.skipped),
-            (1, ".hidden", 1)
-        );
+        // A link that decodes outside the directory is not one of its files, and a dotfile
+        // is refused, spelt plainly or escaped.
+        let l = parse_listing(
+            "http://h/d/",
+            r#"<a href="..%2Fx"><a href=.hidden><a href="%2Essh"><a href="x.y">"#,
+            false,
+        )
+        .unwrap();
+        let names: Vec<&str> = l.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!((names, l.skipped, l.hidden), (vec!["x.y"], 1, 2));
     }
 }

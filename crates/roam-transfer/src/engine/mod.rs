@@ -12,6 +12,37 @@
 //! still at work takes the back half of the largest remainder (the `board` module). A piece
 //! that ends early, a status other than the one expected, or a length that does not match is
 //! an error naming the URL; the pieces that finished stay listed, so running again resumes.
+//!
+//! # Servers are not trusted
+//!
+//! A server (or whoever answers in its place) may be hostile; what it can make the engine do is
+//! bounded as follows (issue 43).
+//!
+//! - **Names.** A file is saved under the last segment of its URL's path, never outside the
+//!   output directory ([`FileSpec::from_url`]); a directory listing's names starting with `.`
+//!   (`.bashrc`, `.ssh`, `.profile`) are refused and counted ([`Listing::hidden`]), since the
+//!   output directory is by default the working directory, often the user's home.
+//! - **Files already there.** A regular file already under a file's name in the output
+//!   directory is kept: not fetched, not asked for, its log's outcome `kept` (not a failure),
+//!   unless [`Limits::overwrite`]; only a download's own `NAME.part` is resumed. wget and aria2
+//!   users expect no clobbering: wget never overwrites (it saves `NAME.1`; `-nc` skips the
+//!   file, as here), aria2 neither (`--allow-overwrite=false` by default); renaming is not
+//!   done, because a second run of the same command would fetch everything again as `NAME.1`
+//!   where this one resumes. A symbolic link or anything but a regular file under that name
+//!   is refused, with `overwrite` too.
+//! - **Links.** `NAME.part` is created with `O_CREAT|O_EXCL`, and it and `NAME.part.ranges`
+//!   are opened with `O_NOFOLLOW` and refused unless regular files with one link; the final
+//!   name is given by an atomic rename that does not replace a name taken meanwhile
+//!   ([`Partial`]).
+//! - **Answers.** A range's answer must carry the `Content-Range` asked for (start, end and
+//!   total) and, if it has one, the matching `Content-Length`; anything else is refused for
+//!   that request, before a byte of it is written. A body longer than its range is cut off
+//!   there and the stream refused; a one-byte probe's body is read for at most its byte.
+//! - **Sizes.** A file larger than [`Limits::max_file_size`] ([`MAX_FILE_SIZE`], 64 GiB), or
+//!   whose missing bytes would take the transfer past [`Limits::max_total`] ([`MAX_TOTAL`],
+//!   1 TiB), is refused before its partial file is created, as is one its disk has no room for
+//!   (`statvfs`, with what the transfer's other files have yet to write and [`MIN_FREE`],
+//!   64 MiB, kept free): the error names the file. See the `limits` module.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -30,15 +61,20 @@ use serde::Serialize;
 use crate::error::TransferError;
 use crate::params::Params;
 pub use crate::params::Protocol;
-use crate::partial::{missing, split, Partial};
+use crate::partial::{missing, refused, split, Partial};
 
 mod board;
 mod connector;
+#[cfg(test)]
+mod hostile_tests;
+mod limits;
 mod listing;
 mod survey;
 mod upload;
 use board::Board;
 pub use connector::{Connector, Route};
+pub use limits::{human, parse_size, Limits, MAX_FILE_SIZE, MAX_TOTAL, MIN_FREE};
+use limits::{Budget, Grant};
 pub use listing::{parse_listing, percent_encode, Listing, MAX_LISTING_BYTES};
 pub use survey::{alt_svc_h2c, Survey, H2_SURVEY_STREAMS, SURVEY_CC};
 pub use upload::{distinct_destinations, Upload};
@@ -177,7 +213,7 @@ pub struct FileLog {
     pub probe_ms: f64,
     /// Wall time, s.
     pub seconds: f64,
-    /// `ok`, or the error.
+    /// `ok`; [`KEPT`] (a file already in the output directory, not fetched); or the error.
     pub outcome: String,
     /// Requests sent again: streams that broke off mid-body (asked for the bytes they had not
     /// brought) and requests left unanswered ([`STREAM_RETRIES`]).
@@ -185,6 +221,17 @@ pub struct FileLog {
     /// Ranges a stream took from another one still in flight, the back half of its remainder
     /// ([`MIN_STEAL_PIECE`]).
     pub steals: u32,
+}
+
+/// The outcome of a file already in the output directory, kept and not fetched
+/// ([`Limits::overwrite`]).
+pub const KEPT: &str = "kept";
+
+impl FileLog {
+    /// Whether the file was already in the output directory, kept and not fetched.
+    pub fn kept(&self) -> bool {
+        self.outcome == KEPT
+    }
 }
 
 /// The outcome of a dataset's transfer.
@@ -204,9 +251,17 @@ impl Report {
         self.bytes as f64 * 8.0 / 1e6 / self.seconds.max(1e-9)
     }
 
-    /// Files that failed, with their errors.
+    /// Files that failed, with their errors (a file kept is not one).
     pub fn failures(&self) -> Vec<&FileLog> {
-        self.files.iter().filter(|f| f.outcome != "ok").collect()
+        self.files
+            .iter()
+            .filter(|f| f.outcome != "ok" && !f.kept())
+            .collect()
+    }
+
+    /// Files already in the output directory, kept and not fetched.
+    pub fn kept(&self) -> usize {
+        self.files.iter().filter(|f| f.kept()).count()
     }
 }
 
@@ -245,6 +300,12 @@ pub const RETRY_WAIT: std::time::Duration = std::time::Duration::from_millis(500
 /// victim's connection) as it saves.
 pub const MIN_STEAL_PIECE: u64 = 2 << 20;
 
+/// A file being written: its partial file, and the bytes it may write ([`Limits`]).
+struct Writing {
+    partial: Partial,
+    grant: Grant,
+}
+
 /// An attempt at a byte range that ended early: the error, how many bytes it wrote before (at
 /// their places: they stay), and whether asking again for the rest may help.
 struct Cut {
@@ -276,6 +337,11 @@ pub struct Engine {
     pub expected: Arc<AtomicU64>,
     /// Files whose size this run knows (see `expected`).
     pub sized: Arc<AtomicU64>,
+    /// What a download may write.
+    limits: Limits,
+    /// What this transfer's files were granted (shared with the engines sharing this one's
+    /// connections).
+    budget: Arc<Budget>,
 }
 
 fn h1_client(params: &Params, connector: &Connector) -> HttpClient {
@@ -314,7 +380,23 @@ impl Engine {
             received: Arc::default(),
             expected: Arc::default(),
             sized: Arc::default(),
+            limits: Limits::default(),
+            budget: Arc::default(),
         })
+    }
+
+    /// The same engine with `limits` on what its downloads write ([`Limits::default`] unless
+    /// given), and a budget of its own: the engines sharing this one's connections afterwards
+    /// ([`Engine::sharing`]) count against it together.
+    pub fn with_limits(mut self, limits: Limits) -> Engine {
+        self.limits = limits;
+        self.budget = Arc::default();
+        self
+    }
+
+    /// The limits on what its downloads write.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The same engine waiting `first` before asking a broken stream again (then twice as
@@ -339,7 +421,8 @@ impl Engine {
     }
 
     /// An engine with `params` that shares this one's connections (the survey's, already
-    /// open): its HTTP/2 connections always, its HTTP/1.1 ones when the block size is the same.
+    /// open): its HTTP/2 connections always, its HTTP/1.1 ones when the block size is the same;
+    /// and its limits, counted together ([`Engine::with_limits`]).
     pub fn sharing(&self, params: Params) -> Result<Engine, TransferError> {
         params.validate()?;
         Ok(Engine {
@@ -357,6 +440,8 @@ impl Engine {
             received: Arc::default(),
             expected: Arc::default(),
             sized: Arc::default(),
+            limits: self.limits,
+            budget: self.budget.clone(),
         })
     }
 
@@ -417,13 +502,22 @@ impl Engine {
     }
 
     /// Fetch every file of `files` into `out`, `cc` at a time; every file gets a log record,
-    /// failed or not. Two files to be saved under one name are refused
-    /// ([`distinct_names`]).
+    /// failed, kept or not. Two files to be saved under one name are refused
+    /// ([`distinct_names`]), and so is a name that is not one file's in `out` (a [`FileSpec`]
+    /// built by hand, not by [`FileSpec::from_url`]).
     pub async fn run(
         self: &Arc<Self>,
         files: &[FileSpec],
         out: &Path,
     ) -> Result<Report, TransferError> {
+        if let Some(f) = files.iter().find(|f| {
+            f.name.is_empty() || f.name == "." || f.name == ".." || f.name.contains(['/', '\0'])
+        }) {
+            return Err(TransferError::Url {
+                url: f.url.clone(),
+                why: format!("`{}` is not a file name in the output directory", f.name),
+            });
+        }
         distinct_names(files)?;
         std::fs::create_dir_all(out).map_err(TransferError::io(out))?;
         let start = Instant::now();
@@ -500,11 +594,74 @@ impl Engine {
     ) -> FileLog {
         let start = Instant::now();
         let mut log = self.log(url, "ok".into());
+        match self.in_the_way(dest) {
+            Ok(false) => {}
+            Ok(true) => {
+                log.outcome = KEPT.into();
+                return log;
+            }
+            Err(e) => {
+                log.outcome = format!("error: {e}");
+                return log;
+            }
+        }
         if let Err(e) = self.clone().fetch(from, known, dest, &mut log).await {
             log.outcome = format!("error: {e}");
         }
         log.seconds = start.elapsed().as_secs_f64();
         log
+    }
+
+    /// Whether a file is in `dest`'s way, to be kept ([`Limits::overwrite`] replaces it);
+    /// refused if it is a symbolic link or not a regular file.
+    fn in_the_way(&self, dest: &Path) -> Result<bool, TransferError> {
+        match std::fs::symlink_metadata(dest) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(TransferError::io(dest)(e)),
+            Ok(m) if m.file_type().is_symlink() => Err(refused(
+                dest,
+                "a symbolic link: refused, neither followed nor replaced",
+            )),
+            Ok(m) if !m.is_file() => Err(refused(dest, "not a regular file: not replaced")),
+            Ok(_) => Ok(!self.limits.overwrite),
+        }
+    }
+
+    /// The partial file of `dest` (`url`, `size` bytes) opened or resumed, if the limits grant
+    /// what it lacks ([`Limits`]); the ranges already on disk.
+    fn open(
+        &self,
+        url: &str,
+        dest: &Path,
+        size: u64,
+    ) -> Result<(Writing, Vec<(u64, u64)>), TransferError> {
+        let (partial, done, grant) = Partial::open_checked(dest, size, |lacking| {
+            self.budget.admit(&self.limits, url, dest, size, lacking)
+        })?;
+        Ok((Writing { partial, grant }, done))
+    }
+
+    /// What is left of a probe's body read, at most `max` bytes, so that its connection goes
+    /// back to the pool (a body that does not end within the stall timeout costs the
+    /// connection only); `Err` with the bytes seen when more come: the connection is dropped
+    /// there, never read on.
+    async fn drain(&self, resp: Response<Incoming>, max: u64) -> Result<(), u64> {
+        let mut body = resp.into_body();
+        let mut seen = 0u64;
+        let read = async {
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(d) = frame.into_data() {
+                    seen += d.len() as u64;
+                    if seen > max {
+                        return Err(seen);
+                    }
+                }
+            }
+            Ok(())
+        };
+        tokio::time::timeout(self.stall_timeout, read)
+            .await
+            .unwrap_or(Ok(()))
     }
 
     async fn fetch(
@@ -542,6 +699,7 @@ impl Engine {
                     why: format!("asked for bytes 0-, answered with {a}-{b}/{size}"),
                 });
             }
+            length_is(&probe, url, b + 1)?;
             let partial = match self.save_start(probe, url, dest, size, b + 1, log).await {
                 Ok(p) => p,
                 // What arrived is listed; the rest in ranges, retried as they are.
@@ -553,18 +711,32 @@ impl Engine {
                 Err(cut) => return Err(cut.error),
             };
             if b + 1 == size {
-                return partial.complete();
+                return partial.partial.complete(self.limits.overwrite);
             }
             // The server sent less than the rest (it may): the remainder in ranges.
             drop(partial);
             return self.ranges(url, size, dest, log).await; // adds to log.fetched
         }
         let size = match status {
-            StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => total_of(&probe)
-                .ok_or_else(|| TransferError::Network {
+            StatusCode::PARTIAL_CONTENT => {
+                let size = probed(&probe, url)?;
+                // Its byte read (a response dropped unread closes its connection, and the
+                // ranges would pay a new handshake and TCP's slow start for every file), and
+                // no more: a longer body is cut off.
+                if let Err(n) = self.drain(probe, 1).await {
+                    return Err(longer(url, n, 1));
+                }
+                size
+            }
+            StatusCode::RANGE_NOT_SATISFIABLE => {
+                let size = total_of(&probe).ok_or_else(|| TransferError::Network {
                     url: url.into(),
                     why: "a range response without a total size in Content-Range".into(),
-                })?,
+                })?;
+                // Its short error page, if it has one, read; a long one is dropped.
+                let _ = self.drain(probe, 64 << 10).await;
+                size
+            }
             StatusCode::OK => {
                 // No range support: the whole file in this one response.
                 let len = content_length(&probe).ok_or_else(|| TransferError::Network {
@@ -576,7 +748,8 @@ impl Engine {
                     .save_start(probe, url, dest, len, len, log)
                     .await
                     .map_err(|cut| cut.error)?
-                    .complete();
+                    .partial
+                    .complete(self.limits.overwrite);
             }
             s => {
                 return Err(TransferError::Status {
@@ -585,10 +758,6 @@ impl Engine {
                 })
             }
         };
-        // Read its byte: a response dropped unread closes its connection, and the ranges would
-        // pay a new handshake and TCP's slow start for every file. (One that does not come
-        // within the stall timeout costs its connection only.)
-        let _ = tokio::time::timeout(self.stall_timeout, probe.into_body().collect()).await;
         self.ranges(url, size, dest, log).await
     }
 
@@ -603,26 +772,26 @@ impl Engine {
         size: u64,
         len: u64,
         log: &mut FileLog,
-    ) -> Result<Partial, Cut> {
+    ) -> Result<Writing, Cut> {
         log.size = size;
         log.streams = 1;
-        self.expect(size);
         let untransient = |error| Cut {
             error,
             written: 0,
             transient: false,
         };
-        let (partial, _) = Partial::open(dest, size).map_err(untransient)?;
-        match self.body_to(resp, url, &partial, 0, len, None).await {
+        let (w, _) = self.open(url, dest, size).map_err(untransient)?;
+        self.expect(size);
+        match self.body_to(resp, url, &w, 0, len, None).await {
             Ok(n) => {
                 log.fetched = n;
-                partial.finished(0, len).map_err(untransient)?;
-                Ok(partial)
+                w.partial.finished(0, len).map_err(untransient)?;
+                Ok(w)
             }
             Err(cut) => {
                 log.fetched = cut.written;
                 if cut.written > 0 {
-                    partial.finished(0, cut.written).map_err(untransient)?;
+                    w.partial.finished(0, cut.written).map_err(untransient)?;
                 }
                 Err(cut)
             }
@@ -640,8 +809,8 @@ impl Engine {
         log: &mut FileLog,
     ) -> Result<PathBuf, TransferError> {
         log.size = size;
-        let (partial, done) = Partial::open(dest, size)?;
-        let partial = Arc::new(partial);
+        let (w, done) = self.open(url, dest, size)?;
+        let w = Arc::new(w);
         let lacking = missing(&done, size);
         if log.streams == 0 {
             // Not counted yet (a whole-file request that fell back to ranges was).
@@ -654,12 +823,12 @@ impl Engine {
         let mut set = tokio::task::JoinSet::new();
         let retries = Arc::new(AtomicU32::new(0));
         for _ in 0..streams {
-            let (me, partial, url) = (self.clone(), partial.clone(), url.to_string());
+            let (me, w, url) = (self.clone(), w.clone(), url.to_string());
             let (board, retries) = (board.clone(), retries.clone());
             set.spawn(async move {
                 let mut fetched = 0;
                 while let Some(i) = board.next() {
-                    match me.range(&url, &partial, &board, i, size, &retries).await {
+                    match me.range(&url, &w, &board, i, size, &retries).await {
                         Ok(n) => fetched += n,
                         Err(e) => {
                             board.abandon(i);
@@ -692,21 +861,24 @@ impl Engine {
         if let Some(e) = first_error {
             return Err(e);
         }
-        Arc::try_unwrap(partial)
+        Arc::try_unwrap(w)
             .map_err(|_| TransferError::Network {
                 url: url.into(),
                 why: "a stream still holds the file".into(),
             })?
-            .complete()
+            .partial
+            .complete(self.limits.overwrite)
     }
 
     /// The board's range `i` of a `size`-byte file, written and listed as finished: the bytes
     /// fetched (its end may move down meanwhile, taken by another stream). A stream that
-    /// breaks off is asked for the rest ([`STREAM_RETRIES`]), counted in `retries`.
+    /// breaks off is asked for the rest ([`STREAM_RETRIES`]), counted in `retries`. An answer
+    /// with another range than the one asked (start, end or total in its `Content-Range`), or
+    /// a `Content-Length` that is not its range's, is refused before a byte of it is written.
     async fn range(
         &self,
         url: &str,
-        partial: &Partial,
+        w: &Writing,
         board: &Board,
         i: usize,
         size: u64,
@@ -728,31 +900,43 @@ impl Engine {
                 });
             }
             // The size the ranges were cut for (a survey's, a listing's) must be the
-            // server's: a file grown or shrunk since would be saved cut or padded.
-            match total_of(&resp) {
-                Some(total) if total == size => {}
+            // server's: a file grown or shrunk since would be saved cut or padded. And the
+            // bytes must be the ones asked for: others would be written at the wrong offset.
+            let bad = |why: String| TransferError::Network {
+                url: url.into(),
+                why,
+            };
+            match content_range(&resp) {
+                Some((a, z, total)) if total != size => {
+                    return Err(bad(format!(
+                        "expected {size} bytes, the server's range says {total} (Content-Range: \
+                         bytes {a}-{z}/{total})"
+                    )))
+                }
+                Some((a, z, _)) if (a, z) == (from, b - 1) => {}
                 other => {
-                    return Err(TransferError::Network {
-                        url: url.into(),
-                        why: format!(
-                            "expected {size} bytes, the server's range says {}",
-                            other.map_or("no size".to_string(), |t| t.to_string())
-                        ),
-                    })
+                    return Err(bad(format!(
+                        "asked for bytes {from}-{}, the answer's Content-Range says {}",
+                        b - 1,
+                        other.map_or("nothing usable".to_string(), |(a, z, n)| format!(
+                            "bytes {a}-{z}/{n}"
+                        ))
+                    )))
                 }
             }
+            length_is(&resp, url, b - from)?;
             let cut = match self
-                .body_to(resp, url, partial, from, b - from, Some((board, i)))
+                .body_to(resp, url, w, from, b - from, Some((board, i)))
                 .await
             {
                 Ok(n) => {
-                    partial.finished(from, from + n)?;
+                    w.partial.finished(from, from + n)?;
                     return Ok(fetched + n);
                 }
                 Err(cut) => cut,
             };
             if cut.written > 0 {
-                partial.finished(from, from + cut.written)?;
+                w.partial.finished(from, from + cut.written)?;
                 (fetched, in_a_row) = (fetched + cut.written, 0);
             }
             in_a_row += 1;
@@ -767,12 +951,13 @@ impl Engine {
     /// Write `resp`'s body at `offset..offset + len`; exactly `len` bytes, or how far it got.
     /// With a board's range (`Some((board, i))`) each block is claimed first, and once another
     /// stream has taken the range's back half the body is dropped at the range's new end: the
-    /// bytes written up to there (fewer than `len`) are the answer.
+    /// bytes written up to there (fewer than `len`) are the answer. A body longer than `len`
+    /// is cut off at `len`, and the stream refused.
     async fn body_to(
         &self,
         resp: Response<Incoming>,
         url: &str,
-        partial: &Partial,
+        w: &Writing,
         offset: u64,
         len: u64,
         board: Option<(&Board, usize)>,
@@ -805,26 +990,34 @@ impl Engine {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            if at + data.len() as u64 > len {
-                return Err(cut(
-                    at,
-                    format!("more than the {len} bytes asked for"),
-                    false,
-                ));
-            }
+            // Past the range: cut off there, the rest never written.
+            let over = at + data.len() as u64 > len;
+            let data = if over {
+                data.slice(..(len - at) as usize)
+            } else {
+                data
+            };
             let n = match board {
                 Some((board, i)) => board.claim(i, data.len() as u64),
                 None => data.len() as u64,
             };
-            partial
+            w.partial
                 .write_at(offset + at, &data[..n as usize])
                 .map_err(|error| Cut {
                     error,
                     written: at,
                     transient: false,
                 })?;
+            w.grant.wrote(n);
             at += n;
             self.received.fetch_add(n, Ordering::Relaxed);
+            if over {
+                return Err(cut(
+                    at,
+                    format!("more than the {len} bytes asked for: cut off there"),
+                    false,
+                ));
+            }
             if let Some((board, i)) = board {
                 if at < len && board.span(i).1 == offset + at {
                     return Ok(at); // the rest is another stream's
@@ -926,6 +1119,45 @@ fn content_range(r: &Response<Incoming>) -> Option<(u64, u64, u64)> {
         total.trim().parse().ok()?,
     );
     (a <= b).then_some((a, b, n))
+}
+
+/// Refuse an answer whose `Content-Length`, if it has one, is not `len` (the range's).
+fn length_is(r: &Response<Incoming>, url: &str, len: u64) -> Result<(), TransferError> {
+    match content_length(r) {
+        Some(n) if n != len => Err(TransferError::Network {
+            url: url.into(),
+            why: format!("a Content-Length of {n} for a range of {len} bytes"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The size a one-byte probe's `206` gives: its `Content-Range` must be `bytes 0-0/N` and its
+/// `Content-Length`, if any, 1.
+fn probed(r: &Response<Incoming>, url: &str) -> Result<u64, TransferError> {
+    match content_range(r) {
+        Some((0, 0, n)) => {
+            length_is(r, url, 1)?;
+            Ok(n)
+        }
+        other => Err(TransferError::Network {
+            url: url.into(),
+            why: format!(
+                "asked for bytes 0-0, the answer's Content-Range says {}",
+                other.map_or("nothing usable".to_string(), |(a, z, n)| format!(
+                    "bytes {a}-{z}/{n}"
+                ))
+            ),
+        }),
+    }
+}
+
+/// The error for a body of more than the `len` bytes asked for (`n` seen when cut off).
+fn longer(url: &str, n: u64, len: u64) -> TransferError {
+    TransferError::Network {
+        url: url.into(),
+        why: format!("a body longer than the {len} byte(s) asked for ({n} seen): cut off"),
+    }
 }
 
 /// The total size in a `Content-Range: bytes a-b/N` (or `bytes */N`).

@@ -7,10 +7,9 @@ use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http_body_util::BodyExt;
 use hyper::StatusCode;
 
-use super::{content_length, total_of, Engine, FileSpec};
+use super::{content_length, longer, probed, total_of, Engine, FileSpec};
 use crate::error::TransferError;
 use crate::params::Protocol;
 
@@ -239,7 +238,9 @@ impl Engine {
             .get(url, Some((0, 1)), protocol, &AtomicU32::new(0))
             .await?;
         let size = match resp.status() {
-            StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => total_of(&resp),
+            // `bytes 0-0/N`, nothing else.
+            StatusCode::PARTIAL_CONTENT => Some(probed(&resp, url)?),
+            StatusCode::RANGE_NOT_SATISFIABLE => total_of(&resp),
             StatusCode::OK => content_length(&resp),
             s => {
                 return Err(TransferError::Status {
@@ -257,8 +258,11 @@ impl Engine {
             .map(String::from);
         if ranged {
             // Read the byte, so the connection goes back to the pool for the next one (a byte
-            // that does not come costs the connection, not the survey).
-            let _ = tokio::time::timeout(self.stall_timeout, resp.into_body().collect()).await;
+            // that does not come costs the connection, not the survey), and no more: a longer
+            // body is cut off, and the file refused.
+            if let Err(n) = self.drain(resp, 1).await {
+                return Err(longer(url, n, 1));
+            }
         }
         let size = size.ok_or_else(|| TransferError::Network {
             url: url.into(),

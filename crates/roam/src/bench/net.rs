@@ -369,145 +369,219 @@ fn hotspot_baseline(scenario: &Scenario, mptcp: bool, args: &BenchNetArgs) -> Re
 
 /// roam: one multi-socket carries the bulk download (background large) and the requests
 /// (foreground small) over both links.
+///
+/// The server ([`start_roam_server`]) answers the client's requests and, once asked, sends
+/// background IROBs without end; the client ([`roam_client`]) measures requests without and
+/// then with that download running. A server error is only a warning: the client's
+/// measurements stand without it.
 fn hotspot_roam(scenario: &Scenario, args: &BenchNetArgs) -> Result<Hotspot> {
     let links = hotspot_links(scenario, Builtin::Roam)?;
     let emu = Emulator::start(EmuConfig {
         links,
         ..Default::default()
     })?;
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let server = emu.spawn_in_server(move || -> Result<()> {
-        let l = Listener::bind(
-            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 5300)),
-            roam_options(Networks::Auto),
-        )?;
-        ready_tx.send(()).ok();
-        let ms = l.accept()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut bulk = None;
-        while let Some((_, _, req)) = ms.recv_irob()? {
-            match req.first() {
-                Some(b'B') if bulk.is_none() => {
-                    let (ms2, stop2) = (ms.clone(), stop.clone());
-                    bulk = Some(std::thread::spawn(move || {
-                        let chunk = Bytes::from(vec![0x5au8; 64 * 1024]);
-                        while !stop2.load(Ordering::Relaxed) {
-                            let Ok(id) =
-                                ms2.begin_irob(Label::BackgroundLarge, Deps::List(vec![]), None)
-                            else {
-                                break;
-                            };
-                            if ms2.irob_send(id, chunk.clone()).is_err()
-                                || ms2.end_irob(id).is_err()
-                            {
-                                break;
-                            }
-                        }
-                    }));
-                }
-                Some(b'Q') => {
-                    if std::env::var_os("ROAM_BENCH_DEBUG").is_some() {
-                        eprintln!("server estimates: {:?}", ms.estimates());
-                    }
-                    break;
-                }
-                _ => {
-                    let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
-                    ms.irob_send(id, req)?;
-                    ms.end_irob(id)?;
-                }
-            }
-        }
-        stop.store(true, Ordering::Relaxed);
-        if let Some(b) = bulk {
-            let _ = b.join();
-        }
-        Ok(())
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(10))
-        .context("the roam server did not start")?;
+    let server = start_roam_server(&emu)?;
     let (seconds, unloaded_n) = (args.seconds, args.unloaded_requests);
-    let client = emu.spawn_in_client(move || -> Result<Hotspot> {
-        let ms = MultiSocket::connect(
-            SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 5300)),
-            roam_options(Networks::Auto),
-        )?;
-        // One receiving thread: counts background bytes per instant, hands replies over.
-        let (reply_tx, reply_rx) = mpsc::channel::<Instant>();
-        let bg = Arc::new(AtomicU64::new(0));
-        let counting = Arc::new(AtomicBool::new(false));
-        let (rms, bg2, counting2) = (ms.clone(), bg.clone(), counting.clone());
-        let rx = std::thread::spawn(move || {
-            while let Ok(Some(d)) = rms.recv() {
-                if d.label == Label::ForegroundSmall {
-                    if d.end {
-                        let _ = reply_tx.send(Instant::now());
-                    }
-                } else if counting2.load(Ordering::Relaxed) {
-                    bg2.fetch_add(d.data.len() as u64, Ordering::Relaxed);
-                }
-            }
-        });
-        let ask = |tag: u8| -> Result<Duration> {
-            let t0 = Instant::now();
-            let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
-            let mut req = vec![1u8; REQ];
-            req[0] = tag;
-            ms.irob_send(id, req)?;
-            ms.end_irob(id)?;
-            let at = reply_rx
-                .recv_timeout(Duration::from_secs(60))
-                .context("no reply within 60 s")?;
-            Ok(at - t0)
-        };
-        std::thread::sleep(Duration::from_secs(2)); // probes and first estimates
-        let mut unloaded = Vec::new();
-        for _ in 0..unloaded_n {
-            unloaded.push(ask(b'R')?);
-            std::thread::sleep(Duration::from_secs(1));
-        }
-        // Start the bulk download (a small foreground message that gets no reply).
-        let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
-        ms.irob_send(id, &b"B"[..])?;
-        ms.end_irob(id)?;
-        std::thread::sleep(Duration::from_secs(5));
-        counting.store(true, Ordering::Relaxed);
-        let t_start = Instant::now();
-        let t_end = t_start + Duration::from_secs(seconds);
-        let mut loaded = Vec::new();
-        while Instant::now() + Duration::from_secs(2) <= t_end {
-            let t = Instant::now();
-            loaded.push(ask(b'R')?);
-            eprint!(
-                "\r  {} requests loaded, last {:.0} ms   ",
-                loaded.len(),
-                loaded.last().unwrap().as_secs_f64() * 1e3
-            );
-            std::thread::sleep(Duration::from_secs(2).saturating_sub(t.elapsed()));
-        }
-        std::thread::sleep(t_end.saturating_duration_since(Instant::now()));
-        counting.store(false, Ordering::Relaxed);
-        let window = t_start.elapsed();
-        eprintln!();
-        let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
-        ms.irob_send(id, &b"Q"[..])?;
-        ms.end_irob(id)?;
-        ms.close(Duration::from_secs(10));
-        drop(rx);
-        Ok(Hotspot {
-            unloaded,
-            loaded,
-            bg_bytes: bg.load(Ordering::Relaxed),
-            window,
-        })
-    });
+    let client = emu.spawn_in_client(move || roam_client(seconds, unloaded_n));
     let r = client.join().map_err(|_| anyhow!("client panicked"))??;
     let s = server.join().map_err(|_| anyhow!("server panicked"))?;
     if let Err(e) = s.map_err(anyhow::Error::from).and_then(|x| x) {
         eprintln!("warning: roam server: {e}");
     }
     r
+}
+
+/// The roam server's address (in the server namespace).
+fn roam_server_addr() -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 5300))
+}
+
+// What the roam client asks of the server: the first byte of each foreground IROB it sends.
+/// A 1 KB request, answered with itself.
+const ASK_REPLY: u8 = b'R';
+/// Start the background download (no reply).
+const ASK_BULK: u8 = b'B';
+/// The measurements are over: stop serving.
+const ASK_QUIT: u8 = b'Q';
+
+/// Start the roam server in the server namespace, and wait (up to 10 s) until it listens, so
+/// that the client's first connection attempt finds it. The server accepts one multi-socket
+/// and serves it ([`serve_roam`]).
+fn start_roam_server(
+    emu: &Emulator,
+) -> Result<std::thread::JoinHandle<std::io::Result<Result<()>>>> {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = emu.spawn_in_server(move || -> Result<()> {
+        let l = Listener::bind(roam_server_addr(), roam_options(Networks::Auto))?;
+        ready_tx.send(()).ok();
+        let ms = l.accept()?;
+        serve_roam(&ms)
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .context("the roam server did not start")?;
+    Ok(server)
+}
+
+/// Serve the client's requests, one foreground IROB each, until it says it is done (or the
+/// multi-socket ends): the first [`ASK_BULK`] starts the background download
+/// ([`spawn_bulk_sender`]); anything else (a request, a repeated [`ASK_BULK`]) is sent back
+/// as a foreground IROB. The download is stopped and waited for before returning.
+fn serve_roam(ms: &MultiSocket) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut bulk = None;
+    while let Some((_, _, req)) = ms.recv_irob()? {
+        match req.first() {
+            Some(&ASK_BULK) if bulk.is_none() => {
+                bulk = Some(spawn_bulk_sender(ms.clone(), stop.clone()));
+            }
+            Some(&ASK_QUIT) => {
+                if std::env::var_os("ROAM_BENCH_DEBUG").is_some() {
+                    eprintln!("server estimates: {:?}", ms.estimates());
+                }
+                break;
+            }
+            _ => send_foreground(ms, req)?,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(b) = bulk {
+        let _ = b.join();
+    }
+    Ok(())
+}
+
+/// The background download: independent background-large IROBs of 64 KiB, one after
+/// another, until `stop` is set or the multi-socket refuses one. Independent (no
+/// dependencies), so that a foreground reply is never held behind them.
+fn spawn_bulk_sender(ms: MultiSocket, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let chunk = Bytes::from(vec![0x5au8; 64 * 1024]);
+        while !stop.load(Ordering::Relaxed) {
+            let Ok(id) = ms.begin_irob(Label::BackgroundLarge, Deps::List(vec![]), None) else {
+                break;
+            };
+            if ms.irob_send(id, chunk.clone()).is_err() || ms.end_irob(id).is_err() {
+                break;
+            }
+        }
+    })
+}
+
+/// Send `data` as one foreground-small IROB of its own, depending on nothing.
+fn send_foreground(ms: &MultiSocket, data: impl Into<Bytes>) -> Result<()> {
+    let id = ms.begin_irob(Label::ForegroundSmall, Deps::List(vec![]), None)?;
+    ms.irob_send(id, data)?;
+    ms.end_irob(id)?;
+    Ok(())
+}
+
+/// The roam client, in the client namespace: `unloaded_n` requests a second apart on the idle
+/// links (after 2 s for the first probes and estimates), then the background download, and
+/// after 5 s for it to ramp up, `seconds` of requests every 2 s beside it
+/// ([`roam_loaded_phase`]). Last, it tells the server it is done and closes.
+fn roam_client(seconds: u64, unloaded_n: u32) -> Result<Hotspot> {
+    let ms = MultiSocket::connect(roam_server_addr(), roam_options(Networks::Auto))?;
+    let (replies, rx) = receive_replies(&ms);
+    std::thread::sleep(Duration::from_secs(2)); // probes and first estimates
+    let mut unloaded = Vec::new();
+    for _ in 0..unloaded_n {
+        unloaded.push(ask(&ms, &replies.at, ASK_REPLY)?);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // Start the bulk download (a small foreground message that gets no reply).
+    send_foreground(&ms, Bytes::from_static(&[ASK_BULK]))?;
+    std::thread::sleep(Duration::from_secs(5));
+    let (loaded, window) = roam_loaded_phase(&ms, &replies, seconds)?;
+    send_foreground(&ms, Bytes::from_static(&[ASK_QUIT]))?;
+    ms.close(Duration::from_secs(10));
+    drop(rx);
+    Ok(Hotspot {
+        unloaded,
+        loaded,
+        bg_bytes: replies.bg_bytes.load(Ordering::Relaxed),
+        window,
+    })
+}
+
+/// What the client's receiving thread hands over.
+struct Replies {
+    /// When each reply to a request ended.
+    at: mpsc::Receiver<Instant>,
+    /// Background bytes received while `counting`.
+    bg_bytes: Arc<AtomicU64>,
+    /// Whether the loaded phase's window is open.
+    counting: Arc<AtomicBool>,
+}
+
+/// The client's one receiving thread. Replies and the download arrive on the same
+/// multi-socket, so one thread reads everything and sorts it: the end of a foreground reply
+/// is timestamped as it arrives and handed to the request waiting for it, and background
+/// bytes are counted while the loaded phase's window is open.
+fn receive_replies(ms: &MultiSocket) -> (Replies, std::thread::JoinHandle<()>) {
+    let (reply_tx, reply_rx) = mpsc::channel::<Instant>();
+    let bg = Arc::new(AtomicU64::new(0));
+    let counting = Arc::new(AtomicBool::new(false));
+    let (rms, bg2, counting2) = (ms.clone(), bg.clone(), counting.clone());
+    let rx = std::thread::spawn(move || {
+        while let Ok(Some(d)) = rms.recv() {
+            if d.label == Label::ForegroundSmall {
+                if d.end {
+                    let _ = reply_tx.send(Instant::now());
+                }
+            } else if counting2.load(Ordering::Relaxed) {
+                bg2.fetch_add(d.data.len() as u64, Ordering::Relaxed);
+            }
+        }
+    });
+    let replies = Replies {
+        at: reply_rx,
+        bg_bytes: bg,
+        counting,
+    };
+    (replies, rx)
+}
+
+/// One request (1 KB, first byte `tag`) and its latency: from before it is sent until the
+/// receiving thread saw its reply end. A reply that takes over 60 s fails the run.
+fn ask(ms: &MultiSocket, replies: &mpsc::Receiver<Instant>, tag: u8) -> Result<Duration> {
+    let t0 = Instant::now();
+    let mut req = vec![1u8; REQ];
+    req[0] = tag;
+    send_foreground(ms, req)?;
+    let at = replies
+        .recv_timeout(Duration::from_secs(60))
+        .context("no reply within 60 s")?;
+    Ok(at - t0)
+}
+
+/// The loaded phase: a request every 2 s for `seconds` (the last one starting at least 2 s
+/// before the end), with background bytes counted over the whole window. Returns the
+/// requests' latencies and the window's length, over which the goodput is computed.
+fn roam_loaded_phase(
+    ms: &MultiSocket,
+    replies: &Replies,
+    seconds: u64,
+) -> Result<(Vec<Duration>, Duration)> {
+    replies.counting.store(true, Ordering::Relaxed);
+    let t_start = Instant::now();
+    let t_end = t_start + Duration::from_secs(seconds);
+    let mut loaded = Vec::new();
+    while Instant::now() + Duration::from_secs(2) <= t_end {
+        let t = Instant::now();
+        loaded.push(ask(ms, &replies.at, ASK_REPLY)?);
+        eprint!(
+            "\r  {} requests loaded, last {:.0} ms   ",
+            loaded.len(),
+            loaded.last().unwrap().as_secs_f64() * 1e3
+        );
+        std::thread::sleep(Duration::from_secs(2).saturating_sub(t.elapsed()));
+    }
+    std::thread::sleep(t_end.saturating_duration_since(Instant::now()));
+    replies.counting.store(false, Ordering::Relaxed);
+    let window = t_start.elapsed();
+    eprintln!();
+    Ok((loaded, window))
 }
 
 /// Summed downlink capacity of the scenario's links over `[0, d)`, bytes.

@@ -1,16 +1,37 @@
 //! `roam net`: Intentional Networking's tools. `estimates` prints what this namespace's
 //! multi-sockets publish; `proxy` and `relay` carry unmodified programs' TCP connections over
 //! multi-sockets ([`roam_net::proxy`]: the SOCKS5 or transparent proxy on the device, the relay
-//! at the server side).
+//! at the server side), for proxies that prove the relay's key (`key` makes one).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use roam_net::proxy::{Allow, Intercept, LabelRules, Proxy, ProxyConfig, Relay, RelayConfig};
-use roam_net::runtime::Options;
+use roam_net::proxy::{
+    read_private, Allow, Intercept, Key, LabelRules, Proxy, ProxyConfig, Relay, RelayConfig,
+};
+use roam_net::runtime::{Options, Tls};
+
+/// The limits both commands hold their peers to, after `--help`.
+const LIMITS: &str = "\
+Limits (each bounds what one peer can hold):
+  --handshake-timeout (proxy, 10s)  deadline for a program's whole SOCKS5 negotiation
+  --request-timeout (10s)           relay: from a multi-socket's arrival to its answer (the
+                                    key's proof, the whole request, resolving and connecting
+                                    to the target); proxy: from the relay being reached to
+                                    its answer
+  --idle-timeout (10m)              a carried connection with no byte moving either way, or
+                                    whose program or target stops reading, is closed
+  --max-connections (256)           connections carried at once (a relay counts requests not
+                                    yet proved too)
+  --max-per-source (proxy, 128)     connections at once from one source address (an IPv6
+                                    /64); programs on the device all come from 127.0.0.1
+  requests, challenges, answers     at most 512 bytes
+  multi-sockets                     roam-net's own: 10s to reach the relay, 5s for a
+                                    connection's first frame, 1024 sessions and 64 pending
+                                    handshakes at the relay's listener";
 
 /// `roam net ...`.
 #[derive(Subcommand)]
@@ -26,11 +47,22 @@ pub enum NetCmd {
         watch: bool,
     },
     /// On the device: carry unmodified programs' TCP connections (SOCKS5, or redirected by the
-    /// firewall) over multi-sockets to a `roam net relay`, labelled by destination port.
+    /// firewall) over multi-sockets to a `roam net relay`, labelled by destination port,
+    /// proving the relay's key (--key-file) for each.
+    #[command(after_help = LIMITS)]
     Proxy(ProxyArgs),
-    /// At the server side: open the TCP connections `roam net proxy` asks for (where --allow
-    /// permits) and copy their bytes over the multi-sockets.
+    /// At the server side: open the TCP connections `roam net proxy` asks for and copy their
+    /// bytes over the multi-sockets, for proxies that prove the key (--key-file), where --allow
+    /// permits. Without a key it refuses to start unless --insecure-no-auth is given.
+    #[command(after_help = LIMITS)]
     Relay(RelayArgs),
+    /// Make a key for `roam net relay` and `roam net proxy` (64 hex digits, in a new file only
+    /// its owner may read). Copy it to the other end as privately.
+    Key {
+        /// Where to write it (refused if it exists).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Options of `roam net proxy`.
@@ -43,6 +75,22 @@ pub struct ProxyArgs {
     /// The `roam net relay` at the server side.
     #[arg(long)]
     relay: SocketAddr,
+    /// The relay's key (64 hex digits; `roam net key` makes one), proved to the relay for
+    /// every connection; the relay must prove it back. The file must be readable by its
+    /// owner only (chmod 600), or it is refused. Required unless --insecure-no-auth.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// Without a key: only for a relay started with --insecure-no-auth (which serves whoever
+    /// reaches it).
+    #[arg(long, conflicts_with = "key_file")]
+    insecure_no_auth: bool,
+    /// TLS to the relay: trust the certificates in this PEM file (the relay's --tls-cert, or
+    /// its authority). Without it, an on-path attacker can read and alter carried connections.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// The name the relay's certificate must carry (default: the --relay address).
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    tls_name: Option<String>,
     /// Accept connections the firewall redirected here (`iptables -t nat -A OUTPUT -p tcp
     /// --dport 5201 -j REDIRECT --to-ports PORT`) instead of SOCKS5; the destination is the
     /// connection's original one (SO_ORIGINAL_DST).
@@ -59,9 +107,24 @@ pub struct ProxyArgs {
     /// The label of connections no rule names.
     #[arg(long, default_value = "foreground-small")]
     default_label: String,
-    /// Most connections carried at once (further ones are refused).
+    /// Most connections carried at once (further ones are closed at once).
     #[arg(long, default_value_t = roam_net::proxy::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Most connections carried at once from one source address, an IPv6 /64 counting as one
+    /// (further ones from it are closed at once). Programs on this device all come from
+    /// 127.0.0.1.
+    #[arg(long, default_value_t = roam_net::proxy::DEFAULT_MAX_PER_SOURCE)]
+    max_per_source: usize,
+    /// Deadline for a program's whole SOCKS5 negotiation (not per read).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive)]
+    handshake_timeout: Duration,
+    /// Deadline from the relay being reached to its answer.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive)]
+    request_timeout: Duration,
+    /// A connection with no byte moving either way for this long (or whose program or
+    /// target stops reading) is closed.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = positive)]
+    idle_timeout: Duration,
 }
 
 /// Options of `roam net relay`.
@@ -73,12 +136,48 @@ pub struct RelayArgs {
     /// Where the relay may connect: an address or network with an optional port
     /// (`10.77.0.1`, `10.0.0.0/8`, `192.0.2.7:80`, `0.0.0.0/0:443`, `2001:db8::/32`,
     /// `[2001:db8::]/32:443`), repeated. Required: without it the relay would connect wherever
-    /// any peer asked.
+    /// any peer asked. Loopback, link-local, unspecified and multicast addresses only where a
+    /// rule names them (`127.0.0.1`, `127.0.0.0/8:8080`; `0.0.0.0/0` names none); an
+    /// IPv4-mapped IPv6 address counts as its IPv4 address; a host name is resolved here and
+    /// each of its addresses checked.
     #[arg(long, value_name = "NET[:PORT]", required = true)]
     allow: Vec<String>,
-    /// Most connections relayed at once (further requests are refused).
+    /// The key proxies must prove (64 hex digits; `roam net key` makes one). The file must be
+    /// readable by its owner only (chmod 600), or it is refused. Without a key the relay
+    /// refuses to start unless --insecure-no-auth is given.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// Serve whoever reaches --listen, without a key: anyone who can reach the port gets every
+    /// connection --allow permits. Only for a trusted network.
+    #[arg(long, conflicts_with = "key_file")]
+    insecure_no_auth: bool,
+    /// TLS: present this certificate chain (PEM) to proxies (which check it with --tls-ca).
+    /// Without TLS, an on-path attacker can read and alter carried connections.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS: the certificate's private key (PEM), in a file readable by its owner only.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Most connections relayed at once, requests not yet proved included (further
+    /// multi-sockets are refused).
     #[arg(long, default_value_t = roam_net::proxy::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Deadline from a multi-socket's arrival to the relay's answer: the key's proof, the
+    /// whole request, resolving and connecting to the target (not per read).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive)]
+    request_timeout: Duration,
+    /// A relayed connection with no byte moving either way for this long (or whose target or
+    /// program stops reading) is closed.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = positive)]
+    idle_timeout: Duration,
+}
+
+/// A duration argument above zero.
+fn positive(s: &str) -> Result<Duration, String> {
+    match crate::parse_dur(s)? {
+        d if d.is_zero() => Err("must be above zero".into()),
+        d => Ok(d),
+    }
 }
 
 /// Run `roam net ...`.
@@ -87,6 +186,11 @@ pub fn run(cmd: NetCmd) -> Result<()> {
         NetCmd::Estimates { shm, watch } => estimates(shm, watch),
         NetCmd::Proxy(a) => proxy(a),
         NetCmd::Relay(a) => relay(a),
+        NetCmd::Key { out } => {
+            Key::write_new(&out)?;
+            eprintln!("wrote {}", out.display());
+            Ok(())
+        }
     }
 }
 
@@ -129,8 +233,27 @@ fn estimates(shm: Option<PathBuf>, watch: bool) -> Result<()> {
     }
 }
 
+/// The key in `path`, if given.
+fn key(path: &Option<PathBuf>) -> Result<Option<Key>> {
+    path.as_deref()
+        .map(Key::from_file)
+        .transpose()
+        .map_err(Into::into)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
 /// `roam net proxy`: until interrupted.
 fn proxy(a: ProxyArgs) -> Result<()> {
+    let key = key(&a.key_file)?;
+    if key.is_none() && !a.insecure_no_auth {
+        bail!(
+            "the proxy needs the relay's key (--key-file); --insecure-no-auth only for a relay \
+             that serves whoever reaches it"
+        );
+    }
     let file = match &a.rules {
         Some(p) => Some((
             p.display().to_string(),
@@ -143,9 +266,17 @@ fn proxy(a: ProxyArgs) -> Result<()> {
         file.as_ref().map(|(n, t)| (n.as_str(), t.as_str())),
         &a.default_label,
     )?;
+    let tls = match &a.tls_ca {
+        Some(ca) => {
+            let name = a.tls_name.clone().unwrap_or(a.relay.ip().to_string());
+            Some(Tls::client(&read(ca)?, &name).with_context(|| ca.display().to_string())?)
+        }
+        None => None,
+    };
     let proxy = Proxy::bind(ProxyConfig {
         listen: a.listen,
         relay: a.relay,
+        key,
         intercept: if a.transparent {
             Intercept::Transparent
         } else {
@@ -153,17 +284,25 @@ fn proxy(a: ProxyArgs) -> Result<()> {
         },
         rules,
         max_connections: a.max_connections,
-        options: Options::default(),
+        max_per_source: a.max_per_source,
+        handshake_timeout: a.handshake_timeout,
+        request_timeout: a.request_timeout,
+        idle_timeout: a.idle_timeout,
+        options: Options {
+            tls,
+            ..Options::default()
+        },
     })?;
     eprintln!(
-        "roam net proxy: {} on {}, relay {}",
+        "roam net proxy: {} on {}, relay {}{}",
         if a.transparent {
             "redirected connections"
         } else {
             "SOCKS5"
         },
         proxy.local_addr()?,
-        a.relay
+        a.relay,
+        if a.tls_ca.is_some() { " (TLS)" } else { "" }
     );
     proxy.run(|event| eprintln!("roam net proxy: {event}"))?;
     Ok(())
@@ -176,17 +315,59 @@ fn relay(a: RelayArgs) -> Result<()> {
         .iter()
         .map(|s| s.parse::<Allow>().map_err(|e| anyhow!("--allow {e}")))
         .collect::<Result<_>>()?;
+    let key = key(&a.key_file)?;
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(k)) => Some(
+            Tls::server(&read(cert)?, &read_private(k)?)
+                .with_context(|| format!("{} and {}", cert.display(), k.display()))?,
+        ),
+        _ => None,
+    };
     let relay = Relay::bind(RelayConfig {
         listen: a.listen,
         allow,
+        key,
+        insecure_no_auth: a.insecure_no_auth,
         max_connections: a.max_connections,
-        options: Options::default(),
+        request_timeout: a.request_timeout,
+        idle_timeout: a.idle_timeout,
+        options: Options {
+            tls,
+            ..Options::default()
+        },
     })?;
-    eprintln!("roam net relay: on {}", relay.local_addr());
+    eprintln!(
+        "roam net relay: on {}{}{}",
+        relay.local_addr(),
+        if a.tls_cert.is_some() { " (TLS)" } else { "" },
+        if a.insecure_no_auth {
+            "; WITHOUT a key (--insecure-no-auth): serving whoever reaches this port"
+        } else {
+            ""
+        }
+    );
     relay.run(|event| match event {
         // Turned away silently, as the proxy sees the multi-socket aborted.
         roam_net::proxy::Event::Refused { .. } => {}
         e => eprintln!("roam net relay: {e}"),
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults --help shows are the library's.
+    #[test]
+    fn the_documented_defaults_are_the_librarys() {
+        use roam_net::proxy::{HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, REQUEST_TIMEOUT};
+        assert_eq!(positive("10s").unwrap(), HANDSHAKE_TIMEOUT);
+        assert_eq!(positive("10s").unwrap(), REQUEST_TIMEOUT);
+        assert_eq!(positive("10m").unwrap(), IDLE_TIMEOUT);
+        assert!(positive("0s").is_err());
+        assert!(LIMITS.contains(&format!("({})", roam_net::proxy::DEFAULT_MAX_CONNECTIONS)));
+        assert!(LIMITS.contains(&format!("{})", roam_net::proxy::DEFAULT_MAX_PER_SOURCE)));
+        assert!(LIMITS.contains(&format!("{} bytes", roam_net::proxy::MAX_REQUEST)));
+    }
 }

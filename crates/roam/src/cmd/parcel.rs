@@ -7,6 +7,12 @@
 //! `roam-parcel`) and clients pin it (`--server-cert`, `--phone-cert`). Every link then
 //! presents the user's access secret (`--secret-file`, 64 hex digits, made by `roam parcel
 //! secret`).
+//!
+//! Secrets on disk are their owner's alone: the access secret file and a tier's
+//! `DIR/tls/key.pem` are created with mode 0600 (and `DIR/tls/` 0700), and a secret file, TLS
+//! key or control state that its group or others may read is refused, naming the file and the
+//! `chmod 600` that fixes it, as OpenSSH refuses such a key. What `serve` holds its peers to
+//! (links, deadlines) is set by its flags (docs/horatio.md, "Limits against hostile peers").
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,10 +25,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use roam_core::progress::{Progress, Unit};
 use roam_net::runtime::Tls;
 use roam_store::ownership::Tier;
-use roam_store::parcel;
 use roam_store::tier::wire::{unhex, Request};
-use roam_store::tier::{serve, TierClient, TierService};
+use roam_store::tier::{serve_with, Limits, TierClient, TierService};
 use roam_store::vm::{GuestKit, Images, Vm};
+use roam_store::{files, parcel};
 
 /// The name in every tier's certificate (clients check it).
 const TLS_NAME: &str = "roam-parcel";
@@ -126,6 +132,48 @@ pub struct ServeArgs {
     /// Server: the prefix of the blobs' object names.
     #[arg(long, default_value = "")]
     s3_prefix: String,
+    /// Most authenticated links served at once (a thread each); a link authenticated over
+    /// it is told so and closed.
+    #[arg(long, default_value_t = roam_store::tier::MAX_LINKS)]
+    max_links: usize,
+    /// Most links accepted and not yet authenticated at once (a pool apart from
+    /// --max-links); when it is full the oldest is closed.
+    #[arg(long, default_value_t = roam_store::tier::MAX_PENDING)]
+    max_pending: usize,
+    /// Seconds a link has to present the access secret after it is accepted (the whole
+    /// authentication).
+    #[arg(long, default_value_t = roam_store::tier::AUTH_DEADLINE.as_secs_f64())]
+    auth_deadline: f64,
+    /// Seconds a link may go without a request before it is closed.
+    #[arg(long, default_value_t = roam_store::tier::LINK_IDLE.as_secs_f64())]
+    idle_timeout: f64,
+    /// Seconds a request may take to arrive whole from its first byte (raise it for the
+    /// largest control states over slow links: at 120 s, 48 MiB needs 3.4 Mbit/s).
+    #[arg(long, default_value_t = roam_store::tier::MESSAGE_DEADLINE.as_secs_f64())]
+    message_deadline: f64,
+}
+
+impl ServeArgs {
+    /// The limits its flags set.
+    fn limits(&self) -> Result<Limits> {
+        let secs = |v: f64, flag: &str| -> Result<Duration> {
+            if v.is_finite() && v > 0.0 && v < 1e9 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                bail!("--{flag} {v}: a positive number of seconds")
+            }
+        };
+        if self.max_links == 0 || self.max_pending == 0 {
+            bail!("--max-links and --max-pending must be at least 1");
+        }
+        Ok(Limits {
+            max_links: self.max_links,
+            max_pending: self.max_pending,
+            auth_deadline: secs(self.auth_deadline, "auth-deadline")?,
+            idle: secs(self.idle_timeout, "idle-timeout")?,
+            message_deadline: secs(self.message_deadline, "message-deadline")?,
+        })
+    }
 }
 
 /// How a client reaches the tiers.
@@ -245,8 +293,11 @@ pub struct SuspendArgs {
     links: Links,
 }
 
+/// The access secret in the file `path`, refused when its group or others may read it.
 fn read_secret(path: &Path) -> Result<[u8; 32]> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let bytes = files::read_private(path, "the access secret")?
+        .ok_or_else(|| anyhow!("{}: no such file", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
     unhex::<32>(text.trim(), "access secret").map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
@@ -255,12 +306,13 @@ fn client_tls(cert: &Path) -> Result<Tls> {
     Tls::client(&pem, TLS_NAME).with_context(|| format!("{}", cert.display()))
 }
 
-/// The tier's certificate and key under `dir/tls/`, made on first start.
+/// The tier's certificate and key under `dir/tls/` (0700; the key 0600), made on first
+/// start; a key its group or others may read is refused.
 fn tier_tls(dir: &Path) -> Result<Tls> {
     let tls = dir.join("tls");
     let (cert, key) = (tls.join("cert.pem"), tls.join("key.pem"));
     if !cert.exists() {
-        std::fs::create_dir_all(&tls).with_context(|| format!("{}", tls.display()))?;
+        files::make_private_dir(&tls)?;
         let c = rcgen::generate_simple_self_signed(vec![TLS_NAME.to_string()])?;
         write_private(&key, c.signing_key.serialize_pem().as_bytes())?;
         std::fs::write(&cert, c.cert.pem()).with_context(|| format!("{}", cert.display()))?;
@@ -269,7 +321,14 @@ fn tier_tls(dir: &Path) -> Result<Tls> {
             cert.display()
         );
     }
-    let (c, k) = (std::fs::read(&cert)?, std::fs::read(&key)?);
+    let c = std::fs::read(&cert).with_context(|| format!("{}", cert.display()))?;
+    let k = files::read_private(&key, "the tier's TLS private key")?.ok_or_else(|| {
+        anyhow!(
+            "{}: no such file (remove {} to make both again)",
+            key.display(),
+            cert.display()
+        )
+    })?;
     Tls::server(&c, &k).with_context(|| format!("{}", tls.display()))
 }
 
@@ -327,7 +386,9 @@ struct Bar(Progress);
 
 impl Bar {
     fn new(label: &'static str) -> Bar {
-        Bar(Progress::builder(Unit::Count("chunks")).label(label).start())
+        Bar(Progress::builder(Unit::Count("chunks"))
+            .label(label)
+            .start())
     }
 
     fn chunks(&mut self, n: u64, total: Option<u64>, bytes: Option<u64>) {
@@ -380,12 +441,19 @@ fn secret_cmd(out: &Path) -> Result<()> {
 fn init_cmd(a: &InitArgs) -> Result<()> {
     let c = connect(&a.links)?;
     let dir = parcel::parcel_dir(&a.links.dir, &a.name);
-    // The images are copied into the parcel's directory, which init then clears.
-    std::fs::create_dir_all(dir.image("disk").parent().unwrap())?;
-    std::fs::copy(&a.disk, dir.image("disk")).with_context(|| format!("{}", a.disk.display()))?;
-    for (src, name) in [(&a.memory, "memory"), (&a.state, "state")] {
+    // The images are copied into the parcel's directory (its owner's alone: they are the
+    // guest's data in clear), which init then clears.
+    files::make_private_dir(dir.image("disk").parent().unwrap())?;
+    for (src, name) in [
+        (Some(&a.disk), "disk"),
+        (a.memory.as_ref(), "memory"),
+        (a.state.as_ref(), "state"),
+    ] {
         if let Some(m) = src {
-            std::fs::copy(m, dir.image(name)).with_context(|| format!("{}", m.display()))?;
+            let to = dir.image(name);
+            std::fs::copy(m, &to).with_context(|| format!("{}", m.display()))?;
+            std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .with_context(|| format!("{}", to.display()))?;
         }
     }
     let mut bar = Bar::new("upload");
@@ -738,8 +806,9 @@ fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
 }
 
 fn serve_cmd(a: ServeArgs) -> Result<()> {
+    let limits = a.limits()?;
     let secret = read_secret(&a.secret_file)?;
-    std::fs::create_dir_all(&a.dir).with_context(|| format!("{}", a.dir.display()))?;
+    files::make_private_dir(&a.dir)?;
     let tls = tier_tls(&a.dir)?;
     let tier = match a.tier {
         ServeTier::Phone => Tier::Phone,
@@ -772,7 +841,7 @@ fn serve_cmd(a: ServeArgs) -> Result<()> {
         (_, Some(_), _) => bail!("--server is the phone's option"),
         _ => {}
     }
-    let h = serve(Arc::new(svc), a.listen, Some(tls))?;
+    let h = serve_with(Arc::new(svc), a.listen, Some(tls), limits)?;
     eprintln!(
         "{tier:?} tier listening on {} (directory {})",
         h.addr(),
@@ -786,4 +855,92 @@ fn serve_cmd(a: ServeArgs) -> Result<()> {
     }
     h.stop();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// An access secret file (or a TLS key) others may read is refused, naming the file and
+    /// the fix; the one `roam parcel secret` makes is its owner's alone and is read.
+    #[test]
+    fn a_secret_file_others_may_read_is_refused() {
+        let dir = std::env::temp_dir().join(format!("roam-parcel-secret-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("secret");
+        secret_cmd(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        read_secret(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = format!("{:#}", read_secret(&path).unwrap_err());
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("chmod 600"),
+            "{e}"
+        );
+        // The tier's TLS key: made 0600 in a 0700 directory, refused once opened up.
+        let tier = dir.join("tier");
+        tier_tls(&tier).unwrap();
+        let key = tier.join("tls/key.pem");
+        assert_eq!(
+            std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let tls = std::fs::metadata(tier.join("tls"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(tls & 0o077, 0);
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = format!("{:#}", tier_tls(&tier).err().unwrap());
+        assert!(e.contains("key.pem") && e.contains("chmod 600"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `serve`'s limit flags, and what they refuse.
+    #[test]
+    fn serve_flags_set_the_limits() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let args = |extra: &[&str]| {
+            let mut v = vec!["serve", "--tier", "server", "--dir", "d", "--listen"];
+            v.extend(["127.0.0.1:0", "--secret-file", "s"]);
+            v.extend(extra);
+            Cli::try_parse_from(v).unwrap().serve
+        };
+        assert_eq!(args(&[]).limits().unwrap(), Limits::default());
+        let l = args(&[
+            "--max-links",
+            "8",
+            "--max-pending",
+            "4",
+            "--auth-deadline",
+            "2.5",
+            "--idle-timeout",
+            "30",
+            "--message-deadline",
+            "600",
+        ])
+        .limits()
+        .unwrap();
+        assert_eq!(
+            l,
+            Limits {
+                max_links: 8,
+                max_pending: 4,
+                auth_deadline: Duration::from_millis(2500),
+                idle: Duration::from_secs(30),
+                message_deadline: Duration::from_secs(600),
+            }
+        );
+        assert!(args(&["--max-links", "0"]).limits().is_err());
+        assert!(args(&["--auth-deadline=-1"]).limits().is_err());
+        assert!(args(&["--message-deadline", "0"]).limits().is_err());
+    }
 }

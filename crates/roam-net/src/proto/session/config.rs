@@ -15,12 +15,15 @@ pub struct Config {
     /// IROB excepted); announced to the peer as this side's receive window, and the sender uses
     /// the smaller of both sides' windows.
     pub window: u64,
-    /// Most unacknowledged bytes the peer may make this side buffer; past it the multi-socket
-    /// fails with a reason naming the limit. An honest peer stays within `window +
-    /// max_irob_size` (its window of sent bytes, plus the oldest unacknowledged IROB, which
-    /// may always proceed), so this must be at least that ([`Config::validate`]). Default:
-    /// exactly that, 80 MiB. Acknowledged bytes the application has not read yet are bounded
-    /// apart from this: the driver stops reading from the network while they exceed `window`.
+    /// Most unacknowledged bytes the peer may make this side buffer, counting the receiver's
+    /// bookkeeping beside the payload (`PIECE_OVERHEAD` per stored piece, `DEP_OVERHEAD` per
+    /// dependency); past it the multi-socket fails with a reason naming the limit. An honest
+    /// peer stays within `window + max_irob_size` of payload (its window of sent bytes, plus
+    /// the oldest unacknowledged IROB, which may always proceed) and a sixteenth of that plus
+    /// a piece per unfinished IROB of bookkeeping, so this must be at least
+    /// [`Config::min_receive_limit`] ([`Config::validate`]). Default: exactly that, 97 MiB.
+    /// Acknowledged bytes the application has not read yet are bounded apart from this: the
+    /// driver stops reading from the network while they exceed `window`.
     pub receive_limit: u64,
     /// Largest IROB accepted (either direction).
     pub max_irob_size: u64,
@@ -65,10 +68,21 @@ pub struct Config {
     pub policies: [LabelPolicy; 4],
     /// Frame decoder limits.
     pub wire: WireLimits,
+    /// Most memory held for answers to the peer, all connections together: control frames
+    /// queued (probe replies, handshake frames, errors, our own questions) and the IROBs it
+    /// asked about whose `Have` answer has not gone out (`ASKED_COST` each). A peer that asks
+    /// and does not read the answers would grow them without bound: past this, the connection
+    /// that asked is closed. An honest peer asks about each IROB once after a break (at most
+    /// `max_pending_irobs`, 2 MiB of questions). Default 4 MiB.
+    pub max_control_bytes: usize,
+    /// How long a multi-socket the application has released (dropped its last handle) may go
+    /// without progress before it fails (`Session::release`): none of its data acknowledged
+    /// or sent for the first time, no goodbye from the peer. Default 10 s.
+    pub release_timeout: Duration,
     /// Report scheduling decisions as [`Event::Trace`] lines (where a foreground IROB went,
     /// and why; hedges): for tracing a slow message after the fact. Off by default.
     pub trace: bool,
-    /// Meatballs' redundant network selection for small foreground IROBs (seed 000 §4.4.2;
+    /// Meatballs' redundant network selection for small foreground IROBs (Meatballs thesis §4.4.2;
     /// `selection`): each goes over one network or two at once by least expected weighted
     /// cost given the networks' record of error, and one left unacknowledged is re-evaluated
     /// instead of hedged after a fixed delay. Off (`None`) by default.
@@ -81,7 +95,8 @@ impl Default for Config {
             chunk_size: 256 * 1024,
             window: 16 << 20,
             max_irob_size: 64 << 20,
-            receive_limit: (16 << 20) + (64 << 20),
+            // `min_receive_limit` of these figures: 80 MiB + 5 MiB + 12 MiB.
+            receive_limit: (16 << 20) + (64 << 20) + (5 << 20) + (1 << 16) * PIECE_OVERHEAD,
             max_deps: 1024,
             max_pending_irobs: 1 << 16,
             max_send_buffer: 64 << 20,
@@ -96,6 +111,8 @@ impl Default for Config {
             ack_timeout: Duration::from_secs(10),
             policies: Label::ALL.map(LabelPolicy::default_for),
             wire: WireLimits::default(),
+            max_control_bytes: 4 << 20,
+            release_timeout: Duration::from_secs(10),
             trace: false,
             redundancy: None,
         }
@@ -122,7 +139,7 @@ pub struct LabelPolicy {
 }
 
 /// Which networks a label's IROBs may take: the placement policy's choice among all of them,
-/// or the two fixed rules of Meatballs' baselines (seed 000 §4.4.2).
+/// or the two fixed rules of Meatballs' baselines (Meatballs thesis §4.4.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NetworkChoice {
     /// Any network, by the placement policy (`Session::best_connection`).
@@ -164,12 +181,15 @@ impl Config {
 pub enum ConfigError {
     /// An honest peer could exceed the receive limit, and would see the multi-socket fail.
     #[error(
-        "receive_limit {receive_limit} is below window + max_irob_size ({window} + {max_irob_size}): \
-         an honest peer may send that much unacknowledged"
+        "receive_limit {receive_limit} is below {min} (window {window} + max_irob_size \
+         {max_irob_size}, and bookkeeping: see Config::min_receive_limit): an honest peer may \
+         make this side hold that much unacknowledged"
     )]
     ReceiveLimit {
         /// `Config::receive_limit`.
         receive_limit: u64,
+        /// [`Config::min_receive_limit`].
+        min: u64,
         /// `Config::window`.
         window: u64,
         /// `Config::max_irob_size`.
@@ -197,6 +217,18 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The least receive limit an honest peer stays within: `window + max_irob_size` of
+    /// payload, and bookkeeping of a sixteenth of that (pieces of about 2 KiB once small
+    /// contiguous ones are merged, `MERGE_BELOW`) plus one piece per unfinished IROB
+    /// (`max_pending_irobs`; an IROB's last piece may be small). An honest peer whose
+    /// unacknowledged IROBs name many dependencies (`DEP_OVERHEAD` each) needs more.
+    pub fn min_receive_limit(&self) -> u64 {
+        let payload = self.window.saturating_add(self.max_irob_size);
+        payload
+            .saturating_add(payload / 16)
+            .saturating_add((self.max_pending_irobs as u64).saturating_mul(PIECE_OVERHEAD))
+    }
+
     /// Check that the figures fit together; the runtime refuses a configuration that fails
     /// this (`MultiSocket::connect`, `Listener::bind`).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -207,14 +239,16 @@ impl Config {
             ("max_connections", self.max_connections as u64),
             ("max_half_open", self.max_half_open as u64),
             ("max_networks", self.max_networks as u64),
+            ("max_control_bytes", self.max_control_bytes as u64),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero(name));
             }
         }
-        if self.receive_limit < self.window.saturating_add(self.max_irob_size) {
+        if self.receive_limit < self.min_receive_limit() {
             return Err(ConfigError::ReceiveLimit {
                 receive_limit: self.receive_limit,
+                min: self.min_receive_limit(),
                 window: self.window,
                 max_irob_size: self.max_irob_size,
             });
@@ -241,6 +275,10 @@ mod tests {
     #[test]
     fn the_default_configuration_is_valid_and_contradictions_are_named() {
         assert_eq!(Config::default().validate(), Ok(()));
+        assert_eq!(
+            Config::default().receive_limit,
+            Config::default().min_receive_limit()
+        );
         let small = Config {
             receive_limit: 1 << 20,
             ..Config::default()

@@ -7,7 +7,7 @@
 //! another connection (`recovery`), and the session fails only when no connection has been up
 //! for `Config::failure_timeout`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use roam_core::Time;
@@ -15,10 +15,59 @@ use roam_core::Time;
 use super::*;
 use crate::proto::wire::{Frame, HEADER_LEN, NONCE_LEN};
 
-/// Most control frames queued on one connection. The peer's probes and resend requests queue
-/// answers here; a peer that keeps asking without reading the answers would grow the queue
-/// without bound, so past this the connection is closed (an honest peer asks a few at a time).
-pub const MAX_CONTROL: usize = 8192;
+/// Bytes counted against `Config::max_control_bytes` for each IROB a peer asked about
+/// (`ResendRequest`) whose answer is not sent yet (`Conn::asked`; an id in a B-tree set, with
+/// room to spare).
+pub const ASKED_COST: usize = 32;
+
+/// Control frames waiting to go out on one connection, and the memory they take (what
+/// `Config::max_control_bytes` bounds).
+#[derive(Debug, Default, Clone)]
+pub(super) struct ControlQueue {
+    frames: VecDeque<Frame>,
+    bytes: usize,
+}
+
+impl ControlQueue {
+    pub(super) fn push(&mut self, f: Frame) {
+        self.bytes += control_cost(&f);
+        self.frames.push_back(f);
+    }
+
+    pub(super) fn pop(&mut self) -> Option<Frame> {
+        let f = self.frames.pop_front()?;
+        self.bytes -= control_cost(&f);
+        Some(f)
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.frames.clear();
+        self.bytes = 0;
+    }
+
+    /// Memory the queued frames take.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// The memory a queued control frame takes: the frame and what it owns.
+fn control_cost(f: &Frame) -> usize {
+    let owned = match f {
+        Frame::Hello { networks, .. }
+        | Frame::HelloAck { networks, .. }
+        | Frame::Estimate { networks } => std::mem::size_of_val(networks.as_slice()),
+        Frame::Ack { acks: ids } | Frame::ResendRequest { irobs: ids } => 8 * ids.len(),
+        Frame::Have { entries } => entries
+            .iter()
+            .map(|e| std::mem::size_of_val(e) + 16 * e.ranges.len())
+            .sum(),
+        Frame::Error { reason, .. } => reason.len(),
+        Frame::Data(c) => 8 * c.acks.len() + c.data.len(),
+        _ => 0,
+    };
+    std::mem::size_of::<Frame>() + owned
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ConnState {
@@ -50,7 +99,11 @@ impl ConnState {
 pub(super) struct Conn {
     pub(super) net: NetId,
     pub(super) state: ConnState,
-    pub(super) control: VecDeque<Frame>,
+    pub(super) control: ControlQueue,
+    /// IROBs the peer asked about (`ResendRequest`) on this connection whose `Have` answer has
+    /// not gone out: answered, in id order, when the connection next writes (a question
+    /// repeated meanwhile is answered once, and the answer says what is held then).
+    pub(super) asked: BTreeSet<IrobId>,
     pub(super) opened: Time,
     pub(super) my_nonce: [u8; NONCE_LEN],
     pub(super) peer_nonce: [u8; NONCE_LEN],
@@ -98,11 +151,18 @@ impl Conn {
                 .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR)
     }
 
+    /// Memory held for answers on this connection: control frames and questions not
+    /// answered yet.
+    pub(super) fn answer_bytes(&self) -> usize {
+        self.control.bytes() + ASKED_COST * self.asked.len()
+    }
+
     pub(super) fn new(net: NetId, state: ConnState, now: Time) -> Conn {
         Conn {
             net,
             state,
-            control: VecDeque::new(),
+            control: ControlQueue::default(),
+            asked: BTreeSet::new(),
             opened: now,
             my_nonce: [0; NONCE_LEN],
             peer_nonce: [0; NONCE_LEN],
@@ -243,20 +303,29 @@ impl Session {
             (_, Frame::Error { reason, .. }) => Err(format!("peer refused: {reason}")),
             (s, f) => self.handle_handshake(conn, s, f, now),
         };
-        let flooded = self
-            .conns
-            .get(&conn)
-            .is_some_and(|c| c.state != ConnState::Closing && c.control.len() > MAX_CONTROL);
         if let Err(reason) = result {
             self.close_conn_with_error(conn, reason, now);
-        } else if flooded {
+        } else if let Some(held) = self.flooded_by(conn) {
             let reason = format!(
-                "the peer asks for more than {MAX_CONTROL} answers (probe replies, Have) without \
-                 reading them"
+                "the peer asks for more answers (probe replies, Have) than it reads: {held} \
+                 bytes queued, past the limit of {}",
+                self.config.max_control_bytes
             );
             self.close_conn_with_error(conn, reason, now);
         }
+        self.drop_deliveries();
         self.check_thunks(now);
+    }
+
+    /// The memory held for answers on every connection, if it is past
+    /// `Config::max_control_bytes` and connection `conn` (which just asked) holds some.
+    fn flooded_by(&self, conn: ConnId) -> Option<usize> {
+        let c = self.conns.get(&conn)?;
+        if c.state == ConnState::Closing || c.answer_bytes() == 0 {
+            return None;
+        }
+        let held: usize = self.conns.values().map(Conn::answer_bytes).sum();
+        (held > self.config.max_control_bytes).then_some(held)
     }
 
     /// A decoder error on `conn`: close only that connection.
@@ -267,7 +336,8 @@ impl Session {
     pub(super) fn close_conn_with_error(&mut self, conn: ConnId, reason: String, now: Time) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.control.clear();
-            c.control.push_back(Frame::Error {
+            c.asked.clear();
+            c.control.push(Frame::Error {
                 reason: reason.clone(),
                 fatal: false,
             });
@@ -328,7 +398,9 @@ impl Session {
                 Ok(())
             }
             Frame::ResendRequest { irobs } => {
-                self.answer_resend_request(conn, &irobs);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.asked.extend(irobs);
+                }
                 Ok(())
             }
             Frame::Have { entries } => {
@@ -347,7 +419,7 @@ impl Session {
                     .get_mut(&conn)
                     .unwrap()
                     .control
-                    .push_back(Frame::ProbeReply {
+                    .push(Frame::ProbeReply {
                         id,
                         probe_size: size,
                     });

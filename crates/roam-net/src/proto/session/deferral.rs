@@ -116,7 +116,7 @@ impl Session {
                         .get_mut(&cid)
                         .unwrap()
                         .control
-                        .push_back(Frame::ResendRequest {
+                        .push(Frame::ResendRequest {
                             irobs: chunk.to_vec(),
                         });
                 }

@@ -59,7 +59,7 @@ impl Session {
                 } else {
                     c.peer_nonce = nonce;
                     let proof = secret.initiator_proof(self.session_id, &c.my_nonce, &nonce);
-                    c.control.push_back(Frame::JoinProof { mac: proof });
+                    c.control.push(Frame::JoinProof { mac: proof });
                     c.state = ConnState::Proved;
                     Ok(())
                 }
@@ -71,7 +71,7 @@ impl Session {
                 if !proofs_equal(&expected, &mac) {
                     Err("join refused: wrong proof (forged or replayed)".to_string())
                 } else {
-                    c.control.push_back(Frame::JoinOk);
+                    c.control.push(Frame::JoinOk);
                     let net = c.net;
                     let from = c.peer_addr;
                     self.networks.entry(net).or_default().up = true;
@@ -153,7 +153,7 @@ impl Session {
         c.state = ConnState::HelloSent;
         // The hello's round trip is what the first RTT sample measures (not a wait before it).
         c.opened = now;
-        c.control.push_back(Frame::Hello {
+        c.control.push(Frame::Hello {
             key: self.my_key,
             window: self.config.window,
             networks,
@@ -169,7 +169,7 @@ impl Session {
         c.state = ConnState::JoinSent;
         // The join's round trips are what the first RTT sample measures.
         c.opened = now;
-        c.control.push_back(Frame::Join {
+        c.control.push(Frame::Join {
             session: self.session_id,
             nonce: c.my_nonce,
             net: c.net,
@@ -212,7 +212,7 @@ impl Session {
                 c.net = networks.first().map_or(0, |n| n.net);
                 self.absorb_netinfos(&networks, now);
                 self.networks.entry(c.net).or_default().up = true;
-                c.control.push_back(Frame::HelloAck {
+                c.control.push(Frame::HelloAck {
                     session: self.session_id,
                     key: self.my_key,
                     window: self.config.window,
@@ -239,7 +239,7 @@ impl Session {
                         .unwrap()
                         .acceptor_proof(session, &nonce, &c.my_nonce);
                 c.state = ConnState::Challenged;
-                c.control.push_back(Frame::JoinChallenge {
+                c.control.push(Frame::JoinChallenge {
                     nonce: c.my_nonce,
                     mac,
                 });

@@ -42,6 +42,7 @@ mod sending;
 #[cfg(test)]
 mod tests;
 mod transmit;
+mod waiting;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
@@ -60,18 +61,20 @@ use super::wire::{Frame, NetInfo, WireLimits, KEY_LEN};
 
 pub use config::{Config, ConfigError, LabelPolicy, NetworkChoice};
 use connections::{Conn, ConnState};
-pub use connections::{KernelQueue, ESTIMATE_EVERY, MAX_CONTROL, SUSPECT_FOR};
+pub use connections::{KernelQueue, ASKED_COST, ESTIMATE_EVERY, SUSPECT_FOR};
 use networks::Network;
 pub use networks::{
     NetKind, PathLoad, TcpSample, NET_CELLULAR, NET_METERED, NET_USABLE, THROUGHPUT_INTERVAL,
 };
 pub use placement::{anticipatory_budget, KernelWindow, UNMEASURED_CAP};
-pub use receiving::MAX_PENDING_ACKS;
-use receiving::{IdSet, InIrob};
+use receiving::InIrob;
+pub use receiving::{DEP_OVERHEAD, MAX_PENDING_ACKS, MERGE_BELOW, PIECE_OVERHEAD};
 pub use recovery::HAVE_RANGES;
 pub use selection::{Redundancy, TransferEnergy};
 use sending::OutIrob;
 pub use transmit::PROBE_SIZES;
+pub use waiting::IROB_SPAN;
+use waiting::{DepWait, IdSet};
 
 /// A driver's name for one TCP connection.
 pub type ConnId = u64;
@@ -149,9 +152,11 @@ pub enum Failure {
     /// The peer had more than `Config::max_pending_irobs` IROBs unfinished here.
     #[error("peer has more than {0} unfinished IROBs")]
     TooManyPending(usize),
-    /// The peer made this side hold more than `Config::receive_limit` unacknowledged bytes.
+    /// The peer made this side hold more than `Config::receive_limit` unacknowledged bytes
+    /// (payload and bookkeeping: `PIECE_OVERHEAD` per piece, `DEP_OVERHEAD` per dependency).
     #[error(
-        "peer exceeded the receive limit: {held} unacknowledged bytes buffered (limit {limit})"
+        "peer exceeded the receive limit: {held} unacknowledged bytes buffered, payload and \
+         bookkeeping (limit {limit})"
     )]
     ReceiveLimit {
         /// Bytes held.
@@ -159,6 +164,25 @@ pub enum Failure {
         /// `Config::receive_limit`.
         limit: u64,
     },
+    /// The peer sent a chunk of an IROB [`IROB_SPAN`] or more ids beyond the lowest one not
+    /// acknowledged here (an honest sender stays within it).
+    #[error(
+        "peer sent IROB {irob}, {span} or more beyond IROB {lowest_unacknowledged}, the lowest \
+         not yet acknowledged"
+    )]
+    IrobTooFar {
+        /// The IROB.
+        irob: IrobId,
+        /// The lowest IROB id not acknowledged here.
+        lowest_unacknowledged: IrobId,
+        /// [`IROB_SPAN`].
+        span: u64,
+    },
+    /// The application released the multi-socket (dropped its last handle) and it made no
+    /// progress (none of its data acknowledged or newly sent, no goodbye from the peer) for
+    /// `Config::release_timeout`.
+    #[error("released by the application and no progress for {0:?}")]
+    Released(Duration),
 }
 
 /// Something the driver must do.
@@ -288,17 +312,30 @@ pub struct Session {
     deferred: [Vec<ThunkId>; 4],
     // receiver
     incoming: BTreeMap<IrobId, InIrob>,
-    by_label: [BTreeSet<IrobId>; 4],
+    /// Per label, the IROBs the application may take bytes of now (dependencies delivered;
+    /// complete, or foreground and streaming): `recv` takes the first of the highest label.
+    ready: [BTreeSet<IrobId>; 4],
     acked: IdSet,
-    unacked_complete: BTreeSet<IrobId>,
+    /// Complete IROBs waiting for their dependencies to be acknowledged.
+    ack_wait: DepWait,
     delivered: IdSet,
+    /// IROBs waiting for their dependencies to be delivered.
+    delivery_wait: DepWait,
     current: Option<IrobId>,
     /// IROBs to acknowledge in the next frames (a set: a resend acknowledged again is not
     /// queued twice); at most [`MAX_PENDING_ACKS`] before the driver stops reading.
     acks: BTreeSet<IrobId>,
     in_buffered: u64,
     acked_buffered: u64,
+    /// Bookkeeping of the IROBs held (`InIrob::bookkeeping`), all and acknowledged ones.
+    in_book: u64,
+    acked_book: u64,
     peer_irobs: Option<u64>,
+    /// When the application released the multi-socket ([`Session::release`]).
+    released: Option<Time>,
+    /// When this side's close last made progress (data of ours acknowledged or sent for the
+    /// first time): a released multi-socket ends `Config::release_timeout` after it.
+    progress_at: Time,
 }
 
 impl std::fmt::Debug for Session {
@@ -355,15 +392,20 @@ impl Session {
             arrivals: 0,
             deferred: Default::default(),
             incoming: BTreeMap::new(),
-            by_label: Default::default(),
+            ready: Default::default(),
             acked: IdSet::default(),
-            unacked_complete: BTreeSet::new(),
+            ack_wait: DepWait::default(),
             delivered: IdSet::default(),
+            delivery_wait: DepWait::default(),
             current: None,
             acks: BTreeSet::new(),
             in_buffered: 0,
             acked_buffered: 0,
+            in_book: 0,
+            acked_book: 0,
             peer_irobs: None,
+            released: None,
+            progress_at: Time::ZERO,
         }
     }
 
@@ -422,7 +464,8 @@ impl Session {
         for id in ids {
             let c = self.conns.get_mut(&id).unwrap();
             c.control.clear();
-            c.control.push_back(Frame::Error {
+            c.asked.clear();
+            c.control.push(Frame::Error {
                 reason: reason.clone(),
                 fatal: true,
             });
@@ -452,6 +495,45 @@ impl Session {
         for l in &mut self.deferred {
             l.clear();
         }
+    }
+
+    /// The application has let go of the multi-socket (its last handle was dropped): no new
+    /// IROBs (as [`Session::close`]); what was sent is still delivered and the `Goodbye`
+    /// follows, while whatever the peer sends is taken and dropped (nobody will read it). The
+    /// multi-socket then ends when both sides have said goodbye, or fails
+    /// ([`Failure::Released`]) once `Config::release_timeout` passes without progress: none
+    /// of its data acknowledged or sent for the first time. So a peer that keeps its
+    /// connections open and silent holds a released multi-socket (and a listener's slot) for
+    /// that long, not for ever.
+    pub fn release(&mut self, now: Time) {
+        if self.released.is_some() {
+            return;
+        }
+        self.released = Some(now);
+        self.progress_at = now;
+        self.close();
+        self.drop_deliveries();
+    }
+
+    /// Whether the application released the multi-socket ([`Session::release`]).
+    pub fn is_released(&self) -> bool {
+        self.released.is_some()
+    }
+
+    /// A released multi-socket takes every delivery as it becomes ready, and drops it.
+    fn drop_deliveries(&mut self) {
+        if self.released.is_some() {
+            while self.recv().is_some() {}
+        }
+    }
+
+    /// When a released multi-socket gives up waiting for progress, if it is one that waits.
+    fn release_deadline(&self) -> Option<Time> {
+        self.released?;
+        if self.failed.is_some() || self.is_finished() {
+            return None;
+        }
+        Some(self.progress_at + self.config.release_timeout)
     }
 
     /// Give up now: an `Error` frame with `reason` is queued for the peer, every connection
@@ -538,7 +620,7 @@ impl Session {
                 return Err(format!("{what}: counted {kept}, actually {actual}"));
             }
         }
-        Ok(())
+        self.check_receiver()
     }
 
     /// The next driver event, if any.
@@ -574,6 +656,9 @@ impl Session {
                 at(c.opened + self.config.handshake_timeout);
             }
         }
+        if let Some(t) = self.release_deadline() {
+            at(t);
+        }
         // Hedges (`hedge_late_foreground`).
         for (_, _, due) in self.hedges() {
             at(due);
@@ -590,6 +675,9 @@ impl Session {
 
     /// Timers: failure timeout, reconnects, lost acknowledgements, thunks.
     pub fn handle_timeout(&mut self, now: Time) {
+        if self.release_deadline().is_some_and(|t| now >= t) {
+            self.fail(Failure::Released(self.config.release_timeout));
+        }
         self.expire_handshakes(now);
         self.maybe_open(now);
         self.recheck_unacknowledged(now);

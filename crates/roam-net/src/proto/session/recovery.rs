@@ -2,8 +2,10 @@
 //! (`ResendRequest`) over another connection and the peer's `Have` answer names what arrived;
 //! the rest is resent. Lost acknowledgements are caught by `Config::ack_timeout`. Late small
 //! foreground IROBs are hedged: sent again over another network (Meatballs' redundant
-//! strategy). The answers a peer can make this side queue are bounded ([`HAVE_RANGES`], split
-//! frames, `MAX_CONTROL`).
+//! strategy). The answers a peer can make this side queue are bounded: a question repeated
+//! before its answer went out is answered once, answers are built only when the connection
+//! writes (`Session::next_have`), an entry names at most [`HAVE_RANGES`] ranges, and what waits
+//! unsent counts against `Config::max_control_bytes`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -68,29 +70,28 @@ impl Session {
         }
     }
 
-    /// Answer the peer's `ResendRequest` for `irobs` on `conn` with `Have` entries naming what
-    /// arrived here, split into frames that fit the peer's decoder (its body limit).
-    pub(super) fn answer_resend_request(&mut self, conn: ConnId, irobs: &[IrobId]) {
-        let entries: Vec<HaveEntry> = irobs.iter().map(|&id| self.have_entry(id)).collect();
+    /// The next `Have` answer for connection `conn`: entries for the IROBs the peer asked
+    /// about there (`Conn::asked`), as many as fit the peer's decoder (its body limit and list
+    /// limit), each saying what is held now. `None` when nothing is asked.
+    pub(super) fn next_have(&mut self, conn: ConnId) -> Option<Frame> {
         let max_body = self.config.wire.max_body;
-        let c = self.conns.get_mut(&conn).unwrap();
-        // Split so that every frame fits the peer's decoder (its body limit).
-        let mut frame: Vec<HaveEntry> = Vec::new();
+        let max_list = self.config.wire.max_list;
+        let mut entries = Vec::new();
         let mut body = 0;
-        for e in entries {
+        while entries.len() < max_list {
+            let Some(&id) = self.conns.get(&conn)?.asked.first() else {
+                break;
+            };
+            let e = self.have_entry(id);
             let len = HAVE_ENTRY_LEN + 16 * e.ranges.len();
-            if !frame.is_empty() && body + len > max_body {
-                c.control.push_back(Frame::Have {
-                    entries: std::mem::take(&mut frame),
-                });
-                body = 0;
+            if !entries.is_empty() && body + len > max_body {
+                break;
             }
             body += len;
-            frame.push(e);
+            entries.push(e);
+            self.conns.get_mut(&conn)?.asked.pop_first();
         }
-        if !frame.is_empty() {
-            c.control.push_back(Frame::Have { entries: frame });
-        }
+        (!entries.is_empty()).then_some(Frame::Have { entries })
     }
 
     /// Each side detects a broken connection on its own, up to a TCP user timeout apart. An
@@ -199,7 +200,7 @@ impl Session {
     }
 
     /// Redundant retransmission of late small foreground IROBs (Meatballs' redundant strategy,
-    /// seed 000 ch. 4: send on both networks and keep the first arrival, worth it when the
+    /// Higgins' thesis ch. 4: send on both networks and keep the first arrival, worth it when the
     /// item is small and waiting costs the user). A small foreground IROB sent completely and
     /// unacknowledged for its hedge delay (`Session::hedges`) is sent once more, whole, over the
     /// lowest-RTT connection of another network that is worth it
@@ -258,6 +259,7 @@ impl Session {
                 return; // an ack of an unfinished IROB is not meaningful; ignore
             }
             let irob = self.out.remove(&id).unwrap();
+            self.progress_at = now;
             if let Some(s) = irob.selected {
                 self.selected_acknowledged(s, now);
             }

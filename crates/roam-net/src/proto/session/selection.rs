@@ -1,4 +1,4 @@
-//! Redundant network selection with Meatballs (seed 000 §4.4.2; `roam-decide`): an option
+//! Redundant network selection with Meatballs (Meatballs thesis §4.4.2; `roam-decide`): an option
 //! ([`Config::redundancy`], off by default) under which each small foreground IROB goes over
 //! WiFi, over cellular, or over both at once, whichever has the least expected weighted cost
 //! given how wrong the networks' time estimates have been.
@@ -21,7 +21,7 @@
 //! that comes up again (another access point) starts a new error record, as the thesis reset
 //! the WiFi's distributions per access point.
 //!
-//! WiFi dwell time (seed 000 §4.4.2): each association of a non-cellular network, from its
+//! WiFi dwell time (Meatballs thesis §4.4.2): each association of a non-cellular network, from its
 //! coming up to its going down, is a session of the [`DwellTime`] predictor, keyed by the
 //! network's address (a new access point usually gives a new one). Once sessions are known, a
 //! WiFi's time is the chance it stays associated for the transfer (the Weibull's conditional
@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roam_core::Time;
-use roam_decide::predictors::DwellTime;
+use roam_decide::models::DwellTime;
 use roam_decide::{
     EvaluatorId, Meatballs, Method, Outcome, PredictorId, Prices, Reevaluation, Running, StrategyId,
 };

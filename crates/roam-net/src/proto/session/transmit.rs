@@ -51,11 +51,14 @@ impl Session {
     ) -> Option<Transmit> {
         let state = self.conns.get(&conn)?.state;
         let c = self.conns.get_mut(&conn).unwrap();
-        if let Some(f) = c.control.pop_front() {
+        if let Some(f) = c.control.pop() {
             return Some(encode(&f, 0));
         }
         if state != ConnState::Established {
             return None;
+        }
+        if let Some(f) = self.next_have(conn) {
+            return Some(encode(&f, 0));
         }
         if let Some(t) = self.next_chunk(conn, now, background_room) {
             return Some(t);
@@ -164,6 +167,13 @@ impl Session {
                 id != conn && c.state == ConnState::Established && !s.carries_foreground(id)
             })
         };
+        // No IROB `IROB_SPAN` or more beyond the oldest unacknowledged one goes out (the
+        // receiver would fail us: `waiting::IROB_SPAN`).
+        let span_end = self
+            .out
+            .keys()
+            .next()
+            .map_or(u64::MAX, |&o| o.saturating_add(IROB_SPAN));
         for label in Label::ALL {
             let fg = label.is_foreground();
             if !fg {
@@ -196,6 +206,9 @@ impl Session {
                 .take(64)
                 .collect();
             for id in ids {
+                if id >= span_end {
+                    break; // and every later one of the label
+                }
                 if fg
                     && label.is_small()
                     && self.config.redundancy.is_some()
@@ -293,6 +306,7 @@ impl Session {
         if end > o.sent_hi {
             self.outstanding += end - o.sent_hi;
             o.sent_hi = end;
+            self.progress_at = now;
         }
         o.pending.remove(start, end);
         self.unsent[o.label.rank()] -= end - start;

@@ -369,152 +369,42 @@ impl Frame {
 
     /// Encode: the header and any small body go into `head`; a data chunk's bytes are returned
     /// separately so that the driver can write them without a copy.
+    ///
+    /// Each kind is laid out by its own function below (the table of kinds in
+    /// `docs/wire-format.md`, one row each); this one only writes the result: the header, whose
+    /// `body_len` counts the body and the tail, then the body.
     pub fn encode(&self, head: &mut Vec<u8>) -> Bytes {
-        let mut body = Vec::new();
-        let mut tail = Bytes::new();
-        let h = match self {
+        let Layout { header, body, tail } = match self {
             Frame::Hello {
                 key,
                 window,
                 networks,
-            } => {
-                body.extend_from_slice(key);
-                put_nets(&mut body, networks);
-                Header {
-                    a: *window,
-                    c: networks.len() as u32,
-                    ..hdr(Kind::Hello)
-                }
-            }
+            } => encode_hello(key, *window, networks),
             Frame::HelloAck {
                 session,
                 key,
                 window,
                 networks,
-            } => {
-                body.extend_from_slice(key);
-                put_nets(&mut body, networks);
-                Header {
-                    a: *session,
-                    b: *window,
-                    c: networks.len() as u32,
-                    ..hdr(Kind::HelloAck)
-                }
-            }
+            } => encode_hello_ack(*session, key, *window, networks),
             Frame::Join {
                 session,
                 nonce,
                 net,
-            } => {
-                body.extend_from_slice(nonce);
-                Header {
-                    a: *session,
-                    c: *net,
-                    ..hdr(Kind::Join)
-                }
-            }
-            Frame::JoinChallenge { nonce, mac } => {
-                body.extend_from_slice(nonce);
-                body.extend_from_slice(mac);
-                hdr(Kind::JoinChallenge)
-            }
-            Frame::JoinProof { mac } => {
-                body.extend_from_slice(mac);
-                hdr(Kind::JoinProof)
-            }
-            Frame::JoinOk => hdr(Kind::JoinOk),
-            Frame::Data(ch) => {
-                let mut flags = 0;
-                let mut ndeps = 0;
-                if ch.end {
-                    flags |= FLAG_END;
-                }
-                match &ch.deps {
-                    None => {}
-                    Some(Deps::AllEarlier) => flags |= FLAG_FIRST | FLAG_DEPS_ALL,
-                    Some(Deps::List(ids)) => {
-                        flags |= FLAG_FIRST;
-                        ndeps = ids.len();
-                        put_ids(&mut body, ids);
-                    }
-                }
-                put_ids(&mut body, &ch.acks);
-                tail = ch.data.clone();
-                Header {
-                    label: ch.label.to_wire(),
-                    flags,
-                    a: ch.irob,
-                    b: ch.offset,
-                    c: ndeps as u32,
-                    d: ch.acks.len() as u32,
-                    ..hdr(Kind::Data)
-                }
-            }
-            Frame::Ack { acks } => {
-                put_ids(&mut body, acks);
-                Header {
-                    d: acks.len() as u32,
-                    ..hdr(Kind::Ack)
-                }
-            }
-            Frame::ResendRequest { irobs } => {
-                put_ids(&mut body, irobs);
-                Header {
-                    c: irobs.len() as u32,
-                    ..hdr(Kind::ResendRequest)
-                }
-            }
-            Frame::Have { entries } => {
-                for e in entries {
-                    body.extend_from_slice(&e.irob.to_be_bytes());
-                    let f = (e.complete as u8)
-                        | ((e.first as u8) << 1)
-                        | ((e.end.is_some() as u8) << 2);
-                    body.extend_from_slice(&[f, 0, 0, 0]);
-                    body.extend_from_slice(&(e.ranges.len() as u32).to_be_bytes());
-                    body.extend_from_slice(&e.end.unwrap_or(0).to_be_bytes());
-                    for (s, t) in &e.ranges {
-                        body.extend_from_slice(&s.to_be_bytes());
-                        body.extend_from_slice(&t.to_be_bytes());
-                    }
-                }
-                Header {
-                    c: entries.len() as u32,
-                    ..hdr(Kind::Have)
-                }
-            }
-            Frame::Estimate { networks } => {
-                put_nets(&mut body, networks);
-                Header {
-                    c: networks.len() as u32,
-                    ..hdr(Kind::Estimate)
-                }
-            }
-            Frame::Probe { id, padding } => {
-                tail = Bytes::from(vec![0u8; *padding as usize]);
-                Header {
-                    a: *id,
-                    ..hdr(Kind::Probe)
-                }
-            }
-            Frame::ProbeReply { id, probe_size } => Header {
-                a: *id,
-                b: *probe_size,
-                ..hdr(Kind::ProbeReply)
-            },
-            Frame::Goodbye { irobs } => Header {
-                a: *irobs,
-                ..hdr(Kind::Goodbye)
-            },
-            Frame::Error { reason, fatal } => {
-                body.extend_from_slice(reason.as_bytes());
-                Header {
-                    a: *fatal as u64,
-                    ..hdr(Kind::Error)
-                }
-            }
+            } => encode_join(*session, nonce, *net),
+            Frame::JoinChallenge { nonce, mac } => encode_join_challenge(nonce, mac),
+            Frame::JoinProof { mac } => encode_join_proof(mac),
+            Frame::JoinOk => encode_join_ok(),
+            Frame::Data(chunk) => encode_data(chunk),
+            Frame::Ack { acks } => encode_ack(acks),
+            Frame::ResendRequest { irobs } => encode_resend_request(irobs),
+            Frame::Have { entries } => encode_have(entries),
+            Frame::Estimate { networks } => encode_estimate(networks),
+            Frame::Probe { id, padding } => encode_probe(*id, *padding),
+            Frame::ProbeReply { id, probe_size } => encode_probe_reply(*id, *probe_size),
+            Frame::Goodbye { irobs } => encode_goodbye(*irobs),
+            Frame::Error { reason, fatal } => encode_error(reason, *fatal),
         };
-        put_header(head, h, body.len() + tail.len());
+        put_header(head, header, body.len() + tail.len());
         head.extend_from_slice(&body);
         tail
     }
@@ -526,6 +416,267 @@ impl Frame {
         head.extend_from_slice(&tail);
         head
     }
+}
+
+// ----- encoding, one function per frame kind ---------------------------------------------------
+
+/// One frame laid out for the wire, before its header is written: the header's fields, the
+/// body built here, and the tail: body bytes that already sit in a buffer of their own (a data
+/// chunk's payload, a probe's padding), which the driver writes after the body without copying
+/// them. The header's `body_len` counts the body and the tail.
+struct Layout {
+    header: Header,
+    body: Vec<u8>,
+    tail: Bytes,
+}
+
+impl Layout {
+    /// A frame that is its header alone.
+    fn header_only(header: Header) -> Layout {
+        Layout::with_body(header, Vec::new())
+    }
+
+    /// A frame whose whole body is built here (no tail).
+    fn with_body(header: Header, body: Vec<u8>) -> Layout {
+        Layout {
+            header,
+            body,
+            tail: Bytes::new(),
+        }
+    }
+}
+
+/// `Hello` (kind 1), the client's first frame of a new multi-socket: `a` is its receive
+/// window in bytes and `c` the number of its networks; the body is its fresh 32-byte key,
+/// then one [`NetInfo`] per network (the first names the connection's own network).
+fn encode_hello(key: &[u8; KEY_LEN], window: u64, networks: &[NetInfo]) -> Layout {
+    Layout::with_body(
+        Header {
+            a: window,
+            c: networks.len() as u32,
+            ..hdr(Kind::Hello)
+        },
+        key_and_networks(key, networks),
+    )
+}
+
+/// `HelloAck` (kind 2), the server's answer to `Hello`: `a` is the session id it chose, `b`
+/// its receive window and `c` the number of its networks; the body is laid out as `Hello`'s,
+/// with the server's key. The multi-socket's secret is the client's key followed by this one.
+fn encode_hello_ack(
+    session: u64,
+    key: &[u8; KEY_LEN],
+    window: u64,
+    networks: &[NetInfo],
+) -> Layout {
+    Layout::with_body(
+        Header {
+            a: session,
+            b: window,
+            c: networks.len() as u32,
+            ..hdr(Kind::HelloAck)
+        },
+        key_and_networks(key, networks),
+    )
+}
+
+/// The body of `Hello` and `HelloAck`: the key, then the networks.
+fn key_and_networks(key: &[u8; KEY_LEN], networks: &[NetInfo]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(key);
+    put_nets(&mut body, networks);
+    body
+}
+
+/// `Join` (kind 3), the first frame of a connection joining an existing multi-socket: `a` is
+/// the session id, `c` the id of the network it names (the initiator's own, or when the
+/// server opens the connection, the client network whose listener it connects to); the body
+/// is the initiator's 16-byte nonce, which the acceptor's challenge must answer.
+fn encode_join(session: u64, nonce: &[u8; NONCE_LEN], net: u32) -> Layout {
+    Layout::with_body(
+        Header {
+            a: session,
+            c: net,
+            ..hdr(Kind::Join)
+        },
+        nonce.to_vec(),
+    )
+}
+
+/// `JoinChallenge` (kind 4): the acceptor's fresh nonce, then its HMAC proving that it knows
+/// the multi-socket's secret. Its fresh nonce is what makes a recorded proof useless.
+fn encode_join_challenge(nonce: &[u8; NONCE_LEN], mac: &[u8; MAC_LEN]) -> Layout {
+    let mut body = Vec::new();
+    body.extend_from_slice(nonce);
+    body.extend_from_slice(mac);
+    Layout::with_body(hdr(Kind::JoinChallenge), body)
+}
+
+/// `JoinProof` (kind 5): the initiator's HMAC over both nonces, its proof of the secret.
+fn encode_join_proof(mac: &[u8; MAC_LEN]) -> Layout {
+    Layout::with_body(hdr(Kind::JoinProof), mac.to_vec())
+}
+
+/// `JoinOk` (kind 6): the join is accepted and data may flow; the header alone.
+fn encode_join_ok() -> Layout {
+    Layout::header_only(hdr(Kind::JoinOk))
+}
+
+/// `Data` (kind 7), a chunk of an IROB: the header carries the IROB's label and the chunk's
+/// flags, `a` the IROB id, `b` the offset of the data within the IROB, `c` the number of
+/// dependencies and `d` the number of piggybacked acknowledgements. The body is the
+/// dependency ids, then the acknowledged IROB ids (8 bytes each); the data follows as the
+/// tail, so that a bulk chunk goes from the application's buffer to the socket uncopied.
+fn encode_data(chunk: &Chunk) -> Layout {
+    let (flags, deps) = data_flags(chunk);
+    let mut body = Vec::new();
+    put_ids(&mut body, deps);
+    put_ids(&mut body, &chunk.acks);
+    Layout {
+        header: Header {
+            label: chunk.label.to_wire(),
+            flags,
+            a: chunk.irob,
+            b: chunk.offset,
+            c: deps.len() as u32,
+            d: chunk.acks.len() as u32,
+            ..hdr(Kind::Data)
+        },
+        body,
+        tail: chunk.data.clone(),
+    }
+}
+
+/// A data chunk's flags, and the dependency ids its body lists. END marks the chunk that ends
+/// its IROB. FIRST marks a chunk that carries the IROB's dependencies: a list of ids (in the
+/// body), or with DEPS_ALL every IROB with a lower id, which costs no body bytes however long
+/// the stream (`send`, "TCP with labels").
+fn data_flags(chunk: &Chunk) -> (u8, &[u64]) {
+    let end = if chunk.end { FLAG_END } else { 0 };
+    match &chunk.deps {
+        None => (end, &[]),
+        Some(Deps::AllEarlier) => (end | FLAG_FIRST | FLAG_DEPS_ALL, &[]),
+        Some(Deps::List(ids)) => (end | FLAG_FIRST, ids),
+    }
+}
+
+/// `Ack` (kind 8): IROB acknowledgements with no data to ride on; `d` counts them, and the
+/// body is their ids, 8 bytes each (the field a data chunk's piggybacked ones use).
+fn encode_ack(acks: &[u64]) -> Layout {
+    let mut body = Vec::new();
+    put_ids(&mut body, acks);
+    Layout::with_body(
+        Header {
+            d: acks.len() as u32,
+            ..hdr(Kind::Ack)
+        },
+        body,
+    )
+}
+
+/// `ResendRequest` (kind 9), sent after a connection broke: "which bytes of these IROBs do
+/// you have?"; `c` counts the IROBs, and the body is their ids, 8 bytes each.
+fn encode_resend_request(irobs: &[u64]) -> Layout {
+    let mut body = Vec::new();
+    put_ids(&mut body, irobs);
+    Layout::with_body(
+        Header {
+            c: irobs.len() as u32,
+            ..hdr(Kind::ResendRequest)
+        },
+        body,
+    )
+}
+
+/// `Have` (kind 10), the answer to a `ResendRequest`: `c` counts the entries, and the body is
+/// the entries one after another ([`put_have_entry`]).
+fn encode_have(entries: &[HaveEntry]) -> Layout {
+    let mut body = Vec::new();
+    for e in entries {
+        put_have_entry(&mut body, e);
+    }
+    Layout::with_body(
+        Header {
+            c: entries.len() as u32,
+            ..hdr(Kind::Have)
+        },
+        body,
+    )
+}
+
+/// One `Have` entry (24 bytes, then 16 a range): the IROB id (u64); a flags byte (1 complete,
+/// 2 first chunk held, 4 end known) and three zero bytes; the number of ranges (u32); the
+/// IROB's length (u64, 0 unless its end is known); then each byte range held, as start and
+/// end (u64 each).
+fn put_have_entry(out: &mut Vec<u8>, e: &HaveEntry) {
+    out.extend_from_slice(&e.irob.to_be_bytes());
+    let f = (e.complete as u8) | ((e.first as u8) << 1) | ((e.end.is_some() as u8) << 2);
+    out.extend_from_slice(&[f, 0, 0, 0]);
+    out.extend_from_slice(&(e.ranges.len() as u32).to_be_bytes());
+    out.extend_from_slice(&e.end.unwrap_or(0).to_be_bytes());
+    for (s, t) in &e.ranges {
+        out.extend_from_slice(&s.to_be_bytes());
+        out.extend_from_slice(&t.to_be_bytes());
+    }
+}
+
+/// `Estimate` (kind 11): the sender's networks with its current estimates, `c` of them, one
+/// [`NetInfo`] each.
+fn encode_estimate(networks: &[NetInfo]) -> Layout {
+    let mut body = Vec::new();
+    put_nets(&mut body, networks);
+    Layout::with_body(
+        Header {
+            c: networks.len() as u32,
+            ..hdr(Kind::Estimate)
+        },
+        body,
+    )
+}
+
+/// `Probe` (kind 12), an active measurement the peer echoes at once: `a` is the probe's id,
+/// and the body is `padding` zero bytes (sent as the tail), so that the probe's size, and with
+/// it the time it takes to arrive, is the sender's choice.
+fn encode_probe(id: u64, padding: u32) -> Layout {
+    Layout {
+        header: Header {
+            a: id,
+            ..hdr(Kind::Probe)
+        },
+        body: Vec::new(),
+        tail: Bytes::from(vec![0u8; padding as usize]),
+    }
+}
+
+/// `ProbeReply` (kind 13), the echo of a `Probe`: `a` is the probe's id and `b` the size it
+/// arrived with; the header alone.
+fn encode_probe_reply(id: u64, probe_size: u64) -> Layout {
+    Layout::header_only(Header {
+        a: id,
+        b: probe_size,
+        ..hdr(Kind::ProbeReply)
+    })
+}
+
+/// `Goodbye` (kind 14): the sender will begin no more IROBs; `a` is how many it began in all,
+/// so the receiver knows when it has delivered the last. The header alone.
+fn encode_goodbye(irobs: u64) -> Layout {
+    Layout::header_only(Header {
+        a: irobs,
+        ..hdr(Kind::Goodbye)
+    })
+}
+
+/// `Error` (kind 15): the sender closes the connection; `a` is 1 when it fails the whole
+/// multi-socket, else 0, and the body is the reason in UTF-8.
+fn encode_error(reason: &str, fatal: bool) -> Layout {
+    Layout::with_body(
+        Header {
+            a: fatal as u64,
+            ..hdr(Kind::Error)
+        },
+        reason.as_bytes().to_vec(),
+    )
 }
 
 mod decoder;

@@ -1,8 +1,13 @@
-//! The control-state requests: `PutControl`, `GetControl`, `DropControl` and `Validate`.
-//! Control state moves only with ownership: the phone keeps what it is given (a new handoff to
-//! it ends a lease still out); the server keeps it only for a parcel being created or a
-//! handoff to the server that is prepared at that version, and answers it only under the
-//! current nonce (or to the user, without one: a checkout).
+//! The control-state requests: `PutControl`, `SwapControl`, `Holds`, `GetControl`,
+//! `DropControl` and `Validate`. Control state moves only with ownership. The server keeps it
+//! only for a parcel being created or a handoff to the server that is prepared at that
+//! version (`PutControl`; the ownership record's nonces are the compare-and-swap), and answers
+//! it only under the current nonce (or to the user, without one: a checkout). The phone,
+//! which keeps no record, changes its control state only by compare-and-swap: `SwapControl`
+//! and `DropControl` name the nonce of the state they replace or drop (`None`: none held), and
+//! naming another is refused as stale ([`StoreError::StaleControl`]) with nothing changed, so a
+//! replayed or forged update cannot overwrite or drop what the phone holds. A new handoff to
+//! the phone (a swap) ends a lease still out.
 
 use std::time::Duration;
 
@@ -14,18 +19,16 @@ use crate::tier::control::Held;
 use crate::tier::wire::{decode_payload, hex, unhex, Reply};
 
 impl TierService {
-    /// `PutControl`: keep `payload` as the control state of `parcel`.
+    /// `PutControl`: keep `payload` as the control state of `parcel` (the server).
     pub(super) fn put_control(&self, parcel: &str, payload: &[u8], now: Duration) -> Answer {
         parcel_ok(parcel)?;
-        let held = control_state_for(parcel, payload, "put")?;
-        unhex::<16>(&held.nonce, "nonce")?;
-        check_opens(&held)?;
-        let _g = self.control_lock();
         if self.role == Tier::Phone {
-            self.write_held("control", parcel, &held)?;
-            self.end_lease(parcel)?;
-            return ok();
+            return Err(StoreError::WrongTier(
+                "the phone takes control state only by compare-and-swap (`SwapControl`, naming the state it replaces)".into(),
+            ));
         }
+        let held = checked_control_state(parcel, payload)?;
+        let _g = self.control_lock();
         let mut reg = self.registry()?;
         if !reg.knows(parcel) {
             // A parcel being created: its first version, owned by the server.
@@ -44,6 +47,56 @@ impl TierService {
                 "no handoff to the server of this version is prepared",
             )),
         }
+    }
+
+    /// `SwapControl`: the phone keeps `payload` as the control state of `parcel` in place of
+    /// the one held under nonce `replaces` (none: `None`), and ends a lease still out.
+    pub(super) fn swap_control(
+        &self,
+        parcel: &str,
+        replaces: Option<&str>,
+        payload: &[u8],
+    ) -> Answer {
+        parcel_ok(parcel)?;
+        self.phone_only("`SwapControl`")?;
+        let held = checked_control_state(parcel, payload)?;
+        let _g = self.control_lock();
+        let current = self.read_held("control", parcel)?;
+        self.compare(parcel, current.as_ref(), replaces)?;
+        if current.is_some_and(|c| c.nonce == held.nonce) {
+            // The state it names, under the same nonce again: a replay of the swap itself.
+            return Err(stale(parcel, Some(&held.nonce), Some(held.control.version)));
+        }
+        self.write_held("control", parcel, &held)?;
+        self.end_lease(parcel)?;
+        ok()
+    }
+
+    /// An error unless the phone holds `current` under nonce `named` (`None`: holds none).
+    fn compare(
+        &self,
+        parcel: &str,
+        current: Option<&Held>,
+        named: Option<&str>,
+    ) -> Result<(), StoreError> {
+        if current.map(|c| c.nonce.as_str()) == named {
+            Ok(())
+        } else {
+            Err(stale(parcel, named, current.map(|c| c.control.version)))
+        }
+    }
+
+    /// `Holds`: the version and nonce of the control state of `parcel` held here, if any.
+    pub(super) fn holds(&self, parcel: &str) -> Answer {
+        parcel_ok(parcel)?;
+        let held = {
+            let _g = self.control_lock();
+            self.read_held("control", parcel)?
+        };
+        reply(Reply::Holds {
+            version: held.as_ref().map(|h| h.control.version),
+            nonce: held.map(|h| h.nonce),
+        })
     }
 
     /// `GetControl`: the control state of `parcel`, for whoever names the nonce it is held
@@ -86,17 +139,20 @@ impl TierService {
         Ok((Reply::Payload, held.to_bytes()))
     }
 
-    /// `DropControl`: a source deletes its control state after its handoff committed (the
-    /// server keeps its own).
-    pub(super) fn drop_control(&self, parcel: &str) -> Answer {
+    /// `DropControl`: a source deletes its control state held under `nonce` after its handoff
+    /// committed (the server keeps its own).
+    pub(super) fn drop_control(&self, parcel: &str, nonce: &str) -> Answer {
         parcel_ok(parcel)?;
         if self.role == Tier::Server {
             return Err(StoreError::WrongTier(
                 "the server keeps its control state (a reclaim returns to it)".into(),
             ));
         }
+        unhex::<16>(nonce, "nonce")?;
         let _g = self.control_lock();
         self.not_lent(parcel)?;
+        let current = self.read_held("control", parcel)?;
+        self.compare(parcel, current.as_ref(), Some(nonce))?;
         remove_if_present(&self.control_path("control", parcel))?;
         ok()
     }
@@ -137,6 +193,25 @@ pub(super) fn control_state_for(
         )));
     }
     Ok(held)
+}
+
+/// The control state of `parcel` in `payload`, put or swapped: it parses, names a nonce and
+/// opens.
+fn checked_control_state(parcel: &str, payload: &[u8]) -> Result<Held, StoreError> {
+    let held = control_state_for(parcel, payload, "put")?;
+    unhex::<16>(&held.nonce, "nonce")?;
+    check_opens(&held)?;
+    Ok(held)
+}
+
+/// A stale control update of `parcel`: it named the state under nonce `named`, the phone
+/// holds version `held`.
+fn stale(parcel: &str, named: Option<&str>, held: Option<u64>) -> StoreError {
+    StoreError::StaleControl {
+        parcel: parcel.to_string(),
+        named: named.map(|n| n.chars().take(8).collect()),
+        held,
+    }
 }
 
 /// An error unless control state `held` opens: its key opens every keyring.

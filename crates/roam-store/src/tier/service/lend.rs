@@ -17,7 +17,6 @@
 //! check its session in, as any lost owner's state is rolled back. A new handoff to the phone
 //! (control state put) ends a lease still out.
 
-use std::fs;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -26,7 +25,7 @@ use super::control::{check_opens, control_state_for};
 use super::tasks::running_clean;
 use super::{ok, Answer, TierService};
 use crate::error::StoreError;
-use crate::files::{read_json, remove_if_present, write_atomic};
+use crate::files::{read_private, read_private_json, remove_if_present, write_private};
 use crate::tier::control::Held;
 use crate::tier::wire::{unhex, Reply};
 
@@ -50,7 +49,7 @@ impl TierService {
 
     /// The lease out on `parcel`, if any (callers hold the control lock).
     pub(crate) fn lease(&self, parcel: &str) -> Result<Option<Lease>, StoreError> {
-        read_json(&self.lease_path(parcel), "a lease")
+        read_private_json(&self.lease_path(parcel), "a lease")
     }
 
     /// An error if `parcel` is lent (callers hold the control lock).
@@ -82,7 +81,7 @@ impl TierService {
                 "not the nonce the phone holds it under",
             ));
         }
-        write_atomic(&self.owned_path(parcel), nonce.as_bytes())?;
+        write_private(&self.owned_path(parcel), nonce.as_bytes())?;
         ok()
     }
 
@@ -105,7 +104,9 @@ impl TierService {
         let mut held = self
             .read_held("control", parcel)?
             .ok_or_else(|| StoreError::parcel(parcel, "the phone does not own it"))?;
-        let owned = fs::read_to_string(self.owned_path(parcel)).unwrap_or_default();
+        let owned = read_private(&self.owned_path(parcel), "an ownership nonce")?
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         if owned != held.nonce {
             return Err(StoreError::parcel(
                 parcel,
@@ -147,7 +148,7 @@ impl TierService {
             lease: lease.to_string(),
             version: held.control.version,
         };
-        write_atomic(
+        write_private(
             &self.lease_path(parcel),
             &serde_json::to_vec(&l).expect("serializes"),
         )

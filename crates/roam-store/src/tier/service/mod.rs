@@ -4,9 +4,13 @@
 //! the phone it also runs self-cleaning: the parcel's chunks uploaded to the server, then the
 //! parcel handed to it (`Clean`).
 //!
-//! Layout of a tier's directory: `blobs/` (a [`DirStore`]), `control/<parcel>.json` (the
-//! [`Held`] control state), on the server `incoming/<parcel>.json` (control state of a handoff
-//! to the server, until it commits) and `registry.json`.
+//! Layout of a tier's directory (mode 0700 when the tier makes it): `blobs/` (a [`DirStore`]:
+//! sealed chunks, no secret), `control/<parcel>.json` (the [`Held`] control state: the parcel
+//! key), on the server `incoming/<parcel>.json` (control state of a handoff to the server,
+//! until it commits) and `registry.json` (the ownership record: nonces), on the phone
+//! `owned/<parcel>` (the nonce it owns a parcel under) and `lent/<parcel>.json` (a lease
+//! out). Every file but the blobs holds a secret: each is written with mode 0600 from its
+//! creation and refused when its group or others may read it ([`crate::files`]).
 //!
 //! One service per directory: `open` takes an exclusive lock on `DIR/lock` (two servers on one
 //! ownership record would hand out nonces independently) and, holding it, removes the
@@ -14,8 +18,8 @@
 //! real name is ever partial).
 //!
 //! The answers are one file per family of requests, each an `impl TierService` block: the
-//! chunks (`Has`, `Put`, `Get`: `chunks`), control state (`PutControl`, `GetControl`,
-//! `DropControl`, `Validate`: `control`), the server's ownership record (`Create`, `Owner`,
+//! chunks (`Has`, `Put`, `Get`: `chunks`), control state (`PutControl`, `SwapControl`,
+//! `Holds`, `GetControl`, `DropControl`, `Validate`: `control`), the server's ownership record (`Create`, `Owner`,
 //! `Prepare`, `Commit`, `Abort`, `Reclaim`: `registry`), the phone's background tasks and what
 //! a tier knows of a parcel (`Hoard`, `Clean`, `Status`: `tasks`) and lending (`Committed`,
 //! `Lend`, `Return`: `lend`). A refusal is a [`StoreError`]; its text is the
@@ -34,7 +38,7 @@ use super::control::Held;
 use super::wire::{unhex, Reply, Request};
 use crate::chunk::CHUNK_SIZE;
 use crate::error::StoreError;
-use crate::files::{read_json, remove_temporaries, write_atomic};
+use crate::files::{make_private_dir, read_private_json, remove_temporaries, write_private};
 use crate::id::ChunkId;
 use crate::ownership::{Nonce, Registry, Tier};
 use crate::store::{ChunkStore, DirStore};
@@ -98,7 +102,7 @@ fn random_nonce() -> Nonce {
 }
 
 /// A request's answer: the reply and its payload, or why not.
-type Answer = Result<(Reply, Vec<u8>), StoreError>;
+pub type Answer = Result<(Reply, Vec<u8>), StoreError>;
 
 /// [`Reply::Ok`], with no payload.
 fn ok() -> Answer {
@@ -112,7 +116,7 @@ fn reply(reply: Reply) -> Answer {
 
 /// Take the exclusive lock of the tier directory `dir` (`DIR/lock`), held while the file is.
 fn lock_dir(dir: &Path) -> Result<fs::File, StoreError> {
-    fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+    make_private_dir(dir)?;
     let lock_path = dir.join("lock");
     let lock = fs::File::options()
         .create(true)
@@ -132,7 +136,10 @@ fn lock_dir(dir: &Path) -> Result<fs::File, StoreError> {
 
 /// The server's ownership record kept in `dir` (a new one where there is none).
 fn load_registry(dir: &Path) -> Result<Registry, StoreError> {
-    Ok(read_json(&dir.join("registry.json"), "an ownership record")?.unwrap_or_default())
+    Ok(
+        read_private_json(&dir.join("registry.json"), "an ownership record (nonces)")?
+            .unwrap_or_default(),
+    )
 }
 
 impl TierService {
@@ -228,8 +235,9 @@ impl TierService {
         }
     }
 
-    /// Each request to the family that answers it.
-    fn answer(self: &Arc<Self>, req: Request, payload: &[u8], now: Duration) -> Answer {
+    /// As [`TierService::handle`], a refusal as the error itself (what the link carries as
+    /// its text).
+    pub fn answer(self: &Arc<Self>, req: Request, payload: &[u8], now: Duration) -> Answer {
         match req {
             Request::Auth { .. } => Err(StoreError::BadRequest("already authenticated".into())),
             // Chunks (`chunks`).
@@ -241,7 +249,11 @@ impl TierService {
             Request::GetControl { parcel, nonce } => {
                 self.get_control(&parcel, nonce.as_deref(), now)
             }
-            Request::DropControl { parcel } => self.drop_control(&parcel),
+            Request::SwapControl { parcel, replaces } => {
+                self.swap_control(&parcel, replaces.as_deref(), payload)
+            }
+            Request::Holds { parcel } => self.holds(&parcel),
+            Request::DropControl { parcel, nonce } => self.drop_control(&parcel, &nonce),
             Request::Validate { parcel } => self.validate(&parcel),
             // The server's ownership record (`registry`).
             Request::Create { parcel } => self.create(&parcel),
@@ -305,7 +317,7 @@ impl TierService {
 
     fn save_registry(&self, r: &Registry) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec_pretty(r).expect("the registry serializes");
-        write_atomic(&self.dir.join("registry.json"), &bytes)
+        write_private(&self.dir.join("registry.json"), &bytes)
     }
 
     /// The server's registry, or an error for a phone.

