@@ -4,11 +4,11 @@
 //! `--quick` run measure), the paper's figures it is compared with, and how it writes its
 //! report. The framework turns the user's [`Request`] into a [`Plan`] ([`plan`]), measures it
 //! ([`crate::harness::matrix::measure`]) and hands the trials to the study's report.
-//! `roam lab NAME` finds the study by name in `roam_lab::studies::ALL`; nothing in the
+//! `roam lab NAME` finds the study by name in the crate's registry of studies; nothing in the
 //! framework knows any study.
 //!
 //! A new study is a folder under `studies/` with a type implementing [`Study`] and one line in
-//! `studies::ALL` (docs/lab.md, "Writing a study").
+//! the registry, `studies/mod.rs` (docs/lab.md, "Writing a study").
 
 use std::path::PathBuf;
 use std::time::Duration;

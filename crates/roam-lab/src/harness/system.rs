@@ -71,10 +71,7 @@ pub trait SystemUnderTest: fmt::Debug + Send + Sync + 'static {
         queue: QueueLimit,
     ) -> Result<Vec<LinkConfig>> {
         let _ = duration;
-        if scenario.links.len() < 2 {
-            bail!("scenario {} has fewer than two links", scenario.name);
-        }
-        Ok(scenario_links(scenario, queue))
+        both_links(scenario, queue)
     }
 
     /// Extra hosts and link ends of the emulator (none by default: every link joins the
@@ -256,12 +253,7 @@ impl SystemUnderTest for Builtin {
     ) -> Result<Vec<LinkConfig>> {
         match self.baseline() {
             Some(b) => derived_link(scenario, &BaselineSpec::paper(b), duration, queue),
-            None => {
-                if scenario.links.len() < 2 {
-                    bail!("scenario {} has fewer than two links", scenario.name);
-                }
-                Ok(scenario_links(scenario, queue))
-            }
+            None => both_links(scenario, queue),
         }
     }
 
@@ -347,6 +339,15 @@ fn derived_link(
         carrier_after: None,
         seed: 1,
     }])
+}
+
+/// The scenario's links for a system that runs over several ([`scenario_links`]): an error if
+/// it has fewer than two.
+fn both_links(scenario: &Scenario, queue: QueueLimit) -> Result<Vec<LinkConfig>> {
+    if scenario.links.len() < 2 {
+        bail!("scenario {} has fewer than two links", scenario.name);
+    }
+    Ok(scenario_links(scenario, queue))
 }
 
 /// Every link of `scenario` as the lab runs it ([`roam_emu::scenario::links`]): drop-tail
