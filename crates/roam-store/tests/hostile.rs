@@ -5,14 +5,15 @@
 //! changing the phone's control state. (What a tier holds for a peer that never authenticates
 //! is measured in `preauth_memory.rs`, a binary of its own for its counting allocator.)
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use roam_net::proto::NetKind;
 use roam_net::runtime::blocking::MultiSocket;
-use roam_net::runtime::Tls;
+use roam_net::runtime::{LocalNetwork, Networks, Tls};
 use roam_net::{Deps, Label};
 use roam_store::ownership::Tier;
 use roam_store::parcel::{self, ParcelDir};
@@ -153,6 +154,51 @@ fn silent_peers_take_no_slot_from_the_user() {
     eventually("a failed authentication gives its slot back", || {
         h.links().pending == 0
     });
+}
+
+/// The attacker's raw link from local address `from`.
+fn raw_from(from: Ipv4Addr, addr: SocketAddr, cert: &str) -> MultiSocket {
+    let mut o = link_options(ctls(cert));
+    o.networks = Networks::Explicit(vec![LocalNetwork {
+        name: "lo".into(),
+        addr: from.into(),
+        kind: NetKind::default(),
+    }]);
+    MultiSocket::connect(addr, o).unwrap()
+}
+
+/// Per-source limits on links not yet authenticated: a flood of silent links from one source
+/// address only ever closes its own, so a link from another source keeps its place in the
+/// pool (before, the pool closed its oldest link whoever's it was: the first link here, from
+/// 127.0.0.2, was closed as the flood from 127.0.0.1 came in).
+#[test]
+fn a_flood_from_one_source_closes_only_its_own_links() {
+    let tmp = temp("persource");
+    let limits = Limits {
+        max_pending: 6,
+        max_pending_per_source: 4,
+        auth_deadline: Duration::from_secs(8),
+        ..Limits::default()
+    };
+    let per_source = limits.max_pending_per_source;
+    let (h, cert) = server(&tmp.0, limits);
+    let other = raw_from(Ipv4Addr::new(127, 0, 0, 2), h.addr(), &cert);
+    eventually("the first link is pending", || h.links().pending == 1);
+    let flood: Vec<MultiSocket> = (0..12)
+        .map(|_| raw_from(Ipv4Addr::LOCALHOST, h.addr(), &cert))
+        .collect();
+    eventually("the flood's oldest links are closed", || {
+        flood.iter().filter(|ms| closed(ms)).count() >= flood.len() - per_source
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !closed(&other),
+        "a flood from 127.0.0.1 closed the link from 127.0.0.2"
+    );
+    assert_eq!(h.links().pending, 1 + per_source);
+    // The link from the other source still authenticates.
+    auth(&other);
+    assert_eq!(h.links().authenticated, 1);
 }
 
 /// Finding 1: the authentication deadline covers the whole authentication, not each read: a

@@ -109,3 +109,19 @@ pub enum SessionError {
         why: String,
     },
 }
+
+/// An error with the errors that caused it, `outer: inner: ...` (hyper's client error says
+/// only "client error (Connect)"; what failed to connect, and why, is in its sources).
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cause = c.source();
+    }
+    s
+}

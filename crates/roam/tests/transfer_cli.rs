@@ -119,9 +119,19 @@ fn transfers_are_logged_learnt_from_and_chosen_automatically() {
     let hla_state = root.join("hla");
     // The device's token, listed in the server's token file (uploads need one).
     let (tokens, token) = (root.join("hla-tokens"), root.join("device-token"));
-    let line = roam(&["hla", "token", "test device"]).1;
+    let out = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .args(["hla", "token", "test device", "--token-out"])
+        .arg(&token)
+        .output()
+        .unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    // The server's file holds the token's hash, not the token.
+    let secret = std::fs::read_to_string(&token).unwrap();
+    assert!(
+        line.starts_with("sha256:") && !line.contains(&secret),
+        "{line}"
+    );
     std::fs::write(&tokens, &line).unwrap();
-    std::fs::write(&token, line.split_whitespace().next().unwrap()).unwrap();
     let _hla = Killed(
         Command::new(env!("CARGO_BIN_EXE_roam"))
             .args([

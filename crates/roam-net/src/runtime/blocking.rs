@@ -164,6 +164,11 @@ impl MultiSocket {
         self.inner.estimates()
     }
 
+    /// See [`super::MultiSocket::peer_addr`].
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.inner.peer_addr()
+    }
+
     /// See [`super::MultiSocket::session_id`].
     pub fn session_id(&self) -> u64 {
         self.inner.session_id()

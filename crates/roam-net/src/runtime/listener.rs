@@ -321,7 +321,7 @@ pub(super) async fn handshake(
                 config.peer_open_delay = None;
             }
             let session = Session::server(config, seed(), id);
-            let sh = Shared::new(session, None, options.clone());
+            let sh = Shared::new(session, Ends::Origin(from), options.clone());
             sessions.lock().unwrap().insert(id, Arc::downgrade(&sh));
             sh.handle.spawn(ticker(Arc::downgrade(&sh)));
             // The application's handle from the start: a multi-socket that never reaches the

@@ -125,7 +125,10 @@ pub(crate) struct Shared {
     next_thunk: AtomicU64,
     /// Where fired thunks run.
     thunk_runner: ThunkRunner,
+    /// Client: the server's address (where connections are opened to).
     peer: Option<SocketAddr>,
+    /// Server: the address the multi-socket's first connection (its `Hello`) came from.
+    origin: Option<SocketAddr>,
     networks: Mutex<BTreeMap<NetId, LocalNetwork>>,
     options: Options,
     shm: Option<shm::SharedCounts>,
@@ -141,6 +144,14 @@ impl Drop for Shared {
             l.abort();
         }
     }
+}
+
+/// Who is at the other end of a new multi-socket.
+enum Ends {
+    /// Client: the server it connects to.
+    Peer(SocketAddr),
+    /// Server: where the first connection (the `Hello`) came from.
+    Origin(SocketAddr),
 }
 
 /// The application's hold on a multi-socket, shared by its handles ([`MultiSocket`] clones):
@@ -206,7 +217,11 @@ fn net_key(sh: &Shared, net: NetId) -> Option<String> {
 }
 
 impl Shared {
-    fn new(session: Session, peer: Option<SocketAddr>, options: Options) -> Arc<Shared> {
+    fn new(session: Session, ends: Ends, options: Options) -> Arc<Shared> {
+        let (peer, origin) = match ends {
+            Ends::Peer(a) => (Some(a), None),
+            Ends::Origin(a) => (None, Some(a)),
+        };
         Arc::new(Shared {
             session: Mutex::new(session),
             clock: Clock::start(),
@@ -222,6 +237,7 @@ impl Shared {
             next_thunk: AtomicU64::new(1),
             thunk_runner: ThunkRunner::new(),
             peer,
+            origin,
             networks: Mutex::new(BTreeMap::new()),
             shm: shm::SharedCounts::open_default().ok(),
             options,

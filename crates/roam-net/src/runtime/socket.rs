@@ -92,7 +92,7 @@ impl MultiSocket {
             });
         }
         let auto = matches!(options.networks, Networks::Auto) && !peer.ip().is_loopback();
-        let sh = Shared::new(session, Some(peer), options);
+        let sh = Shared::new(session, Ends::Peer(peer), options);
         {
             let mut s = sh.session();
             let now = sh.now();
@@ -445,6 +445,14 @@ impl MultiSocket {
     /// Established connections and the network each uses.
     pub fn connections(&self) -> Vec<(ConnId, NetId)> {
         self.shared.session().established_connections()
+    }
+
+    /// The peer's address: the server's for a client, and for a server the source address of
+    /// the connection that started the multi-socket (its `Hello`). Later connections may come
+    /// from the peer's other networks; this one is what a server limits per source (as the
+    /// Horatio tiers do) or logs.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.shared.peer.or(self.shared.origin)
     }
 
     /// The multi-socket's session id (what a joining connection names).

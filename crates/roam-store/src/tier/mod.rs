@@ -19,7 +19,8 @@
 //!   link that does not present it gets nothing. Self-cleaning goes over the phone's link to
 //!   the server with the background label, so it never holds up the user's own traffic.
 //! - **Hostile peers** ([`Limits`]; the table of every limit, its default and why is in
-//!   [`net`]): links not yet authenticated wait in a pool of their own ([`MAX_PENDING`]) and
+//!   [`net`]): links not yet authenticated wait in a pool of their own ([`MAX_PENDING`],
+//!   [`MAX_PENDING_PER_SOURCE`] from one source address) and
 //!   must present the access secret within [`AUTH_DEADLINE`] in at most a kilobyte, so a silent
 //!   peer never takes one of the [`MAX_LINKS`] authenticated slots; a message must arrive whole
 //!   within [`MESSAGE_DEADLINE`] of its first byte and a link idle for [`LINK_IDLE`] is closed;
@@ -51,7 +52,8 @@ pub use client::{TierClient, PIPELINE};
 pub use control::{Control, Held};
 pub use handoff::hand_off;
 pub use net::{
-    link_options, Limits, AUTH_DEADLINE, LINK_IDLE, MAX_LINKS, MAX_PENDING, MESSAGE_DEADLINE,
+    link_options, Limits, AUTH_DEADLINE, LINK_IDLE, MAX_LINKS, MAX_PENDING, MAX_PENDING_PER_SOURCE,
+    MESSAGE_DEADLINE,
 };
 pub use server::{serve, serve_idle, serve_with, LinkCounts, ServeHandle};
 pub use service::TierService;

@@ -12,6 +12,7 @@
 //! | --- | --- | --- | --- |
 //! | roam-net `max_pending_handshakes`, `handshake_timeout` | 64, 5 s | TCP connections in their TLS handshake and first frame | roam-net's own listener limits, unchanged |
 //! | [`Limits::max_pending`] | [`MAX_PENDING`] (16) | links accepted and not yet authenticated | a pool of their own: a silent peer never takes an authenticated link's slot; when it is full the oldest is closed, so silent peers cannot keep a newcomer out |
+//! | [`Limits::max_pending_per_source`] | [`MAX_PENDING_PER_SOURCE`] (4) | links not yet authenticated from one source address (an IPv6 /64 counting as one) | a flood from one host only closes its own oldest links; when the whole pool is full, the source holding most of it loses its oldest |
 //! | [`Limits::auth_deadline`] | [`AUTH_DEADLINE`] (10 s) | from a link's acceptance to its access secret checked: the whole authentication, however the bytes trickle | a silent or slow peer gives its pending slot back |
 //! | [`MAX_AUTH_MESSAGE`] | 1 KiB | what a tier takes from a peer before it is authenticated | an `Auth` is about 100 bytes; a peer sending more is cut off |
 //! | [`Limits::max_links`] | [`MAX_LINKS`] (32) | authenticated links served at once (a thread each) | a link authenticated over it is told so and closed |
@@ -26,10 +27,10 @@
 //! [`MAX_PENDING`] links are in that state. After it, a link costs at most one message being
 //! received ([`MAX_MESSAGE`]), the reply being sent, and the same transport bounds.
 //!
-//! Not yet bounded here: links **per source address**. roam-net's accepted multi-socket does
-//! not tell the tier the address its peer connected from, so one source can still take every
-//! pending slot (for [`AUTH_DEADLINE`] at a time; authenticated slots need the secret). A
-//! firewall's per-source connection limit (`iptables -m connlimit`) covers it meanwhile.
+//! A source address is the one the link's first connection came from
+//! (`MultiSocket::peer_addr`); roam-net's listener also bounds the connections one source
+//! holds (`max_connections_per_source`, 64) and its handshakes (`max_pending_per_source`, 8).
+//! Authenticated links are not limited per source: they need the user's secret.
 
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,9 @@ use crate::error::{StoreError, WireError};
 pub const MAX_LINKS: usize = 32;
 /// Most links accepted and not yet authenticated at once (default of [`Limits::max_pending`]).
 pub const MAX_PENDING: usize = 16;
+/// Most links not yet authenticated from one source address (default of
+/// [`Limits::max_pending_per_source`]).
+pub const MAX_PENDING_PER_SOURCE: usize = 4;
 /// A link must have presented the access secret this long after it was accepted (default of
 /// [`Limits::auth_deadline`]).
 pub const AUTH_DEADLINE: Duration = Duration::from_secs(10);
@@ -79,6 +83,8 @@ pub struct Limits {
     pub max_links: usize,
     /// Links accepted and not yet authenticated at once (a pool apart from `max_links`).
     pub max_pending: usize,
+    /// Of those, from one source address (an IPv6 /64 counting as one).
+    pub max_pending_per_source: usize,
     /// From a link's acceptance to its access secret checked.
     pub auth_deadline: Duration,
     /// From a reply to the first byte of the next request.
@@ -92,6 +98,7 @@ impl Default for Limits {
         Limits {
             max_links: MAX_LINKS,
             max_pending: MAX_PENDING,
+            max_pending_per_source: MAX_PENDING_PER_SOURCE,
             auth_deadline: AUTH_DEADLINE,
             idle: LINK_IDLE,
             message_deadline: MESSAGE_DEADLINE,

@@ -2,9 +2,10 @@
 //! listener, one thread per link, until its [`ServeHandle`] is stopped or dropped.
 //!
 //! A link goes through two pools ([`Limits`], the table in [`super::net`]): accepted, it waits
-//! in the pool of links not yet authenticated ([`Limits::max_pending`]; when it is full the
-//! oldest there is closed to make room, so silent peers cannot keep a newcomer out: they would
-//! have to open links faster than it authenticates) and must present the access secret within [`Limits::auth_deadline`] in at most
+//! in the pool of links not yet authenticated ([`Limits::max_pending`], at most
+//! [`Limits::max_pending_per_source`] from one source address; when either is full, the oldest
+//! link of the source holding most of the pool is closed to make room, so silent peers cannot
+//! keep a newcomer out, and a flood from one source only closes its own links) and must present the access secret within [`Limits::auth_deadline`] in at most
 //! [`MAX_AUTH_MESSAGE`] bytes; a wrong secret, another request, too many bytes or the
 //! deadline close it and give its slot back. Authenticated, it takes a slot among
 //! [`Limits::max_links`] (if none is free it is told so and closed) and is answered a request
@@ -13,7 +14,7 @@
 //! its multi-socket are let go as soon as it ends.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -53,13 +54,36 @@ pub struct LinkCounts {
 #[derive(Default)]
 struct Links {
     live: Mutex<HashMap<u64, Link>>,
-    pending: Mutex<VecDeque<(u64, MultiSocket)>>,
+    pending: Mutex<VecDeque<Pending>>,
     authenticated: Mutex<usize>,
     next: AtomicU64,
 }
 
+/// A link in the pool of those not yet authenticated: its id, its peer's source address (an
+/// IPv6 /64 counting as one, as roam-net's listener counts them) and its multi-socket.
+struct Pending {
+    id: u64,
+    source: Option<IpAddr>,
+    ms: MultiSocket,
+}
+
+/// The source a peer's links are counted under: its IPv4 address, or its IPv6 address's /64
+/// (one host's addresses).
+fn source_of(addr: Option<SocketAddr>) -> Option<IpAddr> {
+    addr.map(|a| match a.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    })
+}
+
 impl Links {
-    fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, MultiSocket)>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -69,7 +93,43 @@ impl Links {
 
     /// Link `id` leaves the pool of links not yet authenticated (if it is still there).
     fn unpend(&self, id: u64) {
-        self.pending().retain(|(p, _)| *p != id);
+        self.pending().retain(|p| p.id != id);
+    }
+
+    /// Put link `id` from `source` in the pool of links not yet authenticated, making room
+    /// first: its source's oldest pending link goes if the source has
+    /// [`Limits::max_pending_per_source`] there already, and while the pool is full the oldest
+    /// link of the source holding most of it goes. A flood from one source thus only ever
+    /// closes its own links, and a newcomer from elsewhere keeps its place.
+    fn pend(&self, id: u64, source: Option<IpAddr>, ms: MultiSocket, limits: &Limits) {
+        let mut pending = self.pending();
+        let of = |pending: &VecDeque<Pending>, src: Option<IpAddr>| {
+            pending.iter().filter(|p| p.source == src).count()
+        };
+        if of(&pending, source) >= limits.max_pending_per_source.max(1) {
+            close_oldest(&mut pending, source, "from its source");
+        }
+        while pending.len() >= limits.max_pending.max(1) {
+            let mut largest = pending[0].source;
+            for p in pending.iter() {
+                if of(&pending, p.source) > of(&pending, largest) {
+                    largest = p.source;
+                }
+            }
+            close_oldest(&mut pending, largest, "");
+        }
+        pending.push_back(Pending { id, source, ms });
+    }
+}
+
+/// Close the oldest pending link from `source` (`whence` says which pool was full).
+fn close_oldest(pending: &mut VecDeque<Pending>, source: Option<IpAddr>, whence: &str) {
+    if let Some(k) = pending.iter().position(|p| p.source == source) {
+        let oldest = pending.remove(k).expect("a position found");
+        let space = if whence.is_empty() { "" } else { " " };
+        oldest.ms.abort(&format!(
+            "too many links waiting to authenticate{space}{whence}: the oldest is closed"
+        ));
     }
 }
 
@@ -168,8 +228,8 @@ pub fn serve_with(
     })
 }
 
-/// Accept links until `stop`, each served on a thread of its own; when
-/// [`Limits::max_pending`] links wait to authenticate, the oldest of them is closed.
+/// Accept links until `stop`, each served on a thread of its own, entering the pool of links
+/// not yet authenticated (`Links::pend`: full pools close their oldest links).
 fn accept_loop(
     listener: &Listener,
     service: &Arc<TierService>,
@@ -185,15 +245,7 @@ fn accept_loop(
         };
         let accepted = Instant::now();
         let id = all.next.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut pending = all.pending();
-            while pending.len() >= limits.max_pending.max(1) {
-                if let Some((_, oldest)) = pending.pop_front() {
-                    oldest.abort("too many links waiting to authenticate: the oldest is closed");
-                }
-            }
-            pending.push_back((id, ms.clone()));
-        }
+        all.pend(id, source_of(ms.peer_addr()), ms.clone(), limits);
         let mut live = all.live.lock().unwrap();
         let (service, stop, link, links, limits) = (
             service.clone(),

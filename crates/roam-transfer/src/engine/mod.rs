@@ -56,214 +56,33 @@ use hyper::{Request, Response, StatusCode};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use serde::Serialize;
 
-use crate::error::TransferError;
+use crate::error::{with_causes, TransferError};
 use crate::params::Params;
 pub use crate::params::Protocol;
 use crate::partial::{missing, refused, split, Partial};
 
+mod answers;
 mod board;
 mod connector;
+mod files;
 #[cfg(test)]
 mod hostile_tests;
 mod limits;
 mod listing;
 mod survey;
 mod upload;
+use answers::{
+    content_length, content_range, final_failure, length_is, longer, probed, total_of, OPEN_END,
+};
 use board::Board;
 pub use connector::{Connector, Route};
+pub use files::{distinct_names, FileLog, FileSpec, Report, KEPT};
 pub use limits::{human, parse_size, Limits, MAX_FILE_SIZE, MAX_TOTAL, MIN_FREE};
 use limits::{Budget, Grant};
 pub use listing::{parse_listing, percent_encode, Listing, MAX_LISTING_BYTES};
 pub use survey::{alt_svc_h2c, Survey, H2_SURVEY_STREAMS, SURVEY_CC};
 pub use upload::{distinct_destinations, Upload};
-
-/// One file of a dataset: where from, and the name to save it under.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileSpec {
-    /// Its `http://` or `https://` URL.
-    pub url: String,
-    /// The file name under the output directory.
-    pub name: String,
-    /// Its size, when a survey ([`Engine::survey`]) found that the server serves it in ranges:
-    /// the engine then skips its own first-byte request.
-    pub ranged_size: Option<u64>,
-    /// Where the same file is served over HTTP/2, when a survey found the server advertising
-    /// cleartext HTTP/2 (`Alt-Svc: h2c=":PORT"`), or, for `https://`, offering `h2` in ALPN
-    /// (the URL itself): an engine with [`Protocol::Http2`] fetches it from there, so that a
-    /// dataset listed by its HTTP/1.1 URLs can move over HTTP/2.
-    pub h2c_url: Option<String>,
-    /// Its size as the dataset's listing gives it (`URL SIZE` lines): the survey then need not
-    /// ask for it once its server has answered another file ([`Engine::survey`]).
-    pub listed_size: Option<u64>,
-}
-
-impl FileSpec {
-    /// A file named after the last segment of its URL's path, percent-decoded (`a%201.bin` is
-    /// saved as `a 1.bin`); a segment that decodes to no name, `.`, `..`, or one with a `/`
-    /// or NUL in it is refused (it would be saved outside the output directory).
-    pub fn from_url(url: &str) -> Result<FileSpec, TransferError> {
-        let bad = |why: &str| TransferError::Url {
-            url: url.into(),
-            why: why.into(),
-        };
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))
-            .ok_or_else(|| bad("only http:// and https:// URLs are supported"))?;
-        let path = rest.split_once('/').map_or("", |x| x.1);
-        let name = path.rsplit('/').next().unwrap_or("");
-        let name = name.split(['?', '#']).next().unwrap_or("");
-        let name = percent_decode(name)
-            .ok_or_else(|| bad("its file name is not UTF-8 once percent-decoded"))?;
-        if name.is_empty() || name == "." || name == ".." {
-            return Err(bad("its path names no file"));
-        }
-        if name.contains(['/', '\0']) {
-            return Err(bad(
-                "its file name has a `/` or NUL in it once percent-decoded",
-            ));
-        }
-        Ok(FileSpec {
-            url: url.into(),
-            name,
-            ranged_size: None,
-            h2c_url: None,
-            listed_size: None,
-        })
-    }
-}
-
-/// `s` with its `%XX` escapes decoded (a `%` not followed by two hex digits is kept as it
-/// is); `None` if the bytes are not UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (
-            b[i],
-            b.get(i + 1).and_then(|&c| hex(c)),
-            b.get(i + 2).and_then(|&c| hex(c)),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// Refuse a dataset in which two files would be saved under one name (the same URL listed
-/// twice, or two paths ending in the same file name), or one under another's partial file
-/// (`NAME.part`, `NAME.part.ranges`): their streams would write into one partial file and
-/// list each other's ranges as finished.
-pub fn distinct_names(files: &[FileSpec]) -> Result<(), TransferError> {
-    let mut seen = std::collections::HashMap::new();
-    for f in files {
-        if let Some(first) = seen.insert(f.name.clone(), f.url.as_str()) {
-            return Err(TransferError::Url {
-                url: f.url.clone(),
-                why: if first == f.url {
-                    "listed twice".into()
-                } else {
-                    format!("would be saved as `{}`, as {first} is", f.name)
-                },
-            });
-        }
-    }
-    for f in files {
-        for suffix in [".part", ".part.ranges"] {
-            if let Some(other) = seen.get(&format!("{}{suffix}", f.name)) {
-                return Err(TransferError::Url {
-                    url: other.to_string(),
-                    why: format!(
-                        "its name is that of {}'s partial file while it downloads",
-                        f.url
-                    ),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// What happened to one file (a log record of the spec's fields that a client can see).
-#[derive(Clone, Debug, Serialize)]
-pub struct FileLog {
-    /// The URL.
-    pub url: String,
-    /// Its size (0 if unknown).
-    pub size: u64,
-    /// Bytes fetched by this run (the rest was on disk from an earlier one); for an upload,
-    /// the bytes the server accepted.
-    pub fetched: u64,
-    /// The parameters asked for (with the HTTP version used).
-    pub params: Params,
-    /// Streams actually used (1 when the server serves no ranges).
-    pub streams: u32,
-    /// Time of the first request (≈ one round trip and the server's first byte), ms.
-    pub probe_ms: f64,
-    /// Wall time, s.
-    pub seconds: f64,
-    /// `ok`; [`KEPT`] (a file already in the output directory, not fetched); or the error.
-    pub outcome: String,
-    /// Requests sent again: streams that broke off mid-body (asked for the bytes they had not
-    /// brought) and requests left unanswered ([`STREAM_RETRIES`]).
-    pub retries: u32,
-    /// Ranges a stream took from another one still in flight, the back half of its remainder
-    /// ([`MIN_STEAL_PIECE`]).
-    pub steals: u32,
-}
-
-/// The outcome of a file already in the output directory, kept and not fetched
-/// ([`Limits::overwrite`]).
-pub const KEPT: &str = "kept";
-
-impl FileLog {
-    /// Whether the file was already in the output directory, kept and not fetched.
-    pub fn kept(&self) -> bool {
-        self.outcome == KEPT
-    }
-}
-
-/// The outcome of a dataset's transfer.
-#[derive(Clone, Debug, Serialize)]
-pub struct Report {
-    /// Per file, in the dataset's order.
-    pub files: Vec<FileLog>,
-    /// Bytes fetched in all.
-    pub bytes: u64,
-    /// Wall time, s.
-    pub seconds: f64,
-}
-
-impl Report {
-    /// Throughput over the whole dataset, Mbit/s.
-    pub fn mbps(&self) -> f64 {
-        self.bytes as f64 * 8.0 / 1e6 / self.seconds.max(1e-9)
-    }
-
-    /// Files that failed, with their errors (a file kept is not one).
-    pub fn failures(&self) -> Vec<&FileLog> {
-        self.files
-            .iter()
-            .filter(|f| f.outcome != "ok" && !f.kept())
-            .collect()
-    }
-
-    /// Files already in the output directory, kept and not fetched.
-    pub fn kept(&self) -> usize {
-        self.files.iter().filter(|f| f.kept()).count()
-    }
-}
 
 type HttpClient = Client<HttpsConnector<Route>, Empty<Bytes>>;
 
@@ -1029,153 +848,4 @@ impl Engine {
         }
         Ok(at)
     }
-}
-
-/// An error with the errors that caused it, `outer: inner: ...` (hyper's client error says
-/// only "client error (Connect)"; what failed to connect, and why, is in its sources).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cause = c.source();
-    }
-    s
-}
-
-/// Whether `e` says the server answered in something other than the HTTP asked for: an
-/// HTTP/2-only port asked in HTTP/1.1 answers with HTTP/2 frames (hyper cannot parse a
-/// response), an HTTP/1.1 server asked in HTTP/2 with a `400` line, which h2 reads as a frame
-/// of impossible size (an error h2 finds in what arrived, not one the peer sent or the socket
-/// gave). The same server gives the same answer however often it is asked, so it is no failure
-/// of the network to be asked again ([`STREAM_RETRIES`]).
-fn other_http(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        if c.downcast_ref::<hyper::Error>()
-            .is_some_and(|h| h.is_parse())
-        {
-            return true;
-        }
-        if let Some(h) = c.downcast_ref::<h2::Error>() {
-            let garbled = [
-                h2::Reason::PROTOCOL_ERROR,
-                h2::Reason::FRAME_SIZE_ERROR,
-                h2::Reason::COMPRESSION_ERROR,
-            ];
-            if h.is_library() && h.reason().is_some_and(|r| garbled.contains(&r)) {
-                return true;
-            }
-        }
-        cause = c.source();
-    }
-    false
-}
-
-/// Why a request that failed with `e` (asked in `asked`) is not to be sent again, if it is
-/// not: the server cannot be reached at all (unreachable, the port closed), or it answers in
-/// another HTTP ([`other_http`]). Every other failure (a connection cut, a stream reset) is
-/// the network's, asked again as [`STREAM_RETRIES`] says. Downloads and uploads both sort
-/// their failures here.
-fn final_failure(e: &hyper_util::client::legacy::Error, asked: Protocol) -> Option<String> {
-    if e.is_connect() {
-        Some(with_causes(e))
-    } else if other_http(e) {
-        Some(format!("{}: {}", other_answer(asked), with_causes(e)))
-    } else {
-        None
-    }
-}
-
-/// What an answer in another HTTP than `asked` ([`other_http`]) says of the server.
-fn other_answer(asked: Protocol) -> &'static str {
-    match asked {
-        Protocol::Http1 => "the answer is not HTTP/1.1 (a port that speaks only HTTP/2?)",
-        Protocol::Http2 => {
-            "the answer is not HTTP/2 (a server that speaks only HTTP/1.1, or HTTP/2 only over TLS?)"
-        }
-    }
-}
-
-/// A range's end meaning "to the end of the file" (`bytes=A-`).
-const OPEN_END: u64 = u64::MAX;
-
-/// `(a, b, N)` of a `Content-Range: bytes a-b/N` (b inclusive).
-fn content_range(r: &Response<Incoming>) -> Option<(u64, u64, u64)> {
-    let v = r
-        .headers()
-        .get(hyper::header::CONTENT_RANGE)?
-        .to_str()
-        .ok()?;
-    let (range, total) = v.trim().strip_prefix("bytes ")?.split_once('/')?;
-    let (a, b) = range.split_once('-')?;
-    let (a, b, n) = (
-        a.trim().parse().ok()?,
-        b.trim().parse().ok()?,
-        total.trim().parse().ok()?,
-    );
-    (a <= b).then_some((a, b, n))
-}
-
-/// Refuse an answer whose `Content-Length`, if it has one, is not `len` (the range's).
-fn length_is(r: &Response<Incoming>, url: &str, len: u64) -> Result<(), TransferError> {
-    match content_length(r) {
-        Some(n) if n != len => Err(TransferError::Network {
-            url: url.into(),
-            why: format!("a Content-Length of {n} for a range of {len} bytes"),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// The size a one-byte probe's `206` gives: its `Content-Range` must be `bytes 0-0/N` and its
-/// `Content-Length`, if any, 1.
-fn probed(r: &Response<Incoming>, url: &str) -> Result<u64, TransferError> {
-    match content_range(r) {
-        Some((0, 0, n)) => {
-            length_is(r, url, 1)?;
-            Ok(n)
-        }
-        other => Err(TransferError::Network {
-            url: url.into(),
-            why: format!(
-                "asked for bytes 0-0, the answer's Content-Range says {}",
-                other.map_or("nothing usable".to_string(), |(a, z, n)| format!(
-                    "bytes {a}-{z}/{n}"
-                ))
-            ),
-        }),
-    }
-}
-
-/// The error for a body of more than the `len` bytes asked for (`n` seen when cut off).
-fn longer(url: &str, n: u64, len: u64) -> TransferError {
-    TransferError::Network {
-        url: url.into(),
-        why: format!("a body longer than the {len} byte(s) asked for ({n} seen): cut off"),
-    }
-}
-
-/// The total size in a `Content-Range: bytes a-b/N` (or `bytes */N`).
-fn total_of(r: &Response<Incoming>) -> Option<u64> {
-    let v = r
-        .headers()
-        .get(hyper::header::CONTENT_RANGE)?
-        .to_str()
-        .ok()?;
-    v.rsplit('/').next()?.trim().parse().ok()
-}
-
-fn content_length(r: &Response<Incoming>) -> Option<u64> {
-    r.headers()
-        .get(hyper::header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }

@@ -24,8 +24,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::{final_failure, with_causes, Engine, FileLog, Protocol, Report, STREAM_RETRIES};
-use crate::error::TransferError;
+use super::{final_failure, Engine, FileLog, Protocol, Report, STREAM_RETRIES};
+use crate::error::{with_causes, TransferError};
 
 /// One file to upload: where it is, and the URL to `PUT` it to.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 
 use crate::broker::Update;
-use crate::error::TransferError;
+use crate::error::{with_causes, TransferError};
 use crate::hla::Record;
 
 /// Largest update a device accepts.
@@ -33,21 +33,6 @@ fn loopback(host: &str) -> bool {
     let h = host.trim_start_matches('[').trim_end_matches(']');
     h.eq_ignore_ascii_case("localhost")
         || h.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback())
-}
-
-/// An error and its sources ("client error (Connect): invalid peer certificate: ...").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut next = e.source();
-    while let Some(c) = next {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        next = c.source();
-    }
-    s
 }
 
 impl HlaClient {
@@ -150,7 +135,11 @@ impl HlaClient {
             why,
         };
         let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| net(chain(&e)))?;
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| net(with_causes(&e)))?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), MAX_UPDATE)
                 .collect()

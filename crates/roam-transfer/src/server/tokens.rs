@@ -3,9 +3,11 @@
 //!
 //! # The token file (`roam hla serve --tokens FILE`)
 //!
-//! One device a line, `TOKEN NAME`: the token (16 to 512 characters of `A-Z a-z 0-9` and
-//! `- . _ ~ + / =`, e.g. `openssl rand -hex 32`, or `roam hla token NAME`), a space, and the
-//! device's name (the rest of the line, at most [`MAX_NAME`] characters). Blank lines and lines whose
+//! One device a line, `sha256:DIGEST NAME` or `TOKEN NAME`: the SHA-256 of the device's token
+//! in hex (what `roam hla token NAME` writes: the file then holds no token a reader could
+//! use, as OpenSSH's `known_hosts` can hash its names), or the token itself (16 to 512
+//! characters of `A-Z a-z 0-9` and `- . _ ~ + / =`, e.g. `openssl rand -hex 32`), a space,
+//! and the device's name (the rest of the line, at most [`MAX_NAME`] characters). Blank lines and lines whose
 //! first character is `#` are skipped. A token listed twice is refused. Lines with the same
 //! name are one device: they share its quota and its share of the logs (a token rotated
 //! without the device losing its logs).
@@ -16,9 +18,9 @@
 //! parses, refuses every upload (503, the reason printed once) until it is fixed: a mistyped
 //! edit must not leave a revoked token working.
 //!
-//! Devices send `Authorization: Bearer TOKEN`. Each stored token is compared with the one sent,
-//! every byte of each, whatever matches ([`Tokens::who`]): how long it takes does not tell an
-//! attacker how much of a guess was right.
+//! Devices send `Authorization: Bearer TOKEN`. The token sent is hashed, and its digest
+//! compared with every listed one, every byte of each, whatever matches ([`Tokens::who`]): how
+//! long it takes does not tell an attacker how much of a guess was right.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -31,6 +33,19 @@ pub const MAX_NAME: usize = 100;
 pub const MIN_TOKEN: usize = 16;
 /// Longest token.
 pub const MAX_TOKEN: usize = 512;
+/// How a hashed token's line starts.
+pub const HASHED: &str = "sha256:";
+
+/// A token's SHA-256.
+pub type Digest = [u8; 32];
+
+/// The SHA-256 of `token`.
+pub fn digest(token: &[u8]) -> Digest {
+    let d = ring::digest::digest(&ring::digest::SHA256, token);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
 
 /// What identifies one version of the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,8 +75,8 @@ impl Stamp {
 pub struct Tokens {
     path: PathBuf,
     stamp: Option<Stamp>,
-    /// (token, device name).
-    entries: Vec<(Vec<u8>, String)>,
+    /// (the token's SHA-256, device name).
+    entries: Vec<(Digest, String)>,
     /// Why the file as it is now cannot be used (every upload refused until it can).
     broken: Option<String>,
 }
@@ -164,10 +179,10 @@ impl Tokens {
         if let Some(why) = &self.broken {
             return Err(Denied::Broken(why.clone()));
         }
-        let presented = presented.unwrap_or_default();
+        let presented = digest(presented.unwrap_or_default());
         let mut found = None;
-        for (token, name) in &self.entries {
-            if constant_time_eq(presented, token) {
+        for (listed, name) in &self.entries {
+            if constant_time_eq(&presented, listed) {
                 found = Some(name.as_str());
             }
         }
@@ -190,10 +205,22 @@ fn token_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || b"-._~+/=".contains(&c)
 }
 
-/// The token file's lines: (token, name) each; the first bad line named.
-pub fn parse(bytes: &[u8]) -> Result<Vec<(Vec<u8>, String)>, String> {
+/// The 32 bytes of a digest written as 64 hex digits.
+fn unhex_digest(hex: &str) -> Option<Digest> {
+    let mut d = [0u8; 32];
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    for (i, b) in d.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(d)
+}
+
+/// The token file's lines: (the token's SHA-256, name) each; the first bad line named.
+pub fn parse(bytes: &[u8]) -> Result<Vec<(Digest, String)>, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let mut out: Vec<(Vec<u8>, String)> = Vec::new();
+    let mut out: Vec<(Digest, String)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -209,21 +236,32 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<(Vec<u8>, String)>, String> {
                 "line {n}: a token without a device name (expected `TOKEN NAME`)"
             ));
         }
-        if !(MIN_TOKEN..=MAX_TOKEN).contains(&token.len()) || !token.bytes().all(token_char) {
-            return Err(format!(
-                "line {n}: a token must be {MIN_TOKEN} to {MAX_TOKEN} characters of A-Z a-z 0-9 \
-                 - . _ ~ + / = (e.g. `openssl rand -hex 32`)"
-            ));
-        }
+        let listed = match token.strip_prefix(HASHED) {
+            Some(hex) => unhex_digest(hex).ok_or_else(|| {
+                format!("line {n}: `{HASHED}` must be followed by 64 hex digits (a SHA-256)")
+            })?,
+            None if (MIN_TOKEN..=MAX_TOKEN).contains(&token.len())
+                && token.bytes().all(token_char) =>
+            {
+                digest(token.as_bytes())
+            }
+            None => {
+                return Err(format!(
+                    "line {n}: a token must be {MIN_TOKEN} to {MAX_TOKEN} characters of A-Z a-z \
+                     0-9 - . _ ~ + / = (e.g. `openssl rand -hex 32`), or `{HASHED}` and its \
+                     SHA-256 in hex"
+                ))
+            }
+        };
         if name.chars().count() > MAX_NAME {
             return Err(format!(
                 "line {n}: a device name of more than {MAX_NAME} characters"
             ));
         }
-        if out.iter().any(|(t, _)| t == token.as_bytes()) {
+        if out.iter().any(|(t, _)| *t == listed) {
             return Err(format!("line {n}: a token listed twice"));
         }
-        out.push((token.as_bytes().to_vec(), name.to_string()));
+        out.push((listed, name.to_string()));
     }
     Ok(out)
 }
@@ -301,6 +339,33 @@ mod tests {
             e("0123456789abcdef a\n0123456789abcdef b\n").contains("line 2: a token listed twice")
         );
         assert!(e("0123456789abcde\u{e9} a\n").contains("line 1"));
+        assert!(e("sha256:00ff a\n").contains("64 hex digits"));
+    }
+
+    /// A hashed line admits its token and no other; the token and its hash count as one.
+    #[test]
+    fn hashed_lines_hold_no_usable_token() {
+        let token = "0123456789abcdef0123";
+        let hex: String = digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let line = format!("{HASHED}{hex} phone\n");
+        assert!(!line.contains(token));
+        let entries = parse(line.as_bytes()).unwrap();
+        let t = Tokens {
+            path: PathBuf::new(),
+            stamp: None,
+            entries,
+            broken: None,
+        };
+        assert_eq!(t.who(Some(token.as_bytes())), Ok("phone"));
+        assert_eq!(t.who(Some(hex.as_bytes())), Err(Denied::Unknown));
+        assert_eq!(t.who(Some(b"0123456789abcdef0124")), Err(Denied::Unknown));
+        let both = format!("{line}{token} again\n");
+        assert!(parse(both.as_bytes())
+            .unwrap_err()
+            .contains("line 2: a token listed twice"));
     }
 
     #[test]

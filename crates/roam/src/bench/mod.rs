@@ -3,6 +3,7 @@
 
 mod decide;
 mod emu;
+mod hostile;
 mod net;
 mod prefetch;
 mod store;
@@ -28,6 +29,10 @@ pub enum BenchCmd {
     /// Horatio: how fast one core seals an image and ingests it into a directory store; with
     /// the emulator, a suspend of 100 MB dirty to the phone over USB and the resume from it.
     Store(store::BenchStoreArgs),
+    /// Every server roam ships (a roam-net listener, the relay, the HLA server, a Horatio
+    /// tier) soaked in hostile clients for a minute while honest ones keep working: each
+    /// server's peak RSS, honest requests served and their latency against an unloaded run.
+    Hostile(hostile::BenchHostileArgs),
     /// FastHLA: throughput as a fraction of a 100 Mbit/s, 290 ms link against the best of
     /// today's tools, the model's prediction time, and CPU per GB against curl.
     Transfer(transfer::BenchTransferArgs),
@@ -52,5 +57,6 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Decide(a) => decide::decide(&a),
         BenchCmd::Store(a) => store::store(&a),
         BenchCmd::Transfer(a) => transfer::transfer(&a),
+        BenchCmd::Hostile(a) => hostile::hostile(&a),
     }
 }

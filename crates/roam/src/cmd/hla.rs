@@ -181,9 +181,15 @@ fn serve(a: &ServeArgs) -> Result<()> {
 pub struct TokenArgs {
     /// The device's name (the rest of the token file's line).
     name: String,
+    /// Write the token to this new file (mode 0600: the device's `--hla-token-file`) instead
+    /// of showing it on stderr.
+    #[arg(long, value_name = "FILE")]
+    token_out: Option<PathBuf>,
 }
 
-/// `roam hla token NAME`: a new token file line, `TOKEN NAME`, of 256 random bits.
+/// `roam hla token NAME`: a new token of 256 random bits, for the device (into `--token-out`,
+/// or shown once on stderr), and its token file line, `sha256:DIGEST NAME` (on stdout: `roam
+/// hla token NAME --token-out NAME.token >> tokens`): the server's file never holds the token.
 fn token(a: &TokenArgs) -> Result<()> {
     let name = a.name.trim();
     if name.is_empty() || name.contains('\n') || name.chars().count() > tokens::MAX_NAME {
@@ -195,8 +201,17 @@ fn token(a: &TokenArgs) -> Result<()> {
     let mut bytes = [0u8; 32];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)
         .context("reading /dev/urandom")?;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    println!("{hex} {name}");
+    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let token = hex(&bytes);
+    match &a.token_out {
+        Some(path) => super::write_private(path, token.as_bytes())?,
+        None => eprintln!("the device's token (give it to `{name}`; it is kept nowhere): {token}"),
+    }
+    println!(
+        "{}{} {name}",
+        tokens::HASHED,
+        hex(&tokens::digest(token.as_bytes()))
+    );
     Ok(())
 }
 

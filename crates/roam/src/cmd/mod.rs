@@ -10,3 +10,21 @@ pub mod net;
 pub mod parcel;
 pub mod trace;
 pub mod transfer;
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Write a new file only its owner can read (keys, secrets, tokens); refused if it exists.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("{}", path.display()))?;
+    f.write_all(bytes)?;
+    Ok(())
+}

@@ -14,7 +14,6 @@
 //! `chmod 600` that fixes it, as OpenSSH refuses such a key. What `serve` holds its peers to
 //! (links, deadlines) is set by its flags (docs/horatio.md, "Limits against hostile peers").
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,8 +29,10 @@ use roam_store::tier::{serve_with, Limits, TierClient, TierService};
 use roam_store::vm::{GuestKit, Images, Vm};
 use roam_store::{files, parcel};
 
-/// The name in every tier's certificate (clients check it).
-const TLS_NAME: &str = "roam-parcel";
+use super::write_private;
+
+/// The name in a tier's certificate (clients pin the certificate and check this name).
+pub(crate) const TLS_NAME: &str = "roam-parcel";
 
 /// `roam parcel` commands.
 #[derive(Subcommand, Debug)]
@@ -137,9 +138,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = roam_store::tier::MAX_LINKS)]
     max_links: usize,
     /// Most links accepted and not yet authenticated at once (a pool apart from
-    /// --max-links); when it is full the oldest is closed.
+    /// --max-links); when it is full the oldest of the source holding most of it is closed.
     #[arg(long, default_value_t = roam_store::tier::MAX_PENDING)]
     max_pending: usize,
+    /// Of those, most from one source address (an IPv6 /64 counting as one); past it, that
+    /// source's oldest is closed.
+    #[arg(long, default_value_t = roam_store::tier::MAX_PENDING_PER_SOURCE)]
+    max_pending_per_source: usize,
     /// Seconds a link has to present the access secret after it is accepted (the whole
     /// authentication).
     #[arg(long, default_value_t = roam_store::tier::AUTH_DEADLINE.as_secs_f64())]
@@ -163,12 +168,13 @@ impl ServeArgs {
                 bail!("--{flag} {v}: a positive number of seconds")
             }
         };
-        if self.max_links == 0 || self.max_pending == 0 {
-            bail!("--max-links and --max-pending must be at least 1");
+        if self.max_links == 0 || self.max_pending == 0 || self.max_pending_per_source == 0 {
+            bail!("--max-links, --max-pending and --max-pending-per-source must be at least 1");
         }
         Ok(Limits {
             max_links: self.max_links,
             max_pending: self.max_pending,
+            max_pending_per_source: self.max_pending_per_source,
             auth_deadline: secs(self.auth_deadline, "auth-deadline")?,
             idle: secs(self.idle_timeout, "idle-timeout")?,
             message_deadline: secs(self.message_deadline, "message-deadline")?,
@@ -330,19 +336,6 @@ fn tier_tls(dir: &Path) -> Result<Tls> {
         )
     })?;
     Tls::server(&c, &k).with_context(|| format!("{}", tls.display()))
-}
-
-/// Write a file only its owner can read; refused if it exists.
-fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("{}", path.display()))?;
-    f.write_all(bytes)?;
-    Ok(())
 }
 
 struct Connected {
@@ -920,6 +913,8 @@ mod tests {
             "8",
             "--max-pending",
             "4",
+            "--max-pending-per-source",
+            "2",
             "--auth-deadline",
             "2.5",
             "--idle-timeout",
@@ -934,6 +929,7 @@ mod tests {
             Limits {
                 max_links: 8,
                 max_pending: 4,
+                max_pending_per_source: 2,
                 auth_deadline: Duration::from_millis(2500),
                 idle: Duration::from_secs(30),
                 message_deadline: Duration::from_secs(600),
