@@ -6,6 +6,7 @@
 
 pub mod plot;
 pub mod progress;
+pub mod rng;
 pub mod student;
 pub mod time;
 pub mod units;

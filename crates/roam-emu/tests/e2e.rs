@@ -294,3 +294,27 @@ fn a_phone_between_client_and_server_is_reached_over_its_own_links() {
     assert!(up("cell") > 200_000, "cell carried {}", up("cell"));
     assert!(up("wan") < 10_000, "wan carried {}", up("wan"));
 }
+
+/// `EmuConfig::congestion_control` is every namespace's default (so programs that never set it,
+/// such as the baselines' tools, use it too), and a name the kernel lacks fails the start.
+#[test]
+fn every_namespace_defaults_to_the_congestion_control_asked() {
+    if !roam_emu::testing::privileged_or_skip() {
+        return;
+    }
+    let config = |cc: &str| roam_emu::EmuConfig {
+        links: vec![roam_emu::spec::parse_link("l=rate=10mbit", 1).unwrap()],
+        congestion_control: Some(cc.into()),
+        ..Default::default()
+    };
+    let emu = Emulator::start(config("cubic")).unwrap();
+    let read = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    let client = emu.spawn_in_client(read).join().unwrap().unwrap();
+    let server = emu.spawn_in_server(read).join().unwrap().unwrap();
+    assert_eq!((client.trim(), server.trim()), ("cubic", "cubic"));
+    drop(emu);
+    let e = Emulator::start(config("no-such-cc"))
+        .err()
+        .expect("an unknown name");
+    assert!(e.to_string().contains("no-such-cc"), "{e}");
+}

@@ -25,6 +25,7 @@
 //! vectors. The model file is JSON with a format number; a file of another format, with
 //! inconsistent dimensions or non-finite weights is refused with the reason.
 
+use roam_core::rng::SplitMix;
 use serde::{Deserialize, Serialize};
 
 pub use crate::condition::Condition;
@@ -117,31 +118,6 @@ pub fn training_set(records: &[Record], distance: f64) -> Vec<(Condition, Params
     hla::analyse(records, distance).1
 }
 
-/// A small deterministic generator (splitmix64): training is reproducible from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let u = self.unit().max(1e-300);
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 fn bad(why: impl Into<String>) -> TransferError {
     TransferError::Model(why.into())
 }
@@ -156,7 +132,7 @@ impl Model {
         if set.is_empty() {
             return Err(bad("no training samples (no logs survived cleaning)"));
         }
-        let mut rng = Rng(seed);
+        let mut rng = SplitMix(seed);
         let mut set: Vec<(Condition, Params)> = set.to_vec();
         while set.len() > MAX_TRAINING {
             let i = rng.below(set.len());
@@ -350,7 +326,7 @@ fn keep_frequent_classes(set: &mut Vec<(Condition, Params)>, max: usize) {
     set.retain(|(_, p)| kept.contains(p));
 }
 
-fn train_network(x: &[[f64; 3]], y: &[usize], k: usize, rng: &mut Rng) -> Weights {
+fn train_network(x: &[[f64; 3]], y: &[usize], k: usize, rng: &mut SplitMix) -> Weights {
     let n = x.len();
     // Parameters in one vector: w1 (H×3), b1 (H), w2 (k×H), b2 (k).
     let (o1, o2, o3) = (HIDDEN * 3, HIDDEN * 4, HIDDEN * 4 + k * HIDDEN);
@@ -426,7 +402,7 @@ fn fourier(omega: &[f64], phase: &[f64], x: &[f64; 3]) -> [f64; FEATURES] {
     })
 }
 
-fn train_svm(x: &[[f64; 3]], y: &[usize], k: usize, rng: &mut Rng) -> Weights {
+fn train_svm(x: &[[f64; 3]], y: &[usize], k: usize, rng: &mut SplitMix) -> Weights {
     // Kernel width: half a standard deviation, so clusters a factor of two apart separate.
     let sigma = 0.5;
     let omega: Vec<f64> = (0..FEATURES * 3).map(|_| rng.normal() / sigma).collect();
@@ -466,7 +442,7 @@ pub fn accuracy(kind: Kind, set: &[(Condition, Params)], folds: usize, seed: u64
     if set.len() < folds.max(2) {
         return None;
     }
-    let mut rng = Rng(seed ^ 0xacc);
+    let mut rng = SplitMix(seed ^ 0xacc);
     let mut order: Vec<usize> = (0..set.len()).collect();
     for i in (1..order.len()).rev() {
         order.swap(i, rng.below(i + 1));
@@ -492,7 +468,7 @@ mod tests {
     /// Three conditions (a near server over a fast link, a far one, a slow link), each with its
     /// own best parameters, sampled with noise.
     fn set(n: usize) -> Vec<(Condition, Params)> {
-        let mut rng = Rng(7);
+        let mut rng = SplitMix(7);
         let kinds = [
             (
                 59.0,
@@ -531,7 +507,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 let (rtt, bw, size, p) = kinds[i % 3];
-                let j = |v: f64, rng: &mut Rng| v * (1.0 + 0.2 * (rng.unit() - 0.5));
+                let j = |v: f64, rng: &mut SplitMix| v * (1.0 + 0.2 * (rng.unit() - 0.5));
                 (
                     Condition {
                         rtt_ms: j(rtt, &mut rng),

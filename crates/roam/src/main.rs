@@ -47,6 +47,9 @@ enum Cmd {
     /// The lab: a paper's evaluation (`roam lab STUDY`), its applications against its
     /// baselines and today's alternatives, with a report beside the paper's figures.
     Lab(cmd::lab::LabArgs),
+    /// The kept runs: `roam results index` writes docs/results/README.md from their files.
+    #[command(subcommand)]
+    Results(cmd::results::ResultsCmd),
     /// Radio energy (modelled) and data per link, from an emulator log directory or live from
     /// interfaces' counters; draws power and radio state over time.
     Energy(cmd::energy::EnergyArgs),
@@ -113,5 +116,6 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Hla(c) => cmd::hla::run(c).map(|_| 0),
         Cmd::Parcel(c) => cmd::parcel::run(c).map(|_| 0),
         Cmd::Lab(a) => cmd::lab::run(&a).map(|_| 0),
+        Cmd::Results(c) => cmd::results::run(c).map(|_| 0),
     }
 }

@@ -70,6 +70,11 @@ pub struct EmuConfig {
     /// the link (the `up` direction runs from A to B). Links not named join the client (A) and
     /// the server (B).
     pub ends: HashMap<String, (String, String)>,
+    /// The TCP congestion control every namespace uses by default
+    /// (`net.ipv4.tcp_congestion_control`, per namespace): new namespaces inherit the host's,
+    /// which on this machine is BBR where a phone's Linux runs CUBIC. Unset: the host's. A
+    /// name the kernel does not have fails [`super::Emulator::start`].
+    pub congestion_control: Option<String>,
 }
 
 /// The two hosts one link joins, `(A, B)`: A holds the client's side (`10.77.i.2`, the `up`

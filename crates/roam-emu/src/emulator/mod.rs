@@ -91,6 +91,9 @@ impl Emulator {
         let names: Vec<String> = cfg.links.iter().map(|l| l.name.clone()).collect();
         let tuns = netconf::create_devices(&ns, &names, &ends)?;
         netconf::configure_addresses(&ns, &cfg.hosts, &names, &ends)?;
+        if let Some(cc) = &cfg.congestion_control {
+            netconf::set_congestion_control(&ns, &cfg.hosts, cc)?;
+        }
         let mut warnings = Vec::new();
         if let Err(e) = netconf::configure_mptcp(&ns, &names, &ends) {
             warnings.push(format!("MPTCP is not available here ({e})"));

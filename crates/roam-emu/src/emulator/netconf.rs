@@ -59,6 +59,41 @@ fn tune_namespace() {
     write_sysctl("/proc/sys/net/ipv4/tcp_no_metrics_save", "1");
 }
 
+/// Make `cc` the default TCP congestion control of every namespace (the client, the server
+/// and `hosts`): an error names the namespace and the kernel's reason (an unknown name).
+///
+/// A namespace other than the host's may only default to an algorithm the host allows
+/// (`net.ipv4.tcp_allowed_congestion_control`, one list for the whole machine; the kernel
+/// answers EPERM otherwise), and a host whose own default is BBR allows only BBR and Reno. So
+/// `cc` is added to that list first if it is missing: a change to the host that stays after
+/// the emulator (it lets unprivileged sockets choose `cc` too), said in the error if refused.
+pub(super) fn set_congestion_control(
+    ns: &Namespaces,
+    hosts: &[String],
+    cc: &str,
+) -> Result<(), EmuError> {
+    const PATH: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
+    const ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    let allowed = std::fs::read_to_string(ALLOWED).map_err(io_err(format!("reading {ALLOWED}")))?;
+    if !allowed.split_whitespace().any(|a| a == cc) {
+        let list = format!("{} {cc}", allowed.trim());
+        std::fs::write(ALLOWED, &list).map_err(io_err(format!(
+            "allowing `{cc}` in the host's {ALLOWED} (namespaces may only default to what the \
+             host allows)"
+        )))?;
+    }
+    for host in ["client", "server"]
+        .into_iter()
+        .chain(hosts.iter().map(String::as_str))
+    {
+        let what = format!("setting {host}'s tcp_congestion_control to `{cc}`");
+        sys::in_netns(ns.of(host), || std::fs::write(PATH, cc))
+            .map_err(io_err(what.clone()))?
+            .map_err(io_err(what))?;
+    }
+    Ok(())
+}
+
 fn write_sysctl(path: &str, value: &str) {
     // Best effort: a kernel without IPv6 has no such file, and that is fine.
     let _ = std::fs::write(path, value);

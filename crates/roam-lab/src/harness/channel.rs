@@ -34,6 +34,57 @@ pub const MAX_MSG: usize = 64 << 20;
 /// Congestion control of every lab connection (Linux's default; this machine defaults to BBR).
 pub const CC: &str = "cubic";
 
+/// The congestion control each kind of lab connection actually used in this process, read
+/// back from every plain socket after setting it (`roam`: set by roam-net on every connection,
+/// which fails the connection if it cannot be set). A run writes it into `run.json`.
+static CC_USED: Mutex<
+    std::collections::BTreeMap<&'static str, std::collections::BTreeSet<String>>,
+> = Mutex::new(std::collections::BTreeMap::new());
+
+/// What [`CC_USED`] holds: per kind of connection (`tcp`, `mptcp`, `roam`), the congestion
+/// controls its sockets used.
+pub fn congestion_used() -> std::collections::BTreeMap<String, Vec<String>> {
+    CC_USED
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.iter().cloned().collect()))
+        .collect()
+}
+
+fn note_congestion(kind: &'static str, cc: &str) {
+    CC_USED
+        .lock()
+        .unwrap()
+        .entry(kind)
+        .or_default()
+        .insert(cc.to_string());
+}
+
+/// Set [`CC`] on `stream` and check that the socket uses it: an error if either fails (a
+/// comparison run with the kernel's default instead is not the comparison it claims to be).
+fn use_cubic(stream: &TcpStream) -> Result<()> {
+    set_congestion_control(stream, CC)
+        .with_context(|| format!("setting {CC} on a lab connection"))?;
+    let sock = socket2::SockRef::from(stream);
+    let used = sock
+        .tcp_congestion()
+        .context("reading a lab connection's congestion control back")?;
+    let used = String::from_utf8_lossy(&used)
+        .trim_end_matches('\0')
+        .to_string();
+    if used != CC {
+        bail!("a lab connection uses {used}, not {CC}");
+    }
+    let mptcp = sock
+        .protocol()
+        .ok()
+        .flatten()
+        .is_some_and(|p| i32::from(p) == 262);
+    note_congestion(if mptcp { "mptcp" } else { "tcp" }, &used);
+    Ok(())
+}
+
 /// One received message.
 #[derive(Debug, Clone)]
 pub struct Msg {
@@ -97,7 +148,7 @@ fn roam_options(system: System, cellular: &[String]) -> Options {
 impl Plain {
     fn new(stream: TcpStream) -> Result<Plain> {
         stream.set_nodelay(true)?;
-        set_congestion_control(&stream, CC).ok();
+        use_cubic(&stream)?;
         let queue = Arc::new((
             Mutex::new(Queue {
                 items: VecDeque::new(),
@@ -189,7 +240,9 @@ impl Conn {
         if system.is_roam() {
             let peer = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
             let options = roam_options(system, &locals.cellular);
-            return Ok(Conn::Roam(MultiSocket::connect(peer, options)?));
+            let ms = MultiSocket::connect(peer, options)?;
+            note_congestion("roam", CC);
+            return Ok(Conn::Roam(ms));
         }
         Ok(Conn::Plain(Plain::new(connect_plain(
             system,

@@ -26,13 +26,11 @@ pub fn charts(plan: &Plan, all: &[App], m: &Measured) -> Result<()> {
                 for sys in &plan.systems {
                     let points = values(rows, app.name, s, sys.name(), metric);
                     let v = summarize(&points);
-                    let interval = v.interval();
                     bars.push(Bar {
                         group: s.clone(),
                         series: sys.name().into(),
                         value: v.value(),
-                        center: v.mean,
-                        ci: interval.map_or(f64::NAN, |_| v.ci),
+                        whisker: v.interval().map(|i| (i.lo, i.hi)),
                         note: v.some_unfinished().unwrap_or_default(),
                         points,
                     });
@@ -41,7 +39,7 @@ pub fn charts(plan: &Plan, all: &[App], m: &Measured) -> Result<()> {
             let svg = chart::bar_chart(
                 &format!(
                     "{}: {label}\nbars: mean of the trials (median where one did not finish); \
-                     whiskers: its 95% t interval (none where skewed); dots: the trials",
+                     whiskers: its 95% interval (Student's t, or a bootstrap where t does not suit the trials); dots: the trials",
                     app.name
                 ),
                 label,

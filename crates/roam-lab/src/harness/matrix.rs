@@ -196,14 +196,30 @@ fn run_job(plan: &Plan, app: &App, j: &Job, name: String, bar: &Progress) -> Tri
         unit: unit.into(),
     };
     let (rows, notes, events): (Vec<Row>, Vec<String>, Vec<Row>) = match result {
-        Ok(ran) => (
-            ran.metrics
+        Ok(ran) => {
+            let mut notes: Vec<String> = ran.notes.iter().map(|n| format!("{name}: {n}")).collect();
+            // Every unfinished trial has a note, whether or not its application wrote one.
+            let unfinished: Vec<&str> = ran
+                .metrics
                 .iter()
-                .map(|m| base(&m.name, m.value, &m.unit))
-                .collect(),
-            ran.notes.iter().map(|n| format!("{name}: {n}")).collect(),
-            ran.events.iter().map(|(e, v)| base(e, *v, "ms")).collect(),
-        ),
+                .filter(|m| m.value == crate::report::UNFINISHED)
+                .map(|m| m.name.as_str())
+                .collect();
+            if notes.is_empty() && !unfinished.is_empty() {
+                notes.push(format!(
+                    "{name}: unfinished: {} did not finish within the trial's limit",
+                    unfinished.join(", ")
+                ));
+            }
+            (
+                ran.metrics
+                    .iter()
+                    .map(|m| base(&m.name, m.value, &m.unit))
+                    .collect(),
+                notes,
+                ran.events.iter().map(|(e, v)| base(e, *v, "ms")).collect(),
+            )
+        }
         Err(e) => (
             vec![base("error", f64::NAN, "")],
             vec![failed_note(&name, &format!(": {e:#}"))],

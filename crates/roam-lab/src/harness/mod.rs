@@ -4,9 +4,11 @@
 pub mod channel;
 pub mod charts;
 pub mod ends;
+pub mod index;
 pub mod matrix;
 pub mod plan;
 pub mod results;
+pub mod seeds;
 pub mod setup;
 pub mod study;
 pub mod sweep;

@@ -3,6 +3,10 @@
 //! the code and workloads that measured them (`run.json`). [`Recorder`] appends each trial as
 //! it finishes, so an interrupted run keeps what it measured; `--resume` keeps a matching
 //! run's finished trials ([`resumable`]) and `--report-only` reads a directory back ([`load`]).
+//!
+//! Nothing is forgotten: the failed trials `--resume` runs again are moved, rows and notes, to
+//! `failures.csv` and `failures.log` (kept across every resume), and the report lists them
+//! among its notes as earlier attempts.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write as _;
@@ -12,7 +16,7 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::harness::plan::{App, Plan, DEVELOPMENT_SEEDS, HELD_OUT_SEEDS};
+use crate::harness::plan::{App, Plan, DEVELOPMENT_SEEDS};
 use crate::report::{self, Row};
 
 /// What a run measured, or what a results directory holds (`--report-only`).
@@ -58,12 +62,21 @@ impl Recorder {
     pub fn open(plan: &Plan, all: &[App], app_ix: Vec<usize>) -> Result<Recorder> {
         std::fs::create_dir_all(&plan.out)
             .with_context(|| format!("creating {}", plan.out.display()))?;
-        let stamp = RunStamp::of(plan, all);
-        let rows = if plan.resume {
+        let mut stamp = RunStamp::of(plan, all);
+        let (rows, failed) = if plan.resume {
             resumable(&plan.out, &stamp)?
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
+        // The invocations that wrote the trials kept, then this one.
+        if plan.resume {
+            if let Ok(old) = read_stamp(&plan.out, "--resume") {
+                stamp.invocations = old.invocations;
+                stamp.congestion_control = old.congestion_control;
+            }
+        }
+        stamp.invocations.push(Invocation::now());
+        keep_failures(&plan.out, &failed)?;
         let kept: HashSet<_> = rows.iter().map(trial_key).collect();
         std::fs::write(
             plan.out.join("run.json"),
@@ -126,12 +139,23 @@ impl Recorder {
     }
 
     /// Write the three files once more, whole (complete even if an append failed), and give
-    /// back everything measured and kept.
+    /// back everything measured and kept, with the notes of earlier failed attempts
+    /// (`failures.log`) after the trials' own.
     pub fn finish(self, out: &Path) -> Result<Measured> {
-        let m = self.all.into_inner().unwrap();
+        let mut m = self.all.into_inner().unwrap();
         std::fs::write(out.join("trials.csv"), report::csv(&m.rows))?;
         std::fs::write(out.join(TRIALS_LOG), lines(&m.notes))?;
         std::fs::write(out.join(EVENTS_CSV), report::csv(&m.events))?;
+        // The congestion control the connections used, added to run.json.
+        let mut stamp = read_stamp(out, "the run")?;
+        for (kind, used) in crate::harness::channel::congestion_used() {
+            let v = stamp.congestion_control.entry(kind).or_default();
+            v.extend(used);
+            v.sort();
+            v.dedup();
+        }
+        std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&stamp)?)?;
+        m.notes.extend(read_failures(out)?);
         Ok(m)
     }
 }
@@ -144,16 +168,88 @@ const EVENTS_CSV: &str = "events.csv";
 pub const VERSION: &str = env!("ROAM_VERSION");
 
 /// What a results directory's trials were measured with (`run.json` beside `trials.csv`):
-/// `--resume` adds trials only to a run that matches.
+/// `--resume` adds trials only to a run that matches. `roam results index` lists the kept
+/// runs from these ([`crate::harness::index`]).
 #[derive(Serialize, Deserialize, PartialEq, Debug)]
-struct RunStamp {
-    version: String,
-    quick: bool,
+pub(crate) struct RunStamp {
+    pub(crate) version: String,
+    pub(crate) quick: bool,
     /// The seed of every cell's first trial (runs before this field used 1).
     #[serde(default = "development_seeds")]
-    first_seed: u64,
+    pub(crate) first_seed: u64,
     /// Workload length per application (ms).
-    workload_ms: BTreeMap<String, u64>,
+    pub(crate) workload_ms: BTreeMap<String, u64>,
+    /// Every invocation that added trials, oldest first (runs before this field: none
+    /// recorded); not part of what `--resume` matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) invocations: Vec<Invocation>,
+    /// The congestion control each kind of connection used in the trials this process ran
+    /// (`tcp`, `mptcp`, `roam`; read back from the sockets, see
+    /// `channel::congestion_used`), written when the run ends; not part of what `--resume`
+    /// matches.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) congestion_control: BTreeMap<String, Vec<String>>,
+}
+
+/// One invocation of a lab that wrote trials into a results directory.
+#[derive(Serialize, Deserialize, PartialEq, Eq, Debug, Clone)]
+pub(crate) struct Invocation {
+    /// Its command line.
+    pub(crate) command: String,
+    /// When it started (UTC, `2026-11-26T14:40:25Z`).
+    pub(crate) started: String,
+    /// The code that ran it.
+    pub(crate) version: String,
+}
+
+impl Invocation {
+    /// This process's invocation, now.
+    fn now() -> Invocation {
+        let argv: Vec<String> = std::env::args()
+            .enumerate()
+            .map(|(i, a)| {
+                if i == 0 {
+                    // The binary's name, not wherever it was built.
+                    Path::new(&a)
+                        .file_name()
+                        .map_or(a.clone(), |n| n.to_string_lossy().into_owned())
+                } else if a.contains(char::is_whitespace) {
+                    format!("'{a}'")
+                } else {
+                    a
+                }
+            })
+            .collect();
+        Invocation {
+            command: argv.join(" "),
+            started: utc_now(),
+            version: VERSION.into(),
+        }
+    }
+}
+
+/// The time now in UTC, `YYYY-MM-DDTHH:MM:SSZ` (days to a civil date: Howard Hinnant's
+/// `civil_from_days`).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn development_seeds() -> u64 {
@@ -170,7 +266,22 @@ impl RunStamp {
                 .iter()
                 .map(|a| (a.name.to_string(), plan.workload(a).as_millis() as u64))
                 .collect(),
+            invocations: Vec::new(),
+            congestion_control: BTreeMap::new(),
         }
+    }
+
+    /// Whether trials of a run stamped `self` may be added to one stamped `other` (the same
+    /// code, seeds and workloads).
+    fn same_run(&self, other: &RunStamp) -> bool {
+        let bare = |s: &RunStamp| RunStamp {
+            congestion_control: BTreeMap::new(),
+            invocations: Vec::new(),
+            version: s.version.clone(),
+            workload_ms: s.workload_ms.clone(),
+            ..*s
+        };
+        bare(self) == bare(other)
     }
 
     fn describe(&self) -> String {
@@ -189,12 +300,67 @@ impl RunStamp {
     }
 }
 
-/// The trials of `out` a resumed run keeps: those of a run stamped like `stamp`, without
-/// the failed ones (they run again). Errors name the directory and what differs.
-fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
+/// Failed trials that `--resume` ran again: their rows (`trials.csv`'s columns).
+pub const FAILURES_CSV: &str = "failures.csv";
+/// Their notes, each `name: failed (an earlier attempt, ...)`.
+pub const FAILURES_LOG: &str = "failures.log";
+
+/// Move the failed trials' rows `failed` (of a run `--resume` continues) and their notes to
+/// `failures.csv` and `failures.log`, appending to what earlier resumes kept there.
+fn keep_failures(out: &Path, failed: &[Row]) -> Result<()> {
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let csv_path = out.join(FAILURES_CSV);
+    let text = if csv_path.exists() {
+        report::csv_lines(failed)
+    } else {
+        report::csv(failed)
+    };
+    let mut notes = read_notes(out, failed)?;
+    for r in failed.iter().filter(|r| r.metric == "error") {
+        let name = row_trial_name(r);
+        if !notes.iter().any(|l| l.starts_with(&format!("{name}: "))) {
+            notes.push(failed_note(&name, ""));
+        }
+    }
+    let notes: Vec<String> = notes
+        .iter()
+        .map(|n| match n.split_once(": failed") {
+            Some((name, rest)) => format!(
+                "{name}: failed (an earlier attempt, run again by --resume of {VERSION}){rest}"
+            ),
+            None => format!("{n} (an earlier attempt, run again by --resume of {VERSION})"),
+        })
+        .collect();
+    for (file, text) in [(FAILURES_CSV, text), (FAILURES_LOG, lines(&notes))] {
+        let path = out.join(file);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .with_context(|| format!("keeping the failed trials in {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The notes of earlier failed attempts (`failures.log`; none if there is none).
+fn read_failures(out: &Path) -> Result<Vec<String>> {
+    let path = out.join(FAILURES_LOG);
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Ok(t.lines().map(str::to_string).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The trials of `out` a resumed run keeps (those of a run stamped like `stamp`), and apart
+/// the rows of the failed ones (they run again). Errors name the directory and what differs.
+fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<(Vec<Row>, Vec<Row>)> {
     let csv_path = out.join("trials.csv");
     if !csv_path.exists() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let old = read_stamp(out, "--resume").with_context(|| {
         format!(
@@ -203,7 +369,7 @@ fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
             csv_path.display()
         )
     })?;
-    if &old != stamp {
+    if !old.same_run(stamp) {
         bail!(
             "--resume: {} holds trials of {}; this run is {}. Trials are only added to a run \
              of the same code and workloads: use another --out, or run without --resume to \
@@ -221,8 +387,7 @@ fn resumable(out: &std::path::Path, stamp: &RunStamp) -> Result<Vec<Row>> {
         .collect();
     Ok(rows
         .into_iter()
-        .filter(|r| !failed.contains(&trial_key(r)))
-        .collect())
+        .partition(|r| !failed.contains(&trial_key(r))))
 }
 
 /// The trials of another run's directory `out` (its `trials.csv`, failed trials left out)
@@ -244,7 +409,7 @@ pub fn read_run(out: &std::path::Path, what: &str) -> Result<(String, Vec<Row>)>
 }
 
 /// `out/run.json`; `what` (the option) names the read in errors.
-fn read_stamp(out: &std::path::Path, what: &str) -> Result<RunStamp> {
+pub(crate) fn read_stamp(out: &std::path::Path, what: &str) -> Result<RunStamp> {
     let path = out.join("run.json");
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("{what}: reading {}", path.display()))?;
@@ -253,7 +418,7 @@ fn read_stamp(out: &std::path::Path, what: &str) -> Result<RunStamp> {
 }
 
 /// The rows of `out/trials.csv`; `what` (the option) names the read in errors.
-fn read_trials(out: &std::path::Path, what: &str) -> Result<Vec<Row>> {
+pub(crate) fn read_trials(out: &std::path::Path, what: &str) -> Result<Vec<Row>> {
     let path = out.join("trials.csv");
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("{what}: reading {}", path.display()))?;
@@ -382,6 +547,7 @@ pub fn load(plan: &Plan, app_ix: Vec<usize>) -> Result<Measured> {
             notes.push(failed_note(&name, " (the reason is in the log of the run)"));
         }
     }
+    notes.extend(read_failures(&plan.out)?);
     let events = read_events(&plan.out, "--report-only")?;
     Ok(Measured {
         app_ix,
@@ -400,28 +566,6 @@ pub fn written_by(measured: &str) -> String {
     } else {
         format!(" (report written by roam `{VERSION}`)")
     }
-}
-
-/// Which seeds the trials used, and whether they were held out of development.
-pub fn seeds_line(rows: &[Row]) -> String {
-    let seeds: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.seed).collect();
-    let (Some(lo), Some(hi)) = (seeds.first(), seeds.last()) else {
-        return "No trials.".into();
-    };
-    let range = if lo == hi {
-        format!("seed {lo}")
-    } else {
-        format!("seeds {lo}-{hi}")
-    };
-    let which = if *lo >= HELD_OUT_SEEDS {
-        "held out of development: no run used them while roam-net was built"
-    } else if *hi < HELD_OUT_SEEDS {
-        "the development seeds, which roam-net was developed and tuned against; \
-         `--seeds held-out` measures on seeds none of that saw"
-    } else {
-        "development and held-out seeds mixed"
-    };
-    format!("Trials used {range} ({which}).")
 }
 
 #[cfg(test)]
@@ -489,7 +633,7 @@ pub(crate) mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let plan = mail_plan(&dir, 2, true);
         let stamp = RunStamp::of(&plan, &apps());
-        assert!(resumable(&dir, &stamp).unwrap().is_empty(), "nothing yet");
+        assert!(resumable(&dir, &stamp).unwrap().0.is_empty(), "nothing yet");
         let mut rows = rows(300.0, 11.0);
         let mut failed = rows[0].clone();
         (failed.trial, failed.metric, failed.value) = (2, "error".into(), f64::NAN);
@@ -501,9 +645,39 @@ pub(crate) mod tests {
             "{e:#}"
         );
         std::fs::write(dir.join("run.json"), serde_json::to_string(&stamp).unwrap()).unwrap();
-        let kept = resumable(&dir, &stamp).unwrap();
+        let (kept, failed) = resumable(&dir, &stamp).unwrap();
         assert_eq!(kept.len(), 2);
         assert!(kept.iter().all(|r| r.trial == 1));
+        assert_eq!(failed.len(), 1);
+        // The failed trial's rows and note are kept apart, across resumes, and reported.
+        std::fs::write(
+            dir.join(TRIALS_LOG),
+            "mail/hotspot/roam#2: failed: the server did not start\n",
+        )
+        .unwrap();
+        drop(Recorder::open(&plan, &apps(), vec![0]).unwrap());
+        drop(Recorder::open(&plan, &apps(), vec![0]).unwrap());
+        let log = std::fs::read_to_string(dir.join(FAILURES_LOG)).unwrap();
+        assert_eq!(
+            log.lines().count(),
+            1,
+            "the second resume had nothing failed: {log}"
+        );
+        assert!(
+            log.starts_with(
+                "mail/hotspot/roam#2: failed (an earlier attempt, run again by --resume of "
+            ) && log.trim_end().ends_with("): the server did not start"),
+            "{log}"
+        );
+        let csv = std::fs::read_to_string(dir.join(FAILURES_CSV)).unwrap();
+        assert_eq!(report::parse_csv(&csv, "failures.csv").unwrap().len(), 1);
+        let notes = load(&plan, vec![0]).unwrap().notes;
+        assert!(
+            notes.iter().any(|n| n.contains("an earlier attempt")),
+            "{notes:?}"
+        );
+        std::fs::write(dir.join("trials.csv"), report::csv(&rows)).unwrap();
+        std::fs::write(dir.join("run.json"), serde_json::to_string(&stamp).unwrap()).unwrap();
         let other = RunStamp {
             version: "0000000".into(),
             ..RunStamp::of(&plan, &apps())

@@ -139,6 +139,9 @@ pub fn run(
         log_dir: log_dir.clone(),
         hosts,
         ends,
+        // Every program in the trial (baselines' tools and servers included) runs CUBIC, as
+        // on a phone; the lab's own sockets also set it and check it (`channel`).
+        congestion_control: Some(crate::harness::channel::CC.into()),
         ..Default::default()
     })?;
     let mut t = Trial {

@@ -26,10 +26,9 @@ pub struct Bar {
     pub series: String,
     /// Height.
     pub value: f64,
-    /// Centre of the whisker (the mean, whose confidence interval it shows).
-    pub center: f64,
-    /// Half-width of the whisker (NaN: none).
-    pub ci: f64,
+    /// The whisker: the confidence interval of the mean, (low, high); none where there is
+    /// none.
+    pub whisker: Option<(f64, f64)>,
     /// A few words written along the bar, e.g. "2 of 5 unfinished" when some trials of a cell
     /// whose median finished did not (the height alone would hide them); empty for none.
     pub note: String,
@@ -144,13 +143,7 @@ fn groups_and_series(bars: &[Bar]) -> (Vec<&str>, Vec<&str>) {
 /// every trial's dot (at least a tiny positive value, so that an all-zero chart has an axis).
 fn bar_top(bars: &[Bar]) -> f64 {
     bars.iter()
-        .map(|b| {
-            b.value.max(if b.ci.is_finite() {
-                b.center + b.ci
-            } else {
-                0.0
-            })
-        })
+        .map(|b| b.value.max(b.whisker.map_or(0.0, |(_, hi)| hi)))
         .chain(bars.iter().flat_map(|b| b.points.iter().copied()))
         .filter(|x| x.is_finite())
         .fold(0.0f64, f64::max)
@@ -231,10 +224,13 @@ fn draw_bar(s: &mut String, f: &Frame, b: &Bar, x: f64, bw: f64, ymax: f64, colo
             r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="white" stroke="black" stroke-width="0.8"/>"#
         );
     }
-    if b.ci.is_finite() {
+    if let Some((lo, hi)) = b
+        .whisker
+        .filter(|(lo, hi)| lo.is_finite() && hi.is_finite())
+    {
         let cx = x + bw * 0.45;
-        let y1 = top + ph - ph * (b.center + b.ci) / ymax;
-        let y2 = top + ph - ph * (b.center - b.ci).max(0.0) / ymax;
+        let y1 = top + ph - ph * hi / ymax;
+        let y2 = top + ph - ph * lo.max(0.0) / ymax;
         let _ = write!(
             s,
             r#"<line x1="{cx:.1}" y1="{y1:.1}" x2="{cx:.1}" y2="{y2:.1}" stroke="black"/>"#
@@ -466,8 +462,7 @@ mod tests {
                 group: "hotspot".into(),
                 series: "roam".into(),
                 value: 1.0,
-                center: 1.1,
-                ci: 0.1,
+                whisker: Some((1.0, 1.2)),
                 note: String::new(),
                 points: vec![0.9, 1.0, 1.0, 1.2, 1.4],
             },
@@ -475,8 +470,7 @@ mod tests {
                 group: "hotspot".into(),
                 series: "mptcp".into(),
                 value: 2.0,
-                center: 2.0,
-                ci: f64::NAN,
+                whisker: None,
                 note: "2 of 5 unfinished".into(),
                 points: vec![2.0, 3.0, 5.0, UNFINISHED, UNFINISHED],
             },

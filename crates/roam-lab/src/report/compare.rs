@@ -1,6 +1,8 @@
-//! How roam compares with each system, cell by cell: the trials of a cell, and roam's
-//! advantage as the geometric mean of per-seed ratios (trials of every system share their
-//! seeds).
+//! How roam compares with each system, cell by cell: the trials of a cell; roam's advantage
+//! as the ratio of the two systems' means with its bootstrap interval (the papers' "X times",
+//! the headline), and as the geometric mean of per-seed ratios with their range (trials of every
+//! system share their seeds: the second view); and which baseline is the best (one rule for
+//! every report and the README: the best mean).
 
 use crate::harness::system::Builtin;
 use crate::report::stats;
@@ -40,6 +42,125 @@ pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str)
     summarize(&v)
 }
 
+/// `(seed, value)` of every trial of one cell's metric.
+fn by_seed(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Vec<(u64, f64)> {
+    rows.iter()
+        .filter(|r| {
+            r.app == app && r.scenario == scenario && r.system == system && r.metric == metric
+        })
+        .map(|r| (r.seed, r.value))
+        .collect()
+}
+
+/// roam's advantage over `system` on `metric` as the ratio of the means (above 1: roam
+/// better; `other / roam` for a lower-is-better metric, `roam / other` for a higher-is-better
+/// one), with its 95% bootstrap interval. `None` when a trial of either failed to finish or
+/// either has none: a mean is then unknown.
+pub fn advantage_of_means(
+    rows: &[Row],
+    app: &str,
+    scenario: &str,
+    system: &str,
+    metric: &str,
+    higher_better: bool,
+) -> Option<stats::RatioOfMeans> {
+    let roam = by_seed(rows, app, scenario, Builtin::Roam.name(), metric);
+    let other = by_seed(rows, app, scenario, system, metric);
+    let finished = |v: &[(u64, f64)]| -> Vec<(u64, f64)> {
+        v.iter().copied().filter(|x| !x.1.is_nan()).collect()
+    };
+    let (roam, other) = (finished(&roam), finished(&other));
+    if higher_better {
+        stats::ratio_of_means(&roam, &other)
+    } else {
+        stats::ratio_of_means(&other, &roam)
+    }
+}
+
+/// "2.65x faster [1.90-3.41x]": roam's advantage on a lower-is-better metric as the ratio of
+/// means, and its interval.
+pub(crate) fn speedup_of_means(r: &stats::RatioOfMeans) -> String {
+    let (word, x, iv) = if r.ratio >= 1.0 {
+        ("faster", r.ratio, r.interval)
+    } else {
+        (
+            "slower",
+            1.0 / r.ratio,
+            r.interval.map(|(lo, hi)| (1.0 / hi, 1.0 / lo)),
+        )
+    };
+    match iv {
+        Some((lo, hi)) => format!("{}x {word} [{}-{}x]", fmt_num(x), fmt_num(lo), fmt_num(hi)),
+        None => format!("{}x {word}", fmt_num(x)),
+    }
+}
+
+/// "+5% [-2% to +9%]": roam's advantage as the ratio of means, as a relative gain (positive:
+/// roam better), and its interval.
+pub(crate) fn gain_of_means(r: &stats::RatioOfMeans) -> String {
+    let pct = |r: f64| format!("{:+.0}%", (r - 1.0) * 100.0);
+    match r.interval {
+        Some((lo, hi)) => format!("{} [{} to {}]", pct(r.ratio), pct(lo), pct(hi)),
+        None => pct(r.ratio),
+    }
+}
+
+/// roam's advantage over `system` on `metric` as a report shows it: the ratio of means with
+/// its interval, then "per seed:" the geometric mean of per-seed ratios with their range; the
+/// per-seed view alone where a mean is unknown (an unfinished trial); "-" where neither is
+/// known. `percent`: as relative gains rather than speed-ups.
+pub fn advantage_text(
+    rows: &[Row],
+    (app, scenario, system): (&str, &str, &str),
+    metric: &str,
+    higher_better: bool,
+    percent: bool,
+) -> String {
+    let of_means = advantage_of_means(rows, app, scenario, system, metric, higher_better);
+    let adv = advantages(rows, app, scenario, system, metric, higher_better);
+    let per_seed = if percent { gains(&adv) } else { speedups(&adv) };
+    match of_means {
+        Some(r) => {
+            let head = if percent {
+                gain_of_means(&r)
+            } else {
+                speedup_of_means(&r)
+            };
+            if adv.len() < 2 {
+                head
+            } else {
+                format!("{head} (per seed: {per_seed})")
+            }
+        }
+        None if per_seed == "-" => per_seed,
+        None => format!("per seed: {per_seed} (a mean is unknown: a trial did not finish)"),
+    }
+}
+
+/// The best of `baselines` on `app`'s `metric` over `scenario`: the best mean
+/// ([`Summary::value`]: the median where a trial did not finish), one rule for every report
+/// and the README. `None` when none has a result.
+pub fn best_baseline<'a>(
+    rows: &[Row],
+    (app, scenario): (&str, &str),
+    baselines: &[&'a str],
+    metric: &str,
+    higher_better: bool,
+) -> Option<(&'a str, Summary)> {
+    baselines
+        .iter()
+        .map(|b| (*b, cell(rows, app, scenario, b, metric)))
+        .filter(|(_, c)| c.value().is_finite())
+        .max_by(|a, b| {
+            let o = a.1.value().total_cmp(&b.1.value());
+            if higher_better {
+                o
+            } else {
+                o.reverse()
+            }
+        })
+}
+
 /// roam's advantage over `system` on `metric`, seed by seed (trials of every system share
 /// their seeds): `other / roam` for a lower-is-better metric, `roam / other` for a
 /// higher-is-better one, so above 1 is roam better. Seeds where either did not finish or failed
@@ -52,15 +173,10 @@ pub fn advantages(
     metric: &str,
     higher_better: bool,
 ) -> Vec<f64> {
-    let by_seed = |sys: &str| -> Vec<(u64, f64)> {
-        rows.iter()
-            .filter(|r| {
-                r.app == app && r.scenario == scenario && r.system == sys && r.metric == metric
-            })
-            .map(|r| (r.seed, r.value))
-            .collect()
-    };
-    let (roam, other) = (by_seed(Builtin::Roam.name()), by_seed(system));
+    let (roam, other) = (
+        by_seed(rows, app, scenario, Builtin::Roam.name(), metric),
+        by_seed(rows, app, scenario, system, metric),
+    );
     let pairs = if higher_better {
         stats::paired_ratios(&roam, &other)
     } else {
@@ -211,5 +327,64 @@ mod tests {
         assert_eq!(speedups(&adv), "2.00x faster (1.00-4.00x, 2 seeds)");
         let up = advantages(&rows, "mail", "hotspot", "aggregation", "open_ms", true);
         assert_eq!(gains(&up), "-50% (-75% to +0%)");
+        // A mean is unknown (seed 3 unfinished): the per-seed view alone, said so.
+        let key = ("mail", "hotspot", "aggregation");
+        assert_eq!(
+            advantage_text(&rows, key, "open_ms", false, false),
+            "per seed: 2.00x faster (1.00-4.00x, 2 seeds) (a mean is unknown: a trial did not finish)"
+        );
+    }
+
+    /// The headline is the ratio of means (the papers' statistic), the per-seed geometric
+    /// mean second; the best baseline is the best mean.
+    #[test]
+    fn the_ratio_of_means_leads() {
+        let row = |system: &str, seed: u64, value: f64| Row {
+            app: "mail".into(),
+            scenario: "hotspot".into(),
+            system: system.into(),
+            trial: seed as u32,
+            seed,
+            metric: "open_ms".into(),
+            value,
+            unit: "ms".into(),
+        };
+        let rows = vec![
+            row("roam", 1, 10.0),
+            row("roam", 2, 10.0),
+            row("aggregation", 1, 60.0),
+            row("aggregation", 2, 20.0),
+            row("best-latency", 1, 30.0),
+            row("best-latency", 2, 30.0),
+        ];
+        let r =
+            advantage_of_means(&rows, "mail", "hotspot", "aggregation", "open_ms", false).unwrap();
+        assert!((r.ratio - 4.0).abs() < 1e-12);
+        let text = advantage_text(
+            &rows,
+            ("mail", "hotspot", "aggregation"),
+            "open_ms",
+            false,
+            false,
+        );
+        assert!(
+            text.starts_with("4.00x faster [2.00-6.00x] (per seed: 3.46x faster"),
+            "{text}"
+        );
+        // The best baseline by mean, not median: aggregation's median is lower (10 against
+        // 20) but one far trial makes its mean 40 against 20.
+        let three = vec![
+            row("aggregation", 1, 10.0),
+            row("aggregation", 2, 10.0),
+            row("aggregation", 3, 100.0),
+            row("best-latency", 1, 20.0),
+            row("best-latency", 2, 20.0),
+            row("best-latency", 3, 20.0),
+        ];
+        let pair = ["aggregation", "best-latency"];
+        let best = best_baseline(&three, ("mail", "hotspot"), &pair, "open_ms", false);
+        assert_eq!(best.map(|b| b.0), Some("best-latency"));
+        let best = best_baseline(&three, ("mail", "hotspot"), &pair, "open_ms", true);
+        assert_eq!(best.map(|b| b.0), Some("aggregation"));
     }
 }

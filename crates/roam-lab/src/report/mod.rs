@@ -1,5 +1,6 @@
-//! Trial rows, their summary per cell (mean with a 95% t interval, as the papers report, and
-//! the median as a second view), and the CSV. The charts are in [`crate::report::chart`].
+//! Trial rows, their summary per cell (mean with a 95% interval, as the papers report: Student's
+//! t, or a percentile bootstrap where t does not suit the trials; the median as a second view),
+//! and the CSV. The charts are in [`crate::report::chart`].
 
 pub mod chart;
 pub mod compare;
@@ -140,11 +141,36 @@ pub struct Summary {
     pub ci: f64,
     /// Sample skewness of the values (NaN with fewer than three).
     pub skew: f64,
+    /// The 95% percentile bootstrap interval of the mean (see [`stats::bootstrap_mean`]), for
+    /// where a t interval does not suit the trials; `None` with one trial or an unfinished one.
+    pub boot: Option<(f64, f64)>,
 }
 
-/// Above this sample skewness (in magnitude) a t interval over a handful of trials is not
-/// shown: one trial far out makes it symmetric where the data are not (and reach below zero).
+/// Above this sample skewness (in magnitude) a t interval over a handful of trials does not
+/// suit them: one trial far out makes it symmetric where the data are not (and reach below
+/// zero). The cell shows the bootstrap interval instead.
 pub const SKEWED: f64 = 1.0;
+
+/// Which interval of the mean a cell shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntervalKind {
+    /// Student's t: mean +- t(0.975, n-1) * s / sqrt(n).
+    Student,
+    /// The percentile bootstrap ([`stats::bootstrap_mean`]), where a t interval would be
+    /// skewed or reach below zero.
+    Bootstrap,
+}
+
+/// A 95% interval of a cell's mean.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Interval {
+    /// Low end.
+    pub lo: f64,
+    /// High end.
+    pub hi: f64,
+    /// How it was computed.
+    pub kind: IntervalKind,
+}
 
 /// Mean, 95% CI and median over the trials with a value; mean and CI only when all finished.
 pub fn summarize(v: &[f64]) -> Summary {
@@ -161,6 +187,7 @@ pub fn summarize(v: &[f64]) -> Summary {
             mean: f64::NAN,
             ci: f64::NAN,
             skew: f64::NAN,
+            boot: None,
         };
     }
     let mean = f.iter().sum::<f64>() / n as f64;
@@ -178,6 +205,7 @@ pub fn summarize(v: &[f64]) -> Summary {
         mean,
         ci,
         skew: crate::report::stats::skewness(&f),
+        boot: stats::bootstrap_mean(&f),
     }
 }
 
@@ -209,17 +237,29 @@ impl Summary {
         }
     }
 
-    /// The 95% t interval of the mean as (low, high), when it suits the data: all trials
-    /// finished, more than one, not skewed beyond [`SKEWED`] and not reaching below zero (no
-    /// metric here is negative; an interval that does is the t interval failing, not a fact).
-    pub fn interval(&self) -> Option<(f64, f64)> {
+    /// The 95% interval of the mean, whenever all trials finished and there is more than one:
+    /// Student's t where it suits the data (not skewed beyond [`SKEWED`], not reaching below
+    /// zero: no metric here is negative, and an interval that does is the t interval failing,
+    /// not a fact), else the percentile bootstrap's. Never dropped.
+    pub fn interval(&self) -> Option<Interval> {
         let skewed = self.skew.abs() > SKEWED; // NaN (under three trials) is not skewed
-        let ok = self.ci.is_finite() && !skewed && self.mean - self.ci >= 0.0;
-        ok.then_some((self.mean - self.ci, self.mean + self.ci))
+        if self.ci.is_finite() && !skewed && self.mean - self.ci >= 0.0 {
+            return Some(Interval {
+                lo: self.mean - self.ci,
+                hi: self.mean + self.ci,
+                kind: IntervalKind::Student,
+            });
+        }
+        self.boot.map(|(lo, hi)| Interval {
+            lo,
+            hi,
+            kind: IntervalKind::Bootstrap,
+        })
     }
 
-    /// "mean [lo, hi] (median m)", the interval the 95% CI of the mean; "mean (median m;
-    /// skewed)" where a t interval would not suit the data (see `interval`); "unfinished (k of
+    /// "mean [lo, hi] (median m)", the interval the 95% t interval of the mean; "mean [lo, hi;
+    /// bootstrap] (median m)" where a t interval would not suit the data (see `interval`);
+    /// "unfinished (k of
     /// n)" when the median trial did not finish, and "median m (k of n unfinished)" when some
     /// other trial did not (the mean is then unknown). Trials that failed are outside all of
     /// it and counted after it: "... [k of n failed]"; "failed" when every one did.
@@ -256,18 +296,18 @@ impl Summary {
             return fmt_num(self.mean);
         }
         match self.interval() {
-            Some((lo, hi)) => format!(
-                "{} [{}, {}] (median {})",
+            Some(i) => format!(
+                "{} [{}, {}{}] (median {})",
                 fmt_num(self.mean),
-                fmt_num(lo),
-                fmt_num(hi),
+                fmt_num(i.lo),
+                fmt_num(i.hi),
+                match i.kind {
+                    IntervalKind::Student => "",
+                    IntervalKind::Bootstrap => "; bootstrap",
+                },
                 fmt_num(self.median)
             ),
-            None => format!(
-                "{} (median {}; skewed, no t interval)",
-                fmt_num(self.mean),
-                fmt_num(self.median)
-            ),
+            None => format!("{} (median {})", fmt_num(self.mean), fmt_num(self.median)),
         }
     }
 
@@ -337,11 +377,19 @@ mod tests {
         assert_eq!(summarize(&[5.0]).cell(), "5.00");
         assert_eq!(summarize(&[f64::NAN]).cell(), "failed");
         assert_eq!(summarize(&[]).cell(), "not run");
-        // One trial far out: no t interval (it would reach below zero), the mean and median.
+        // One trial far out: no t interval (it would reach below zero) but the bootstrap's,
+        // said so.
         let w = summarize(&[0.1, 0.1, 0.1, 0.1, 100.0]);
         assert!(w.mean - w.ci < 0.0 && w.skew > SKEWED, "{w:?}");
-        assert_eq!(w.interval(), None);
-        assert_eq!(w.cell(), "20.1 (median 0.100; skewed, no t interval)");
+        let i = w.interval().unwrap();
+        assert_eq!(i.kind, IntervalKind::Bootstrap);
+        assert!(i.lo >= 0.1 && i.hi <= 100.0);
+        assert!(
+            w.cell().starts_with("20.1 [0.100, ")
+                && w.cell().ends_with("; bootstrap] (median 0.100)"),
+            "{}",
+            w.cell()
+        );
         assert_eq!(w.value(), w.mean);
         // Unfinished trials count towards the median but not the mean.
         let u = summarize(&[3.0, UNFINISHED, 1.0, f64::NAN]);

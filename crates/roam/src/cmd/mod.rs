@@ -8,6 +8,7 @@ pub mod hla;
 pub mod lab;
 pub mod net;
 pub mod parcel;
+pub mod results;
 pub mod trace;
 pub mod transfer;
 

@@ -32,9 +32,9 @@ use crate::harness::plan::DEVELOPMENT_SEEDS;
 use crate::harness::plan::{App, Plan};
 use crate::harness::results::note_parts;
 use crate::harness::results::read_run;
-use crate::harness::results::seeds_line;
 use crate::harness::results::written_by;
 use crate::harness::results::NoteParts;
+use crate::harness::seeds::seeds_line;
 use crate::harness::study::{report_lines, Defaults, Request, Study};
 use crate::harness::system::System;
 use crate::report::compare::cell;
@@ -443,7 +443,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
         "# roam lab fasthla: bulk transfers with tuned concurrency, parallelism and block size\n\n\
          Measured with roam `{version}`{}. {} trial(s) per cell{}. Every system fetches the same \
          files from the same nginx over the same emulated link; only the client differs. Cells: \
-         the mean with its 95% confidence interval (Student's t), then the median. Energy per \
+         the mean with its 95% confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), then the median. Energy per \
          100 MB is **modelled** (roam-budget's huang2012 WiFi and LTE radio profiles driven by \
          the bytes and the transfer time; the CPU not counted).\n",
         written_by(version),
@@ -454,7 +454,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
             ""
         },
     );
-    let _ = writeln!(s, "{}\n", seeds_line(rows));
+    let _ = writeln!(s, "{}\n", seeds_line("fasthla", rows));
 }
 
 /// What FastHLA learnt from: the `sweep` (from `sweep_source`), the clusters of the `update`,
@@ -748,8 +748,7 @@ fn sweep_charts(plan: &Plan, sweep: &[Row], app: &str, sc: &str, grid: &[Params]
                     group: format!("cc {}", point.cc),
                     series: format!("p {}{h2}", point.p),
                     value: v,
-                    center: v,
-                    ci: f64::NAN,
+                    whisker: None,
                     note: String::new(),
                     points: Vec::new(),
                 });

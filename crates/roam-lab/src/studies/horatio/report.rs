@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use super::paper::{paper, paper_resume};
 use super::path::Path;
 use crate::harness::plan::Plan;
-use crate::harness::results::seeds_line;
 use crate::harness::results::written_by;
+use crate::harness::seeds::seeds_line;
 use crate::harness::system::System;
 use crate::report::compare::cell;
 use crate::report::Row;
@@ -92,7 +92,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
          Measured with roam `{version}`{}. {} trial(s) per cell{}. Three emulated hosts (client, \
          phone, server) and the real tiers (`roam parcel`'s code, TLS links over roam-net); \
          the links are the `horatio` scenario's (docs/horatio.md). Cells: the mean with its \
-         95% confidence interval (Student's t), then the median; beside it the seed's figure. \
+         95% confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), then the median; beside it the seed's figure. \
          Energy is **modelled** (roam-budget's huang2012 radio profiles; no USB power model).\n",
         written_by(version),
         plan.trials,
@@ -102,7 +102,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
             ""
         },
     );
-    let _ = writeln!(s, "{}\n", seeds_line(rows));
+    let _ = writeln!(s, "{}\n", seeds_line("horatio", rows));
 }
 
 /// Suspend and resume on `sc` ([`table`]), then the headline: the phone over USB against ISR

@@ -21,8 +21,8 @@ use crate::harness::charts::charts;
 use crate::harness::charts::{cdf_file, event_curves};
 use crate::harness::matrix;
 use crate::harness::plan::{App, Plan};
-use crate::harness::results::seeds_line;
 use crate::harness::results::Measured;
+use crate::harness::seeds::seeds_line;
 use crate::harness::setup::{Need, DOVECOT, NGINX};
 use crate::harness::study::{report_lines, Defaults, Request, Study};
 use crate::harness::system::{System, SystemUnderTest, Transport};
@@ -238,7 +238,7 @@ fn report_head(s: &mut String, plan: &Plan, m: &Measured) {
         "# roam lab imp: Informed Mobile Prefetching, reproduced\n\nMeasured with roam `{}`{}. \
          {} trial(s) per cell{}. Every strategy runs over roam (Intentional Networking); only \
          the prefetching decision differs. Cells: the mean over trials with its 95% \
-         confidence interval (Student's t; none where skewed), then the median. Energy is \
+         confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), then the median. Energy is \
          **modelled** (PowerTutor's Nexus One radios, AT&T 3G timers, driven by the client's \
          interface counters), not measured; data is the 3G's bytes. Every trial is in \
          `trials.csv`.\n",
@@ -251,7 +251,7 @@ fn report_head(s: &mut String, plan: &Plan, m: &Measured) {
             ""
         },
     );
-    let _ = writeln!(s, "{}\n", seeds_line(&m.rows));
+    let _ = writeln!(s, "{}\n", seeds_line("imp", &m.rows));
     let _ = writeln!(
         s,
         "The `walking` scenario is constructed to the thesis's statistics (its trace is not \

@@ -19,12 +19,13 @@ use crate::harness::charts::charts;
 use crate::harness::charts::{cdf_file, event_curves};
 use crate::harness::matrix;
 use crate::harness::plan::{App, Plan};
-use crate::harness::results::{note_failed, note_system, seeds_line, TRIALS_LOG};
+use crate::harness::results::{note_failed, note_system, TRIALS_LOG};
+use crate::harness::seeds::seeds_line;
 use crate::harness::setup::DOVECOT;
 use crate::harness::study::{Defaults, Request, Study};
 use crate::harness::sweep;
 use crate::harness::system::{self, Builtin, System};
-use crate::report::compare::{advantages, cell, gains, speedups};
+use crate::report::compare::{advantage_text, best_baseline, cell};
 use crate::report::Row;
 use claims::expected_outcome;
 
@@ -124,11 +125,12 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], measured: &str) {
         s,
         "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues (unless a scenario's `+queue=` says otherwise); CUBIC \
          everywhere. Cells: the mean over trials, as the paper reports, with the 95% confidence \
-         interval of the mean in brackets (Student's t; not shown where the trials are skewed, \
-         |skewness| > 1, or the interval would reach below zero: one trial far out makes it \
-         misleading), then the median. Trials of every system share their seeds, so roam's \
-         advantage over a system is the geometric mean of the per-seed ratios, with their \
-         range. Every trial is in `trials.csv`. The \
+         interval of the mean in brackets (Student's t; a percentile bootstrap, said so, where \
+         the trials are skewed, |skewness| > 1, or the t interval would reach below zero), \
+         then the median. roam's advantage over a system is first the ratio of the two means, \
+         as the paper's \"X times\" compares means, with its 95% bootstrap interval; then, \
+         since trials of every system share their seeds, the geometric mean of the per-seed \
+         ratios with their range. Every trial is in `trials.csv`. The \
          paper's column quotes the paper (its numbers are ratios against its baselines). \
          `unfinished`: the workload did not finish within the trial's time limit (mail: every \
          body within the workload length; file system: a demand read unanswered for 120 s, a \
@@ -145,7 +147,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], measured: &str) {
         },
         crate::harness::system::QUEUE_PACKETS,
     );
-    let _ = writeln!(s, "{}\n", seeds_line(rows));
+    let _ = writeln!(s, "{}\n", seeds_line("in-paper", rows));
 }
 
 /// The scenarios: the paper's vehicular traces, then ours (seed 1) over the longest workload
@@ -213,10 +215,10 @@ fn system_row(s: &mut String, app: &App, sc: &str, sys: &System, rows: &[Row]) {
     let (ri, rb) = if *sys == Builtin::Roam {
         ("".to_string(), "".to_string())
     } else {
-        let adv = |m: &str, hb| advantages(rows, app.name, sc, sys.name(), m, hb);
+        let key = (app.name, sc, sys.name());
         (
-            speedups(&adv(app.interactive.0, false)),
-            gains(&adv(app.background.0, app.background.2)),
+            advantage_text(rows, key, app.interactive.0, false, false),
+            advantage_text(rows, key, app.background.0, app.background.2, true),
         )
     };
     let _ = writeln!(
@@ -238,8 +240,10 @@ fn claims_section(s: &mut String, plan: &Plan, all: &[App], app_ix: &[usize], ro
          about a cell measured here (against idealized aggregation and the two migration \
          strategies; the bound is the lower end of a range the paper gives, or the cost it \
          reports), and roam's interactive metric better than MPTCP's. Each is roam's \
-         advantage as the geometric mean of the per-seed ratios. A miss names the section of \
-         docs/results/notebook.md that traces it, where one does.\n\n| application | \
+         advantage as the ratio of the means, the paper's statistic, with its 95% bootstrap \
+         interval (the ratio of the medians where a trial did not finish). Under a miss, a \
+         link to where docs/results/notebook.md traced earlier runs' misses of that cell, \
+         where it did: a pointer, not a diagnosis of this run.\n\n| application | \
          scenario | outcome |\n|---|---|---|"
     );
     for &a in app_ix {
@@ -253,7 +257,8 @@ fn claims_section(s: &mut String, plan: &Plan, all: &[App], app_ix: &[usize], ro
 }
 
 /// What each trial that did not finish (or failed) said, if any did; under an MPTCP trial
-/// that ran and did not finish, the stall traced so far ([`MPTCP_STALL`]).
+/// that ran and did not finish, a link to the MPTCP stalls traced in earlier runs
+/// ([`MPTCP_STALLS`]: a pointer, not a diagnosis of this run).
 fn notes_section(s: &mut String, notes: &[String]) {
     if notes.is_empty() {
         return;
@@ -271,7 +276,7 @@ fn notes_section(s: &mut String, notes: &[String]) {
         .iter()
         .any(|n| note_system(n) == Some(Builtin::Mptcp.name()) && !note_failed(n))
     {
-        let _ = writeln!(s, "\n{MPTCP_STALL}");
+        let _ = writeln!(s, "\n{MPTCP_STALLS}");
     }
 }
 
@@ -333,17 +338,23 @@ impl Study for InPaper {
     }
 }
 
-/// What the report says under unfinished MPTCP trials: the one kind of MPTCP stall traced so
-/// far, with `ss -tinM` samples of both ends (docs/results/notebook.md has the run).
-const MPTCP_STALL: &str = "The MPTCP stalls traced so far (the file system on the vehicular \
-     drive) were Linux MPTCP parking data in a WiFi subflow whose retransmission timer had \
-     backed off to its 120 s maximum during a long WiFi absence: a packet arriving on that \
-     subflow clears its stale mark, the scheduler hands it new data, and the data waits unsent \
-     behind the unacknowledged segments until the timer fires, while the 3G subflow idles \
-     (docs/results/notebook.md, \"Linux MPTCP after a long WiFi absence\").";
+/// What the report says under unfinished MPTCP trials: where earlier runs' MPTCP stalls were
+/// traced (with `ss -tinM` samples of both ends). A link: whether this run's stalled the same
+/// way, its own notes and per-link bytes say.
+const MPTCP_STALLS: &str = "MPTCP stalls traced in earlier runs: docs/results/notebook.md, \
+     \"Linux MPTCP after a long WiFi absence\".";
+
+/// The baselines the paper compared roam with: idealized aggregation and the two migration
+/// strategies (MPTCP is ours).
+const PAPER_BASELINES: [Builtin; 3] = [
+    Builtin::Aggregation,
+    Builtin::BestLatency,
+    Builtin::BestBandwidth,
+];
 
 /// The table a newcomer should see first: interactive latency and background throughput of
-/// roam, MPTCP and the best one-link baseline, for each application on `scenario`.
+/// roam, MPTCP and the best of the paper's baselines (the best mean of the interactive metric:
+/// [`best_baseline`]), for each application on `scenario`.
 pub fn headline(rows: &[Row], scenario: &str) -> String {
     let all = apps();
     let mut s = String::new();
@@ -353,21 +364,14 @@ pub fn headline(rows: &[Row], scenario: &str) -> String {
             "{} on `{scenario}`:\n\n| system | {} | {} |\n|---|---:|---:|",
             app.name, app.interactive.1, app.background.1
         );
-        let best = [
-            Builtin::Aggregation,
-            Builtin::BestLatency,
-            Builtin::BestBandwidth,
-        ]
-        .into_iter()
-        .map(|b| {
-            (
-                b,
-                cell(rows, app.name, scenario, b.name(), app.interactive.0),
-            )
-        })
-        .filter(|(_, c)| c.median.is_finite())
-        .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
-        .map(|(b, _)| b);
+        let best = best_baseline(
+            rows,
+            (app.name, scenario),
+            &PAPER_BASELINES.map(|b| b.name()),
+            app.interactive.0,
+            false,
+        )
+        .and_then(|(name, _)| PAPER_BASELINES.into_iter().find(|b| b.name() == name));
         let ran = |sys: &Builtin| {
             rows.iter()
                 .any(|r| r.app == app.name && r.scenario == scenario && r.system == sys.name())
@@ -433,16 +437,16 @@ mod tests {
             "{md}"
         );
         assert!(
-            !md.contains(MPTCP_STALL),
+            !md.contains(MPTCP_STALLS),
             "no MPTCP trial is unfinished: {md}"
         );
         let mptcp_note = vec!["mail/hotspot/mptcp#1: background: 3 of 100 bodies".to_string()];
         let md = markdown(&plan, &all, &ix, &kept, &[], &mptcp_note, VERSION);
-        assert!(md.contains(MPTCP_STALL), "{md}");
+        assert!(md.contains(MPTCP_STALLS), "{md}");
         let mptcp_failed = vec!["mail/hotspot/mptcp#1: failed: no route to host".to_string()];
         let md = markdown(&plan, &all, &ix, &kept, &[], &mptcp_failed, VERSION);
         assert!(
-            !md.contains(MPTCP_STALL),
+            !md.contains(MPTCP_STALLS),
             "a failed trial did not stall: {md}"
         );
         let _ = std::fs::remove_dir_all(&dir);

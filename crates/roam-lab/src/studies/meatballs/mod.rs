@@ -21,7 +21,7 @@ use anyhow::Result;
 use crate::harness::charts::charts;
 use crate::harness::matrix;
 use crate::harness::plan::{App, Plan};
-use crate::harness::results::seeds_line;
+use crate::harness::seeds::seeds_line;
 use crate::harness::study::{plan_with, report_lines, Defaults, Finished, Request, Study};
 use crate::harness::system::System;
 use crate::report::compare::cell;
@@ -353,7 +353,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
         "# roam lab meatballs: decisions under predictor uncertainty, reproduced\n\n\
          Measured with roam `{version}`{}. {} trial(s) per cell{}. Every rule runs the same \
          application over roam (Intentional Networking); only the decision differs. Cells: the \
-         mean over trials with its 95% confidence interval (Student's t; none where skewed), \
+         mean over trials with its 95% confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), \
          then the median. Energy is **modelled** (PowerTutor's Nexus One radios, AT&T 3G \
          timers, driven by the client's interface counters; for speech also the phone's CPU at \
          a reconstructed {} W while it recognises); data is the 3G's bytes. The weighted cost \
@@ -369,7 +369,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
         },
         crate::studies::meatballs::speech::PHONE_CPU_W,
     );
-    let _ = writeln!(s, "{}\n", seeds_line(rows));
+    let _ = writeln!(s, "{}\n", seeds_line("meatballs", rows));
     let _ = writeln!(
         s,
         "`walking-campus` is constructed to the thesis's statistics (WiFi in reach 69% of the \

@@ -159,6 +159,10 @@ pub struct RunArgs {
     /// Mahimahi's mm-throughput-graph and mm-delay-graph read.
     #[arg(long, conflicts_with = "no_log")]
     packet_log: bool,
+    /// Make this the default TCP congestion control in every namespace (e.g. `cubic`; the
+    /// namespaces otherwise inherit the host's). A name the kernel lacks is an error.
+    #[arg(long, value_name = "NAME")]
+    congestion_control: Option<String>,
     /// Capture the packets each link delivers into DIR/<link>.<up|down>.pcap (raw IP, readable
     /// by tcpdump and Wireshark; stamped when they left the link).
     #[arg(long, value_name = "DIR")]
@@ -222,6 +226,7 @@ fn emu_run(a: &RunArgs) -> Result<i32> {
         control_socket: a.control.clone(),
         hosts,
         ends,
+        congestion_control: a.congestion_control.clone(),
     })?;
     let code = roam_emu::run::run(
         emu,
