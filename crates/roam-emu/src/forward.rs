@@ -12,7 +12,7 @@ use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -137,6 +137,10 @@ pub(crate) struct Carrier {
     /// When the current outage began.
     down_since: Option<Time>,
     off: bool,
+    /// The link's index, and where each change of the carrier is told (the emulator's MPTCP
+    /// endpoint manager, `netconf::follow_carrier_endpoints`), if anywhere.
+    link: usize,
+    events: Option<Sender<(usize, bool)>>,
 }
 
 impl PacketLog {
@@ -157,12 +161,27 @@ impl PacketLog {
 }
 
 impl Carrier {
-    /// A carrier that goes down once an outage has lasted `after`.
-    pub(crate) fn new(after: Duration) -> Carrier {
+    /// Link `link`'s carrier, which goes down once an outage has lasted `after`; each change
+    /// is sent to `events` (`(link, on)`), if given.
+    pub(crate) fn new(
+        after: Duration,
+        link: usize,
+        events: Option<Sender<(usize, bool)>>,
+    ) -> Carrier {
         Carrier {
             after,
             down_since: None,
             off: false,
+            link,
+            events,
+        }
+    }
+
+    /// The carrier went `on` or off: tell whoever follows it (nothing slow runs here, on the
+    /// forwarding thread).
+    fn changed(&self, on: bool) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send((self.link, on));
         }
     }
 }
@@ -179,6 +198,7 @@ impl Forwarder {
             c.down_since = None;
             if c.off && sys::set_carrier(fd, true).is_ok() {
                 c.off = false;
+                c.changed(true);
             }
         } else {
             let since = *c.down_since.get_or_insert(now);
@@ -187,6 +207,7 @@ impl Forwarder {
                 && sys::set_carrier(fd, false).is_ok()
             {
                 c.off = true;
+                c.changed(false);
             }
         }
     }

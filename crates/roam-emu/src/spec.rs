@@ -42,7 +42,8 @@ pub struct LinkConfig {
     /// How an outage looks to the client's kernel: `None`, a silent drop (the interface stays
     /// up, as when a car drives out of range and nothing tells it); `Some(d)`, once the link
     /// has been unavailable for `d` its interface loses its carrier until the link returns, as
-    /// after a WiFi disassociation the kernel is told of.
+    /// after a WiFi disassociation the kernel is told of; a client link's MPTCP endpoint is then
+    /// withdrawn and added again when the carrier returns, as a phone's connection manager does.
     pub carrier_after: Option<Duration>,
     /// Seed for random loss and jitter.
     pub seed: u64,

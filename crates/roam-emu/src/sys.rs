@@ -62,8 +62,10 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 /// `_IOW('T', 226, int)`, kernel >= 5.0.
 const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
 
-/// Set a TUN device's carrier. Off, the kernel sees the link as down (`NO-CARRIER`), as after a
-/// WiFi disassociation: routes over it are dropped and the device's address watchers hear of it.
+/// Set a TUN device's carrier. Off, the kernel sees the link as down (`NO-CARRIER`, a netlink
+/// link event), as after a WiFi disassociation: the device drops what is sent to it; its
+/// address and routes stay (marked `linkdown`, still chosen unless
+/// `ignore_routes_with_linkdown` is set).
 pub fn set_carrier(fd: RawFd, on: bool) -> io::Result<()> {
     let v: libc::c_int = on.into();
     // SAFETY: TUNSETCARRIER reads an int through the pointer.

@@ -197,6 +197,68 @@ fn a_long_outage_takes_the_carrier_down_only_when_asked() {
     assert!(!no_carrier("a"), "the link's return restores the carrier");
 }
 
+/// A link whose carrier follows its outages withdraws its MPTCP endpoint while down and adds
+/// it back when up, so that a connection made during the outage gets a subflow over the link
+/// once it returns. (Before, the in-kernel path manager tried the link's join once, during the
+/// outage, and never again: the link carried nothing for the rest of the connection.)
+#[test]
+fn mptcp_joins_a_link_that_comes_back() {
+    let Some(emu) = emu(&["a=rate=10mbit,carrier=200ms", "b=rate=10mbit"]) else {
+        return;
+    };
+    if !std::path::Path::new("/proc/sys/net/mptcp/enabled").exists() {
+        eprintln!("skipped: kernel without MPTCP");
+        return;
+    }
+    let endpoints = || {
+        emu.spawn_in_client(|| {
+            let o = std::process::Command::new("ip")
+                .args(["mptcp", "endpoint", "show"])
+                .output()
+                .expect("ip");
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        })
+        .join()
+        .unwrap()
+        .unwrap()
+    };
+    let set = |action: LinkCommand| {
+        emu.command(&Command {
+            link: "a".into(),
+            action,
+        })
+        .unwrap()
+    };
+    assert!(endpoints().contains("id 1"), "{}", endpoints());
+    set(LinkCommand::Down);
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        !endpoints().contains("id 1"),
+        "withdrawn while down: {}",
+        endpoints()
+    );
+    let srv = bulk_server(&emu, 7002, true).unwrap();
+    let clock = emu.clock();
+    let b = emu.link("b").unwrap().client_addr;
+    let until = clock.now() + Duration::from_secs(5);
+    let download = emu.spawn_in_client(move || {
+        bulk_download(clock, b, 7002, true, until, Duration::from_secs(3))
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = down_bytes(&emu, "a");
+    set(LinkCommand::Up);
+    let r = download.join().unwrap().unwrap();
+    assert!(r.total() > 0);
+    assert!(endpoints().contains("id 1"), "added back: {}", endpoints());
+    let over_a = down_bytes(&emu, "a") - before;
+    assert!(
+        over_a > 200_000,
+        "after its return link a carried {over_a} bytes of the download"
+    );
+    srv.stop();
+    assert!(emu.warnings().is_empty(), "{:?}", emu.warnings());
+}
+
 /// Three hosts: the client reaches the phone over `usb` and the server over `wan`; the phone
 /// reaches the server over `cell`. Each connection goes over the link that joins its two
 /// hosts, and a link naming an unknown host is refused.

@@ -47,7 +47,8 @@ enum Cmd {
     /// The lab: a paper's evaluation (`roam lab STUDY`), its applications against its
     /// baselines and today's alternatives, with a report beside the paper's figures.
     Lab(cmd::lab::LabArgs),
-    /// The kept runs: `roam results index` writes docs/results/README.md from their files.
+    /// Results directories: `merge` the parts of a sharded lab run; `index` the kept runs
+    /// (docs/results/README.md, written from their files).
     #[command(subcommand)]
     Results(cmd::results::ResultsCmd),
     /// Radio energy (modelled) and data per link, from an emulator log directory or live from

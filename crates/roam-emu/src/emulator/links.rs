@@ -52,6 +52,8 @@ pub(super) struct Shared<'a> {
     pub(super) started_unix: Duration,
     pub(super) stop: &'a Arc<AtomicBool>,
     pub(super) cfg: &'a EmuConfig,
+    /// Where links' carrier changes go (`(link, on)`), when something follows them.
+    pub(super) carrier_events: Option<std::sync::mpsc::Sender<(usize, bool)>>,
 }
 
 /// The forwarding threads started, and how to reach them.
@@ -139,7 +141,7 @@ fn start_link(
             seed: l.seed ^ 0x9e37_79b9_7f4a_7c15,
         },
     ] {
-        start_direction(shared, l, dir, fwd)?;
+        start_direction(shared, (i, l), dir, fwd)?;
     }
     Ok(LinkHandle {
         name: l.name.clone(),
@@ -151,11 +153,11 @@ fn start_link(
     })
 }
 
-/// Start one direction of link `l`: build its queue, give it a mailbox, open its logs, and
-/// spawn its forwarding thread (`roam-emu <link> <dir>`).
+/// Start one direction of link `i` (`l`): build its queue, give it a mailbox, open its logs,
+/// and spawn its forwarding thread (`roam-emu <link> <dir>`).
 fn start_direction(
     shared: &Shared,
-    l: &LinkConfig,
+    (i, l): (usize, &LinkConfig),
     dir: Direction,
     fwd: &mut Forwarders,
 ) -> Result<(), EmuError> {
@@ -214,7 +216,7 @@ fn start_direction(
         carrier: (dir.name == "up")
             .then_some(l.carrier_after)
             .flatten()
-            .map(Carrier::new),
+            .map(|after| Carrier::new(after, i, shared.carrier_events.clone())),
     };
     fwd.threads.push(
         std::thread::Builder::new()

@@ -48,6 +48,7 @@ pub use self::hosts::SERVER_ADDR;
 pub use self::links::LinkHandle;
 pub use crate::forward::{DirCounters, LATE, LOG_HEADER};
 
+use self::config::io_err;
 use self::dispatch::Dispatcher;
 use self::hosts::{host_addr, spawn_in, Namespaces};
 use crate::control::Command;
@@ -95,9 +96,28 @@ impl Emulator {
             netconf::set_congestion_control(&ns, &cfg.hosts, cc)?;
         }
         let mut warnings = Vec::new();
-        if let Err(e) = netconf::configure_mptcp(&ns, &names, &ends) {
-            warnings.push(format!("MPTCP is not available here ({e})"));
-        }
+        let mptcp = match netconf::configure_mptcp(&ns, &names, &ends) {
+            Ok(()) => true,
+            Err(e) => {
+                warnings.push(format!("MPTCP is not available here ({e})"));
+                false
+            }
+        };
+        // A client link whose carrier follows its outages also withdraws and re-adds its MPTCP
+        // endpoint, as a phone's connection manager does (`netconf::follow_carrier_endpoints`).
+        let client_side: Vec<bool> = ends.iter().map(|(a, _)| a == "client").collect();
+        let follows = mptcp
+            && cfg
+                .links
+                .iter()
+                .zip(&client_side)
+                .any(|(l, &c)| c && l.carrier_after.is_some());
+        let (carrier_events, carrier_rx) = if follows {
+            let (tx, rx) = std::sync::mpsc::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
 
         let clock = Clock::start();
         let started_unix = std::time::SystemTime::now()
@@ -110,12 +130,31 @@ impl Emulator {
             started_unix,
             stop: &stop,
             cfg: &cfg,
+            carrier_events,
         };
         let (links, forwarders) = links::start_links(&shared, tuns)?;
+        // The forwarders hold the only senders now: the endpoint manager ends after them.
+        drop(shared);
 
         let dispatcher = Dispatcher::new(clock, forwarders.mailboxes);
         let warnings = Arc::new(Mutex::new(warnings));
         let mut threads = forwarders.threads;
+        if let Some(rx) = carrier_rx {
+            let client = ns
+                .client
+                .try_clone()
+                .map_err(io_err("sharing the client namespace"))?;
+            threads.push(
+                netconf::follow_carrier_endpoints(
+                    client,
+                    names.clone(),
+                    client_side,
+                    rx,
+                    warnings.clone(),
+                )
+                .map_err(io_err("starting the MPTCP endpoint manager"))?,
+            );
+        }
         threads.extend(dispatch::start_events(
             &cfg.events,
             &dispatcher,

@@ -196,15 +196,67 @@ pub(super) fn configure_mptcp(
 /// MPTCP's limits, for both ends: 8 subflows, 8 addresses accepted from the peer.
 const MPTCP_LIMITS: &str = "mptcp limits set subflows 8 add_addr_accepted 8\n";
 
-/// The client's MPTCP script: [`MPTCP_LIMITS`] and one subflow endpoint per link of its.
+/// The client's MPTCP script: [`MPTCP_LIMITS`] and one subflow endpoint per link of its
+/// ([`endpoint_add`]).
 fn mptcp_client_script(names: &[String], ends: &[Ends]) -> String {
     let mut sc = String::from(MPTCP_LIMITS);
     for (i, (n, (a, _))) in names.iter().zip(ends).enumerate() {
         if a == "client" {
-            sc += &format!("mptcp endpoint add {} dev {n} subflow\n", client_addr(i));
+            sc += &endpoint_add(i, n);
         }
     }
     sc
+}
+
+/// Link `i`'s (device `n`'s) subflow endpoint, id `i + 1`.
+fn endpoint_add(i: usize, n: &str) -> String {
+    format!(
+        "mptcp endpoint add {} dev {n} id {} subflow\n",
+        client_addr(i),
+        i + 1
+    )
+}
+
+/// Play a phone's connection manager for MPTCP: as each client link's carrier goes down, its
+/// endpoint is withdrawn (the kernel closes that link's subflows and sends their queued data
+/// over the others), and as it comes back the endpoint is added again (the in-kernel path
+/// manager then opens a subflow over it on every established connection). Without this a
+/// join that failed during an outage is never tried again: the in-kernel path manager marks
+/// an endpoint usable again only when it is deleted or flushed (the MPTCP maintainers:
+/// "If the corresponding endpoint is removed and re-added, the subflow should be
+/// re-created", multipath-tcp/mptcp_net-next#440). mptcpd would do the same only if the
+/// address went away with the carrier.
+///
+/// A thread of its own (`roam-emu mptcp-pm`) takes each `(link, on)` from `events` in order
+/// and runs `ip` in the client namespace; it ends once every forwarder has let its sender go.
+/// A failed change becomes one of the emulator's warnings.
+pub(super) fn follow_carrier_endpoints(
+    client: OwnedFd,
+    names: Vec<String>,
+    client_side: Vec<bool>,
+    events: std::sync::mpsc::Receiver<(usize, bool)>,
+    warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("roam-emu mptcp-pm".into())
+        .spawn(move || {
+            for (i, on) in events {
+                if !client_side.get(i).copied().unwrap_or(false) {
+                    continue;
+                }
+                let script = if on {
+                    endpoint_add(i, &names[i])
+                } else {
+                    format!("mptcp endpoint delete id {}\n", i + 1)
+                };
+                if let Err(e) = run_ip(&client, &script, "MPTCP endpoint") {
+                    warnings.lock().unwrap().push(format!(
+                        "following link {}'s carrier with its MPTCP endpoint: {e}",
+                        names[i]
+                    ));
+                }
+            }
+        })
 }
 
 /// Run `ip -batch -` with `script` inside namespace `ns`; `what` names the namespace in the
@@ -304,8 +356,8 @@ mod tests {
                 &ends(&[("client", "server"); 2])
             ),
             "mptcp limits set subflows 8 add_addr_accepted 8\n\
-             mptcp endpoint add 10.77.1.2 dev wifi subflow\n\
-             mptcp endpoint add 10.77.2.2 dev lte subflow\n"
+             mptcp endpoint add 10.77.1.2 dev wifi id 1 subflow\n\
+             mptcp endpoint add 10.77.2.2 dev lte id 2 subflow\n"
         );
     }
 
@@ -328,7 +380,7 @@ mod tests {
         assert_eq!(
             mptcp_client_script(&names, &ends),
             "mptcp limits set subflows 8 add_addr_accepted 8\n\
-             mptcp endpoint add 10.77.2.2 dev usb subflow\n"
+             mptcp endpoint add 10.77.2.2 dev usb id 2 subflow\n"
         );
     }
 }

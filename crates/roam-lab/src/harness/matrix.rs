@@ -63,14 +63,18 @@ fn prepare(all: &[App], app_ix: &[usize]) -> Result<()> {
     crate::harness::setup::ensure(&needs)
 }
 
-/// The plan's trials that the recorder does not hold already, trial 1 of every cell first.
+/// The plan's trials that the recorder does not hold already, trial 1 of every cell first;
+/// with a shard, only its part of the matrix ([`crate::harness::plan::Shard`]).
 fn jobs(plan: &Plan, all: &[App], app_ix: &[usize], recorder: &Recorder) -> VecDeque<Job> {
     let mut jobs = VecDeque::new();
+    let mut place = 0;
     for trial in 1..=plan.trials {
         for s in &plan.scenarios {
             for &a in app_ix {
                 for system in &plan.systems {
-                    if recorder.has(all[a].name, s, system.name(), trial) {
+                    let ours = plan.shard.is_none_or(|sh| sh.holds(place));
+                    place += 1;
+                    if !ours || recorder.has(all[a].name, s, system.name(), trial) {
                         continue;
                     }
                     jobs.push_back(Job {

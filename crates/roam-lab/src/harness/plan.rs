@@ -71,6 +71,48 @@ pub struct Plan {
     /// Run nothing: write the report and charts of the trials already in `out` (measured by
     /// the code `out/run.json` names), e.g. after the report's explanations changed.
     pub report_only: bool,
+    /// Run only this part of the matrix (`--shard K/N`), for a matrix spread over machines.
+    pub shard: Option<Shard>,
+}
+
+/// A deterministic part of a matrix, `--shard K/N` (K from 1 to N): of the matrix's trials in
+/// its fixed order (trial 1 of every cell first, then trial 2, ...; scenarios, applications and
+/// systems in the plan's order), those whose place modulo N is K - 1. The N parts are disjoint
+/// and cover the matrix whatever each machine has already run, and each holds trials of every
+/// cell and of every trial number, so that a part cut short still measures the whole matrix a
+/// little. `roam results merge` joins the parts' directories for `--report-only`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// Which part (1..=n).
+    pub k: u32,
+    /// Of how many.
+    pub n: u32,
+}
+
+impl Shard {
+    /// `K/N`, 1 <= K <= N; an error says what is wrong.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let (k, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("--shard `{s}`: expected K/N, e.g. 2/8"))?;
+        let num = |x: &str| {
+            x.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("--shard `{s}`: `{x}` is not a whole number"))
+        };
+        let (k, n) = (num(k)?, num(n)?);
+        if n == 0 || k == 0 || k > n {
+            return Err(format!(
+                "--shard `{s}`: K must be from 1 to N (N at least 1)"
+            ));
+        }
+        Ok(Shard { k, n })
+    }
+
+    /// Whether the trial at `place` in the matrix's order belongs to this part.
+    pub fn holds(&self, place: usize) -> bool {
+        place % self.n as usize == (self.k - 1) as usize
+    }
 }
 
 /// The first seed of the trials roam-net was developed and tuned against (every run on
@@ -112,5 +154,23 @@ impl Plan {
             anyhow::bail!("--trials and --jobs must be at least 1");
         }
         Ok(app_ix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_disjoint_and_cover_the_matrix() {
+        let parts: Vec<Shard> = (1..=3)
+            .map(|k| Shard::parse(&format!("{k}/3")).unwrap())
+            .collect();
+        for place in 0..100 {
+            assert_eq!(parts.iter().filter(|p| p.holds(place)).count(), 1);
+        }
+        for bad in ["0/3", "4/3", "1/0", "a/3", "3"] {
+            assert!(Shard::parse(bad).unwrap_err().contains("--shard"), "{bad}");
+        }
     }
 }

@@ -534,6 +534,78 @@ pub(crate) fn read_notes(out: &std::path::Path, rows: &[Row]) -> Result<Vec<Stri
         .collect())
 }
 
+/// Join results directories `parts` of one matrix (`--shard K/N` parts, or runs of the same
+/// code and workloads kept apart) into `out`, for `--report-only` over the whole: their trials,
+/// events, notes and failed attempts, and a `run.json` with every part's invocations. Refused,
+/// naming the directory, if a part was measured by other code or workloads, if a trial is in
+/// two parts, or if `out` already holds trials. How many trials `out` holds.
+pub fn merge(out: &Path, parts: &[std::path::PathBuf]) -> Result<usize> {
+    let Some(first) = parts.first() else {
+        bail!("nothing to merge: name the parts' directories");
+    };
+    if out.join("trials.csv").exists() {
+        bail!(
+            "{} holds trials already: merge into a new directory",
+            out.display()
+        );
+    }
+    let mut stamp = read_stamp(first, "roam results merge")?;
+    stamp.invocations.clear();
+    let (mut rows, mut events, mut notes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut failed_rows, mut failed_notes) = (Vec::new(), Vec::new());
+    let mut from: BTreeMap<(String, String, String, u32), &Path> = BTreeMap::new();
+    for part in parts {
+        let s = read_stamp(part, "roam results merge")?;
+        if !s.same_run(&stamp) {
+            bail!(
+                "{} holds trials of {}; {} holds {}: only parts of one run are merged",
+                part.display(),
+                s.describe(),
+                first.display(),
+                stamp.describe()
+            );
+        }
+        stamp.invocations.extend(s.invocations);
+        for (kind, used) in s.congestion_control {
+            let v = stamp.congestion_control.entry(kind).or_default();
+            v.extend(used);
+            v.sort();
+            v.dedup();
+        }
+        let part_rows = read_trials(part, "roam results merge")?;
+        for key in part_rows.iter().map(trial_key).collect::<HashSet<_>>() {
+            if let Some(other) = from.insert(key.clone(), part) {
+                bail!(
+                    "trial {} is in both {} and {}",
+                    trial_name(&key.0, &key.1, &key.2, key.3),
+                    other.display(),
+                    part.display()
+                );
+            }
+        }
+        notes.extend(read_notes(part, &part_rows)?);
+        rows.extend(part_rows);
+        events.extend(read_events(part, "roam results merge")?);
+        failed_notes.extend(read_failures(part)?);
+        if let Ok(t) = std::fs::read_to_string(part.join(FAILURES_CSV)) {
+            failed_rows.extend(report::parse_csv(
+                &t,
+                &part.join(FAILURES_CSV).display().to_string(),
+            )?);
+        }
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&stamp)?)?;
+    std::fs::write(out.join("trials.csv"), report::csv(&rows))?;
+    std::fs::write(out.join(EVENTS_CSV), report::csv(&events))?;
+    std::fs::write(out.join(TRIALS_LOG), lines(&notes))?;
+    if !failed_rows.is_empty() || !failed_notes.is_empty() {
+        std::fs::write(out.join(FAILURES_CSV), report::csv(&failed_rows))?;
+        std::fs::write(out.join(FAILURES_LOG), lines(&failed_notes))?;
+    }
+    Ok(from.len())
+}
+
 /// The trials already in `plan.out` (`--report-only`): nothing is run; the version is the
 /// code that measured them (from `run.json`).
 pub fn load(plan: &Plan, app_ix: Vec<usize>) -> Result<Measured> {
@@ -622,10 +694,51 @@ pub(crate) mod tests {
             emu_logs: None,
             resume,
             report_only: false,
+            shard: None,
         }
     }
 
     /// A resumed run keeps the finished trials of a matching run and drops the failed ones.
+    /// Shards of one run merge into one directory; a trial in two parts, or a part of other
+    /// code, is refused.
+    #[test]
+    fn parts_of_one_run_merge() {
+        let root = std::env::temp_dir().join(format!("roam-lab-merge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let plan = mail_plan(&root, 2, false);
+        let stamp = RunStamp::of(&plan, &apps());
+        let part = |name: &str, trial: u32, stamp: &RunStamp| {
+            let d = root.join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            let mut r = rows(300.0, 11.0);
+            for x in &mut r {
+                x.trial = trial;
+            }
+            std::fs::write(d.join("trials.csv"), report::csv(&r)).unwrap();
+            std::fs::write(d.join("run.json"), serde_json::to_string(stamp).unwrap()).unwrap();
+            d
+        };
+        let (a, b) = (part("a", 1, &stamp), part("b", 2, &stamp));
+        assert_eq!(
+            merge(&root.join("all"), &[a.clone(), b.clone()]).unwrap(),
+            2
+        );
+        let merged = read_trials(&root.join("all"), "test").unwrap();
+        assert_eq!(merged.len(), 4);
+        let e = merge(&root.join("again"), &[a.clone(), a.clone()]).unwrap_err();
+        assert!(format!("{e:#}").contains("is in both"), "{e:#}");
+        let other = RunStamp {
+            version: "0000000".into(),
+            ..RunStamp::of(&plan, &apps())
+        };
+        let c = part("c", 3, &other);
+        let e = merge(&root.join("mixed"), &[a, c]).unwrap_err();
+        assert!(format!("{e:#}").contains("only parts of one run"), "{e:#}");
+        let e = merge(&root.join("all"), &[b]).unwrap_err();
+        assert!(format!("{e:#}").contains("holds trials already"), "{e:#}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn resuming_keeps_finished_trials_and_retries_failed_ones() {
         let dir = std::env::temp_dir().join(format!("roam-lab-resume-{}", std::process::id()));

@@ -73,6 +73,8 @@ pub struct Request {
     /// Learn from another run's sweep directory instead of sweeping (studies that sweep and
     /// learn, [`Study::learns_from_sweeps`]).
     pub sweep_from: Option<PathBuf>,
+    /// Run only this part of the matrix ([`crate::harness::plan::Shard`]).
+    pub shard: Option<crate::harness::plan::Shard>,
 }
 
 impl Default for Request {
@@ -92,6 +94,7 @@ impl Default for Request {
             resume: false,
             report_only: false,
             sweep_from: None,
+            shard: None,
         }
     }
 }
@@ -222,6 +225,7 @@ pub fn plan_with<S: Study + ?Sized>(
         emu_logs: r.emu_logs.clone(),
         resume: r.resume,
         report_only: r.report_only,
+        shard: r.shard,
     })
 }
 

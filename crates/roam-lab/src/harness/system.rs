@@ -350,11 +350,25 @@ fn both_links(scenario: &Scenario, queue: QueueLimit) -> Result<Vec<LinkConfig>>
     Ok(scenario_links(scenario, queue))
 }
 
+/// How long a WiFi outage lasts before the client's kernel is told (the interface loses its
+/// carrier, and MPTCP's endpoint for it is withdrawn until it returns): a phone notices lost
+/// beacons and disassociates within a second or two. Cellular fading stays silent: a phone's
+/// modem keeps its bearer through it.
+pub const WIFI_CARRIER_AFTER: Duration = Duration::from_secs(2);
+
 /// Every link of `scenario` as the lab runs it ([`roam_emu::scenario::links`]): drop-tail
-/// bound `queue`, no jitter, outages silent, link i seeded with `1 + i` in every trial (the
-/// trial's seed is the scenario's: its WiFi sessions and the workload).
+/// bound `queue`, no jitter, link i seeded with `1 + i` in every trial (the trial's seed is
+/// the scenario's: its WiFi sessions and the workload). A WiFi link's outages take its
+/// carrier down after [`WIFI_CARRIER_AFTER`], as a device sees them (and the emulator then
+/// plays the phone's connection manager for MPTCP); other links' outages are silent drops.
 pub fn scenario_links(scenario: &Scenario, queue: QueueLimit) -> Vec<LinkConfig> {
-    roam_emu::scenario::links(scenario, queue, 1)
+    let mut links = roam_emu::scenario::links(scenario, queue, 1);
+    for l in &mut links {
+        if l.kind == LinkKind::Wifi {
+            l.carrier_after = Some(WIFI_CARRIER_AFTER);
+        }
+    }
+    links
 }
 
 #[cfg(test)]

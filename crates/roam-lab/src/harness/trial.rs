@@ -119,6 +119,36 @@ pub struct Ran {
     pub events: Vec<(String, f64)>,
 }
 
+/// What each link carried in a trial, as metrics `link_NAME_down_kB` (towards the client),
+/// `link_NAME_up_kB` and `link_NAME_avail_s` (the seconds of the trial its trace had it up):
+/// whether a system used every link it could, checked by the report
+/// ([`crate::report::links::unused_links`]).
+fn link_metrics(links: &[roam_emu::LinkHandle], elapsed: roam_core::Time) -> Vec<Metric> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut m = Vec::new();
+    for l in links {
+        let avail = l
+            .config
+            .trace
+            .availability
+            .fraction_true(roam_core::Time::ZERO, elapsed)
+            * elapsed.as_secs_f64();
+        let kb = |c: &roam_emu::emulator::DirCounters| c.delivered_bytes.load(Relaxed) as f64 / 1e3;
+        m.push(Metric::new(
+            &format!("link_{}_down_kB", l.name),
+            kb(&l.down),
+            "kB",
+        ));
+        m.push(Metric::new(
+            &format!("link_{}_up_kB", l.name),
+            kb(&l.up),
+            "kB",
+        ));
+        m.push(Metric::new(&format!("link_{}_avail_s", l.name), avail, "s"));
+    }
+    m
+}
+
 /// Start the emulator for `system` on `scenario` (its links' queues bounded by `queue`,
 /// [`system::QUEUE`] but in a sweep) and run `app` in it.
 #[allow(clippy::too_many_arguments)]
@@ -156,9 +186,13 @@ pub fn run(
         events: Mutex::default(),
     };
     let r = app(&t);
+    let elapsed = t.emu.clock().now();
     let _ = t.emu.shutdown();
+    // The links' counters are final once the forwarders have stopped.
+    let mut metrics = r?;
+    metrics.extend(link_metrics(t.emu.links(), elapsed));
     Ok(Ran {
-        metrics: r?,
+        metrics,
         notes: t.notes.into_inner().unwrap(),
         events: t.events.into_inner().unwrap(),
     })

@@ -4,6 +4,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod links;
 pub mod stats;
 
 use std::fmt::Write as _;

@@ -65,6 +65,7 @@ pub fn transfer(a: &BenchTransferArgs) -> Result<()> {
             emu_logs: None,
             resume: a.out.join("compare/run.json").exists(),
             report_only: false,
+            shard: None,
         };
         let (_, rows) = fasthla::fasthla(&plan, None)?;
         let sweep = std::fs::read_to_string(a.out.join("sweep/trials.csv")).unwrap_or_default();

@@ -72,6 +72,12 @@ pub struct LabArgs {
     /// --systems as the run.
     #[arg(long, conflicts_with = "resume")]
     report_only: bool,
+    /// Run only part K of N of the matrix (e.g. `3/8`): a deterministic, disjoint share of its
+    /// trials, for spreading a matrix over machines (docs/lab.md, "Runs larger than one
+    /// machine"); join the parts' directories with `roam results merge` and report with
+    /// `--report-only`.
+    #[arg(long, value_name = "K/N", value_parser = roam_lab::harness::plan::Shard::parse, conflicts_with = "report_only")]
+    shard: Option<roam_lab::harness::plan::Shard>,
     /// fasthla: learn from the sweep trials of another run's sweep directory (`OUT/sweep` of
     /// an earlier run, whose `run.json` names the code that measured them, as the report
     /// does) instead of running the sweep. With `--report-only`, the sweep such a run learnt
@@ -108,6 +114,7 @@ impl LabArgs {
             emu_logs: self.emu_logs.clone(),
             resume: self.resume,
             report_only: self.report_only,
+            shard: self.shard,
             sweep_from: self.sweep_from.clone(),
         }
     }

@@ -1,6 +1,6 @@
-//! `roam results`: the kept runs. `index` writes docs/results/README.md from the runs' own
-//! files (`roam_lab::harness::index`), so that the record of which code and command measured
-//! each kept run cannot go stale.
+//! `roam results`: results directories. `index` writes docs/results/README.md from the kept
+//! runs' own files (`roam_lab::harness::index`), so that the record of which code and command
+//! measured each cannot go stale; `merge` joins the parts of a sharded run.
 
 use std::path::PathBuf;
 
@@ -19,6 +19,16 @@ pub enum ResultsCmd {
         /// Write nothing: fail if DIR/README.md is not what it would be.
         #[arg(long)]
         check: bool,
+    },
+    /// Join the results directories of one run's parts (`roam lab ... --shard K/N`, one
+    /// directory each) into OUT, for `roam lab ... --report-only --out OUT`. Refused if the
+    /// parts were measured by other code or workloads, or share a trial.
+    Merge {
+        /// The new directory.
+        out: PathBuf,
+        /// The parts' directories.
+        #[arg(required = true)]
+        parts: Vec<PathBuf>,
     },
 }
 
@@ -43,6 +53,11 @@ pub fn run(cmd: ResultsCmd) -> Result<()> {
                     .with_context(|| format!("writing {}", path.display()))?;
                 eprintln!("wrote {}", path.display());
             }
+            Ok(())
+        }
+        ResultsCmd::Merge { out, parts } => {
+            let n = roam_lab::harness::results::merge(&out, &parts)?;
+            eprintln!("{n} trials of {} part(s) in {}", parts.len(), out.display());
             Ok(())
         }
     }

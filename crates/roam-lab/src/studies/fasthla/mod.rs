@@ -311,6 +311,7 @@ pub fn fasthla(plan: &Plan, sweep_from: Option<&std::path::Path>) -> Result<(Str
         emu_logs: None,
         resume: plan.resume,
         report_only: plan.report_only,
+        shard: plan.shard,
     };
     let (sweep_rows, sweep_source) = match sweep_from {
         None if plan.report_only && !sweep.out.exists() => bail!(
@@ -813,6 +814,7 @@ mod tests {
             emu_logs: None,
             resume: false,
             report_only: false,
+            shard: None,
         };
         let t = at_a_glance(&plan, &rows);
         assert!(
@@ -874,6 +876,7 @@ mod tests {
             emu_logs: None,
             resume: false,
             report_only: true,
+            shard: None,
         };
         let e = fasthla(&plan, None).unwrap_err().to_string();
         assert!(e.contains("--sweep-from"), "{e}");

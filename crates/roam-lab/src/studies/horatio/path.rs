@@ -64,6 +64,8 @@ impl SystemUnderTest for Path {
                             self.name()
                         )
                     })?;
+                // Outages stay silent here (no carrier): Horatio's links are the phone's and
+                // the server's, and its results were measured so.
                 Ok(roam_emu::scenario::link(l, queue, 1))
             })
             .collect()

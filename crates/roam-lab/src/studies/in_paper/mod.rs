@@ -109,6 +109,7 @@ fn markdown(
         app_section(&mut s, plan, &all[a], rows, events);
     }
     claims_section(&mut s, plan, all, app_ix, rows);
+    s.push_str(&crate::report::links::section(rows));
     notes_section(&mut s, notes);
     s
 }
