@@ -47,6 +47,13 @@ enum Cmd {
     /// The lab: a paper's evaluation (`roam lab STUDY`), its applications against its
     /// baselines and today's alternatives, with a report beside the paper's figures.
     Lab(cmd::lab::LabArgs),
+    /// One process of a lab application that runs as several (the lab starts it in a trial's
+    /// namespace; sensing-2proc's halves): SPEC is JSON, the answer JSON on stdout.
+    #[command(hide = true)]
+    LabProcess {
+        /// What to run.
+        spec: String,
+    },
     /// Results directories: `merge` the parts of a sharded lab run; `index` the kept runs
     /// (docs/results/README.md, written from their files).
     #[command(subcommand)]
@@ -118,5 +125,8 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Parcel(c) => cmd::parcel::run(c).map(|_| 0),
         Cmd::Lab(a) => cmd::lab::run(&a).map(|_| 0),
         Cmd::Results(c) => cmd::results::run(c).map(|_| 0),
+        Cmd::LabProcess { spec } => {
+            roam_lab::studies::in_paper::sensing_2proc::half(&spec).map(|_| 0)
+        }
     }
 }

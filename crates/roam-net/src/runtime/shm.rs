@@ -36,6 +36,37 @@ pub const SLOTS: usize = 256;
 const SLOT: usize = 64;
 const STALE_MS: u64 = 2000;
 
+/// What coordinating through the table has cost this process: every publish and every read
+/// of the others' counts ([`SharedCounts::publish`], [`SharedCounts::others`],
+/// [`SharedCounts::foreground_elsewhere`]), counted with the time they took. The paper's §7.2.4
+/// found the cost of coordinating through shared memory insignificant; [`coordination`] lets a
+/// run measure it.
+static OPS: AtomicU64 = AtomicU64::new(0);
+static OPS_NS: AtomicU64 = AtomicU64::new(0);
+
+/// This process's coordination so far: operations on the table and the time they took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coordination {
+    /// Publishes and reads of the table.
+    pub ops: u64,
+    /// Their total time.
+    pub total: Duration,
+}
+
+/// This process's [`Coordination`] so far.
+pub fn coordination() -> Coordination {
+    Coordination {
+        ops: OPS.load(Ordering::Relaxed),
+        total: Duration::from_nanos(OPS_NS.load(Ordering::Relaxed)),
+    }
+}
+
+/// Count one operation on the table that began at `t0`.
+fn counted(t0: std::time::Instant) {
+    OPS.fetch_add(1, Ordering::Relaxed);
+    OPS_NS.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
+
 /// One entry as read by [`SharedCounts::entries`].
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -234,6 +265,7 @@ impl SharedCounts {
         bandwidth: Option<BitRate>,
         foreground_ms: u64,
     ) {
+        let t0 = std::time::Instant::now();
         let Some(i) = self.slot_for(network) else {
             return;
         };
@@ -244,36 +276,43 @@ impl SharedCounts {
         self.u64_at(i, 40)
             .store(bandwidth.map_or(0, |b| b.as_bps()), Ordering::Relaxed);
         self.u64_at(i, 48).store(now_ms(), Ordering::SeqCst);
+        counted(t0);
     }
 
     /// Bytes the other multi-sockets (of live processes, this one's included) hold outstanding
     /// on `network`.
     pub fn others(&self, network: Option<&str>) -> u64 {
         let Some(network) = network else { return 0 };
+        let t0 = std::time::Instant::now();
         // Called for every write batch: skip our own and free slots before any system call.
         let now = now_ms();
-        (0..SLOTS)
+        let sum = (0..SLOTS)
             .filter(|&i| {
                 self.fresh_pid(i, now).is_some_and(|pid| {
                     !self.is_mine(i, pid) && self.name_at(i) == network && alive(pid)
                 })
             })
             .map(|i| self.u64_at(i, 24).load(Ordering::Relaxed))
-            .sum()
+            .sum();
+        counted(t0);
+        sum
     }
 
     /// When any other multi-socket on this device last saw foreground data (wall clock,
     /// milliseconds since the epoch), if one has.
     pub fn foreground_elsewhere(&self) -> Option<u64> {
+        let t0 = std::time::Instant::now();
         let now = now_ms();
-        (0..SLOTS)
+        let latest = (0..SLOTS)
             .filter(|&i| {
                 self.fresh_pid(i, now)
                     .is_some_and(|pid| !self.is_mine(i, pid) && alive(pid))
             })
             .map(|i| self.u64_at(i, 56).load(Ordering::Relaxed))
             .filter(|&t| t != 0)
-            .max()
+            .max();
+        counted(t0);
+        latest
     }
 
     /// The owner of slot `i` if the slot is claimed and was updated within [`STALE_MS`].

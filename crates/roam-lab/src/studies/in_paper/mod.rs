@@ -7,7 +7,9 @@ pub mod claims;
 pub mod fs;
 pub mod mail;
 pub mod paper;
+mod processes;
 pub mod sensing;
+pub mod sensing_2proc;
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -71,6 +73,19 @@ pub fn apps() -> Vec<App> {
             interactive_floor: None,
             stagger: None,
         },
+        App {
+            // The paper's §7.2.4: the same application as two processes, urgent and bulk.
+            name: "sensing-2proc",
+            run: sensing_2proc::run,
+            full: Duration::from_secs(15 * 60),
+            quick: Duration::from_secs(60),
+            interactive: ("urgent_mean_ms", "urgent latency, one way, mean (ms)"),
+            background: ("bulk_kBps", "bulk throughput (KB/s)", true),
+            event: (sensing::EVENT, "urgent message latency, one way (ms)"),
+            needs: &[],
+            interactive_floor: None,
+            stagger: None,
+        },
     ]
 }
 
@@ -109,6 +124,7 @@ fn markdown(
         app_section(&mut s, plan, &all[a], rows, events);
     }
     claims_section(&mut s, plan, all, app_ix, rows);
+    s.push_str(&processes::section(plan, rows));
     s.push_str(&crate::report::links::section(rows));
     notes_section(&mut s, notes);
     s

@@ -34,7 +34,7 @@ pub const SUMMARY: usize = 4096;
 pub const URGENT: usize = 512;
 /// Most seconds one summary may cover.
 pub const MAX_COVER: u32 = 10;
-const PORT: u16 = 6100;
+pub(super) const PORT: u16 = 6100;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -71,7 +71,7 @@ pub fn urgent_schedule(duration: Duration, seed: u64) -> Vec<f64> {
 }
 
 #[derive(Debug)]
-struct Arrival {
+pub(super) struct Arrival {
     kind: u8,
     bytes: usize,
     sent_ns: u64,
@@ -81,7 +81,7 @@ struct Arrival {
 /// The header and rows of `sensing-urgent.csv`, which a trial writes into its log directory
 /// (`--emu-logs`): every urgent message that arrived, when it was sent (seconds on the
 /// emulator's clock, the `t_s` of the link logs beside it) and how long it took.
-fn urgent_csv(arrivals: &[Arrival]) -> String {
+pub(super) fn urgent_csv(arrivals: &[Arrival]) -> String {
     let mut s = String::from("sent_s,latency_ms\n");
     for a in arrivals.iter().filter(|a| a.kind == Kind::Urgent as u8) {
         s.push_str(&format!(
@@ -169,7 +169,11 @@ pub const EVENT: &str = "urgent_ms";
 
 /// The server: record every message's arrival (on the clock of `epoch`, the one the send
 /// times are on) in `arrivals` until the connection ends.
-fn serve(c: Arc<Conn>, epoch: Instant, arrivals: Arc<Mutex<Vec<Arrival>>>) -> Result<()> {
+pub(super) fn serve(
+    c: Arc<Conn>,
+    epoch: Instant,
+    arrivals: Arc<Mutex<Vec<Arrival>>>,
+) -> Result<()> {
     while let Some(m) = c.recv()? {
         let at_ns = epoch.elapsed().as_nanos() as u64;
         if m.data.len() < 17 {
@@ -186,13 +190,14 @@ fn serve(c: Arc<Conn>, epoch: Instant, arrivals: Arc<Mutex<Vec<Arrival>>>) -> Re
 }
 
 /// What the vehicle sent, and dropped, over a trial.
-struct Uploaded {
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(super) struct Uploaded {
     /// Raw sample bytes the sensors produced.
-    raw_generated: u64,
+    pub(super) raw_generated: u64,
     /// Raw sample bytes dropped unsent (superseded while the connection could not take them).
-    raw_dropped: u64,
+    pub(super) raw_dropped: u64,
     /// Urgent messages sent.
-    urgent_sent: u32,
+    pub(super) urgent_sent: u32,
 }
 
 /// The vehicle while it drives: the client, the urgent messages still to send, and the bulk
@@ -212,12 +217,15 @@ struct Vehicle<'a> {
     urgent: std::iter::Peekable<std::vec::IntoIter<f64>>,
     urgent_seq: u32,
     raw_generated: u64,
+    /// Whether this process sends the summaries and raw samples (all but the two-process
+    /// version's urgent process do).
+    sends_bulk: bool,
 }
 
 impl<'a> Vehicle<'a> {
     /// A vehicle about to drive over `conn`, its send times on the clock of `epoch`, with
     /// urgent messages due at `urgent_at` (seconds from now).
-    fn new(conn: &'a Conn, epoch: Instant, urgent_at: Vec<f64>) -> Vehicle<'a> {
+    fn new(conn: &'a Conn, epoch: Instant, urgent_at: Vec<f64>, sends_bulk: bool) -> Vehicle<'a> {
         let (ready, ready_rx) = mpsc::channel();
         let cl = Client {
             conn,
@@ -234,6 +242,7 @@ impl<'a> Vehicle<'a> {
             urgent: urgent_at.into_iter().peekable(),
             urgent_seq: 0,
             raw_generated: 0,
+            sends_bulk,
         }
     }
 
@@ -268,6 +277,9 @@ impl<'a> Vehicle<'a> {
     /// Hand second `sec`'s summary and raw sample to the connection, the way the system's
     /// application does ([`Vehicle::bulk_roam`], [`Vehicle::bulk_plain`]).
     fn bulk(&mut self, sec: u32) -> Result<()> {
+        if !self.sends_bulk {
+            return Ok(());
+        }
         self.raw_generated += RAW_PER_S as u64;
         if self.cl.conn_is_roam() {
             self.bulk_roam(sec)
@@ -337,15 +349,16 @@ impl<'a> Vehicle<'a> {
 
 /// Drive for `duration` over `conn` (send times on the clock of `epoch`): each second, wait
 /// for its tick sending the urgent messages due ([`Vehicle::until_tick`]), then hand that
-/// second's data to the connection ([`Vehicle::bulk`]). `progress` hears the seconds done.
-fn drive(
+/// second's data to the connection ([`Vehicle::bulk`], unless `sends_bulk` is false: the
+/// two-process version's urgent process). `progress` hears the seconds done.
+pub(super) fn drive(
     conn: &Conn,
     epoch: Instant,
-    urgent_at: Vec<f64>,
+    (urgent_at, sends_bulk): (Vec<f64>, bool),
     duration: Duration,
     progress: &(dyn Fn(u64) + Send + Sync),
 ) -> Result<Uploaded> {
-    let mut v = Vehicle::new(conn, epoch, urgent_at);
+    let mut v = Vehicle::new(conn, epoch, urgent_at, sends_bulk);
     let secs = duration.as_secs() as u32;
     for sec in 0..secs {
         let tick = v.start + Duration::from_secs(sec as u64);
@@ -358,7 +371,7 @@ fn drive(
 
 /// Give in-flight urgent messages up to 30 s to arrive: until `arrivals` holds as many as
 /// were sent (`urgent_sent`).
-fn await_urgent(arrivals: &Mutex<Vec<Arrival>>, urgent_sent: u32) {
+pub(super) fn await_urgent(arrivals: &Mutex<Vec<Arrival>>, urgent_sent: u32) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let n = arrivals
@@ -375,9 +388,9 @@ fn await_urgent(arrivals: &Mutex<Vec<Arrival>>, urgent_sent: u32) {
 }
 
 /// What the server received.
-struct Received {
+pub(super) struct Received {
     /// The urgent messages' one-way latencies, ms, in increasing order.
-    urgent: Vec<f64>,
+    pub(super) urgent: Vec<f64>,
     /// Summary and raw bytes delivered within the workload.
     bulk: usize,
     /// Raw bytes delivered within the workload.
@@ -387,7 +400,7 @@ struct Received {
 impl Received {
     /// What `arrivals` hold, the bulk counted up to the workload's end (`duration` after the
     /// epoch).
-    fn of(a: &[Arrival], duration: Duration) -> Received {
+    pub(super) fn of(a: &[Arrival], duration: Duration) -> Received {
         let end_ns = duration.as_nanos() as u64;
         let mut urgent: Vec<f64> = a
             .iter()
@@ -430,7 +443,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let progress = t.progress.clone();
     let client = move || -> Result<(Uploaded, Conn)> {
         let conn = Conn::connect(system, &locals, PORT)?;
-        let up = drive(&conn, epoch, urgent_at, duration, &*progress)?;
+        let up = drive(&conn, epoch, (urgent_at, true), duration, &*progress)?;
         Ok((up, conn))
     };
     let (up, conn) = match t.run_client("sensing", client) {
@@ -454,7 +467,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
 /// The trial's metrics: the urgent messages' latencies and losses (`lost` of them), the bulk
 /// throughput over `duration` and the raw samples' fates, then the connection's `recovery`
 /// costs.
-fn metrics(
+pub(super) fn metrics(
     got: &Received,
     up: &Uploaded,
     lost: usize,
