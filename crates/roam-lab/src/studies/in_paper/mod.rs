@@ -6,6 +6,7 @@
 pub mod claims;
 pub mod fs;
 pub mod mail;
+mod oracle;
 pub mod paper;
 mod processes;
 pub mod sensing;
@@ -125,6 +126,8 @@ fn markdown(
     }
     claims_section(&mut s, plan, all, app_ix, rows);
     s.push_str(&processes::section(plan, rows));
+    let names: Vec<&str> = app_ix.iter().map(|&a| all[a].name).collect();
+    s.push_str(&oracle::section(plan, &names, rows));
     s.push_str(&crate::report::links::section(rows));
     notes_section(&mut s, notes);
     s

@@ -193,14 +193,23 @@ mod tests {
     fn two_processes_beside_one() {
         let mut plan = mail_plan(std::path::Path::new("/nonexistent"), 3, false);
         plan.scenarios = vec!["hotspot".into()];
-        plan.systems = vec![System::new(Builtin::Roam), System::new(Builtin::Aggregation)];
+        plan.systems = vec![
+            System::new(Builtin::Roam),
+            System::new(Builtin::Aggregation),
+        ];
         let mut rows = Vec::new();
         for seed in 1..=3 {
             let jitter = seed as f64;
             for app in [ONE, TWO] {
                 rows.push(row(app, "roam", seed, "urgent_mean_ms", 30.0 + jitter));
                 rows.push(row(app, "roam", seed, "bulk_kBps", 28.0 + jitter / 10.0));
-                rows.push(row(app, "aggregation", seed, "urgent_mean_ms", 40.0 + jitter));
+                rows.push(row(
+                    app,
+                    "aggregation",
+                    seed,
+                    "urgent_mean_ms",
+                    40.0 + jitter,
+                ));
                 rows.push(row(app, "aggregation", seed, "bulk_kBps", 28.0));
             }
             rows.push(row(TWO, "roam", seed, "coordination_ops_per_s", 100.0));
@@ -212,7 +221,10 @@ mod tests {
             s.contains("urgent_mean_ms: roam with two processes over one, 1.00 [1.00-1.00] — within the noise"),
             "{s}"
         );
-        assert!(s.contains("aggregation over roam with two processes each, 1.31"), "{s}");
+        assert!(
+            s.contains("aggregation over roam with two processes each, 1.31"),
+            "{s}"
+        );
         assert!(s.contains("100 operations a second"), "{s}");
         // Without the two-process version, no section.
         let one: Vec<Row> = rows.into_iter().filter(|r| r.app == ONE).collect();
