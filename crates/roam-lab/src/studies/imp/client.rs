@@ -38,6 +38,30 @@ pub struct Budgets {
     pub data_bytes: Option<u64>,
 }
 
+/// One budget condition of the thesis (an application's name and its budgets), per scenario:
+/// the thesis set them per experiment (driving, walking).
+#[derive(Clone, Copy, Debug)]
+pub struct Condition {
+    /// The application's name (`mail-energy`, ...).
+    pub name: &'static str,
+    /// On the drive (and any scenario but `walking`).
+    pub vehicular: Budgets,
+    /// On the walk.
+    pub walking: Budgets,
+}
+
+impl Condition {
+    /// The budgets on scenario `scenario` (its name, with any `+` changes): the walk's on
+    /// `walking`, the drive's on any other.
+    pub fn for_scenario(&self, scenario: &str) -> Budgets {
+        if scenario.split('+').next() == Some("walking") {
+            self.walking
+        } else {
+            self.vehicular
+        }
+    }
+}
+
 /// The client's radios followed through a trial: energy (modelled) and metered data, from the
 /// interface counters sampled every 100 ms by a thread of the client namespace.
 pub(crate) struct Metered {

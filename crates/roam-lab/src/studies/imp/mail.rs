@@ -29,8 +29,8 @@ use crate::harness::channel::Conn;
 use crate::harness::trial::{Metric, Trial};
 use crate::servers::dovecot::{self, Dovecot};
 use crate::servers::imap;
-pub use crate::studies::imp::client::Budgets;
 use crate::studies::imp::client::{finish_trial, read, strategy_of, Caller, Item, Session};
+pub use crate::studies::imp::client::{Budgets, Condition};
 use crate::studies::in_paper::mail::{command, endpoint, parse_fetch, ENDPOINT_PORT};
 
 /// Messages hinted.
@@ -132,42 +132,62 @@ pub fn run(t: &Trial, budgets: Budgets) -> Result<Vec<Metric>> {
 /// The interactive event whose latencies a trial records: each read's wait.
 pub const EVENT: &str = "read_ms";
 
-/// The budget conditions of the thesis's e-mail experiment: 300 J; 2 MB; 325 J and 2 MB.
-pub const CONDITIONS: [(&str, Budgets); 3] = [
-    (
-        "mail-energy",
-        Budgets {
-            energy_j: Some(300.0),
+/// The budget conditions of the thesis's e-mail experiment, per scenario
+/// ([`Condition::for_scenario`]). The thesis set its budgets "lower than the amounts used by
+/// most simple strategies" (e-mail driving: 300 J, "lower than the energy usage of any simple
+/// strategy"); our drive's strategies use far less than its (62-64 J for IMP, always-prefetch
+/// and WiFi-only in the held-out run at 259d81e, docs/results/imp-heldout-259d81e), so on
+/// `vehicular` each budget is 80% of the least any simple strategy used there on average
+/// (energy 62 J, 3G data 0.51 MB), rounded: 50 J, 400 kB, 55 J + 400 kB (the thesis's +8% for
+/// both). On `walking` the thesis's own: 150 J and 2 MB (for both, 150 J + 2 MB: the thesis
+/// gives none).
+pub const CONDITIONS: [Condition; 3] = [
+    Condition {
+        name: "mail-energy",
+        vehicular: Budgets {
+            energy_j: Some(50.0),
             data_bytes: None,
         },
-    ),
-    (
-        "mail-data",
-        Budgets {
+        walking: Budgets {
+            energy_j: Some(150.0),
+            data_bytes: None,
+        },
+    },
+    Condition {
+        name: "mail-data",
+        vehicular: Budgets {
+            energy_j: None,
+            data_bytes: Some(400_000),
+        },
+        walking: Budgets {
             energy_j: None,
             data_bytes: Some(2_000_000),
         },
-    ),
-    (
-        "mail-both",
-        Budgets {
-            energy_j: Some(325.0),
+    },
+    Condition {
+        name: "mail-both",
+        vehicular: Budgets {
+            energy_j: Some(55.0),
+            data_bytes: Some(400_000),
+        },
+        walking: Budgets {
+            energy_j: Some(150.0),
             data_bytes: Some(2_000_000),
         },
-    ),
+    },
 ];
 
 /// A trial under the energy budget.
 pub fn run_energy(t: &Trial) -> Result<Vec<Metric>> {
-    run(t, CONDITIONS[0].1)
+    run(t, CONDITIONS[0].for_scenario(&t.scenario.name))
 }
 
 /// A trial under the data budget.
 pub fn run_data(t: &Trial) -> Result<Vec<Metric>> {
-    run(t, CONDITIONS[1].1)
+    run(t, CONDITIONS[1].for_scenario(&t.scenario.name))
 }
 
 /// A trial under both budgets.
 pub fn run_both(t: &Trial) -> Result<Vec<Metric>> {
-    run(t, CONDITIONS[2].1)
+    run(t, CONDITIONS[2].for_scenario(&t.scenario.name))
 }
