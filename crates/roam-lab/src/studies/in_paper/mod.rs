@@ -28,6 +28,7 @@ use crate::harness::setup::DOVECOT;
 use crate::harness::study::{Defaults, Request, Study};
 use crate::harness::sweep;
 use crate::harness::system::{self, Builtin, System};
+use crate::harness::trial::{Metric, Trial};
 use crate::report::compare::{advantage_text, best_baseline, cell};
 use crate::report::Row;
 use claims::expected_outcome;
@@ -61,33 +62,28 @@ pub fn apps() -> Vec<App> {
             interactive_floor: None,
             stagger: None,
         },
-        App {
-            name: "sensing",
-            run: sensing::run,
-            full: Duration::from_secs(15 * 60),
-            quick: Duration::from_secs(60),
-            // The paper reports "the average response time for urgent events" (§7.2.3).
-            interactive: ("urgent_mean_ms", "urgent latency, one way, mean (ms)"),
-            background: ("bulk_kBps", "bulk throughput (KB/s)", true),
-            event: (sensing::EVENT, "urgent message latency, one way (ms)"),
-            needs: &[],
-            interactive_floor: None,
-            stagger: None,
-        },
-        App {
-            // The paper's §7.2.4: the same application as two processes, urgent and bulk.
-            name: "sensing-2proc",
-            run: sensing_2proc::run,
-            full: Duration::from_secs(15 * 60),
-            quick: Duration::from_secs(60),
-            interactive: ("urgent_mean_ms", "urgent latency, one way, mean (ms)"),
-            background: ("bulk_kBps", "bulk throughput (KB/s)", true),
-            event: (sensing::EVENT, "urgent message latency, one way (ms)"),
-            needs: &[],
-            interactive_floor: None,
-            stagger: None,
-        },
+        sensing_app("sensing", sensing::run),
+        // The paper's §7.2.4: the same application as two processes, urgent and bulk.
+        sensing_app("sensing-2proc", sensing_2proc::run),
     ]
+}
+
+/// Vehicular sensing as application `name` (one process, or two: `run` says), its workload
+/// and metrics the same.
+fn sensing_app(name: &'static str, run: fn(&Trial) -> Result<Vec<Metric>>) -> App {
+    App {
+        name,
+        run,
+        full: Duration::from_secs(15 * 60),
+        quick: Duration::from_secs(60),
+        // The paper reports "the average response time for urgent events" (§7.2.3).
+        interactive: ("urgent_mean_ms", "urgent latency, one way, mean (ms)"),
+        background: ("bulk_kBps", "bulk throughput (KB/s)", true),
+        event: (sensing::EVENT, "urgent message latency, one way (ms)"),
+        needs: &[],
+        interactive_floor: None,
+        stagger: None,
+    }
 }
 
 /// The scenarios of the paper's evaluation, in report order.
