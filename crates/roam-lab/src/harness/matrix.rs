@@ -100,54 +100,69 @@ fn progress_bar(jobs: &VecDeque<Job>) -> Progress {
         .start()
 }
 
-/// Run `jobs` on `plan.jobs` workers, each job recorded as it finishes.
+/// Run `jobs` on `workers` threads at once, each taking the next job as it finishes one:
+/// `each(worker, job)`. The queue is locked only to take a job, never while one runs.
+fn pool<J: Send>(jobs: VecDeque<J>, workers: usize, each: impl Fn(usize, J) + Sync) {
+    let queue = Mutex::new(jobs);
+    std::thread::scope(|scope| {
+        for worker in 0..workers {
+            let (queue, each) = (&queue, &each);
+            scope.spawn(move || loop {
+                // The guard must go before the job runs: in a `while let`, it would live
+                // through the loop's body and the workers would run one job at a time.
+                let next = queue.lock().unwrap().pop_front();
+                let Some(j) = next else { return };
+                each(worker, j);
+            });
+        }
+    });
+}
+
+/// Run `jobs` on `plan.jobs` workers ([`pool`]), each job recorded as it finishes.
 fn run_jobs(plan: &Plan, all: &[App], jobs: VecDeque<Job>, recorder: &Recorder) {
     let bar = progress_bar(&jobs);
     let n_jobs = jobs.len();
     let finished = AtomicUsize::new(0);
-    let queue = Mutex::new(jobs);
     let running: Mutex<Vec<String>> = Mutex::default();
     let workers = plan.jobs.min(n_jobs);
-    std::thread::scope(|scope| {
-        for worker in 0..workers {
-            let (queue, running, bar, finished) = (&queue, &running, &bar, &finished);
-            let mut first = true;
-            scope.spawn(move || {
-                while let Some(j) = queue.lock().unwrap().pop_front() {
-                    let app = &all[j.app];
-                    if let (true, Some(s)) = (std::mem::take(&mut first), app.stagger) {
-                        std::thread::sleep(s * worker as u32 / workers as u32);
-                    }
-                    let name = trial_name(app.name, &j.scenario, j.system.name(), j.trial);
-                    let show = |r: &Vec<String>| bar.set_message(r.join(" "));
-                    {
-                        let mut r = running.lock().unwrap();
-                        r.push(name.clone());
-                        show(&r);
-                    }
-                    let record = run_job(plan, app, &j, name.clone(), bar);
-                    for line in &record.notes {
-                        bar.println(line);
-                    }
-                    recorder.record(record, |e| bar.println(e));
-                    let k = finished.fetch_add(1, Ordering::Relaxed) + 1;
-                    if !bar.on_terminal() {
-                        // No terminal (CI logs): one line per finished trial besides the bar's.
-                        let total = match bar.total() {
-                            Total::Exact(n) | Total::AtLeast(n) => n,
-                            Total::Unknown => 0,
-                        };
-                        bar.println(&format!(
-                            "[trial {k}/{n_jobs}; {}/{total} workload-s] {name} done",
-                            bar.position()
-                        ));
-                    }
-                    let mut r = running.lock().unwrap();
-                    r.retain(|x| *x != name);
-                    show(&r);
-                }
-            });
+    let started: Vec<std::sync::atomic::AtomicBool> =
+        (0..workers).map(|_| Default::default()).collect();
+    pool(jobs, workers, |worker, j| {
+        let app = &all[j.app];
+        // Each worker's first trial is staggered (an application whose trials must not all
+        // start at once says by how much).
+        if !started[worker].swap(true, Ordering::Relaxed) {
+            if let Some(s) = app.stagger {
+                std::thread::sleep(s * worker as u32 / workers as u32);
+            }
         }
+        let name = trial_name(app.name, &j.scenario, j.system.name(), j.trial);
+        let show = |r: &Vec<String>| bar.set_message(r.join(" "));
+        {
+            let mut r = running.lock().unwrap();
+            r.push(name.clone());
+            show(&r);
+        }
+        let record = run_job(plan, app, &j, name.clone(), &bar);
+        for line in &record.notes {
+            bar.println(line);
+        }
+        recorder.record(record, |e| bar.println(e));
+        let k = finished.fetch_add(1, Ordering::Relaxed) + 1;
+        if !bar.on_terminal() {
+            // No terminal (CI logs): one line per finished trial besides the bar's.
+            let total = match bar.total() {
+                Total::Exact(n) | Total::AtLeast(n) => n,
+                Total::Unknown => 0,
+            };
+            bar.println(&format!(
+                "[trial {k}/{n_jobs}; {}/{total} workload-s] {name} done",
+                bar.position()
+            ));
+        }
+        let mut r = running.lock().unwrap();
+        r.retain(|x| *x != name);
+        show(&r);
     });
     bar.finish();
 }
@@ -240,5 +255,38 @@ fn run_job(plan: &Plan, app: &App, j: &Job, name: String, bar: &Progress) -> Tri
         rows,
         notes,
         events,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--jobs N` runs N trials at once: four jobs on four workers all wait at one barrier,
+    /// which only opens when all four run together. (From 0a1e730 to the fix the queue's lock
+    /// was held while a job ran, and every lab ran its trials one at a time.)
+    #[test]
+    fn workers_run_their_jobs_at_once() {
+        let barrier = std::sync::Barrier::new(4);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            pool((0..4).collect(), 4, |_, _: i32| {
+                barrier.wait();
+            });
+            tx.send(()).unwrap();
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_secs(10)).is_ok(),
+            "the workers ran one job at a time"
+        );
+        t.join().unwrap();
+        // Every job runs once, whatever the number of workers.
+        let seen = Mutex::new(Vec::new());
+        pool((0..50).collect(), 3, |_, j: i32| {
+            seen.lock().unwrap().push(j)
+        });
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(seen, (0..50).collect::<Vec<_>>());
     }
 }
