@@ -93,6 +93,22 @@ fn one_byte(irob: u64, offset: u64, deps: Option<Deps>, end: bool) -> Frame {
     })
 }
 
+/// The session failed on its receive limit, having held (`most` bytes at most, of `what`) less
+/// than twice the limit.
+fn failed_within_the_limit(s: &Session, config: &Config, most: isize, what: &str) {
+    eprintln!(
+        "{what}: {most} bytes held at most, limit {}",
+        config.receive_limit
+    );
+    assert!(
+        matches!(s.failure(), Some(Failure::ReceiveLimit { .. })),
+        "{:?}",
+        s.failure()
+    );
+    let limit = config.receive_limit as isize;
+    assert!(most < 2 * limit, "{most} bytes held, receive limit {limit}");
+}
+
 /// Whether the session closed connection 1.
 fn closed(s: &mut Session) -> bool {
     let mut closed = false;
@@ -200,17 +216,7 @@ fn one_byte_pieces_count_their_bookkeeping() {
             break;
         }
     }
-    eprintln!(
-        "one-byte pieces: {most} bytes held at most, limit {}",
-        config.receive_limit
-    );
-    assert!(
-        matches!(s.failure(), Some(Failure::ReceiveLimit { .. })),
-        "{:?}",
-        s.failure()
-    );
-    let limit = config.receive_limit as isize;
-    assert!(most < 2 * limit, "{most} bytes held, receive limit {limit}");
+    failed_within_the_limit(&s, &config, most, "one-byte pieces");
 }
 
 /// What one stored piece really costs, against what the limit counts for it
@@ -322,15 +328,5 @@ fn dependencies_count_toward_the_receive_limit() {
             break;
         }
     }
-    eprintln!(
-        "dependencies: {most} bytes held at most, limit {}",
-        config.receive_limit
-    );
-    assert!(
-        matches!(s.failure(), Some(Failure::ReceiveLimit { .. })),
-        "{:?}",
-        s.failure()
-    );
-    let limit = config.receive_limit as isize;
-    assert!(most < 2 * limit, "{most} bytes held, receive limit {limit}");
+    failed_within_the_limit(&s, &config, most, "dependencies");
 }
