@@ -204,6 +204,19 @@ fn engine(cc: u32, p: u32) -> Arc<Engine> {
     )
 }
 
+/// [`engine`] with one file at a time over two streams, under `limits`.
+fn limited(limits: Limits) -> Arc<Engine> {
+    Arc::new(
+        engine(1, 2)
+            .sharing(Params {
+                p: 2,
+                ..Params::default()
+            })
+            .unwrap()
+            .with_limits(limits),
+    )
+}
+
 async fn fetch(e: &Arc<Engine>, url: &str, out: &Path) -> FileLog {
     let spec = FileSpec::from_url(url).unwrap();
     e.run(&[spec], out).await.unwrap().files.remove(0)
@@ -264,18 +277,10 @@ async fn a_listings_dotfiles_are_refused_and_files_in_out_are_kept() {
     assert_eq!((names, l.hidden), (vec!["c.bin"], 1));
     // Asked to overwrite, the file is fetched again and replaced (atomically).
     let d = FileSpec::from_url(&format!("{base}/d/a.bin")).unwrap();
-    let e = Arc::new(
-        engine(1, 2)
-            .sharing(Params {
-                p: 2,
-                ..Params::default()
-            })
-            .unwrap()
-            .with_limits(Limits {
-                overwrite: true,
-                ..Limits::default()
-            }),
-    );
+    let e = limited(Limits {
+        overwrite: true,
+        ..Limits::default()
+    });
     let r = e.run(&[d], &out).await.unwrap();
     assert_eq!(r.files[0].outcome, "ok");
     assert_eq!(std::fs::read(out.join("a.bin")).unwrap(), files["/d/a.bin"]);
@@ -332,18 +337,10 @@ async fn links_at_the_partial_or_final_path_are_refused() {
     }
     assert!(!out.join("a.bin").exists() && !out.join("b.bin").exists());
     assert!(!out.join("c.bin").exists());
-    let e = Arc::new(
-        engine(1, 2)
-            .sharing(Params {
-                p: 2,
-                ..Params::default()
-            })
-            .unwrap()
-            .with_limits(Limits {
-                overwrite: true,
-                ..Limits::default()
-            }),
-    );
+    let e = limited(Limits {
+        overwrite: true,
+        ..Limits::default()
+    });
     let f = fetch(&e, &format!("{base}/f/e.bin"), &out).await;
     assert!(f.outcome.contains("symbolic link"), "{}", f.outcome);
     for n in ["d", "e"] {
@@ -537,15 +534,7 @@ async fn sizes_past_the_limits_or_the_disk_are_refused_before_anything_is_writte
         max_total: 250_000,
         ..Limits::default()
     };
-    let e = Arc::new(
-        engine(1, 2)
-            .sharing(Params {
-                p: 2,
-                ..Params::default()
-            })
-            .unwrap()
-            .with_limits(total),
-    );
+    let e = limited(total);
     let specs: Vec<FileSpec> = (0..3)
         .map(|i| FileSpec::from_url(&format!("{base}/small/s{i}.bin")).unwrap())
         .collect();
