@@ -192,6 +192,7 @@ pub fn summarize(v: &[f64]) -> Summary {
         };
     }
     let mean = f.iter().sum::<f64>() / n as f64;
+    let skew = crate::report::stats::skewness(&f);
     let ci = if n > 1 {
         let var = f.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
         crate::report::stats::t_critical(0.95, n - 1) * (var / n as f64).sqrt()
@@ -205,9 +206,20 @@ pub fn summarize(v: &[f64]) -> Summary {
         median: median(&f),
         mean,
         ci,
-        skew: crate::report::stats::skewness(&f),
-        boot: stats::bootstrap_mean(&f),
+        skew,
+        // The bootstrap only where a cell shows it (`Summary::interval`): 10,000 resamples.
+        boot: (!t_suits(mean, ci, skew))
+            .then(|| stats::bootstrap_mean(&f))
+            .flatten(),
     }
+}
+
+/// Whether a t interval (half-width `ci` about `mean`) suits trials of skewness `skew`: finite,
+/// not skewed beyond [`SKEWED`], not reaching below zero.
+fn t_suits(mean: f64, ci: f64, skew: f64) -> bool {
+    // NaN (under three trials) is not skewed.
+    let skewed = skew.abs() > SKEWED;
+    ci.is_finite() && !skewed && mean - ci >= 0.0
 }
 
 /// A number with about three significant digits.
@@ -243,8 +255,7 @@ impl Summary {
     /// zero: no metric here is negative, and an interval that does is the t interval failing,
     /// not a fact), else the percentile bootstrap's. Never dropped.
     pub fn interval(&self) -> Option<Interval> {
-        let skewed = self.skew.abs() > SKEWED; // NaN (under three trials) is not skewed
-        if self.ci.is_finite() && !skewed && self.mean - self.ci >= 0.0 {
+        if t_suits(self.mean, self.ci, self.skew) {
             return Some(Interval {
                 lo: self.mean - self.ci,
                 hi: self.mean + self.ci,
