@@ -80,7 +80,7 @@ fn use_cubic(stream: &TcpStream) -> Result<()> {
         .protocol()
         .ok()
         .flatten()
-        .is_some_and(|p| i32::from(p) == 262);
+        .is_some_and(|p| i32::from(p) == roam_emu::traffic::IPPROTO_MPTCP);
     note_congestion(if mptcp { "mptcp" } else { "tcp" }, &used);
     Ok(())
 }

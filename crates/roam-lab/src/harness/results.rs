@@ -148,12 +148,7 @@ impl Recorder {
         std::fs::write(out.join(EVENTS_CSV), report::csv(&m.events))?;
         // The congestion control the connections used, added to run.json.
         let mut stamp = read_stamp(out, "the run")?;
-        for (kind, used) in crate::harness::channel::congestion_used() {
-            let v = stamp.congestion_control.entry(kind).or_default();
-            v.extend(used);
-            v.sort();
-            v.dedup();
-        }
+        stamp.add_congestion(crate::harness::channel::congestion_used());
         std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&stamp)?)?;
         m.notes.extend(read_failures(out)?);
         Ok(m)
@@ -268,6 +263,17 @@ impl RunStamp {
                 .collect(),
             invocations: Vec::new(),
             congestion_control: BTreeMap::new(),
+        }
+    }
+
+    /// Add `used` (per kind of connection, the congestion controls its sockets used) to what
+    /// the stamp records.
+    fn add_congestion(&mut self, used: BTreeMap<String, Vec<String>>) {
+        for (kind, used) in used {
+            let v = self.congestion_control.entry(kind).or_default();
+            v.extend(used);
+            v.sort();
+            v.dedup();
         }
     }
 
@@ -566,12 +572,7 @@ pub fn merge(out: &Path, parts: &[std::path::PathBuf]) -> Result<usize> {
             );
         }
         stamp.invocations.extend(s.invocations);
-        for (kind, used) in s.congestion_control {
-            let v = stamp.congestion_control.entry(kind).or_default();
-            v.extend(used);
-            v.sort();
-            v.dedup();
-        }
+        stamp.add_congestion(s.congestion_control);
         let part_rows = read_trials(part, "roam results merge")?;
         for key in part_rows.iter().map(trial_key).collect::<HashSet<_>>() {
             if let Some(other) = from.insert(key.clone(), part) {

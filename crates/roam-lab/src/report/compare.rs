@@ -43,7 +43,13 @@ pub fn cell(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str)
 }
 
 /// `(seed, value)` of every trial of one cell's metric.
-fn by_seed(rows: &[Row], app: &str, scenario: &str, system: &str, metric: &str) -> Vec<(u64, f64)> {
+pub(crate) fn by_seed(
+    rows: &[Row],
+    app: &str,
+    scenario: &str,
+    system: &str,
+    metric: &str,
+) -> Vec<(u64, f64)> {
     rows.iter()
         .filter(|r| {
             r.app == app && r.scenario == scenario && r.system == system && r.metric == metric

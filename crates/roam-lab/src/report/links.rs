@@ -55,9 +55,14 @@ fn link_use(rows: &[Row]) -> BTreeMap<String, LinkUse> {
 /// `wifi`, up 412 s (0.3 kB)`. Trials without link counters (runs before they were kept) are
 /// not judged.
 pub fn unused_links(rows: &[Row]) -> Vec<String> {
+    unused(&link_use(rows))
+}
+
+/// [`unused_links`] of the links' use, trial by trial.
+fn unused(uses: &BTreeMap<String, LinkUse>) -> Vec<String> {
     let mut out = Vec::new();
-    for (trial, links) in link_use(rows) {
-        for (link, (up_s, kb)) in links {
+    for (trial, links) in uses {
+        for (link, &(up_s, kb)) in links {
             if up_s >= UP_AT_LEAST_S && kb < USED_KB {
                 out.push(format!(
                     "{trial}: never used `{link}`, up {} s ({} kB)",
@@ -73,8 +78,9 @@ pub fn unused_links(rows: &[Row]) -> Vec<String> {
 /// The report's section on links a system never used (empty when none was, or no trial kept
 /// its counters).
 pub fn section(rows: &[Row]) -> String {
-    let unused = unused_links(rows);
-    let judged = link_use(rows).len();
+    let uses = link_use(rows);
+    let unused = unused(&uses);
+    let judged = uses.len();
     if judged == 0 {
         return String::new();
     }

@@ -117,11 +117,7 @@ fn paper_checks(cell: &Cell) -> (Vec<Check>, Option<String>) {
         .map_or(f64::NAN, |m| cell.median(Builtin::Roam, m));
     let mut checks = Vec::new();
     let mut bound = None;
-    for sys in [
-        Builtin::Aggregation,
-        Builtin::BestLatency,
-        Builtin::BestBandwidth,
-    ] {
+    for sys in super::PAPER_BASELINES {
         for c in paper::claims(cell.app.name, cell.scenario, sys.name()) {
             let Some((got, text)) = cell.advantage(sys, c.side) else {
                 continue;

@@ -362,7 +362,7 @@ const MPTCP_STALLS: &str = "MPTCP stalls traced in earlier runs: docs/results/no
 
 /// The baselines the paper compared roam with: idealized aggregation and the two migration
 /// strategies (MPTCP is ours).
-const PAPER_BASELINES: [Builtin; 3] = [
+pub(crate) const PAPER_BASELINES: [Builtin; 3] = [
     Builtin::Aggregation,
     Builtin::BestLatency,
     Builtin::BestBandwidth,

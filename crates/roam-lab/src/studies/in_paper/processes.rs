@@ -9,9 +9,9 @@ use std::fmt::Write as _;
 
 use crate::harness::plan::Plan;
 use crate::harness::system::Builtin;
-use crate::report::compare::cell;
+use crate::report::compare::{self, cell};
 use crate::report::stats::{ratio_of_means, RatioOfMeans};
-use crate::report::{fmt_num, Row};
+use crate::report::{fmt_num, mean, Row};
 
 const ONE: &str = "sensing";
 const TWO: &str = "sensing-2proc";
@@ -23,11 +23,9 @@ const METRICS: [(&str, &str, bool); 2] = [
 
 /// `(seed, value)` of a cell's trials that finished.
 fn by_seed(rows: &[Row], app: &str, sc: &str, sys: &str, metric: &str) -> Vec<(u64, f64)> {
-    rows.iter()
-        .filter(|r| r.app == app && r.scenario == sc && r.system == sys && r.metric == metric)
-        .filter(|r| r.value.is_finite())
-        .map(|r| (r.seed, r.value))
-        .collect()
+    let mut v = compare::by_seed(rows, app, sc, sys, metric);
+    v.retain(|x| x.1.is_finite());
+    v
 }
 
 /// "1.04 [0.91-1.18]": a ratio of means with its interval.
@@ -119,32 +117,28 @@ fn within_noise(sc: &str, metric: &str, r: &Option<RatioOfMeans>) -> Option<Stri
 /// roam with two processes against each idealised strategy with two processes on the urgent
 /// latency: comparable (the interval of their ratio of means holds 1) or better.
 fn against_idealised(rows: &[Row], sc: &str) -> Vec<Option<String>> {
-    [
-        Builtin::Aggregation,
-        Builtin::BestLatency,
-        Builtin::BestBandwidth,
-    ]
-    .into_iter()
-    .map(|b| {
-        let (metric, _, _) = METRICS[0];
-        let r = ratio_of_means(
-            &by_seed(rows, TWO, sc, b.name(), metric),
-            &by_seed(rows, TWO, sc, Builtin::Roam.name(), metric),
-        )?;
-        let verdict = match (r.ratio >= 1.0, holds_one(&Some(r))) {
-            (true, _) => "better: **met**",
-            (false, Some(true)) => {
-                "comparable (the interval holds 1 or lies within 1% of it): **met**"
-            }
-            _ => "worse: **missed**",
-        };
-        Some(format!(
-            "`{sc}`: urgent latency, {} over roam with two processes each, {} — {verdict}",
-            b.name(),
-            ratio_text(&Some(r))
-        ))
-    })
-    .collect()
+    super::PAPER_BASELINES
+        .into_iter()
+        .map(|b| {
+            let (metric, _, _) = METRICS[0];
+            let r = ratio_of_means(
+                &by_seed(rows, TWO, sc, b.name(), metric),
+                &by_seed(rows, TWO, sc, Builtin::Roam.name(), metric),
+            )?;
+            let verdict = match (r.ratio >= 1.0, holds_one(&Some(r))) {
+                (true, _) => "better: **met**",
+                (false, Some(true)) => {
+                    "comparable (the interval holds 1 or lies within 1% of it): **met**"
+                }
+                _ => "worse: **missed**",
+            };
+            Some(format!(
+                "`{sc}`: urgent latency, {} over roam with two processes each, {} — {verdict}",
+                b.name(),
+                ratio_text(&Some(r))
+            ))
+        })
+        .collect()
 }
 
 /// What coordinating through shared memory cost roam's two processes: operations on the table
@@ -164,7 +158,6 @@ fn coordination(plan: &Plan, rows: &[Row]) -> String {
     if ops.is_empty() {
         return String::new();
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     format!(
         "\nCoordination's cost (roam, {} two-process trials): {} operations a second on the \
          shared table (both processes' publishes and reads), {} µs each on average: {} ms of \
