@@ -60,7 +60,7 @@ struct Links {
 }
 
 /// A link in the pool of those not yet authenticated: its id, its peer's source address (an
-/// IPv6 /64 counting as one, as roam-net's listener counts them) and its multi-socket.
+/// IPv6 /64 counting as one, as the relay and the HLA server count them) and its multi-socket.
 struct Pending {
     id: u64,
     source: Option<IpAddr>,

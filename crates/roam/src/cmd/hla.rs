@@ -198,11 +198,8 @@ fn token(a: &TokenArgs) -> Result<()> {
             tokens::MAX_NAME
         );
     }
-    let mut bytes = [0u8; 32];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)
-        .context("reading /dev/urandom")?;
-    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    let token = hex(&bytes);
+    let hex = roam_store::tier::wire::hex;
+    let token = hex(&super::random_32()?);
     match &a.token_out {
         Some(path) => super::write_private(path, token.as_bytes())?,
         None => eprintln!("the device's token (give it to `{name}`; it is kept nowhere): {token}"),

@@ -29,3 +29,13 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     f.write_all(bytes)?;
     Ok(())
 }
+
+/// 32 bytes from the kernel's random source (/dev/urandom): keys, secrets, tokens.
+pub(crate) fn random_32() -> Result<[u8; 32]> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom")?;
+    Ok(b)
+}

@@ -419,8 +419,7 @@ pub fn run(cmd: ParcelCmd) -> Result<()> {
 
 /// `roam parcel secret`: a fresh access secret in a file only its owner reads.
 fn secret_cmd(out: &Path) -> Result<()> {
-    let mut s = [0u8; 32];
-    getrandom_fill(&mut s)?;
+    let s = super::random_32()?;
     write_private(
         out,
         format!("{}\n", roam_store::tier::wire::hex(&s)).as_bytes(),
@@ -790,12 +789,6 @@ fn save_guest(dir: &parcel::ParcelDir) -> Result<Option<parcel::DirtyMap>> {
         disk.len()
     );
     Ok(first.then(|| [("disk".to_string(), disk)].into_iter().collect()))
-}
-
-fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)?;
-    Ok(())
 }
 
 fn serve_cmd(a: ServeArgs) -> Result<()> {

@@ -340,7 +340,7 @@ fn unauthenticated_requests(ctx: &Ctx) {
         match ctx.multi_socket() {
             Ok(ms) => {
                 let _ = ms.recv_timeout(Duration::from_secs(2));
-                let forged = format!("roam-relay 2 127.0.0.1:{} foreground-small 00 00", 1);
+                let forged = "roam-relay 2 127.0.0.1:1 foreground-small 00 00".to_string();
                 let _ = ms.send(Label::ForegroundSmall, forged.into_bytes(), None);
                 // The refusal, then the relay's end.
                 let _ = ms.recv_timeout(Duration::from_secs(2));

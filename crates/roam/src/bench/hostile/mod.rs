@@ -105,7 +105,7 @@ fn soak(a: &BenchHostileArgs, names: &[&'static str], dir: &std::path::Path) -> 
     let mut attacking = Vec::new();
     let mut source = 2u8;
     for s in &running {
-        for &(name, run) in plan(s.name) {
+        for (name, run) in plan(s.name) {
             let ctx = Arc::new(Ctx {
                 target: s.process.addr,
                 from: Ipv4Addr::new(127, 0, 0, source),
@@ -148,27 +148,16 @@ fn soak(a: &BenchHostileArgs, names: &[&'static str], dir: &std::path::Path) -> 
     }))
 }
 
-/// The attacks on server `name`.
-fn plan(name: &str) -> &'static [Attack] {
+/// The attacks on server `name`: the relay is a roam-net listener with a request of its own,
+/// so it gets both sets.
+fn plan(name: &str) -> Vec<Attack> {
     match name {
-        "net" => &attacks::ON_ROAM_NET,
-        "relay" => &RELAY,
-        "hla" => &attacks::ON_HLA,
-        _ => &attacks::ON_TIER,
+        "net" => attacks::ON_ROAM_NET.to_vec(),
+        "relay" => [&attacks::ON_ROAM_NET[..], &attacks::ON_RELAY[..]].concat(),
+        "hla" => attacks::ON_HLA.to_vec(),
+        _ => attacks::ON_TIER.to_vec(),
     }
 }
-
-/// The relay is a roam-net listener with a request of its own: both sets of attacks.
-static RELAY: [Attack; 8] = [
-    attacks::ON_ROAM_NET[0],
-    attacks::ON_ROAM_NET[1],
-    attacks::ON_ROAM_NET[2],
-    attacks::ON_ROAM_NET[3],
-    attacks::ON_ROAM_NET[4],
-    attacks::ON_ROAM_NET[5],
-    attacks::ON_RELAY[0],
-    attacks::ON_RELAY[1],
-];
 
 /// Every server's honest client, each on a thread, a request every [`HONEST_EVERY`] for
 /// `length`; the servers back and each one's outcomes.

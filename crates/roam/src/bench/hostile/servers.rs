@@ -25,7 +25,8 @@ use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
 use roam_store::tier::TierClient;
 use roam_store::ChunkId;
 
-use crate::cmd::write_private;
+use crate::cmd::{random_32, write_private};
+use roam_store::tier::wire::hex;
 
 /// Bytes of an honest request (and of its echo).
 const REQUEST: usize = 1024;
@@ -99,16 +100,9 @@ fn free_addr() -> Result<SocketAddr> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    getrandom(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn getrandom(b: &mut [u8]) {
-    // /dev/urandom: this is a benchmark's throwaway key, not a secret anyone keeps.
-    let mut f = std::fs::File::open("/dev/urandom").expect("/dev/urandom");
-    f.read_exact(b).expect("/dev/urandom");
+/// A fresh random key, secret or token, in hex.
+fn random_hex() -> Result<String> {
+    Ok(hex(&random_32()?))
 }
 
 /// The multi-socket options of an honest client: its one network is 127.0.0.1.
@@ -333,7 +327,7 @@ pub fn start(name: &'static str, dir: &Path) -> Result<Server> {
         ),
         "relay" => {
             let key: PathBuf = dir.join("relay.key");
-            write_private(&key, random_hex(32).as_bytes())?;
+            write_private(&key, random_hex()?.as_bytes())?;
             let echo = echo_server()?;
             let relay = Process::start(
                 &s(&[
@@ -381,7 +375,7 @@ pub fn start(name: &'static str, dir: &Path) -> Result<Server> {
             }
         }
         "hla" => {
-            let (honest, mallory) = (random_hex(32), random_hex(32));
+            let (honest, mallory) = (random_hex()?, random_hex()?);
             let tokens = dir.join("tokens");
             write_private(
                 &tokens,
@@ -404,7 +398,8 @@ pub fn start(name: &'static str, dir: &Path) -> Result<Server> {
             }
         }
         "tier" => {
-            let secret_hex = random_hex(32);
+            let secret = random_32()?;
+            let secret_hex = hex(&secret);
             let secret_file = dir.join("secret");
             write_private(&secret_file, secret_hex.as_bytes())?;
             let tier_dir = dir.join("tier");
@@ -416,10 +411,6 @@ pub fn start(name: &'static str, dir: &Path) -> Result<Server> {
             .collect::<Vec<_>>();
             let process = Process::start(&args, addr, &log)?;
             let cert = std::fs::read(tier_dir.join("tls/cert.pem")).context("the tier's cert")?;
-            let mut secret = [0u8; 32];
-            for (i, b) in secret.iter_mut().enumerate() {
-                *b = u8::from_str_radix(&secret_hex[2 * i..2 * i + 2], 16)?;
-            }
             let chunk = put_chunk(addr, &cert, &secret)?;
             Server {
                 name,
