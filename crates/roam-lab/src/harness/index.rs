@@ -6,7 +6,7 @@
 //! `headline.md`, the kept run it comes from (`headline-sources.txt`, by hand, checked here) and
 //! the code that measured that run. A test keeps the committed README equal to what this writes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -232,9 +232,9 @@ fn directories(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-/// The headline rows' sources (`headline-sources.txt`), each checked: its directory is kept
-/// and `headline.md` has a row beginning so.
-fn headline_sources(root: &Path) -> Result<String> {
+/// The headline rows' sources (`headline-sources.txt`), each checked: its directory is among
+/// the `kept` runs (gathered once, by name) and `headline.md` has a row beginning so.
+fn headline_sources(root: &Path, kept: &BTreeMap<String, Kept>) -> Result<String> {
     let sources = std::fs::read_to_string(root.join("headline-sources.txt"))
         .with_context(|| format!("reading {}", root.join("headline-sources.txt").display()))?;
     let headline = std::fs::read_to_string(root.join("headline.md"))
@@ -253,14 +253,13 @@ fn headline_sources(root: &Path) -> Result<String> {
                 at()
             );
         };
-        if !root.join(dir).is_dir() {
+        let Some(k) = kept.get(dir) else {
             bail!("{}: no kept run `{dir}`", at());
-        }
+        };
         if !headline.lines().any(|l| l.starts_with(&format!("| {row}"))) {
             bail!("{}: headline.md has no row beginning `{row}`", at());
         }
-        let k = gather(&root.join(dir))?;
-        let _ = writeln!(s, "| {row} | [`{dir}/`]({dir}/) | {} |", measured_by(&k));
+        let _ = writeln!(s, "| {row} | [`{dir}/`]({dir}/) | {} |", measured_by(k));
     }
     Ok(s)
 }
@@ -275,9 +274,14 @@ pub fn index(root: &Path) -> Result<String> {
          measured by | seeds | trials | invocations |\n|---|---|---|---|---|---|\n",
         head.trim()
     );
+    let mut kept = BTreeMap::new();
     for dir in directories(root)? {
         let k = gather(&dir)?;
-        let name = dir.file_name().unwrap_or_default().to_string_lossy();
+        let name = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let _ = writeln!(
             s,
             "| [`{name}/`]({name}/) | {} | {} | {} | {} | {} |",
@@ -287,11 +291,12 @@ pub fn index(root: &Path) -> Result<String> {
             trials_text(&k),
             invocations_text(&k)
         );
+        kept.insert(name, k);
     }
     let _ = write!(
         s,
         "\n## Where the headline rows come from\n\n{}",
-        headline_sources(root)?
+        headline_sources(root, &kept)?
     );
     Ok(s)
 }
