@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use roam_net::capi::*;
-use roam_net::proto::wire::{Chunk, Decoder, Deps, Frame};
+use roam_net::proto::wire::{Caps, Chunk, Decoder, Deps, Frame};
 use roam_net::proto::Label;
 
 fn read_frame(t: &mut TcpStream) -> Option<Frame> {
@@ -76,6 +76,7 @@ fn a_peer_chosen_irob_id_never_names_another_multi_socket() {
         &Frame::Hello {
             key: [3; 32],
             window: 1 << 20,
+            caps: Caps::NONE,
             networks: vec![],
         }
         .to_bytes(),

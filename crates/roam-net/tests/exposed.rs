@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use roam_net::proto::wire::{Decoder, Frame};
+use roam_net::proto::wire::{Caps, Decoder, Frame};
 use roam_net::proto::{Label, NetKind};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::{LocalNetwork, Networks, Options};
@@ -52,6 +52,7 @@ fn hello() -> Vec<u8> {
     Frame::Hello {
         key: [9; 32],
         window: 1 << 20,
+        caps: Caps::NONE,
         networks: vec![],
     }
     .to_bytes()

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use roam_core::Time;
 use roam_net::proto::session::{Config, Session};
-use roam_net::proto::wire::{Chunk, Decoder, Deps, Frame, HaveEntry, NetInfo};
+use roam_net::proto::wire::{Caps, Chunk, Decoder, Deps, Frame, HaveEntry, NetInfo};
 use roam_net::proto::Label;
 use roam_net::proto::NetKind;
 
@@ -64,12 +64,13 @@ fn hello() -> Frame {
     Frame::Hello {
         key: [1; 32],
         window: 1 << 20,
+        caps: Caps::NONE,
         networks: vec![],
     }
 }
 
 fn drive(s: &mut Session, t: u64) {
-    while s.recv().is_some() {}
+    while s.recv(Time::from_millis(t)).is_some() {}
     while s.poll_transmit(1, Time::from_millis(t), 1 << 20).is_some() {}
     while s.poll_event().is_some() {}
     s.handle_timeout(Time::from_millis(t));
@@ -110,7 +111,7 @@ proptest! {
             prop_assert_eq!(decoded.as_ref().ok().and_then(|f| f.as_ref()), Some(&f));
             s.handle_frame(1, f, t);
             if i % 3 == 0 {
-                while s.recv().is_some() {}
+                while s.recv(t).is_some() {}
             }
             s.handle_timeout(t);
             while s.poll_event().is_some() {}
@@ -380,7 +381,7 @@ fn irobs_waiting_for_one_dependency_do_not_cost_quadratic_time() {
     let (frames, _) = sent_frames(&mut s, Time::ZERO);
     assert_eq!(count(&frames, acks_in), n as usize + 1, "all acknowledged");
     let mut delivered = 0;
-    while let Some(d) = s.recv() {
+    while let Some(d) = s.recv(Time::ZERO) {
         delivered += d.end as u64;
     }
     let took = t0.elapsed();
@@ -459,6 +460,7 @@ fn the_server_opens_connections_only_where_the_client_was_seen() {
     let hello = Frame::Hello {
         key: [1; 32],
         window: 1 << 20,
+        caps: Caps::NONE,
         networks: vec![
             usable(1, [192, 0, 2, 1].into(), 9),
             usable(2, [198, 51, 100, 7].into(), 25),
@@ -639,14 +641,14 @@ fn an_honest_sender_stays_within_the_receive_limit() {
     for &id in &ids {
         client.end_irob(id).unwrap();
         step(&mut client, &mut server);
-        while let Some(d) = server.recv() {
+        while let Some(d) = server.recv(Time::ZERO) {
             got += d.data.len();
         }
         step(&mut client, &mut server);
     }
     for _ in 0..10 {
         step(&mut client, &mut server);
-        while let Some(d) = server.recv() {
+        while let Some(d) = server.recv(Time::ZERO) {
             got += d.data.len();
         }
     }
@@ -676,7 +678,7 @@ fn unsent_acknowledgements_pause_reading() {
             one_byte(irob, 0, Some(Deps::List(vec![])), true),
             Time::ZERO,
         );
-        while s.recv().is_some() {}
+        while s.recv(Time::ZERO).is_some() {}
         irob += 1;
     }
     assert_eq!(irob, MAX_PENDING_ACKS as u64);

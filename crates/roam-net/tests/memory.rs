@@ -9,7 +9,7 @@ use std::cell::Cell;
 use bytes::Bytes;
 use roam_core::Time;
 use roam_net::proto::session::{Config, Event, Session, DEP_OVERHEAD, PIECE_OVERHEAD};
-use roam_net::proto::wire::{Chunk, Decoder, Deps, Frame};
+use roam_net::proto::wire::{Caps, Chunk, Decoder, Deps, Frame};
 use roam_net::proto::{Failure, Label};
 
 /// The system allocator, counting the bytes held per thread (allocated on the thread minus
@@ -61,6 +61,7 @@ fn hello() -> Frame {
     Frame::Hello {
         key: [1; 32],
         window: 1 << 20,
+        caps: Caps::NONE,
         networks: vec![],
     }
 }
@@ -256,7 +257,7 @@ fn sparse_irob_ids_do_not_grow_the_records_of_done_ids() {
     for k in 0..400_000u64 {
         let f = one_byte(2 * k + 1, 0, Some(Deps::List(vec![])), true);
         s.handle_frame(1, f, Time::ZERO);
-        while s.recv().is_some() {}
+        while s.recv(Time::ZERO).is_some() {}
         while s.poll_transmit(1, Time::ZERO, 1 << 20).is_some() {}
         most = most.max(held() - before);
         let (acked, delivered) = s.done_ids_above();

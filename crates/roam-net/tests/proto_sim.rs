@@ -540,11 +540,11 @@ fn run(
         }
         sim.step()?;
         if let Some(s) = sim.server.as_mut() {
-            while let Some(d) = s.recv() {
+            while let Some(d) = s.recv(sim.now) {
                 at_server.check(d)?;
             }
         }
-        while let Some(d) = sim.client.recv() {
+        while let Some(d) = sim.client.recv(sim.now) {
             at_client.check(d)?;
         }
         // Done when everything is delivered and both senders hold nothing unacknowledged

@@ -14,4 +14,4 @@ pub use session::{
     Config, ConfigError, ConnId, Delivery, Event, Failure, IrobId, KernelQueue, KernelWindow,
     NetId, NetKind, PathLoad, SendError, Session, TcpSample, ThunkId, Transmit,
 };
-pub use wire::{Decoder, Deps, Frame, WireError, WireLimits};
+pub use wire::{Caps, Decoder, Deps, Frame, WireError, WireLimits};

@@ -166,13 +166,14 @@ impl<T: Clone> Router<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::wire::NetInfo;
+    use crate::proto::wire::{Caps, NetInfo};
     use std::rc::Rc;
 
     fn hello(net: NetId) -> Frame {
         Frame::Hello {
             key: [1; 32],
             window: 1 << 20,
+            caps: Caps::NONE,
             networks: vec![NetInfo {
                 net,
                 addr: [10, 0, 0, 2].into(),

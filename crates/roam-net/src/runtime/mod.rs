@@ -339,13 +339,14 @@ impl Shared {
         self.over.load(Ordering::Relaxed)
     }
 
-    /// After the application took delivery `d`: only the receive side changed, which a reader
-    /// paused for back-pressure waits for (`changed`). Writers are woken (`after`) only once an
-    /// IROB has been delivered whole, which may finish the session; a delivery creates nothing
-    /// to send. (Waking them per chunk had the receiver's writer take the lock and read
-    /// TCP_INFO four times per MiB of a bulk transfer for nothing.)
+    /// After the application took delivery `d`: the receive side changed, which a reader
+    /// paused for back-pressure waits for (`changed`). Writers are woken (`after`) once an
+    /// IROB has been delivered whole, which may finish the session, or when the read made a
+    /// credit due (`flow`); otherwise a delivery creates nothing to send. (Waking them per
+    /// chunk had the receiver's writer take the lock and read TCP_INFO four times per MiB of
+    /// a bulk transfer for nothing; credit goes at most once per half window.)
     fn after_recv(self: &Arc<Self>, s: &mut Session, d: &Delivery) {
-        if d.end {
+        if d.end || s.credit_pending() {
             self.after(s);
         } else {
             self.changed.notify_waiters();

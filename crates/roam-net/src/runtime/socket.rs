@@ -253,7 +253,7 @@ impl MultiSocket {
     /// The next delivery, if one is ready now. `Ok(None)` also when nothing is ready.
     pub fn try_recv(&self) -> Result<Option<Delivery>, Error> {
         let mut s = self.shared.session();
-        if let Some(d) = s.recv() {
+        if let Some(d) = s.recv(self.shared.now()) {
             self.shared.after_recv(&mut s, &d);
             return Ok(Some(d));
         }
@@ -272,7 +272,7 @@ impl MultiSocket {
             n.as_mut().enable();
             {
                 let mut s = self.shared.session();
-                if let Some(d) = s.recv() {
+                if let Some(d) = s.recv(self.shared.now()) {
                     self.shared.after_recv(&mut s, &d);
                     return Ok(Some(d));
                 }

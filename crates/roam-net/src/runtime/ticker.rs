@@ -50,6 +50,7 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                 if let Ok(info) = sys::tcp_info(*fd) {
                     let sample = TcpSample {
                         min_rtt: info.min_rtt,
+                        srtt: (!info.rtt.is_zero()).then_some(info.rtt),
                         bytes_acked: info.bytes_acked,
                         load: info.load(outq),
                         held_by_cap: *capped,

@@ -22,8 +22,9 @@ pub struct Config {
     /// the oldest unacknowledged IROB, which may always proceed) and a sixteenth of that plus
     /// a piece per unfinished IROB of bookkeeping, so this must be at least
     /// [`Config::min_receive_limit`] ([`Config::validate`]). Default: exactly that, 97 MiB.
-    /// Acknowledged bytes the application has not read yet are bounded apart from this: the
-    /// driver stops reading from the network while they exceed `window`.
+    /// Acknowledged bytes the application has not read yet are bounded apart from this: by
+    /// the credit granted (`Config::flow`), or with a peer that lacks credit, by the driver,
+    /// which stops reading from the network while they exceed `window`.
     pub receive_limit: u64,
     /// Largest IROB accepted (either direction).
     pub max_irob_size: u64,
@@ -87,6 +88,9 @@ pub struct Config {
     /// cost given the networks' record of error, and one left unacknowledged is re-evaluated
     /// instead of hedged after a fixed delay. Off (`None`) by default.
     pub redundancy: Option<Redundancy>,
+    /// Flow control (`flow`): credit with AFC's feed-forward by default, the window and the
+    /// driver's pause with a peer that lacks it.
+    pub flow: FlowConfig,
 }
 
 impl Default for Config {
@@ -115,6 +119,7 @@ impl Default for Config {
             release_timeout: Duration::from_secs(10),
             trace: false,
             redundancy: None,
+            flow: FlowConfig::default(),
         }
     }
 }

@@ -115,6 +115,9 @@ pub(super) struct Conn {
     /// 5 s and stalled the client's uplink, and urgent messages with it: mean 2.3 s against
     /// 0.3 s for the baselines.)
     pub(super) last_data: Time,
+    /// The connection's smoothed RTT as TCP_INFO last gave it (`Session::tcp_sample`): the
+    /// round trip flow control plans for (`flow`).
+    pub(super) srtt: Option<Duration>,
     pub(super) last_probe: Option<Time>,
     pub(super) probes: BTreeMap<u64, (Time, u64)>,
     /// Foreground bytes handed to this connection whose IROBs are not yet acknowledged: what
@@ -176,6 +179,7 @@ impl Conn {
             last_estimate: None,
             peer_addr: None,
             throughput_from: None,
+            srtt: None,
         }
     }
 }
@@ -260,6 +264,7 @@ impl Session {
             n.retry_at = now + wait;
         }
         self.recover_after_break(conn);
+        self.flow_conn_lost(conn);
         if self.goodbye_on == Some(conn) && !self.is_finished() {
             self.goodbye_on = None;
             self.goodbye_sent = false;
@@ -313,7 +318,7 @@ impl Session {
             );
             self.close_conn_with_error(conn, reason, now);
         }
-        self.drop_deliveries();
+        self.drop_deliveries(now);
         self.check_thunks(now);
     }
 
@@ -451,6 +456,15 @@ impl Session {
                 Ok(())
             }
             Frame::Error { reason, .. } => Err(format!("peer closed the connection: {reason}")),
+            Frame::Credit {
+                limit,
+                rate,
+                feed_forward_kib,
+                ..
+            } => {
+                self.on_credit(limit, rate, feed_forward_kib, now);
+                Ok(())
+            }
             other => Err(format!(
                 "unexpected {} frame on an established connection",
                 other.name()

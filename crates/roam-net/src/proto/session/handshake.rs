@@ -28,6 +28,7 @@ impl Session {
                     session,
                     key,
                     window,
+                    caps,
                     networks,
                 },
             ) => {
@@ -36,6 +37,7 @@ impl Session {
                 self.peer_window = window.min(self.config.window);
                 self.absorb_netinfos(&networks, now);
                 self.establish(conn, now);
+                self.flow_negotiated(caps, now);
                 self.established = true;
                 self.events.push_back(Event::Established);
                 let waiting: Vec<ConnId> = self
@@ -153,9 +155,12 @@ impl Session {
         c.state = ConnState::HelloSent;
         // The hello's round trip is what the first RTT sample measures (not a wait before it).
         c.opened = now;
+        let caps = self.flow_caps();
+        let c = self.conns.get_mut(&conn).unwrap();
         c.control.push(Frame::Hello {
             key: self.my_key,
             window: self.config.window,
+            caps,
             networks,
         });
     }
@@ -205,6 +210,7 @@ impl Session {
             Frame::Hello {
                 key,
                 window,
+                caps,
                 networks,
             } if self.secret.is_none() && self.role == Role::Server => {
                 self.secret = Some(Secret::new(&key, &self.my_key));
@@ -216,8 +222,10 @@ impl Session {
                     session: self.session_id,
                     key: self.my_key,
                     window: self.config.window,
+                    caps: self.flow_caps(),
                     networks: vec![],
                 });
+                self.flow_negotiated(caps, now);
                 self.established = true;
                 self.events.push_back(Event::Established);
             }

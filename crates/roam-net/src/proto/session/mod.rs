@@ -30,6 +30,7 @@
 mod config;
 mod connections;
 mod deferral;
+pub mod flow;
 mod handshake;
 mod networks;
 mod placement;
@@ -62,6 +63,8 @@ use super::wire::{Frame, NetInfo, WireLimits, KEY_LEN};
 pub use config::{Config, ConfigError, LabelPolicy, NetworkChoice};
 use connections::{Conn, ConnState};
 pub use connections::{KernelQueue, ASKED_COST, ESTIMATE_EVERY, SUSPECT_FOR};
+use flow::Flow;
+pub use flow::{FlowConfig, FlowPolicy, FlowStats, Memory};
 use networks::Network;
 pub use networks::{
     NetKind, PathLoad, TcpSample, NET_CELLULAR, NET_METERED, NET_USABLE, THROUGHPUT_INTERVAL,
@@ -178,6 +181,18 @@ pub enum Failure {
         /// [`IROB_SPAN`].
         span: u64,
     },
+    /// The peer sent more payload than the credit this side granted allowed (`flow`): an
+    /// honest peer stays within the limit plus the feed-forward it was given.
+    #[error(
+        "peer sent {received} payload bytes, beyond the {bound} its credit allowed (flow \
+         control)"
+    )]
+    CreditExceeded {
+        /// Payload bytes received for the first time, in all.
+        received: u64,
+        /// The most the credit granted allowed.
+        bound: u64,
+    },
     /// The application released the multi-socket (dropped its last handle) and it made no
     /// progress (none of its data acknowledged or newly sent, no goodbye from the peer) for
     /// `Config::release_timeout`.
@@ -275,6 +290,8 @@ pub struct Session {
     /// and is sent again (a repeated goodbye is harmless).
     goodbye_on: Option<ConnId>,
     peer_window: u64,
+    /// Credit-based flow control, once negotiated (`flow`).
+    flow: Flow,
     conns: BTreeMap<ConnId, Conn>,
     networks: BTreeMap<NetId, Network>,
     events: VecDeque<Event>,
@@ -357,6 +374,7 @@ impl Session {
         let mut my_key = [0u8; KEY_LEN];
         rng.fill_bytes(&mut my_key);
         let window = config.window;
+        let flow = Flow::new(config.flow);
         Session {
             role,
             config,
@@ -370,6 +388,7 @@ impl Session {
             goodbye_sent: false,
             goodbye_on: None,
             peer_window: window,
+            flow,
             conns: BTreeMap::new(),
             networks: BTreeMap::new(),
             events: VecDeque::new(),
@@ -512,7 +531,7 @@ impl Session {
         self.released = Some(now);
         self.progress_at = now;
         self.close();
-        self.drop_deliveries();
+        self.drop_deliveries(now);
     }
 
     /// Whether the application released the multi-socket ([`Session::release`]).
@@ -521,9 +540,9 @@ impl Session {
     }
 
     /// A released multi-socket takes every delivery as it becomes ready, and drops it.
-    fn drop_deliveries(&mut self) {
+    fn drop_deliveries(&mut self, now: Time) {
         if self.released.is_some() {
-            while self.recv().is_some() {}
+            while self.recv(now).is_some() {}
         }
     }
 
@@ -657,6 +676,10 @@ impl Session {
             }
         }
         if let Some(t) = self.release_deadline() {
+            at(t);
+        }
+        // The pacer (`flow::sender`).
+        if let Some(t) = self.pacing_deadline() {
             at(t);
         }
         // Hedges (`hedge_late_foreground`).

@@ -83,6 +83,8 @@ pub const THROUGHPUT_INTERVAL: Duration = Duration::from_millis(250);
 pub struct TcpSample {
     /// The connection's minimum RTT (`tcpi_min_rtt`).
     pub min_rtt: Option<Duration>,
+    /// The connection's smoothed RTT (`tcpi_rtt`): the round trip flow control plans for.
+    pub srtt: Option<Duration>,
     /// Bytes the peer has acknowledged over the connection's life (`tcpi_bytes_acked`).
     pub bytes_acked: u64,
     /// How loaded the path is now (the driver's reading of the socket's queue and RTT).
@@ -290,6 +292,9 @@ impl Session {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        if sample.srtt.is_some() {
+            c.srtt = sample.srtt;
+        }
         let load_now = match sample.load {
             PathLoad::Light if sample.held_by_cap => PathLoad::Backlogged,
             l => l,

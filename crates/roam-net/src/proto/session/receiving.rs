@@ -239,6 +239,9 @@ impl Session {
             }
         }
         self.update_ready(id);
+        if added > 0 {
+            self.flow_arrival(added, now);
+        }
         let held = self.receive_held();
         if held > self.receive_limit() {
             self.fail(Failure::ReceiveLimit {
@@ -301,8 +304,9 @@ impl Session {
         }
     }
 
-    /// The next delivery for the application, if any IROB is ready.
-    pub fn recv(&mut self) -> Option<Delivery> {
+    /// The next delivery for the application, if any IROB is ready; `now` times the read for
+    /// flow control (the read rate, `flow`).
+    pub fn recv(&mut self, now: Time) -> Option<Delivery> {
         let id = match self.current {
             Some(id) => id,
             None => Label::ALL
@@ -334,6 +338,7 @@ impl Session {
         }
         let end = i.end == Some(i.delivered);
         let label = i.label;
+        self.flow_read(n, now);
         if end {
             let i = self.incoming.remove(&id).unwrap();
             let book = i.bookkeeping();
@@ -404,15 +409,16 @@ impl Session {
         self.in_book
     }
 
-    /// Whether the driver should stop reading from the network for now: the application has
-    /// more than a window of acknowledged bytes unread (payload and bookkeeping;
-    /// back-pressure that cannot deadlock: they are deliverable once it reads), or more than
+    /// Whether the driver should stop reading from the network for now: without credit
+    /// (`flow`), the application has more than a window of acknowledged bytes unread
+    /// (payload and bookkeeping; back-pressure that cannot deadlock: they are deliverable once
+    /// it reads; with credit the peer is told instead), or more than
     /// [`MAX_PENDING_ACKS`] acknowledgements wait to be sent (the peer is not reading them,
     /// and every IROB it sends would add one more), or [`IROB_SPAN`] IROBs were delivered
     /// above one the application has not taken (it reads other labels first; once nothing
     /// new arrives it takes that one, which is acknowledged and so deliverable).
     pub fn receive_paused(&self) -> bool {
-        self.acked_buffered + self.acked_book > self.config.window
+        (!self.credit_on() && self.acked_buffered + self.acked_book > self.config.window)
             || self.acks.len() >= MAX_PENDING_ACKS
             || self.delivered.above.len() as u64 >= IROB_SPAN
     }

@@ -244,6 +244,7 @@ fn tcp_info_readings_become_throughput_samples() {
     let at = |ms| Time::ZERO + Duration::from_millis(ms);
     let read = |acked, load, held_by_cap| TcpSample {
         min_rtt: Some(Duration::from_millis(15)),
+        srtt: None,
         bytes_acked: acked,
         load,
         held_by_cap,
@@ -622,11 +623,14 @@ fn a_second_copy_is_not_delivered_but_acknowledged_again() {
     };
     s.handle_frame(1, chunk(), Time::ZERO);
     assert_eq!(acks(&mut s, 1), 1);
-    let d = s.recv().expect("the first copy is delivered");
+    let d = s.recv(Time::ZERO).expect("the first copy is delivered");
     assert_eq!((d.irob, &d.data[..], d.end), (0, &b"brake"[..], true));
     assert_eq!(s.duplicate_bytes(), 0);
     s.handle_frame(2, chunk(), Time::ZERO);
-    assert!(s.recv().is_none(), "the second copy was delivered");
+    assert!(
+        s.recv(Time::ZERO).is_none(),
+        "the second copy was delivered"
+    );
     assert_eq!(acks(&mut s, 2), 1);
     assert_eq!(s.duplicate_bytes(), 5, "the second copy's bytes");
     // A resend overlapping bytes already held counts only the overlap.

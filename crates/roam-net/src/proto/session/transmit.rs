@@ -57,6 +57,9 @@ impl Session {
         if state != ConnState::Established {
             return None;
         }
+        if let Some(f) = self.next_credit(conn) {
+            return Some(encode(&f, 0));
+        }
         if let Some(f) = self.next_have(conn) {
             return Some(encode(&f, 0));
         }
@@ -174,6 +177,8 @@ impl Session {
             .keys()
             .next()
             .map_or(u64::MAX, |&o| o.saturating_add(IROB_SPAN));
+        // New bytes the peer's credit allows now (`flow`; unbounded without credit).
+        let credit = self.credit_room(now);
         for label in Label::ALL {
             let fg = label.is_foreground();
             if !fg {
@@ -251,15 +256,24 @@ impl Session {
                 // oldest unacknowledged IROB, whose dependencies are all acknowledged (so the
                 // receiver can always finish it). Resent bytes are not new. The receiver then
                 // holds at most window + max_irob_size unacknowledged bytes of an honest peer.
-                if self.out.keys().next() != Some(&id) {
-                    let room = self.peer_window.saturating_sub(self.outstanding);
-                    let start = o.pending.first().map_or(o.len, |(s, _)| s);
-                    let resent = o.sent_hi.saturating_sub(start);
-                    if start < o.len && resent == 0 && room == 0 {
-                        continue; // window full; another IROB (the oldest) may still go
+                //
+                // Credit (`flow`) bounds new bytes too, the oldest IROB included: the receiver
+                // credits what it holds undeliverable, so the oldest can always finish.
+                let start = o.pending.first().map_or(o.len, |(s, _)| s);
+                let resent = o.sent_hi.saturating_sub(start);
+                let window = if self.out.keys().next() != Some(&id) {
+                    self.peer_window.saturating_sub(self.outstanding)
+                } else {
+                    u64::MAX
+                };
+                let room = window.min(credit);
+                if start < o.len && resent == 0 && room == 0 {
+                    if credit == 0 {
+                        self.credit_blocked(now); // resends of another IROB may still go
                     }
-                    limit = limit.min(resent.saturating_add(room));
+                    continue; // window full; another IROB (the oldest) may still go
                 }
+                limit = limit.min(resent.saturating_add(room));
                 return Some(self.take_chunk(conn, id, limit, now));
             }
         }
@@ -305,6 +319,7 @@ impl Session {
         };
         if end > o.sent_hi {
             self.outstanding += end - o.sent_hi;
+            self.flow.tx.on_sent(end - o.sent_hi, now);
             o.sent_hi = end;
             self.progress_at = now;
         }

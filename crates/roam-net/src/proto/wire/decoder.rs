@@ -144,8 +144,8 @@ impl Decoder {
     ) -> Result<Frame, WireError> {
         let lim = &self.limits;
         match kind {
-            Kind::Hello => decode_hello(a, c, body, lim),
-            Kind::HelloAck => decode_hello_ack(a, b, c, body, lim),
+            Kind::Hello => decode_hello(a, c, Caps(d as u32), body, lim),
+            Kind::HelloAck => decode_hello_ack(a, b, c, Caps(d as u32), body, lim),
             Kind::Join => decode_join(a, c, body),
             Kind::JoinChallenge => decode_join_challenge(body),
             Kind::JoinProof => decode_join_proof(body),
@@ -169,6 +169,7 @@ impl Decoder {
             Kind::ProbeReply => decode_probe_reply(a, b, body),
             Kind::Goodbye => decode_goodbye(a, body),
             Kind::Error => Ok(decode_error(a, body)),
+            Kind::Credit => decode_credit(a, b, c, d, body),
         }
     }
 }
@@ -217,23 +218,32 @@ fn take_id_list(
 
 // ----- the session's setup: hello and join -----------------------------------------------------
 
-/// `Hello` (kind 1): `a` is the client's receive window, `c` its number of networks; the body
-/// is its key and its networks ([`take_key_and_networks`]).
-fn decode_hello(window: u64, n: usize, body: Bytes, lim: &WireLimits) -> Result<Frame, WireError> {
+/// `Hello` (kind 1): `a` is the client's receive window, `c` its number of networks, `d` its
+/// capabilities (bits this side does not know are dropped); the body is its key and its
+/// networks ([`take_key_and_networks`]).
+fn decode_hello(
+    window: u64,
+    n: usize,
+    caps: Caps,
+    body: Bytes,
+    lim: &WireLimits,
+) -> Result<Frame, WireError> {
     let (key, networks) = take_key_and_networks(Kind::Hello, n, body, lim)?;
     Ok(Frame::Hello {
         key,
         window,
+        caps: caps.common(Caps::KNOWN),
         networks,
     })
 }
 
 /// `HelloAck` (kind 2): `a` is the session id, `b` the server's receive window, `c` its
-/// number of networks; the body is laid out as `Hello`'s.
+/// number of networks, `d` its capabilities; the body is laid out as `Hello`'s.
 fn decode_hello_ack(
     session: u64,
     window: u64,
     n: usize,
+    caps: Caps,
     body: Bytes,
     lim: &WireLimits,
 ) -> Result<Frame, WireError> {
@@ -242,6 +252,7 @@ fn decode_hello_ack(
         session,
         key,
         window,
+        caps: caps.common(Caps::KNOWN),
         networks,
     })
 }
@@ -513,4 +524,24 @@ fn decode_error(a: u64, body: Bytes) -> Frame {
         reason: String::from_utf8_lossy(&body).into_owned(),
         fatal: a & 1 != 0,
     }
+}
+
+/// `Credit` (kind 16): `a` the limit, `b` the read rate in bytes per second, `c` the
+/// feed-forward cap in KiB, `d` bit 0 proactive (other bits are reserved and ignored); no
+/// body. Whether the values are believable is the session's to judge (`flow`): a rate or
+/// limit is any u64 here.
+fn decode_credit(
+    limit: u64,
+    rate: u64,
+    kib: usize,
+    d: usize,
+    body: Bytes,
+) -> Result<Frame, WireError> {
+    expect_len(Kind::Credit, &body, 0)?;
+    Ok(Frame::Credit {
+        limit,
+        rate,
+        feed_forward_kib: kib as u32,
+        proactive: d & 1 != 0,
+    })
 }

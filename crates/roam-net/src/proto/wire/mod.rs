@@ -62,6 +62,44 @@ fn own_if_small(data: Bytes) -> Bytes {
     }
 }
 
+/// What a peer announces it can do, in `Hello` and `HelloAck` (header `d`): each side uses a
+/// capability only when both announced it. A peer that predates a bit sends 0 there and
+/// ignores the field, so the pair falls back to what both speak (version 3 is unchanged).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caps(pub u32);
+
+impl Caps {
+    /// No capabilities: the behaviour of every version-3 peer.
+    pub const NONE: Caps = Caps(0);
+    /// "I send [`Frame::Credit`] as my application reads, and honour the peer's": explicit,
+    /// credit-based flow control in place of the fixed window and the driver's pause
+    /// (`proto::session::flow`).
+    pub const CREDIT: Caps = Caps(1);
+    /// "As a sender I add the peer's read rate times the round trip to its credit"
+    /// (Sanadhya thesis ch. III, AFC's feed-forward): a receiver sends its read rate only to
+    /// a peer that announced this. Meaningful only with [`Caps::CREDIT`].
+    pub const READ_RATE: Caps = Caps(2);
+    /// Every bit this implementation knows.
+    pub const KNOWN: Caps = Caps(3);
+
+    /// Whether every bit of `other` is set here.
+    pub fn contains(self, other: Caps) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The bits both sides announced (and this side knows).
+    pub fn common(self, other: Caps) -> Caps {
+        Caps(self.0 & other.0 & Caps::KNOWN.0)
+    }
+}
+
+impl std::ops::BitOr for Caps {
+    type Output = Caps;
+    fn bitor(self, other: Caps) -> Caps {
+        Caps(self.0 | other.0)
+    }
+}
+
 /// Frame kinds (header byte 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -96,6 +134,10 @@ pub enum Kind {
     Goodbye = 14,
     /// The sender closes this connection (or the multi-socket) for the reason given.
     Error = 15,
+    /// Flow-control credit: how many payload bytes the peer may have sent in all, and the
+    /// receiving application's read rate (AFC). Sent only to a peer that announced
+    /// [`Caps::CREDIT`].
+    Credit = 16,
 }
 
 impl Kind {
@@ -117,6 +159,7 @@ impl Kind {
             13 => ProbeReply,
             14 => Goodbye,
             15 => Error,
+            16 => Credit,
             _ => return None,
         })
     }
@@ -191,6 +234,7 @@ pub enum Frame {
     Hello {
         key: [u8; KEY_LEN],
         window: u64,
+        caps: Caps,
         networks: Vec<NetInfo>,
     },
     /// See [`Kind::HelloAck`].
@@ -198,6 +242,7 @@ pub enum Frame {
         session: u64,
         key: [u8; KEY_LEN],
         window: u64,
+        caps: Caps,
         networks: Vec<NetInfo>,
     },
     /// See [`Kind::Join`].
@@ -234,6 +279,16 @@ pub enum Frame {
     /// See [`Kind::Error`]. `fatal`: the sender failed the whole multi-socket (an abort, a
     /// limit the receiver exceeded), not only this connection.
     Error { reason: String, fatal: bool },
+    /// See [`Kind::Credit`]: the peer may have sent `limit` payload bytes in all (first
+    /// sends, cumulative), plus, with [`Caps::READ_RATE`], up to `feed_forward_kib` KiB more
+    /// by the read rate `rate` (bytes per second; 0 = none) times its round trip.
+    /// `proactive`: sent because the read rate moved, not because the credit ran low.
+    Credit {
+        limit: u64,
+        rate: u64,
+        feed_forward_kib: u32,
+        proactive: bool,
+    },
 }
 
 /// Bounds the decoder enforces before it allocates.
@@ -364,6 +419,7 @@ impl Frame {
             Frame::ProbeReply { .. } => "ProbeReply",
             Frame::Goodbye { .. } => "Goodbye",
             Frame::Error { .. } => "Error",
+            Frame::Credit { .. } => "Credit",
         }
     }
 
@@ -378,14 +434,16 @@ impl Frame {
             Frame::Hello {
                 key,
                 window,
+                caps,
                 networks,
-            } => encode_hello(key, *window, networks),
+            } => encode_hello(key, *window, *caps, networks),
             Frame::HelloAck {
                 session,
                 key,
                 window,
+                caps,
                 networks,
-            } => encode_hello_ack(*session, key, *window, networks),
+            } => encode_hello_ack(*session, key, *window, *caps, networks),
             Frame::Join {
                 session,
                 nonce,
@@ -403,6 +461,12 @@ impl Frame {
             Frame::ProbeReply { id, probe_size } => encode_probe_reply(*id, *probe_size),
             Frame::Goodbye { irobs } => encode_goodbye(*irobs),
             Frame::Error { reason, fatal } => encode_error(reason, *fatal),
+            Frame::Credit {
+                limit,
+                rate,
+                feed_forward_kib,
+                proactive,
+            } => encode_credit(*limit, *rate, *feed_forward_kib, *proactive),
         };
         put_header(head, header, body.len() + tail.len());
         head.extend_from_slice(&body);
@@ -447,13 +511,15 @@ impl Layout {
 }
 
 /// `Hello` (kind 1), the client's first frame of a new multi-socket: `a` is its receive
-/// window in bytes and `c` the number of its networks; the body is its fresh 32-byte key,
-/// then one [`NetInfo`] per network (the first names the connection's own network).
-fn encode_hello(key: &[u8; KEY_LEN], window: u64, networks: &[NetInfo]) -> Layout {
+/// window in bytes, `c` the number of its networks and `d` its [`Caps`]; the body is its
+/// fresh 32-byte key, then one [`NetInfo`] per network (the first names the connection's own
+/// network).
+fn encode_hello(key: &[u8; KEY_LEN], window: u64, caps: Caps, networks: &[NetInfo]) -> Layout {
     Layout::with_body(
         Header {
             a: window,
             c: networks.len() as u32,
+            d: caps.0,
             ..hdr(Kind::Hello)
         },
         key_and_networks(key, networks),
@@ -461,12 +527,14 @@ fn encode_hello(key: &[u8; KEY_LEN], window: u64, networks: &[NetInfo]) -> Layou
 }
 
 /// `HelloAck` (kind 2), the server's answer to `Hello`: `a` is the session id it chose, `b`
-/// its receive window and `c` the number of its networks; the body is laid out as `Hello`'s,
-/// with the server's key. The multi-socket's secret is the client's key followed by this one.
+/// its receive window, `c` the number of its networks and `d` its [`Caps`]; the body is laid
+/// out as `Hello`'s, with the server's key. The multi-socket's secret is the client's key
+/// followed by this one.
 fn encode_hello_ack(
     session: u64,
     key: &[u8; KEY_LEN],
     window: u64,
+    caps: Caps,
     networks: &[NetInfo],
 ) -> Layout {
     Layout::with_body(
@@ -474,6 +542,7 @@ fn encode_hello_ack(
             a: session,
             b: window,
             c: networks.len() as u32,
+            d: caps.0,
             ..hdr(Kind::HelloAck)
         },
         key_and_networks(key, networks),
@@ -677,6 +746,20 @@ fn encode_error(reason: &str, fatal: bool) -> Layout {
         },
         reason.as_bytes().to_vec(),
     )
+}
+
+/// `Credit` (kind 16), flow-control credit: `a` is the limit (payload bytes the peer may have
+/// sent for the first time, in all), `b` the receiving application's smoothed read rate in
+/// bytes per second (0 = none), `c` the most the peer may add to the limit by that rate, in
+/// KiB, and `d` bit 0 marks a proactive update (the rate moved). The header alone.
+fn encode_credit(limit: u64, rate: u64, feed_forward_kib: u32, proactive: bool) -> Layout {
+    Layout::header_only(Header {
+        a: limit,
+        b: rate,
+        c: feed_forward_kib,
+        d: proactive as u32,
+        ..hdr(Kind::Credit)
+    })
 }
 
 mod decoder;

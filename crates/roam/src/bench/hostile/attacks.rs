@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use roam_net::proto::wire::{Chunk, Frame};
+use roam_net::proto::wire::{Caps, Chunk, Frame};
 use roam_net::proto::{Deps, Label, NetKind};
 use roam_net::runtime::blocking::MultiSocket;
 use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
@@ -142,6 +142,7 @@ fn hello() -> Vec<u8> {
     Frame::Hello {
         key: [0x5a; 32],
         window: 1 << 20,
+        caps: Caps::NONE,
         networks: vec![],
     }
     .to_bytes()
