@@ -55,16 +55,22 @@ fn frame() -> impl Strategy<Value = Frame> {
         1 => (0u64..5, 0u32..100).prop_map(|(id, padding)| Frame::Probe { id, padding }),
         1 => (0u64..5, 0u64..100).prop_map(|(id, probe_size)| Frame::ProbeReply { id, probe_size }),
         1 => (0u64..40).prop_map(|irobs| Frame::Goodbye { irobs }),
+        2 => (any::<u64>(), any::<u64>(), any::<u32>(), any::<bool>()).prop_map(|(limit, rate, feed_forward_kib, proactive)| Frame::Credit { limit, rate, feed_forward_kib, proactive }),
         // Rare: these close the connection.
         1 => prop_oneof![Just(Frame::JoinOk), Just(Frame::Error { reason: "x".into(), fatal: false }), Just(Frame::Error { reason: "y".into(), fatal: true })],
     ]
 }
 
 fn hello() -> Frame {
+    hello_with(Caps::NONE)
+}
+
+/// A `Hello` announcing `caps`.
+fn hello_with(caps: Caps) -> Frame {
     Frame::Hello {
         key: [1; 32],
         window: 1 << 20,
-        caps: Caps::NONE,
+        caps,
         networks: vec![],
     }
 }
@@ -82,9 +88,9 @@ fn drive(s: &mut Session, t: u64) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
     #[test]
-    fn random_frames_never_panic_a_session(frames in proptest::collection::vec(frame(), 0..40)) {
+    fn random_frames_never_panic_a_session(frames in proptest::collection::vec(frame(), 0..40), caps in 0u32..4) {
         let mut s = Session::server(Config { max_irob_size: 4096, ..Config::default() }, 1, 7);
-        s.accept_connection(1, hello(), Time::ZERO);
+        s.accept_connection(1, hello_with(Caps(caps)), Time::ZERO);
         for (i, f) in frames.into_iter().enumerate() {
             s.handle_frame(1, f, Time::from_millis(i as u64));
             drive(&mut s, i as u64);
@@ -694,4 +700,113 @@ fn acks_in(f: &Frame) -> usize {
         Frame::Data(c) => c.acks.len(),
         _ => 0,
     }
+}
+
+/// A session's outgoing frames on connection 1 at `t`, decoded.
+fn outgoing(s: &mut Session, t: Time) -> Vec<Frame> {
+    let mut dec = Decoder::default();
+    while let Some(tx) = s.poll_transmit(1, t, 1 << 20) {
+        dec.push(&tx.head);
+        dec.push(&tx.data);
+    }
+    let mut out = vec![];
+    while let Ok(Some(f)) = dec.next_frame() {
+        out.push(f);
+    }
+    out
+}
+
+/// A complete IROB `id` of `len` bytes that depends on nothing.
+fn whole(id: u64, len: usize) -> Frame {
+    Frame::Data(Chunk {
+        irob: id,
+        label: Label::BackgroundSmall,
+        offset: 0,
+        deps: Some(Deps::List(vec![])),
+        end: true,
+        acks: vec![],
+        data: Bytes::from(vec![1u8; len]),
+    })
+}
+
+#[test]
+fn credits_a_peer_did_not_negotiate_or_cannot_mean_are_counted_and_ignored() {
+    let credit = |limit, rate| Frame::Credit {
+        limit,
+        rate,
+        feed_forward_kib: u32::MAX,
+        proactive: false,
+    };
+    // A peer from before credit: its Credit frames are ignored, and none is sent to it.
+    let mut s = Session::server(Config::default(), 1, 7);
+    s.accept_connection(1, hello(), Time::ZERO);
+    assert!(!outgoing(&mut s, Time::ZERO)
+        .iter()
+        .any(|f| matches!(f, Frame::Credit { .. })));
+    s.handle_frame(1, credit(5, 7), Time::ZERO);
+    let st = s.flow_stats();
+    assert!(!st.credit);
+    assert_eq!(st.unnegotiated, 1);
+    assert!(s.failure().is_none());
+
+    // A peer with credit but no read rate: a rate it sends is refused; a lower limit is stale.
+    let mut s = Session::server(Config::default(), 1, 7);
+    s.accept_connection(1, hello_with(Caps::CREDIT), Time::ZERO);
+    assert!(outgoing(&mut s, Time::ZERO)
+        .iter()
+        .any(|f| matches!(f, Frame::Credit { rate: 0, .. })));
+    s.handle_frame(1, credit(1 << 20, 99), Time::ZERO);
+    s.handle_frame(1, credit(1 << 10, 0), Time::ZERO);
+    let st = s.flow_stats();
+    assert_eq!((st.rates_refused, st.stale, st.credits_received), (1, 1, 1));
+    assert_eq!(st.peer_read_rate, 0);
+
+    // With the read rate negotiated, an absurd rate is clamped (and counted).
+    let mut s = Session::server(Config::default(), 1, 7);
+    s.accept_connection(1, hello_with(Caps::CREDIT | Caps::READ_RATE), Time::ZERO);
+    s.handle_frame(1, credit(1 << 20, u64::MAX), Time::ZERO);
+    let st = s.flow_stats();
+    assert_eq!(st.rates_refused, 1);
+    assert_eq!(st.peer_read_rate, Config::default().flow.max_peer_rate);
+    assert!(s.failure().is_none());
+}
+
+#[test]
+fn a_peer_that_sends_beyond_its_credit_fails_the_multi_socket() {
+    // The server grants its first window (256 KiB by default) and nobody reads: complete
+    // IROBs are acknowledged and readable, so they use the credit up.
+    let mut s = Session::server(Config::default(), 1, 7);
+    s.accept_connection(1, hello_with(Caps::CREDIT), Time::ZERO);
+    let window = match outgoing(&mut s, Time::ZERO)
+        .into_iter()
+        .find_map(|f| match f {
+            Frame::Credit { limit, .. } => Some(limit),
+            _ => None,
+        }) {
+        Some(l) => l,
+        None => panic!("no first credit"),
+    };
+    let mut sent = 0;
+    for id in 0.. {
+        s.handle_frame(1, whole(id, 4096), Time::from_millis(id));
+        sent += 4096;
+        if s.failure().is_some() {
+            break;
+        }
+        assert!(
+            sent <= window,
+            "{sent} bytes beyond a credit of {window} accepted"
+        );
+    }
+    let e = s.failure().unwrap().to_string();
+    assert!(e.contains("beyond the") && e.contains("credit"), "{e}");
+    assert_eq!(sent, window + 4096);
+    // A legacy peer may send the same: its bound is the driver's pause, not a failure.
+    let mut legacy = Session::server(Config::default(), 1, 7);
+    legacy.accept_connection(1, hello(), Time::ZERO);
+    for id in 0..(window / 4096 + 10) {
+        legacy.handle_frame(1, whole(id, 4096), Time::from_millis(id));
+    }
+    assert!(legacy.failure().is_none());
+    assert!(legacy.receive_paused() || legacy.receive_backlog() <= Config::default().window);
 }

@@ -183,6 +183,9 @@ pub struct FlowStats {
     pub peer_read_rate: u64,
     /// The most acknowledged bytes the application had not read (what credit bounds).
     pub peak_unread: u64,
+    /// Payload bytes this side sent for the first time, in all (what the peer's credit
+    /// counts).
+    pub sent_new: u64,
 }
 
 /// A multi-socket's flow control: what was negotiated, both halves and the counters.
@@ -394,6 +397,7 @@ impl Session {
             s.read_rate_now = rx.read_rate();
         }
         s.peer_read_rate = self.flow.tx.peer_rate();
+        s.sent_new = self.flow.tx.sent();
         s
     }
 }
