@@ -327,7 +327,10 @@ impl Session {
             _ if i.end == Some(i.delivered) => (i.delivered, Bytes::new()),
             _ => {
                 self.current = Some(id);
-                return None; // streaming a foreground IROB whose next bytes have not arrived
+                // Streaming a foreground IROB whose next bytes have not arrived: what is held
+                // behind it is now credited (`flow`).
+                self.flow_recheck(now);
+                return None;
             }
         };
         let n = data.len() as u64;

@@ -251,10 +251,21 @@ impl Session {
         self.flow.stats.credit
     }
 
-    /// Bytes held of IROBs this side has not acknowledged (what credit counts as taken:
-    /// `receiver`).
+    /// Bytes held that the application cannot take now, which credit counts as taken
+    /// (`receiver`): those of IROBs this side has not acknowledged (they wait for bytes or
+    /// dependencies), and, while the application is in the middle of a foreground IROB
+    /// whose next bytes have not arrived, everything held behind it (up to the receive limit).
+    /// Without the second, background IROBs acknowledged while a foreground stream waited for
+    /// its writer could use the credit up and leave none for the stream's rest: nothing could
+    /// be read, so no credit would come (`proto_sim`'s `small_credit_never_deadlocks` found it).
     fn unacked_held(&self) -> u64 {
-        self.in_buffered - self.acked_buffered
+        let unacked = self.in_buffered - self.acked_buffered;
+        let behind = if self.current.is_some() && !self.has_delivery() {
+            self.acked_buffered.min(self.config.receive_limit)
+        } else {
+            0
+        };
+        unacked + behind
     }
 
     /// The round trip flow control plans for, and the networks' bandwidth-delay product: the
@@ -303,6 +314,15 @@ impl Session {
         let (unacked, path) = (self.unacked_held(), self.flow_path());
         if let Some(rx) = &mut self.flow.rx {
             rx.on_read(bytes, unacked, path, now);
+        }
+    }
+
+    /// What the application can take changed without a read or an arrival: grant more
+    /// credit if what it cannot take used it up.
+    pub(super) fn flow_recheck(&mut self, now: Time) {
+        let (unacked, path) = (self.unacked_held(), self.flow_path());
+        if let Some(rx) = &mut self.flow.rx {
+            rx.recheck(unacked, path, now);
         }
     }
 

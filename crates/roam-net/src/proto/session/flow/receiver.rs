@@ -2,11 +2,13 @@
 //!
 //! **What credit counts.** The peer may have sent `limit` payload bytes for the first time, in
 //! all. This side grants `limit = credited + window`, where `credited` is the bytes its
-//! application has read plus the bytes it holds of IROBs it has not acknowledged yet. Those are
-//! the IROBs that cannot be delivered until more of them arrives (or their dependencies do);
-//! the receive limit bounds them already (`Config::receive_limit`), and crediting them is what
-//! keeps a background IROB larger than the window, which is delivered only when complete, from
-//! deadlocking. So credit bounds exactly the bytes the application could read and has not:
+//! application has read plus the bytes it holds that the application cannot take now: those of
+//! IROBs it has not acknowledged yet, which cannot be delivered until more of them arrives (or
+//! their dependencies do), and while the application waits in the middle of a foreground IROB
+//! for its next bytes, everything held behind that IROB (`Session::unacked_held`). The receive
+//! limit bounds both (`Config::receive_limit`), and crediting them is what keeps a background
+//! IROB larger than the window, delivered only when complete, or a foreground stream whose
+//! writer is slow, from deadlocking. So credit bounds exactly the bytes the application could read and has not:
 //! what the driver's pause bounded before (`Session::receive_paused`), now told to the sender
 //! instead of imposed on kernel TCP beneath it.
 //!
@@ -165,13 +167,20 @@ impl Receiver {
         self.decide(sampled, unacked, path, now);
     }
 
+    /// Nothing was read and nothing arrived, but what the application cannot take changed
+    /// (`unacked`): a new credit if the open credit is low.
+    pub fn recheck(&mut self, unacked: u64, path: PathView, now: Time) {
+        self.decide(false, unacked, path, now);
+    }
+
     /// A new credit when the rate moved (AFC), or when the open credit runs low.
     fn decide(&mut self, sampled: bool, unacked: u64, path: PathView, now: Time) {
         if sampled && self.mode != RxMode::Standard && self.rate_moved() {
             self.grant(unacked, path, now, true);
         }
         let credited = self.consumed.saturating_add(unacked);
-        if self.limit.saturating_sub(credited) < self.window / 2 {
+        let open = self.limit.saturating_sub(credited);
+        if open < self.window / 2 || open == 0 {
             self.autotune(path, now);
             self.grant(unacked, path, now, false);
         }
