@@ -5,7 +5,9 @@
 //!   each depending on all earlier ones) against one plain TCP connection, both over loopback:
 //!   the median of `--loopback-runs` ratios (5), each of a TCP run and a multi-socket run
 //!   back to back, interleaved so that the machine's drift hits both alike (`loopback_runs`,
-//!   `loopback_ratios`; `loopback.roam_tls_gbit` adds the multi-socket with TLS);
+//!   `loopback_ratios`; `loopback.roam_tls_gbit` adds the multi-socket with TLS). `--flow`
+//!   names the multi-sockets' flow control (AFC by default); with several, each runs in every
+//!   pair and `loopback_by_flow` gives each one's ratios (the first is the headline);
 //! - `small_message_rate_ratio_vs_tcp`: 64-byte foreground-small messages per second against
 //!   64-byte messages on a TCP_NODELAY connection, both batching alike: the multi-socket's
 //!   writer coalesces the frames queued since its last pass into one system call, so the TCP
@@ -38,6 +40,7 @@ use roam_emu::traffic::{
 };
 use roam_emu::{EmuConfig, Emulator, LinkConfig, SERVER_ADDR};
 use roam_lab::harness::system::{Builtin, System};
+use roam_net::proto::session::FlowPolicy;
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
@@ -67,6 +70,11 @@ pub struct BenchNetArgs {
     /// for the loopback measurements only).
     #[arg(long, default_value = "roam,mptcp,tcp_aggregation")]
     systems: String,
+    /// Flow control of the loopback multi-sockets, both ends (comma-separated, each run in
+    /// every interleaved pair: legacy, standard, afc, afc-receiver-only); the first gives
+    /// `loopback_throughput_ratio_vs_tcp`.
+    #[arg(long, default_value = "afc", value_delimiter = ',')]
+    flow: Vec<FlowPolicy>,
 }
 
 fn roam_options(networks: Networks) -> Options {
@@ -127,8 +135,10 @@ fn tcp_throughput(secs: u64) -> Result<f64> {
 
 /// A connected pair over loopback; with `tls`, every connection is TLS under a fresh
 /// self-signed certificate.
-fn roam_pair(tls: bool) -> Result<(MultiSocket, MultiSocket, Listener)> {
+fn roam_pair(tls: bool, flow: FlowPolicy) -> Result<(MultiSocket, MultiSocket, Listener)> {
     let (mut server, mut client) = (roam_options(lo()), roam_options(lo()));
+    server.config.flow.policy = flow;
+    client.config.flow.policy = flow;
     if tls {
         let c = rcgen::generate_simple_self_signed(vec!["roam.bench".to_string()])?;
         let (cert, key) = (c.cert.pem(), c.signing_key.serialize_pem());
@@ -143,8 +153,8 @@ fn roam_pair(tls: bool) -> Result<(MultiSocket, MultiSocket, Listener)> {
     Ok((c, s, l))
 }
 
-fn roam_throughput(secs: u64, tls: bool) -> Result<f64> {
-    let (c, s, _l) = roam_pair(tls)?;
+fn roam_throughput(secs: u64, tls: bool, flow: FlowPolicy) -> Result<f64> {
+    let (c, s, _l) = roam_pair(tls, flow)?;
     let rx = std::thread::spawn(move || {
         let mut total = 0u64;
         let mut first = None;
@@ -188,8 +198,8 @@ fn tcp_message_rate(secs: u64, batched: bool) -> Result<f64> {
     Ok(n as f64 / span)
 }
 
-fn roam_message_rate(secs: u64) -> Result<f64> {
-    let (c, s, _l) = roam_pair(false)?;
+fn roam_message_rate(secs: u64, flow: FlowPolicy) -> Result<f64> {
+    let (c, s, _l) = roam_pair(false, flow)?;
     let rx = std::thread::spawn(move || {
         let mut n = 0u64;
         let mut first = None;
@@ -619,25 +629,46 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
         "loopback throughput: {} interleaved pairs of runs, {} s each...",
         a.loopback_runs, a.loopback_seconds
     );
-    let mut runs = Vec::new();
+    let flow = a.flow.first().copied().unwrap_or_default();
+    // Per run: TCP's throughput, then each flow control's.
+    let mut runs: Vec<(f64, Vec<f64>)> = Vec::new();
     for i in 0..a.loopback_runs {
         let tcp = tcp_throughput(a.loopback_seconds)?;
-        let roam = roam_throughput(a.loopback_seconds, false)?;
-        eprintln!(
-            "  run {}: tcp {:.2} Gbit/s, roam {:.2} Gbit/s, ratio {:.3}",
-            i + 1,
-            tcp * 8e-9,
-            roam * 8e-9,
-            roam / tcp
-        );
+        let mut roam = Vec::new();
+        for &p in &a.flow {
+            let r = roam_throughput(a.loopback_seconds, false, p)?;
+            eprintln!(
+                "  run {}: tcp {:.2} Gbit/s, roam ({}) {:.2} Gbit/s, ratio {:.3}",
+                i + 1,
+                tcp * 8e-9,
+                p.name(),
+                r * 8e-9,
+                r / tcp
+            );
+            roam.push(r);
+        }
         runs.push((tcp, roam));
     }
     let median = |mut v: Vec<f64>| roam_trace::stats::median(&mut v);
-    let ratios: Vec<f64> = runs.iter().map(|(t, r)| r / t).collect();
+    let ratios_of = |k: usize| -> Vec<f64> { runs.iter().map(|(t, r)| r[k] / t).collect() };
+    let ratios = ratios_of(0);
     let ratio = median(ratios.clone());
     let tcp_bps = median(runs.iter().map(|r| r.0).collect());
-    let roam_bps = median(runs.iter().map(|r| r.1).collect());
-    let roam_tls_bps = roam_throughput(a.loopback_seconds, true)?;
+    let roam_bps = median(runs.iter().map(|r| r.1[0]).collect());
+    let by_flow: serde_json::Map<String, serde_json::Value> = a
+        .flow
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let v = json!({
+                "ratio_vs_tcp": median(ratios_of(k)),
+                "ratios": ratios_of(k),
+                "gbit": median(runs.iter().map(|r| r.1[k]).collect()) * 8e-9,
+            });
+            (p.name().to_string(), v)
+        })
+        .collect();
+    let roam_tls_bps = roam_throughput(a.loopback_seconds, true, flow)?;
     eprintln!(
         "  median ratio {ratio:.3}; roam over TLS {:.2} Gbit/s",
         roam_tls_bps * 8e-9
@@ -645,7 +676,7 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
     eprintln!("small messages ({} s each)...", a.loopback_seconds);
     let tcp_rate = tcp_message_rate(a.loopback_seconds, true)?;
     let tcp_unbatched = tcp_message_rate(a.loopback_seconds, false)?;
-    let roam_rate = roam_message_rate(a.loopback_seconds)?;
+    let roam_rate = roam_message_rate(a.loopback_seconds, flow)?;
     eprintln!("  tcp {tcp_rate:.0}/s ({tcp_unbatched:.0}/s unbatched), roam {roam_rate:.0}/s");
 
     let scenario = Scenario::by_name("hotspot", 1)?;
@@ -684,6 +715,8 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
         "loopback_throughput_ratio_vs_tcp": ratio,
         "loopback_runs": a.loopback_runs,
         "loopback_ratios": ratios,
+        "loopback_flow": flow.name(),
+        "loopback_by_flow": by_flow,
         "small_message_rate_ratio_vs_tcp": roam_rate / tcp_rate,
         "loopback": { "tcp_gbit": tcp_bps * 8e-9, "roam_gbit": roam_bps * 8e-9, "roam_tls_gbit": roam_tls_bps * 8e-9, "tcp_msgs_per_s": tcp_rate, "tcp_unbatched_msgs_per_s": tcp_unbatched, "roam_msgs_per_s": roam_rate },
         "hotspot": hotspot,

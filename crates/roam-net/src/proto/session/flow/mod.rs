@@ -59,6 +59,25 @@ pub enum FlowPolicy {
 }
 
 impl FlowPolicy {
+    /// Every policy, in the order of [`FlowPolicy::name`]'s list.
+    pub const ALL: [FlowPolicy; 4] = [
+        FlowPolicy::Legacy,
+        FlowPolicy::Standard,
+        FlowPolicy::Afc,
+        FlowPolicy::AfcReceiverOnly,
+    ];
+
+    /// Its name on command lines and in results: `legacy`, `standard`, `afc`,
+    /// `afc-receiver-only`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlowPolicy::Legacy => "legacy",
+            FlowPolicy::Standard => "standard",
+            FlowPolicy::Afc => "afc",
+            FlowPolicy::AfcReceiverOnly => "afc-receiver-only",
+        }
+    }
+
     /// What this side announces for the policy.
     pub fn caps(self) -> Caps {
         match self {
@@ -66,6 +85,20 @@ impl FlowPolicy {
             FlowPolicy::Standard | FlowPolicy::AfcReceiverOnly => Caps::CREDIT,
             FlowPolicy::Afc => Caps::CREDIT | Caps::READ_RATE,
         }
+    }
+}
+
+impl std::str::FromStr for FlowPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<FlowPolicy, String> {
+        FlowPolicy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = FlowPolicy::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown flow control `{s}` (one of: {})", names.join(", "))
+            })
     }
 }
 

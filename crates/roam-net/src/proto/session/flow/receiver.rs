@@ -34,9 +34,10 @@ use roam_core::Time;
 use super::rate::ReadRate;
 use super::{FlowConfig, Memory};
 
-/// A round trip shorter than this is taken as this long by the window's autotuning: a
-/// runtime's credit loop includes two thread wake-ups that TCP's RTT does not see, and with a
-/// loopback's microseconds the doubling rule would refuse windows a transfer outruns.
+/// A round trip shorter than this (or not known yet) is taken as this long by the window's
+/// autotuning: a runtime's credit loop includes two thread wake-ups that TCP's RTT does not
+/// see, and with a loopback's microseconds the doubling rule would refuse windows a transfer
+/// outruns.
 pub const MIN_AUTOTUNE_RTT: Duration = Duration::from_millis(1);
 
 /// How the receiver grants credit, once both sides announced credit.
@@ -201,8 +202,10 @@ impl Receiver {
         let Memory::Auto { max, .. } = self.memory else {
             return;
         };
-        if let (Some(last), Some(rtt)) = (self.last_reactive, path.rtt) {
-            if now.saturating_since(last) < 2 * rtt.max(MIN_AUTOTUNE_RTT) {
+        if let Some(last) = self.last_reactive {
+            // No round trip known yet (no TCP_INFO sample, no estimate): the floor.
+            let rtt = path.rtt.unwrap_or_default().max(MIN_AUTOTUNE_RTT);
+            if now.saturating_since(last) < 2 * rtt {
                 self.window = self.window.saturating_mul(2).min(max);
             }
         }
