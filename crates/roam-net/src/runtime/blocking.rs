@@ -188,6 +188,11 @@ impl MultiSocket {
     pub fn duplicate_bytes(&self) -> u64 {
         self.inner.duplicate_bytes()
     }
+
+    /// See [`super::MultiSocket::flow_stats`].
+    pub fn flow_stats(&self) -> crate::proto::session::FlowStats {
+        self.inner.flow_stats()
+    }
 }
 
 /// Run a future on a runtime worker (so that tasks it spawns and sockets it makes belong to the

@@ -477,6 +477,13 @@ impl MultiSocket {
         self.shared.session().duplicate_bytes()
     }
 
+    /// What flow control did so far: whether credit and AFC's read rate were negotiated, the
+    /// credits sent and received, the sender's waits for credit, the receive window and read
+    /// rate now ([`crate::proto::session::Session::flow_stats`]).
+    pub fn flow_stats(&self) -> crate::proto::session::FlowStats {
+        self.shared.session().flow_stats()
+    }
+
     /// The scout saw local network `name` get address `addr` (or go away: `None`). Called from
     /// the scout's own thread: it enters the runtime (the listener it may open needs the
     /// reactor) and takes the session's lock before the networks' (the lock order).
