@@ -26,6 +26,13 @@
 //! - `lte-bulk`: one `cell` link, the AT&T LTE driving trace (Mahimahi's), no delay of its own,
 //!   0.01% loss.
 //!
+//! For AFC (the Sanadhya thesis, ch. III, Table 4: one link, RTT 530 ms, the network's rate
+//! changing every round trip in a repeating pattern ⟨x, y, y⟩ Mbit/s):
+//! - `afc-s1`: 2 Mbit/s; `afc-s2`: 15; `afc-s3`: ⟨2, 4, 4⟩; `afc-s4`: ⟨3, 6, 6⟩; `afc-s5`:
+//!   ⟨3, 15, 15⟩. One `link`, 265 ms each way, the uplink (acknowledgements, credit) at 100
+//!   Mbit/s. The application's read rates, the other half of each scenario, are the lab's
+//!   (`roam lab afc`).
+//!
 //! On/off availability is seeded: the same seed gives the same drive.
 
 use crate::capacity::Capacity;
@@ -34,13 +41,13 @@ use crate::link::{LinkKind, LinkTrace, NamedLink};
 use crate::onoff;
 use crate::pdo::PdoTrace;
 use crate::piecewise::Piecewise;
-use roam_core::BitRate;
+use roam_core::{BitRate, Time};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Names accepted by [`Scenario::by_name`].
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 14] = [
     "hotspot",
     "intermittent",
     "vehicular",
@@ -50,7 +57,49 @@ pub const SCENARIOS: [&str; 9] = [
     "wifi-bulk",
     "lte-bulk",
     "horatio",
+    "afc-s1",
+    "afc-s2",
+    "afc-s3",
+    "afc-s4",
+    "afc-s5",
 ];
+
+/// The round trip of the AFC scenarios (the thesis's 530 ms), also the length of each slot of
+/// their rate patterns.
+pub const AFC_RTT: Duration = Duration::from_millis(530);
+
+/// The downlink pattern of AFC scenario `name` (`afc-s1` .. `afc-s5`), Mbit/s per slot of one
+/// round trip, repeating (the Sanadhya thesis, Table 4).
+pub fn afc_network(name: &str) -> Option<&'static [u64]> {
+    Some(match name {
+        "afc-s1" => &[2],
+        "afc-s2" => &[15],
+        "afc-s3" => &[2, 4, 4],
+        "afc-s4" => &[3, 6, 6],
+        "afc-s5" => &[3, 15, 15],
+        _ => return None,
+    })
+}
+
+/// One link whose downlink follows `mbps`, one slot of [`AFC_RTT`] each, repeating.
+fn afc_link(mbps: &[u64]) -> NamedLink {
+    let points = mbps
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| (Time::ZERO + AFC_RTT * i as u32, BitRate::kbps(m * 1000)))
+        .collect();
+    let period = AFC_RTT * mbps.len() as u32;
+    // The patterns are the constants above: breakpoints from 0, increasing, within the period.
+    let down = Piecewise::new(points, Some(period)).expect("a well-formed AFC pattern");
+    NamedLink {
+        name: "link".into(),
+        kind: LinkKind::Other,
+        trace: LinkTrace {
+            down: Capacity::Rate(down),
+            ..LinkTrace::constant(BitRate::kbps(100_000), AFC_RTT / 2)
+        },
+    }
+}
 
 /// Random loss on the bulk-transfer scenarios' links ("a little loss").
 pub const BULK_LOSS: f64 = 1e-4;
@@ -174,6 +223,9 @@ impl Scenario {
                     cell,
                 ]
             }
+            afc if afc_network(afc).is_some() => {
+                afc_network(afc).map(afc_link).into_iter().collect()
+            }
             other => {
                 return Err(TraceError::Unknown {
                     what: "scenario",
@@ -227,6 +279,22 @@ pub fn find_trace(rel: &str) -> Result<PathBuf, TraceError> {
 mod tests {
     use super::*;
     use roam_core::Time;
+
+    #[test]
+    fn the_afc_scenarios_follow_table_4_per_round_trip() {
+        let s = Scenario::by_name("afc-s5", 1).unwrap();
+        assert_eq!(s.links.len(), 1);
+        let down = &s.links[0].trace.down;
+        let slot = |i: u64| Time::from_millis(530 * i + 100);
+        let at = |i| down.mean_rate(slot(i), slot(i) + Duration::from_millis(10));
+        assert_eq!(at(0), Some(BitRate::kbps(3000)));
+        assert_eq!(at(1), Some(BitRate::kbps(15_000)));
+        assert_eq!(at(2), Some(BitRate::kbps(15_000)));
+        assert_eq!(at(3), Some(BitRate::kbps(3000)), "the pattern repeats");
+        for n in ["afc-s1", "afc-s2", "afc-s3", "afc-s4"] {
+            assert!(Scenario::by_name(n, 1).is_ok(), "{n}");
+        }
+    }
 
     #[test]
     fn table3_scenarios() {

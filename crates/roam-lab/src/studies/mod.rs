@@ -1,5 +1,6 @@
 //! The studies: one folder per paper, each implementing [`crate::harness::study::Study`].
 
+pub mod afc;
 pub mod fasthla;
 pub mod horatio;
 pub mod imp;
@@ -11,12 +12,13 @@ use anyhow::{anyhow, Result};
 use crate::harness::study::Study;
 
 /// Every study, in the order `roam lab --help` lists them.
-pub static ALL: [&dyn Study; 5] = [
+pub static ALL: [&dyn Study; 6] = [
     &in_paper::InPaper,
     &imp::Imp,
     &meatballs::Meatballs,
     &fasthla::FastHla,
     &horatio::Horatio,
+    &afc::Afc,
 ];
 
 /// The study named `name`, or an error listing them.

@@ -12,10 +12,11 @@
 //! what the driver's pause bounded before (`Session::receive_paused`), now told to the sender
 //! instead of imposed on kernel TCP beneath it.
 //!
-//! **When.** As QUIC stacks do (quiche's `flowcontrol.rs`): a new limit once the credit still
-//! open falls below half the window, after a read or an arrival. With [`Memory::Auto`] the
-//! window grows by quiche's rule: an update within two round trips of the last one doubles it,
-//! up to the maximum; it also never stays below the path's estimated bandwidth-delay product
+//! **When.** As QUIC stacks do: a new limit once an eighth of the window has been taken since
+//! the last (quinn's threshold, [`UPDATE_EVERY`]; quiche's is half), after a read or an
+//! arrival. With [`Memory::Auto`] the window grows by quiche's rule (`flowcontrol.rs`,
+//! `autotune_window`): half a window taken within two round trips doubles it, up to the
+//! maximum; it also never stays below the path's estimated bandwidth-delay product
 //! (the thesis's `min(network rate, application rate) * RTT` with the application's rate not
 //! yet known). Linux's equivalent is `tcp_rcv_space_adjust` (twice the bytes copied per round
 //! trip, capped by `tcp_rmem[2]`); quinn keeps windows fixed.
@@ -39,6 +40,11 @@ use super::{FlowConfig, Memory};
 /// see, and with a loopback's microseconds the doubling rule would refuse windows a transfer
 /// outruns.
 pub const MIN_AUTOTUNE_RTT: Duration = Duration::from_millis(1);
+
+/// A new limit goes out once the application has taken an eighth of the window since the
+/// last (quinn's rule; quiche waits for half): the sender hears of a read within about an
+/// eighth of a window, as TCP's acknowledgements tell it of every segment read.
+pub const UPDATE_EVERY: u64 = 8;
 
 /// How the receiver grants credit, once both sides announced credit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +105,8 @@ pub struct Receiver {
     rate: ReadRate,
     /// The rate the last credit announced, bytes a second.
     rate_sent: f64,
-    last_reactive: Option<Time>,
+    /// When the window was last considered for growth, and what was credited then.
+    tuned: Option<(Time, u64)>,
     pending: Option<Grant>,
     /// Payload bytes received for the first time, in all.
     received: u64,
@@ -126,7 +133,7 @@ impl Receiver {
             feed_forward: 0,
             rate: ReadRate::new(config.history, config.min_sample_interval),
             rate_sent: 0.0,
-            last_reactive: None,
+            tuned: None,
             pending: None,
             received: 0,
             consumed: 0,
@@ -181,8 +188,8 @@ impl Receiver {
         }
         let credited = self.consumed.saturating_add(unacked);
         let open = self.limit.saturating_sub(credited);
-        if open < self.window / 2 || open == 0 {
-            self.autotune(path, now);
+        if open < self.window - self.window / UPDATE_EVERY || open == 0 {
+            self.autotune(credited, path, now);
             self.grant(unacked, path, now, false);
         }
     }
@@ -196,21 +203,26 @@ impl Receiver {
         r > self.upper * self.rate_sent || r < self.lower * self.rate_sent
     }
 
-    /// quiche's autotuning (an update within two round trips of the last doubles the window)
-    /// and the bandwidth-delay floor; fixed memory stays as it is.
-    fn autotune(&mut self, path: PathView, now: Time) {
+    /// quiche's autotuning (half a window taken within two round trips doubles the window;
+    /// quiche updates at each half window, and so decides there) and the bandwidth-delay
+    /// floor; fixed memory stays as it is.
+    fn autotune(&mut self, credited: u64, path: PathView, now: Time) {
         let Memory::Auto { max, .. } = self.memory else {
             return;
         };
-        if let Some(last) = self.last_reactive {
-            // No round trip known yet (no TCP_INFO sample, no estimate): the floor.
-            let rtt = path.rtt.unwrap_or_default().max(MIN_AUTOTUNE_RTT);
-            if now.saturating_since(last) < 2 * rtt {
-                self.window = self.window.saturating_mul(2).min(max);
+        match self.tuned {
+            None => self.tuned = Some((now, credited)),
+            Some((at, from)) if credited.saturating_sub(from) >= self.window / 2 => {
+                // No round trip known yet (no TCP_INFO sample, no estimate): the floor.
+                let rtt = path.rtt.unwrap_or_default().max(MIN_AUTOTUNE_RTT);
+                if now.saturating_since(at) < 2 * rtt {
+                    self.window = self.window.saturating_mul(2).min(max);
+                }
+                self.tuned = Some((now, credited));
             }
+            Some(_) => {}
         }
         self.window = self.window.max(path.bdp.min(max));
-        self.last_reactive = Some(now);
     }
 
     /// Queue a credit of `credited + window` (and, folding, the feed-forward), replacing one

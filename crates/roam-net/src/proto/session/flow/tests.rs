@@ -29,20 +29,19 @@ const PATH: PathView = PathView {
 
 #[test]
 fn standard_credit_reopens_the_window_as_the_application_reads() {
-    let mut rx = Receiver::new(RxMode::Standard, &fixed(FlowPolicy::Standard, 100_000));
+    let mut rx = Receiver::new(RxMode::Standard, &fixed(FlowPolicy::Standard, 80_000));
     rx.open(0, PATH, at(0));
     let g = rx.take().unwrap();
-    assert_eq!((g.limit, g.rate, g.feed_forward), (100_000, 0, 0));
-    // 60 000 bytes arrive, acknowledged and unread: the credit still open is 100 000 -
-    // 60 000 read-or-held... nothing was read, so no update.
+    assert_eq!((g.limit, g.rate, g.feed_forward), (80_000, 0, 0));
+    // 60 000 bytes arrive, acknowledged and unread: nothing was read, so no update.
     rx.on_arrival(60_000, 60_000, 0, PATH, at(10)).unwrap();
     assert!(rx.take().is_none());
-    // Read 40 000: 60 000 of the window is still open, above half.
-    rx.on_read(40_000, 0, PATH, at(20));
+    // Read 9 000: less than an eighth of the window (10 000) taken: no update.
+    rx.on_read(9_000, 0, PATH, at(20));
     assert!(rx.take().is_none());
-    // Read 20 000 more: 40 000 open, below half: a window beyond what was read.
-    rx.on_read(20_000, 0, PATH, at(30));
-    assert_eq!(rx.take().unwrap().limit, 160_000);
+    // Read 2 000 more: past an eighth, a window beyond what was read.
+    rx.on_read(2_000, 0, PATH, at(30));
+    assert_eq!(rx.take().unwrap().limit, 91_000);
 }
 
 #[test]

@@ -1,0 +1,311 @@
+//! One trial of `roam lab afc`: a server that always has data to send, and a client
+//! application that reads it at the scenario's read rate (the Sanadhya thesis's set-up, ch. III
+//! §3.5, on real sockets in the emulator).
+//!
+//! **The reader** wakes every [`TICK`] and reads what its rate allows in that tick, and no
+//! more: a slot of the profile at 0 Mbit/s reads nothing, and time the reader found nothing
+//! to read is not made up later (no banking), as the thesis's receiving application does. A
+//! roam delivery can be larger than a tick's allowance: the excess is owed and repaid from
+//! the next ticks, so the mean rate is the profile's.
+//!
+//! **Metrics**: goodput (bytes the application read over the run) as a fraction of the ideal,
+//! the smaller of the scenario's mean network and read rates; the peak of what the receiver
+//! held unread (TCP: the socket's receive queue, `FIONREAD`, sampled every tick; roam: the
+//! acknowledged bytes the application had not read, `FlowStats::peak_unread`, which leaves
+//! out what sits in the kernel beneath roam); for roam, how often and how long the sender
+//! waited for credit, and the credits sent.
+
+use std::net::{SocketAddr, SocketAddrV4, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use roam_emu::SERVER_ADDR;
+use roam_net::proto::session::{FlowPolicy, FlowStats, Memory};
+use roam_net::proto::Label;
+use roam_net::runtime::blocking::{Listener, MultiSocket};
+use roam_net::runtime::{Error as NetError, Networks, Options};
+
+use super::paper::{table4, Table4};
+use super::systems::AfcSystem;
+use crate::harness::channel::CC;
+use crate::harness::trial::{Metric, Trial};
+
+/// How often the reader wakes.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// The port the trial's server listens on.
+const PORT: u16 = 7300;
+
+/// How long a client waits for its connection.
+const CONNECT_WAIT: Duration = Duration::from_secs(20);
+
+/// Bytes per send of the roam server: one IROB, streamed (foreground-large).
+const IROB: usize = 64 << 10;
+
+/// What the reader measured.
+#[derive(Debug, Default)]
+struct Read {
+    bytes: u64,
+    seconds: f64,
+    peak_unread: u64,
+    flow: Option<FlowStats>,
+}
+
+/// Run one trial.
+pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    let Some(&system) = t.system.get::<AfcSystem>() else {
+        bail!(
+            "the AFC study runs its own systems, not `{}`",
+            t.system.name()
+        );
+    };
+    let base = t.scenario.name.split('+').next().unwrap_or_default();
+    let Some(table) = table4(base) else {
+        bail!(
+            "scenario `{}` is not one of the AFC study's (afc-s1 .. afc-s5)",
+            t.scenario.name
+        );
+    };
+    let rtt = roam_trace::scenario::AFC_RTT;
+    let (read, sender) = match system {
+        AfcSystem::TcpFixed | AfcSystem::TcpAuto => (tcp(t, system, table, rtt)?, None),
+        AfcSystem::Roam(policy) => {
+            let (r, s) = roam(t, system, policy, table, rtt)?;
+            (r, Some(s))
+        }
+    };
+    let goodput = read.bytes as f64 * 8.0 / 1e6 / read.seconds;
+    let mut m = vec![
+        Metric::new("goodput_mbps", goodput, "Mbit/s"),
+        Metric::new("fraction_of_ideal", goodput / table.ideal_mbps, ""),
+        Metric::new("peak_unread_kb", read.peak_unread as f64 / 1e3, "kB"),
+        Metric::new("buffer_kb", table.buffer as f64 / 1e3, "kB"),
+    ];
+    if let (Some(rx), Some(tx)) = (read.flow, sender) {
+        m.extend([
+            Metric::new("sender_waits", tx.blocked as f64, ""),
+            Metric::new("sender_wait_s", tx.blocked_time.as_secs_f64(), "s"),
+            Metric::new("credits", rx.credits_sent as f64, ""),
+            Metric::new("proactive_credits", rx.proactive_sent as f64, ""),
+            Metric::new("read_rate_negotiated", rx.read_rate as u8 as f64, ""),
+        ]);
+        if !rx.credit && system != AfcSystem::Roam(FlowPolicy::Legacy) {
+            t.note(format!("{}: credit was not negotiated", system.name()));
+        }
+    }
+    Ok(m)
+}
+
+/// The application's read rate at `t` seconds into the run, bytes a second.
+fn read_rate(table: &Table4, rtt: Duration, t: f64) -> f64 {
+    let slot = (t / rtt.as_secs_f64()) as usize % table.read_mbps.len();
+    table.read_mbps[slot] * 1e6 / 8.0
+}
+
+/// The reader's loop: every tick, `take(allowance)` reads up to that many bytes and returns
+/// what it read (possibly more, for a roam delivery: owed), and `unread()` what waits.
+fn paced(
+    table: &Table4,
+    rtt: Duration,
+    duration: Duration,
+    mut take: impl FnMut(u64) -> Result<u64>,
+    mut unread: impl FnMut() -> u64,
+) -> Result<Read> {
+    let start = Instant::now();
+    let mut out = Read::default();
+    let mut owed = 0.0f64;
+    let mut next = start;
+    while start.elapsed() < duration {
+        next += TICK;
+        if let Some(d) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        let t = start.elapsed().as_secs_f64();
+        let allowance = read_rate(table, rtt, t) * TICK.as_secs_f64() - owed;
+        out.peak_unread = out.peak_unread.max(unread());
+        if allowance <= 0.0 {
+            owed = -allowance.min(0.0);
+            continue;
+        }
+        let got = take(allowance as u64)?;
+        out.bytes += got;
+        // A tick's allowance not used is lost (no banking); one overdrawn is owed.
+        owed = (got as f64 - allowance).max(0.0);
+    }
+    out.seconds = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// Kernel TCP: the emulator's bulk server, and a reader whose socket has the scenario's
+/// buffer (`tcp-fixed`) or Linux's autotuning (`tcp-auto`).
+fn tcp(t: &Trial, system: AfcSystem, table: &'static Table4, rtt: Duration) -> Result<Read> {
+    let server = roam_emu::traffic::bulk_server_with(&t.emu, PORT, false, Some(CC))
+        .context("starting the bulk server")?;
+    let local = t.emu.links()[0].client_addr;
+    let fixed = (system == AfcSystem::TcpFixed).then_some(table.buffer);
+    let duration = t.duration;
+    let read = t
+        .emu
+        .spawn_in_client(move || -> Result<Read> {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+            if let Some(b) = fixed {
+                // Linux doubles it for its bookkeeping and advertises about half: a window of
+                // about B.
+                s.set_recv_buffer_size(b as usize)?;
+            }
+            s.bind(&SocketAddrV4::new(local, 0).into())?;
+            s.connect_timeout(&SocketAddrV4::new(SERVER_ADDR, PORT).into(), CONNECT_WAIT)
+                .with_context(|| format!("connecting to {SERVER_ADDR}:{PORT}"))?;
+            let mut stream: TcpStream = s.into();
+            stream.set_nonblocking(true)?;
+            let fd = stream.as_raw_fd();
+            let mut buf = vec![0u8; 256 << 10];
+            paced(
+                table,
+                rtt,
+                duration,
+                |want| {
+                    use std::io::Read as _;
+                    let mut got = 0u64;
+                    while got < want {
+                        let n = (want - got).min(buf.len() as u64) as usize;
+                        match stream.read(&mut buf[..n]) {
+                            Ok(0) => bail!("the server closed the connection"),
+                            Ok(n) => got += n as u64,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    Ok(got)
+                },
+                || fionread(fd),
+            )
+        })
+        .join()
+        .map_err(|_| anyhow!("the reader panicked"))?
+        .context("entering the client namespace")?;
+    server.stop();
+    read
+}
+
+/// Bytes waiting in a socket's receive queue.
+fn fionread(fd: i32) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which is valid for it.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r == 0 {
+        n.max(0) as u64
+    } else {
+        0
+    }
+}
+
+/// A multi-socket's options with `policy` and the scenario's buffer as its window: credit's
+/// (`Memory::Fixed`), or without credit the window of acknowledged unread bytes past which
+/// the driver stops reading (kernel TCP's autotuned buffers then hold the rest, which the
+/// report cannot see).
+fn options(policy: FlowPolicy, buffer: u64) -> Options {
+    let mut o = Options {
+        networks: Networks::Auto,
+        congestion_control: Some(CC.into()),
+        ..Options::default()
+    };
+    o.config.flow.policy = policy;
+    o.config.flow.memory = Memory::Fixed(buffer);
+    if policy == FlowPolicy::Legacy {
+        o.config.window = buffer;
+    }
+    // A delivery of at most 64 KiB: the reader's ticks take a few kilobytes each.
+    o.config.chunk_size = 64 << 10;
+    o
+}
+
+/// roam-net: a server streaming IROBs with the system's sender policy, and the reader with
+/// its receiver policy. Returns what the reader measured and the sender's flow statistics.
+fn roam(
+    t: &Trial,
+    system: AfcSystem,
+    policy: FlowPolicy,
+    table: &'static Table4,
+    rtt: Duration,
+) -> Result<(Read, FlowStats)> {
+    let sender_policy = system.sender_policy().unwrap_or(policy);
+    let over = Arc::new(AtomicBool::new(false));
+    let stop = over.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, PORT));
+    let buffer = table.buffer;
+    let server = t.emu.spawn_in_server(move || -> Result<FlowStats> {
+        let l = Listener::bind(addr, options(sender_policy, buffer));
+        let l = match l {
+            Ok(l) => {
+                ready_tx.send(Ok(())).ok();
+                l
+            }
+            Err(e) => {
+                ready_tx.send(Err(e.to_string())).ok();
+                return Err(e.into());
+            }
+        };
+        let Some(ms) = l.accept_timeout(CONNECT_WAIT)? else {
+            bail!("no client within {} s", CONNECT_WAIT.as_secs());
+        };
+        let block = Bytes::from(vec![0x5au8; IROB]);
+        while !stop.load(Ordering::SeqCst) {
+            match ms.try_send(Label::ForegroundLarge, block.clone()) {
+                Ok(_) => {}
+                Err(NetError::Send(_)) => std::thread::sleep(Duration::from_millis(2)),
+                Err(_) => break, // the client went away
+            }
+        }
+        let stats = ms.flow_stats();
+        ms.abort("the trial is over");
+        Ok(stats)
+    });
+    match ready_rx.recv_timeout(CONNECT_WAIT) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => bail!("the roam server did not start: {e}"),
+        Err(_) => bail!(
+            "the roam server did not start within {} s",
+            CONNECT_WAIT.as_secs()
+        ),
+    }
+    let duration = t.duration;
+    let read = t
+        .emu
+        .spawn_in_client(move || -> Result<Read> {
+            let ms = MultiSocket::connect(addr, options(policy, buffer))?;
+            let mut r = paced(
+                table,
+                rtt,
+                duration,
+                |want| {
+                    let mut got = 0u64;
+                    while got < want {
+                        match ms.try_recv()? {
+                            Some(d) => got += d.data.len() as u64,
+                            None => break,
+                        }
+                    }
+                    Ok(got)
+                },
+                || ms.flow_stats().peak_unread,
+            )?;
+            r.flow = Some(ms.flow_stats());
+            Ok(r)
+        })
+        .join()
+        .map_err(|_| anyhow!("the reader panicked"))?
+        .context("entering the client namespace");
+    over.store(true, Ordering::SeqCst);
+    let sent = server
+        .join()
+        .map_err(|_| anyhow!("the roam server panicked"))?
+        .context("entering the server namespace")?;
+    let read = read??;
+    Ok((read, sent?))
+}

@@ -1,0 +1,228 @@
+//! `roam lab afc`: AFC (the Sanadhya thesis, ch. III: flow control that feeds the application's
+//! read rate forward) on real sockets in the emulator, beside what users have today.
+//!
+//! Each trial is one link at a scenario of the thesis's Table 4 (`afc-s1` .. `afc-s5`: RTT
+//! 530 ms, the network's rate changing every round trip) with a server that always has data
+//! and a client application that reads at the scenario's rate, ⟨0, 6, 6⟩ or ⟨0, 18, 18⟩ Mbit/s
+//! per round trip (`bulk`). The systems (`systems`) are kernel TCP with the scenario's
+//! buffer as `SO_RCVBUF` and with Linux's autotuning, and roam-net with each flow control at
+//! the same buffer. The report gives each system's goodput as a fraction of the ideal beside
+//! the thesis's figures (`paper`), what the receiver held unread, and AFC's advantage as the
+//! ratio of means over each baseline.
+
+pub mod bulk;
+pub mod paper;
+pub mod systems;
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::harness::charts::charts;
+use crate::harness::matrix;
+use crate::harness::plan::{App, Plan};
+use crate::harness::results::written_by;
+use crate::harness::seeds::seeds_line;
+use crate::harness::study::{report_lines, Defaults, Request, Study};
+use crate::harness::system::System;
+use crate::report::compare::{by_seed, cell};
+use crate::report::stats::ratio_of_means;
+use crate::report::{fmt_num, Row};
+use paper::table4;
+use systems::AfcSystem;
+
+/// The study.
+pub struct Afc;
+
+/// The one application: a bulk stream read at the scenario's rate.
+pub const APP: &str = "bulk";
+
+/// The scenarios of a full run, and of a quick one.
+const SCENARIOS: [&str; 5] = ["afc-s1", "afc-s2", "afc-s3", "afc-s4", "afc-s5"];
+const QUICK_SCENARIOS: [&str; 2] = ["afc-s2", "afc-s5"];
+
+/// The applications.
+pub fn apps() -> Vec<App> {
+    vec![App {
+        name: APP,
+        run: bulk::run,
+        // The thesis's runs are 600 s.
+        full: Duration::from_secs(600),
+        quick: Duration::from_secs(20),
+        interactive: ("peak_unread_kb", "peak unread at the receiver (kB)"),
+        background: ("goodput_mbps", "goodput (Mbit/s)", true),
+        event: ("goodput_mbps", "goodput (Mbit/s)"),
+        needs: &[],
+        interactive_floor: None,
+        stagger: None,
+    }]
+}
+
+impl Study for Afc {
+    fn name(&self) -> &'static str {
+        "afc"
+    }
+
+    fn paper(&self) -> &'static str {
+        "AFC (Sanadhya, ultra-mobile computing thesis, ch. III §3.5): flow control with the \
+         application's read rate fed forward, Table 4's five scenarios"
+    }
+
+    fn defaults(&self) -> Defaults {
+        Defaults {
+            scenarios: SCENARIOS.map(String::from).to_vec(),
+            quick_scenarios: QUICK_SCENARIOS.map(String::from).to_vec(),
+            apps: vec![APP.into()],
+            quick_apps: vec![APP.into()],
+            // One link of at most 15 Mbit/s each: many at once leave the two cores idle.
+            jobs: 12,
+            quick_jobs: None,
+            out: "results/afc",
+        }
+    }
+
+    fn apps(&self) -> Vec<App> {
+        apps()
+    }
+
+    fn system(&self, name: &str) -> Result<System> {
+        AfcSystem::parse(name).map(System::new).ok_or_else(|| {
+            let names: Vec<&str> = AfcSystem::ALL.iter().map(|s| s.name()).collect();
+            anyhow::anyhow!("unknown system `{name}` (expected {})", names.join(", "))
+        })
+    }
+
+    fn systems(&self, _quick: bool) -> Vec<System> {
+        AfcSystem::ALL.into_iter().map(System::new).collect()
+    }
+
+    fn paper_figure(&self, _app: &str, scenario: &str, system: &str) -> Option<String> {
+        let t = table4(scenario)?;
+        match system {
+            "tcp-fixed" => Some(t.default_tcp.into()),
+            "roam-afc" => Some(t.afc.into()),
+            _ => None,
+        }
+    }
+
+    fn measure(&self, plan: &Plan, _request: &Request) -> Result<(String, Vec<Row>)> {
+        let all = apps();
+        let m = matrix::measure(plan, &all)?;
+        charts(plan, &all, &m)?;
+        let md = report(plan, &m.rows, &m.version);
+        std::fs::write(plan.out.join("report.md"), &md)?;
+        Ok((md, m.rows))
+    }
+
+    fn summary(&self, _plan: &Plan, report: &str, _rows: &[Row]) -> String {
+        report_lines(report, |l| l.starts_with("### ") || l.starts_with("AFC "))
+    }
+}
+
+/// The report: per scenario, every system's goodput (as a fraction of ideal, with its
+/// interval), what its receiver held unread and its sender's waits, the thesis's figure
+/// beside it; then AFC's advantage over each baseline as the ratio of means.
+fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
+    let mut md = String::from("# AFC: flow control with the read rate fed forward\n\n");
+    let _ = writeln!(
+        md,
+        "The Sanadhya thesis's Table 4 on real sockets in the emulator: one link, RTT 530 ms, \
+         a server that always has data, a reader at the scenario's rate (`bulk`: every 10 ms \
+         what the rate allows, nothing banked). Goodput is what the application read over the \
+         run, over the ideal (the smaller of the mean network and read rates). \"Unread\" is \
+         the most the receiver held that the application had not read: TCP's socket queue; \
+         roam's acknowledged bytes (kernel queues beneath roam not counted: roam-legacy's \
+         driver stops reading past its window and leaves the rest to kernel TCP's autotuned \
+         buffers). The thesis's numbers are NS2's (600 s); ours are {} s runs.\n",
+        plan.duration
+            .unwrap_or(if plan.quick {
+                apps()[0].quick
+            } else {
+                apps()[0].full
+            })
+            .as_secs()
+    );
+    let _ = writeln!(md, "{}{}\n", seeds_line("afc", rows), written_by(version));
+    let systems: Vec<String> = plan.systems.iter().map(|s| s.name().to_string()).collect();
+    for sc in &plan.scenarios {
+        let Some(t) = table4(sc.split('+').next().unwrap_or_default()) else {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "### {sc}: network {:?} Mbit/s per RTT, reads {:?}, buffer {} kB, ideal {} Mbit/s\n",
+            roam_trace::scenario::afc_network(t.scenario).unwrap_or(&[]),
+            t.read_mbps,
+            t.buffer / 1000,
+            t.ideal_mbps
+        );
+        md.push_str(
+            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender waits (s) | thesis |\n|---|---|---|---|---|---|\n",
+        );
+        for sys in &systems {
+            let c = |m: &str| cell(rows, APP, sc, sys, m).cell();
+            let waits = if sys.starts_with("roam") {
+                c("sender_wait_s")
+            } else {
+                "-".into()
+            };
+            let thesis = Afc.paper_figure(APP, t.scenario, sys).unwrap_or("-".into());
+            let _ = writeln!(
+                md,
+                "| {sys} | {} | {} | {} | {waits} | {thesis} |",
+                c("fraction_of_ideal"),
+                c("goodput_mbps"),
+                c("peak_unread_kb"),
+            );
+        }
+        md.push('\n');
+        md.push_str(&advantages(rows, sc, &systems));
+        md.push('\n');
+    }
+    md
+}
+
+/// "AFC over X: 2.10x [1.90-2.30x]" for each baseline run in `scenario`, on goodput, and the
+/// peak unread of Linux's autotuning over AFC's.
+fn advantages(rows: &[Row], scenario: &str, systems: &[String]) -> String {
+    let afc = "roam-afc";
+    if !systems.iter().any(|s| s == afc) {
+        return String::new();
+    }
+    let finished = |v: Vec<(u64, f64)>| -> Vec<(u64, f64)> {
+        v.into_iter().filter(|x| x.1.is_finite()).collect()
+    };
+    let of = |sys: &str, m: &str| finished(by_seed(rows, APP, scenario, sys, m));
+    let text = |num: &[(u64, f64)], den: &[(u64, f64)]| match ratio_of_means(num, den) {
+        Some(r) => match r.interval {
+            Some((lo, hi)) => format!("{}x [{}-{}x]", fmt_num(r.ratio), fmt_num(lo), fmt_num(hi)),
+            None => format!("{}x", fmt_num(r.ratio)),
+        },
+        None => "-".into(),
+    };
+    let mut parts = Vec::new();
+    for base in systems.iter().filter(|s| s.as_str() != afc) {
+        let (a, b) = (of(afc, "goodput_mbps"), of(base, "goodput_mbps"));
+        if !a.is_empty() && !b.is_empty() {
+            parts.push(format!("{base} {}", text(&a, &b)));
+        }
+    }
+    let mut out = String::new();
+    if !parts.is_empty() {
+        let _ = writeln!(
+            out,
+            "AFC goodput over (ratio of means, 95% interval): {}.",
+            parts.join("; ")
+        );
+    }
+    let (auto, mine) = (of("tcp-auto", "peak_unread_kb"), of(afc, "peak_unread_kb"));
+    if !auto.is_empty() && !mine.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nAFC peak unread over Linux autotuning's: {} (below 1: AFC held less).",
+            text(&mine, &auto)
+        );
+    }
+    out
+}
