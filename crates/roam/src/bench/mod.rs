@@ -1,6 +1,7 @@
 //! `roam bench`: benchmarks, printing JSON on stdout (progress on stderr), one file per
 //! component.
 
+mod afc;
 mod decide;
 mod emu;
 mod hostile;
@@ -17,6 +18,9 @@ use clap::Subcommand;
 pub enum BenchCmd {
     /// Emulator fidelity and speed.
     Emu(emu::BenchEmuArgs),
+    /// AFC: goodput as a fraction of ideal in the thesis's five scenarios against standard
+    /// credit, fixed-buffer TCP and Linux autotuning (and its memory), in the emulator.
+    Afc(afc::BenchAfcArgs),
     /// Intentional Networking: loopback cost against TCP, and the crowded hotspot against
     /// Linux MPTCP and TCP over idealized aggregation.
     Net(net::BenchNetArgs),
@@ -43,7 +47,7 @@ impl BenchCmd {
     pub fn needs_namespaces(&self) -> bool {
         matches!(
             self,
-            BenchCmd::Emu(_) | BenchCmd::Net(_) | BenchCmd::Transfer(_)
+            BenchCmd::Emu(_) | BenchCmd::Net(_) | BenchCmd::Transfer(_) | BenchCmd::Afc(_)
         )
     }
 }
@@ -52,6 +56,7 @@ impl BenchCmd {
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Emu(a) => emu::emu(&a),
+        BenchCmd::Afc(a) => afc::afc(&a),
         BenchCmd::Net(a) => net::net(&a),
         BenchCmd::Prefetch(a) => prefetch::prefetch(&a),
         BenchCmd::Decide(a) => decide::decide(&a),

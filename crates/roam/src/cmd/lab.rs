@@ -14,8 +14,9 @@ use roam_lab::studies;
 #[derive(Args, Debug, Clone)]
 pub struct LabArgs {
     /// The study: in-paper (Intentional Networking §7), imp (Informed Mobile Prefetching),
-    /// meatballs (network selection and speech), fasthla (bulk transfers) or horatio (a
-    /// phone carrying a VM's state). docs/lab.md describes each.
+    /// meatballs (network selection and speech), fasthla (bulk transfers), horatio (a
+    /// phone carrying a VM's state) or afc (flow control with the read rate fed forward).
+    /// docs/lab.md describes each.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(studies::names()))]
     study: String,
     /// Reduced matrix for CI and a first look (a few minutes): short workloads, one trial,
