@@ -3,13 +3,14 @@
 //!
 //! It is `roam lab afc` at quick length (20 s a trial, one trial, development seed 1) over
 //! all five scenarios of the Sanadhya thesis's Table 4, written to `--out` (default
-//! `target/bench-afc`), with kernel TCP (fixed buffer, autotuned) and roam-net with
+//! `target/bench-afc`), with kernel TCP (fixed buffer, autotuned), QUIC (quinn) and roam-net with
 //! standard credit, AFC and AFC's receiver-only variant:
 //!
 //! - `fraction_of_ideal`: AFC's goodput over the ideal, per scenario (target: at least 0.85);
 //! - `vs_standard`, `vs_tcp_fixed`: AFC's goodput over standard credit's and fixed-buffer
 //!   TCP's at the same memory (target: at least 1.5);
 //! - `vs_autotuning`: over Linux autotuning's (target: at least 0.95, within 5%);
+//! - `vs_quic`: over quinn's with the same receive windows;
 //! - `peak_memory_vs_autotuning`: the largest over the scenarios of AFC's peak unread bytes
 //!   over autotuning's (target: at most 1/3; `peak_memory_by_scenario` for each);
 //! - `receiver_only_fraction_of_ideal`: the receiver-only variant's, beside AFC's.
@@ -54,6 +55,7 @@ pub fn afc(a: &BenchAfcArgs) -> Result<()> {
     let systems = [
         AfcSystem::TcpFixed,
         AfcSystem::TcpAuto,
+        AfcSystem::Quic,
         AfcSystem::Roam(FlowPolicy::Standard),
         AfcSystem::Roam(FlowPolicy::Afc),
         AfcSystem::Roam(FlowPolicy::AfcReceiverOnly),
@@ -107,6 +109,7 @@ fn summarise(rows: &[Row]) -> Value {
         "vs_standard": per(&|sc| ratio(sc, AfcSystem::Roam(FlowPolicy::Standard), "goodput_mbps")),
         "vs_tcp_fixed": per(&|sc| ratio(sc, AfcSystem::TcpFixed, "goodput_mbps")),
         "vs_autotuning": per(&|sc| ratio(sc, AfcSystem::TcpAuto, "goodput_mbps")),
+        "vs_quic": per(&|sc| ratio(sc, AfcSystem::Quic, "goodput_mbps")),
         "peak_memory_vs_autotuning": worst_memory,
         "peak_memory_by_scenario": memory,
         "receiver_only_fraction_of_ideal": per(&|sc| {

@@ -12,6 +12,7 @@
 
 pub mod bulk;
 pub mod paper;
+mod quic;
 pub mod systems;
 
 use std::fmt::Write as _;

@@ -24,13 +24,17 @@ pub enum AfcSystem {
     /// A roam-net multi-socket with this flow control at both ends, the scenario's buffer as
     /// its window (`Memory::Fixed`).
     Roam(FlowPolicy),
+    /// QUIC (quinn) with the scenario's buffer as its connection and stream receive windows
+    /// (`quic`).
+    Quic,
 }
 
 impl AfcSystem {
     /// Every system, in the report's order.
-    pub const ALL: [AfcSystem; 6] = [
+    pub const ALL: [AfcSystem; 7] = [
         AfcSystem::TcpFixed,
         AfcSystem::TcpAuto,
+        AfcSystem::Quic,
         AfcSystem::Roam(FlowPolicy::Legacy),
         AfcSystem::Roam(FlowPolicy::Standard),
         AfcSystem::Roam(FlowPolicy::Afc),
@@ -42,6 +46,7 @@ impl AfcSystem {
         match self {
             AfcSystem::TcpFixed => "tcp-fixed",
             AfcSystem::TcpAuto => "tcp-auto",
+            AfcSystem::Quic => "quinn",
             AfcSystem::Roam(FlowPolicy::Legacy) => "roam-legacy",
             AfcSystem::Roam(FlowPolicy::Standard) => "roam-standard",
             AfcSystem::Roam(FlowPolicy::Afc) => "roam-afc",
@@ -71,6 +76,8 @@ impl SystemUnderTest for AfcSystem {
     }
 
     fn transport(&self) -> Transport {
+        // QUIC runs over UDP, but like TCP it needs nothing of the framework's transports:
+        // the trial opens its own endpoints (`quic`).
         match self {
             AfcSystem::Roam(_) => Transport::Roam,
             _ => Transport::Tcp,

@@ -143,7 +143,10 @@ pub struct FlowConfig {
     /// Default 0.8.
     pub lower: f64,
     /// Reads and arrivals closer than this are merged into one rate sample (`rate`; zero is
-    /// the thesis exactly). Default 1 ms.
+    /// the thesis exactly). Default 20 ms: a paced reader's tick or a scheduler's quantum; a
+    /// sample over less is dominated by where reads happen to fall between arrivals (in
+    /// `roam lab afc` with 1 ms, a 16 KiB read followed 1 ms later by an arrival sampled as
+    /// 16 MB/s, and AFC's feed-forward and memory tripled).
     pub min_sample_interval: Duration,
     /// The most the sender may add to the limit for the read rate (bytes): also what the
     /// receiver may have to hold beyond the window. Default 16 MiB.
@@ -166,7 +169,7 @@ impl Default for FlowConfig {
             history: 0.5,
             upper: 1.25,
             lower: 0.8,
-            min_sample_interval: Duration::from_millis(1),
+            min_sample_interval: Duration::from_millis(20),
             max_feed_forward: 16 << 20,
             max_peer_rate: 100_000_000_000 / 8,
             pacing_threshold: 1 << 20,

@@ -9,9 +9,10 @@
 //! One sample per event, so that a batch of reads does not overshoot (§3.6).
 //!
 //! One deviation, configurable: events closer together than `min_interval` are merged into the
-//! next sample (their bytes are carried). The thesis samples at every ACK of a simulated TCP;
-//! a real application's reads come microseconds apart, so `bytes / elapsed` would swing by
-//! orders of magnitude. `min_interval` = 0 is the thesis exactly (only zero-length intervals
+//! next sample (their bytes are carried). The thesis samples at every ACK of a simulated TCP
+//! whose application reads steadily; a real application's reads come in bursts microseconds
+//! or milliseconds apart, between arrivals, so `bytes / elapsed` would swing by orders of
+//! magnitude (the default, 20 ms, is `FlowConfig::min_sample_interval`'s). `min_interval` = 0 is the thesis exactly (only zero-length intervals
 //! are merged, where Algorithm 2 skips the sample).
 
 use std::time::Duration;
