@@ -424,25 +424,24 @@ fn run(
     n_server: usize,
     cut_every_ms: Option<u64>,
 ) -> Result<(usize, usize), String> {
-    run_with(
-        seed,
-        n_client,
-        n_server,
-        cut_every_ms,
-        FlowConfig::default(),
-    )
+    let flow = FlowConfig::default();
+    run_with(seed, n_client, n_server, cut_every_ms, (flow, flow))
 }
 
-/// [`run`] with both peers' flow control as `flow`.
+/// [`run`] with the client's and the server's flow control as `flows`.
 fn run_with(
     seed: u64,
     n_client: usize,
     n_server: usize,
     cut_every_ms: Option<u64>,
-    flow: FlowConfig,
+    flows: (FlowConfig, FlowConfig),
 ) -> Result<(usize, usize), String> {
     let config = Config {
-        flow,
+        flow: flows.1,
+        ..small_config()
+    };
+    let client_config = Config {
+        flow: flows.0,
         ..small_config()
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -451,7 +450,7 @@ fn run_with(
     let mut sim = Sim {
         rng,
         now: Time::ZERO,
-        client: Session::client(config.clone(), seed),
+        client: Session::client(client_config, seed),
         config,
         server: None,
         conns: vec![],
@@ -628,17 +627,18 @@ proptest! {
 }
 
 // Credit far smaller than the IROBs (up to 6000 bytes, chunks of 700; a window of a few bytes
-// would deliver at a few bytes a round trip, too slow for the run's minute): every policy delivers
-// everything, whatever the dependencies, labels and cuts (a background IROB is delivered only
-// when complete, so credit must count what the receiver holds undeliverable, or it deadlocks).
+// would deliver at a few bytes a round trip, too slow for the run's minute): every policy, on
+// either side of any other (a peer without credit, one without the read rate, the
+// receiver-only variant), delivers everything, whatever the dependencies, labels and cuts (a
+// background IROB is delivered only when complete, so credit must count what the receiver
+// holds undeliverable, or it deadlocks).
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
     #[test]
-    fn small_credit_never_deadlocks(seed in any::<u64>(), n in 1usize..40, m in 0usize..15, cut in proptest::option::of(150u64..600), policy in 0usize..4, window in 256u64..3000) {
-        let policy = [FlowPolicy::Legacy, FlowPolicy::Standard, FlowPolicy::Afc, FlowPolicy::AfcReceiverOnly][policy];
-        let flow = FlowConfig { policy, memory: Memory::Fixed(window), max_feed_forward: 4096, ..FlowConfig::default() };
-        if let Err(e) = run_with(seed, n, m, cut, flow) {
-            return Err(TestCaseError::fail(format!("{policy:?}, window {window}: {e}")));
+    fn small_credit_never_deadlocks(seed in any::<u64>(), n in 1usize..40, m in 0usize..15, cut in proptest::option::of(150u64..600), policies in (0usize..4, 0usize..4), window in 256u64..3000) {
+        let flow = |p: usize| FlowConfig { policy: FlowPolicy::ALL[p], memory: Memory::Fixed(window), max_feed_forward: 4096, ..FlowConfig::default() };
+        if let Err(e) = run_with(seed, n, m, cut, (flow(policies.0), flow(policies.1))) {
+            return Err(TestCaseError::fail(format!("client {:?}, server {:?}, window {window}: {e}", FlowPolicy::ALL[policies.0], FlowPolicy::ALL[policies.1])));
         }
     }
 }

@@ -344,7 +344,7 @@ impl Shared {
     /// IROB has been delivered whole, which may finish the session, or when the read made a
     /// credit due (`flow`); otherwise a delivery creates nothing to send. (Waking them per
     /// chunk had the receiver's writer take the lock and read TCP_INFO four times per MiB of
-    /// a bulk transfer for nothing; credit goes at most once per half window.)
+    /// a bulk transfer for nothing; a credit is due once per eighth of a window read.)
     fn after_recv(self: &Arc<Self>, s: &mut Session, d: &Delivery) {
         if d.end || s.credit_pending() {
             self.after(s);

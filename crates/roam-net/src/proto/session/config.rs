@@ -219,6 +219,9 @@ pub enum ConfigError {
     /// A limit that must be positive is zero.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// The flow control's figures cannot work (`FlowConfig::check`).
+    #[error("{0}")]
+    Flow(String),
 }
 
 impl Config {
@@ -258,6 +261,7 @@ impl Config {
                 max_irob_size: self.max_irob_size,
             });
         }
+        self.flow.check().map_err(ConfigError::Flow)?;
         let frame = self
             .chunk_size
             .saturating_add(8 * (self.max_deps + self.wire.max_list));
@@ -300,5 +304,12 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(none.validate(), Err(ConfigError::Zero("window")));
+        let mut backwards = Config::default();
+        backwards.flow.lower = 2.0;
+        let e = backwards.validate().unwrap_err().to_string();
+        assert!(e.contains("flow.lower 2"), "{e}");
+        let mut empty = Config::default();
+        empty.flow.memory = Memory::Fixed(0);
+        assert!(matches!(empty.validate(), Err(ConfigError::Flow(_))));
     }
 }

@@ -460,9 +460,9 @@ impl Session {
                 limit,
                 rate,
                 feed_forward_kib,
-                ..
+                proactive,
             } => {
-                self.on_credit(limit, rate, feed_forward_kib, now);
+                self.on_credit(limit, rate, feed_forward_kib, proactive, now);
                 Ok(())
             }
             other => Err(format!(

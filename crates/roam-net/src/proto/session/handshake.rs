@@ -37,7 +37,7 @@ impl Session {
                 self.peer_window = window.min(self.config.window);
                 self.absorb_netinfos(&networks, now);
                 self.establish(conn, now);
-                self.flow_negotiated(caps, now);
+                self.flow_negotiated(caps);
                 self.established = true;
                 self.events.push_back(Event::Established);
                 let waiting: Vec<ConnId> = self
@@ -225,7 +225,7 @@ impl Session {
                     caps: self.flow_caps(),
                     networks: vec![],
                 });
-                self.flow_negotiated(caps, now);
+                self.flow_negotiated(caps);
                 self.established = true;
                 self.events.push_back(Event::Established);
             }

@@ -698,6 +698,7 @@ impl Session {
 
     /// Timers: failure timeout, reconnects, lost acknowledgements, thunks.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.pacing_timeout(now);
         if self.release_deadline().is_some_and(|t| now >= t) {
             self.fail(Failure::Released(self.config.release_timeout));
         }

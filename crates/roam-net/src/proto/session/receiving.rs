@@ -415,13 +415,25 @@ impl Session {
     /// Whether the driver should stop reading from the network for now: without credit
     /// (`flow`), the application has more than a window of acknowledged bytes unread
     /// (payload and bookkeeping; back-pressure that cannot deadlock: they are deliverable once
-    /// it reads; with credit the peer is told instead), or more than
+    /// it reads; with credit the peer is told of the payload instead, and only the
+    /// bookkeeping counts here, or half the pending IROBs' limit held), or more than
     /// [`MAX_PENDING_ACKS`] acknowledgements wait to be sent (the peer is not reading them,
     /// and every IROB it sends would add one more), or [`IROB_SPAN`] IROBs were delivered
     /// above one the application has not taken (it reads other labels first; once nothing
     /// new arrives it takes that one, which is acknowledged and so deliverable).
     pub fn receive_paused(&self) -> bool {
-        (!self.credit_on() && self.acked_buffered + self.acked_book > self.config.window)
+        let unread = if self.credit_on() {
+            // Credit counts payload; the bookkeeping of acknowledged IROBs (a piece each, and
+            // their dependency lists) is bounded here, as without credit: a peer's one-byte
+            // IROBs naming 1024 dependencies each would otherwise hold 8 KiB a byte.
+            self.acked_book
+        } else {
+            self.acked_buffered + self.acked_book
+        };
+        unread > self.config.window
+            // Credit counts bytes, not IROBs: one-byte IROBs within a credit of 64 KiB would
+            // reach the pending limit (and fail the multi-socket) before the credit ran out.
+            || (self.credit_on() && self.incoming.len() >= self.config.max_pending_irobs / 2)
             || self.acks.len() >= MAX_PENDING_ACKS
             || self.delivered.above.len() as u64 >= IROB_SPAN
     }

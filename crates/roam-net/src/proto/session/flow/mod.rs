@@ -38,6 +38,11 @@ pub use sender::{CreditTaken, Sender};
 use super::*;
 use crate::proto::wire::Caps;
 
+/// The longest round trip flow control plans for: a longer smoothed RTT (a path in deep
+/// trouble, or a peer delaying its acknowledgements) is taken as this, so that neither the
+/// feed-forward nor a pacing episode stretches further.
+pub const MAX_FLOW_RTT: Duration = Duration::from_secs(2);
+
 /// Which flow control a multi-socket offers (the peer must offer it too, or both fall back to
 /// what they share).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -117,16 +122,6 @@ pub enum Memory {
     },
 }
 
-impl Memory {
-    /// The largest window it may reach.
-    pub fn max(self) -> u64 {
-        match self {
-            Memory::Fixed(b) => b,
-            Memory::Auto { initial, max } => initial.max(max),
-        }
-    }
-}
-
 /// The flow-control tunables of a multi-socket ([`Config::flow`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlowConfig {
@@ -178,13 +173,24 @@ impl Default for FlowConfig {
 }
 
 impl FlowConfig {
-    /// The most a credit lets an honest peer make this side hold beyond the window of
-    /// acknowledged unread bytes: the feed-forward it may add.
-    pub fn overshoot(&self) -> u64 {
-        match self.policy {
-            FlowPolicy::Afc | FlowPolicy::AfcReceiverOnly => self.max_feed_forward,
-            FlowPolicy::Standard | FlowPolicy::Legacy => 0,
+    /// The figures that contradict each other or cannot work, named: a zero window, factors
+    /// that are not numbers or the wrong way round, a history weight outside [0, 1).
+    pub fn check(&self) -> Result<(), String> {
+        if let Memory::Fixed(0) | Memory::Auto { max: 0, .. } | Memory::Auto { initial: 0, .. } =
+            self.memory
+        {
+            return Err("flow.memory: a window must be at least one byte".into());
         }
+        if !(self.upper.is_finite() && self.lower.is_finite() && self.lower <= self.upper) {
+            return Err(format!(
+                "flow.lower {} and flow.upper {}: finite, lower at most upper",
+                self.lower, self.upper
+            ));
+        }
+        if !(0.0..1.0).contains(&self.history) {
+            return Err(format!("flow.history {}: in [0, 1)", self.history));
+        }
+        Ok(())
     }
 }
 
@@ -273,11 +279,11 @@ impl Session {
 
     /// The handshake is done and the peer announced `peer`: negotiate, and with credit
     /// queue the first grant.
-    pub(super) fn flow_negotiated(&mut self, peer: Caps, now: Time) {
+    pub(super) fn flow_negotiated(&mut self, peer: Caps) {
         if self.flow.negotiate(peer).is_some() {
             let (unacked, path) = (self.unacked_held(), self.flow_path());
             if let Some(rx) = &mut self.flow.rx {
-                rx.open(unacked, path, now);
+                rx.open(unacked, path);
             }
         }
     }
@@ -297,7 +303,10 @@ impl Session {
     fn unacked_held(&self) -> u64 {
         let unacked = self.in_buffered - self.acked_buffered;
         let behind = if self.current.is_some() && !self.has_delivery() {
-            self.acked_buffered.min(self.config.receive_limit)
+            // Together with the unacknowledged bytes, within the receive limit: what a peer can
+            // make this side hold stays the receive limit plus a window and the feed-forward.
+            self.acked_buffered
+                .min(self.config.receive_limit.saturating_sub(unacked))
         } else {
             0
         };
@@ -305,22 +314,26 @@ impl Session {
     }
 
     /// The round trip flow control plans for, and the networks' bandwidth-delay product: the
-    /// longest smoothed RTT of an established connection (TCP_INFO; the network's estimate
-    /// until one is sampled), and the sum over networks of bandwidth times RTT.
+    /// longest smoothed RTT this side's kernel measured on an established connection
+    /// (TCP_INFO; never a peer's announced estimate, which a peer could make hours long),
+    /// at most [`MAX_FLOW_RTT`], and the sum over those connections of the network's
+    /// estimated bandwidth times that RTT (a network with two connections counted once).
     pub(super) fn flow_path(&self) -> PathView {
         let mut view = PathView::default();
-        let mut nets = BTreeSet::new();
+        let mut seen: Vec<NetId> = Vec::new();
         for c in self.conns.values() {
-            if c.state != ConnState::Established {
+            let Some(r) = c.srtt.filter(|_| c.state == ConnState::Established) else {
                 continue;
-            }
-            let est = self.networks.get(&c.net).map(|n| &n.estimate);
-            let rtt = c.srtt.or_else(|| est.and_then(|e| e.rtt()));
-            if let Some(r) = rtt {
-                view.rtt = Some(view.rtt.map_or(r, |v: Duration| v.max(r)));
-            }
-            if nets.insert(c.net) {
-                if let (Some(r), Some(bw)) = (rtt, est.and_then(|e| e.bandwidth())) {
+            };
+            let r = r.min(MAX_FLOW_RTT);
+            view.rtt = Some(view.rtt.map_or(r, |v: Duration| v.max(r)));
+            if !seen.contains(&c.net) {
+                seen.push(c.net);
+                let bw = self
+                    .networks
+                    .get(&c.net)
+                    .and_then(|n| n.estimate.bandwidth());
+                if let Some(bw) = bw {
                     view.bdp += (bw.as_bps() as f64 / 8.0 * r.as_secs_f64()) as u64;
                 }
             }
@@ -331,9 +344,12 @@ impl Session {
     /// `bytes` new payload bytes arrived: count them against the credit granted, and grant
     /// more if due. A peer beyond its credit fails the multi-socket.
     pub(super) fn flow_arrival(&mut self, bytes: u64, now: Time) {
-        let (unacked, path) = (self.unacked_held(), self.flow_path());
         let unread = self.acked_buffered;
         self.flow.stats.peak_unread = self.flow.stats.peak_unread.max(unread);
+        if self.flow.rx.is_none() {
+            return;
+        }
+        let (unacked, path) = (self.unacked_held(), self.flow_path());
         let Some(rx) = &mut self.flow.rx else {
             return;
         };
@@ -347,6 +363,9 @@ impl Session {
 
     /// The application read `bytes`: grant more credit if due.
     pub(super) fn flow_read(&mut self, bytes: u64, now: Time) {
+        if self.flow.rx.is_none() {
+            return;
+        }
         let (unacked, path) = (self.unacked_held(), self.flow_path());
         if let Some(rx) = &mut self.flow.rx {
             rx.on_read(bytes, unacked, path, now);
@@ -356,6 +375,9 @@ impl Session {
     /// What the application can take changed without a read or an arrival: grant more
     /// credit if what it cannot take used it up.
     pub(super) fn flow_recheck(&mut self, now: Time) {
+        if self.flow.rx.is_none() {
+            return;
+        }
         let (unacked, path) = (self.unacked_held(), self.flow_path());
         if let Some(rx) = &mut self.flow.rx {
             rx.recheck(unacked, path, now);
@@ -363,7 +385,14 @@ impl Session {
     }
 
     /// A `Credit` frame arrived.
-    pub(super) fn on_credit(&mut self, limit: u64, rate: u64, kib: u32, now: Time) {
+    pub(super) fn on_credit(
+        &mut self,
+        limit: u64,
+        rate: u64,
+        kib: u32,
+        proactive: bool,
+        now: Time,
+    ) {
         if !self.credit_on() {
             self.flow.stats.unnegotiated += 1;
             return;
@@ -382,7 +411,7 @@ impl Session {
         let (taken, waited) = self
             .flow
             .tx
-            .on_credit(limit, rate, cap, rtt, threshold, now);
+            .on_credit(limit, rate, cap, proactive, rtt, threshold, now);
         match taken {
             CreditTaken::Stale => self.flow.stats.stale += 1,
             CreditTaken::Taken => self.flow.stats.credits_received += 1,
@@ -420,6 +449,9 @@ impl Session {
 
     /// New bytes this side may send now by the peer's credit (`u64::MAX` without credit).
     pub(super) fn credit_room(&mut self, now: Time) -> u64 {
+        if !self.credit_on() {
+            return u64::MAX;
+        }
         let rtt = self.flow_path().rtt;
         self.flow.tx.room(rtt, now)
     }
@@ -438,6 +470,12 @@ impl Session {
             return None;
         }
         self.flow.tx.next_release(self.config.chunk_size as u64)
+    }
+
+    /// A pacing episode that has run its course ends (its deadline is then never in the
+    /// past: a driver would otherwise be woken at once, again and again).
+    pub(super) fn pacing_timeout(&mut self, now: Time) {
+        self.flow.tx.expire_pacing(now);
     }
 
     /// Whether a credit waits to be sent (a driver wakes its writers for it).

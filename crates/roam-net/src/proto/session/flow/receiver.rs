@@ -83,7 +83,8 @@ pub struct Exceeded {
 /// What the receiver knows of the path when it decides (from the session's estimates).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PathView {
-    /// The round trip flow control plans for (the longest of the connections carrying data).
+    /// The round trip flow control plans for (the longest smoothed RTT of the established
+    /// connections, as this side's kernel measured it).
     pub rtt: Option<Duration>,
     /// The estimated bandwidth-delay product of the networks, bytes.
     pub bdp: u64,
@@ -141,8 +142,8 @@ impl Receiver {
     }
 
     /// The first credit, at the handshake: a window's worth.
-    pub fn open(&mut self, unacked: u64, path: PathView, now: Time) {
-        self.grant(unacked, path, now, false);
+    pub fn open(&mut self, unacked: u64, path: PathView) {
+        self.grant(unacked, path, false);
     }
 
     /// `bytes` new payload bytes arrived at `now`; the application could read `unread` bytes
@@ -184,13 +185,13 @@ impl Receiver {
     /// A new credit when the rate moved (AFC), or when the open credit runs low.
     fn decide(&mut self, sampled: bool, unacked: u64, path: PathView, now: Time) {
         if sampled && self.mode != RxMode::Standard && self.rate_moved() {
-            self.grant(unacked, path, now, true);
+            self.grant(unacked, path, true);
         }
         let credited = self.consumed.saturating_add(unacked);
         let open = self.limit.saturating_sub(credited);
         if open < self.window - self.window / UPDATE_EVERY || open == 0 {
             self.autotune(credited, path, now);
-            self.grant(unacked, path, now, false);
+            self.grant(unacked, path, false);
         }
     }
 
@@ -227,7 +228,7 @@ impl Receiver {
 
     /// Queue a credit of `credited + window` (and, folding, the feed-forward), replacing one
     /// not sent yet. Limits never go down.
-    fn grant(&mut self, unacked: u64, path: PathView, _now: Time, proactive: bool) {
+    fn grant(&mut self, unacked: u64, path: PathView, proactive: bool) {
         let rate = self.rate.bytes_per_sec();
         let ahead = match path.rtt {
             Some(rtt) if self.mode == RxMode::Fold => {
@@ -306,10 +307,5 @@ impl Receiver {
     /// The smoothed read rate, bytes a second.
     pub fn read_rate(&self) -> f64 {
         self.rate.bytes_per_sec()
-    }
-
-    /// How it grants.
-    pub fn mode(&self) -> RxMode {
-        self.mode
     }
 }

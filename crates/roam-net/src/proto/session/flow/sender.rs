@@ -8,8 +8,8 @@
 //! `min(cwnd, W_fc)` holds without roam reading cwnd.
 //!
 //! **Burst control** (§3.4.3): when a credit opens a blocked sender's allowance by more than
-//! `pacing_threshold` bytes, the allowance is released at `W_fc / RTT` over the next round
-//! trip, not at once: a sender that waited on a slow reader would otherwise hand the kernel a
+//! `pacing_threshold` bytes, the allowance is released over the next round trip (at the
+//! allowance over the RTT, after a first `pacing_threshold` bytes at once), not all at once: a sender that waited on a slow reader would otherwise hand the kernel a
 //! whole window in one write, which leaves as a line-rate burst into the bottleneck's queue.
 //!
 //! **What the thesis's overflow handling becomes over TCP.** The thesis's receiver drops data
@@ -82,11 +82,13 @@ impl Sender {
     /// A credit arrived at `now`: `limit`, with the peer's read rate (already clamped) and
     /// feed-forward cap. `rtt` and `threshold` decide whether the opening is paced. Returns
     /// how long the sender had been blocked, if this credit unblocked it.
+    #[allow(clippy::too_many_arguments)]
     pub fn on_credit(
         &mut self,
         limit: u64,
         rate: u64,
         cap: u64,
+        proactive: bool,
         rtt: Option<Duration>,
         threshold: u64,
         now: Time,
@@ -95,8 +97,11 @@ impl Sender {
             return (CreditTaken::Stale, None);
         }
         let before = self.allowance(rtt);
+        // A credit that repeats the limit and is not proactive may be an older one overtaken
+        // on another connection: its rate is not newer than the one held.
+        let newer = limit > self.limit || proactive || self.limit == 0;
         self.limit = limit;
-        if self.feed_forward {
+        if self.feed_forward && newer {
             self.rate = rate;
             self.cap = cap;
         }
@@ -175,10 +180,14 @@ impl Sender {
         true
     }
 
-    /// When the pacer will allow `want` bytes, while it paces.
+    /// When the pacer will allow `want` bytes it does not allow now, while it paces (`None`
+    /// when the tokens are there already: the pacer holds nothing back then).
     pub fn next_release(&self, want: u64) -> Option<Time> {
         let p = self.pacing?;
-        let short = (want as f64 - p.tokens).max(0.0);
+        let short = want as f64 - p.tokens;
+        if short <= 0.0 {
+            return None;
+        }
         if p.rate <= 0.0 {
             return Some(p.until);
         }
@@ -186,23 +195,28 @@ impl Sender {
         Some(at.min(p.until))
     }
 
+    /// At a timeout: end a pacing episode whose round trip is over, and bring the tokens up
+    /// to `now`, so that [`Sender::next_release`] is never in the past while the pacer holds
+    /// nothing back (a writer blocked for another reason would otherwise be woken at once,
+    /// again and again).
+    pub fn expire_pacing(&mut self, now: Time) {
+        match &mut self.pacing {
+            Some(p) if now >= p.until => self.pacing = None,
+            Some(p) => {
+                p.tokens = p.tokens(now);
+                p.last = now;
+            }
+            None => {}
+        }
+    }
+
     /// Payload bytes sent for the first time, in all.
     pub fn sent(&self) -> u64 {
         self.sent
     }
 
-    /// The peer's limit.
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
     /// The peer's read rate, bytes a second (0 without AFC).
     pub fn peer_rate(&self) -> u64 {
         self.rate
-    }
-
-    /// Since when new bytes have waited for credit, if they do.
-    pub fn blocked_since(&self) -> Option<Time> {
-        self.blocked_since
     }
 }
