@@ -12,7 +12,11 @@
 //! - `vs_autotuning`: over Linux autotuning's (target: at least 0.95, within 5%);
 //! - `vs_quic`: over quinn's with the same receive windows;
 //! - `peak_memory_vs_autotuning`: the largest over the scenarios of AFC's peak unread bytes
-//!   over autotuning's (target: at most 1/3; `peak_memory_by_scenario` for each);
+//!   over autotuning's (target: at most 1/3; `peak_memory_by_scenario` for each). Not quite
+//!   like with like: TCP's is its socket's receive queue (`FIONREAD`), roam's the
+//!   acknowledged bytes its application had not read, without the bytes of IROBs not yet
+//!   complete or what sits in the kernel beneath it (small with credit: roam's driver keeps
+//!   reading its sockets);
 //! - `receiver_only_fraction_of_ideal`: the receiver-only variant's, beside AFC's.
 //!
 //! Fairness (Jain's index among AFC flows on the thesis's dumbbell) is not measured yet: the
