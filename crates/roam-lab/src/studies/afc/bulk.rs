@@ -70,16 +70,12 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             t.scenario.name
         );
     };
-    let rtt = roam_trace::scenario::AFC_RTT;
-    let (read, sender) = match system {
-        AfcSystem::TcpFixed | AfcSystem::TcpAuto => (tcp(t, system, table, rtt)?, None),
-        AfcSystem::Quic => (super::quic::run(t, table, rtt)?, None),
-        AfcSystem::Roam(policy) => {
-            let (r, s) = roam(t, system, policy, table, rtt)?;
-            (r, Some(s))
-        }
+    let flow = Flow {
+        port: PORT,
+        buffer: table.buffer,
     };
-    let goodput = read.bytes as f64 * 8.0 / 1e6 / read.seconds;
+    let (read, sender) = one_flow(t, system, table, flow)?;
+    let goodput = read.goodput_mbps();
     let mut m = vec![
         Metric::new("goodput_mbps", goodput, "Mbit/s"),
         Metric::new("fraction_of_ideal", goodput / table.ideal_mbps, ""),
@@ -99,6 +95,40 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         }
     }
     Ok(m)
+}
+
+/// Where one flow of a trial listens, and the receive buffer it is given.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Flow {
+    /// The server's port.
+    pub(super) port: u16,
+    /// The receive buffer (`SO_RCVBUF`, roam's window, QUIC's windows), bytes.
+    pub(super) buffer: u64,
+}
+
+impl Read {
+    /// What the application read, Mbit/s.
+    pub(super) fn goodput_mbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / 1e6 / self.seconds
+    }
+}
+
+/// One flow of `system`: what its reader measured, and for roam its sender's flow statistics.
+pub(super) fn one_flow(
+    t: &Trial,
+    system: AfcSystem,
+    table: &'static Table4,
+    flow: Flow,
+) -> Result<(Read, Option<FlowStats>)> {
+    let rtt = roam_trace::scenario::AFC_RTT;
+    Ok(match system {
+        AfcSystem::TcpFixed | AfcSystem::TcpAuto => (tcp(t, system, table, rtt, flow)?, None),
+        AfcSystem::Quic => (super::quic::run(t, table, rtt, flow)?, None),
+        AfcSystem::Roam(policy) => {
+            let (r, s) = roam(t, system, policy, table, rtt, flow)?;
+            (r, Some(s))
+        }
+    })
 }
 
 /// The application's read rate at `t` seconds into the run, bytes a second.
@@ -143,11 +173,18 @@ pub(super) fn paced(
 
 /// Kernel TCP: the emulator's bulk server, and a reader whose socket has the scenario's
 /// buffer (`tcp-fixed`) or Linux's autotuning (`tcp-auto`).
-fn tcp(t: &Trial, system: AfcSystem, table: &'static Table4, rtt: Duration) -> Result<Read> {
-    let server = roam_emu::traffic::bulk_server_with(&t.emu, PORT, false, Some(CC))
+fn tcp(
+    t: &Trial,
+    system: AfcSystem,
+    table: &'static Table4,
+    rtt: Duration,
+    flow: Flow,
+) -> Result<Read> {
+    let server = roam_emu::traffic::bulk_server_with(&t.emu, flow.port, false, Some(CC))
         .context("starting the bulk server")?;
     let local = t.emu.links()[0].client_addr;
-    let fixed = (system == AfcSystem::TcpFixed).then_some(table.buffer);
+    let fixed = (system == AfcSystem::TcpFixed).then_some(flow.buffer);
+    let port = flow.port;
     let duration = t.duration;
     let read = t
         .emu
@@ -159,8 +196,8 @@ fn tcp(t: &Trial, system: AfcSystem, table: &'static Table4, rtt: Duration) -> R
                 s.set_recv_buffer_size(b as usize)?;
             }
             s.bind(&SocketAddrV4::new(local, 0).into())?;
-            s.connect_timeout(&SocketAddrV4::new(SERVER_ADDR, PORT).into(), CONNECT_WAIT)
-                .with_context(|| format!("connecting to {SERVER_ADDR}:{PORT}"))?;
+            s.connect_timeout(&SocketAddrV4::new(SERVER_ADDR, port).into(), CONNECT_WAIT)
+                .with_context(|| format!("connecting to {SERVER_ADDR}:{port}"))?;
             let mut stream: TcpStream = s.into();
             stream.set_nonblocking(true)?;
             let fd = stream.as_raw_fd();
@@ -236,13 +273,14 @@ fn roam(
     policy: FlowPolicy,
     table: &'static Table4,
     rtt: Duration,
+    flow: Flow,
 ) -> Result<(Read, FlowStats)> {
     let sender_policy = system.sender_policy().unwrap_or(policy);
     let over = Arc::new(AtomicBool::new(false));
     let stop = over.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, PORT));
-    let buffer = table.buffer;
+    let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, flow.port));
+    let buffer = flow.buffer;
     let server = t.emu.spawn_in_server(move || -> Result<FlowStats> {
         let l = Listener::bind(addr, options(sender_policy, buffer));
         let l = match l {

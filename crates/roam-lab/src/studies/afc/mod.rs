@@ -11,6 +11,7 @@
 //! ratio of means over each baseline.
 
 pub mod bulk;
+pub mod dumbbell;
 pub mod paper;
 mod quic;
 pub mod systems;
@@ -45,7 +46,19 @@ const QUICK_SCENARIOS: [&str; 2] = ["afc-s2", "afc-s5"];
 
 /// The applications.
 pub fn apps() -> Vec<App> {
-    vec![App {
+    let dumbbell = App {
+        name: "dumbbell",
+        run: dumbbell::run,
+        full: Duration::from_secs(600),
+        quick: Duration::from_secs(30),
+        interactive: ("total_mbps", "all ten flows' goodput (Mbit/s)"),
+        background: ("jain_afc", "Jain's index among AFC flows", true),
+        event: ("afc_mean_mbps", "AFC flows' mean goodput (Mbit/s)"),
+        needs: &[],
+        interactive_floor: None,
+        stagger: None,
+    };
+    let mut all = vec![App {
         name: APP,
         run: bulk::run,
         // The thesis's runs are 600 s.
@@ -57,7 +70,9 @@ pub fn apps() -> Vec<App> {
         needs: &[],
         interactive_floor: None,
         stagger: None,
-    }]
+    }];
+    all.push(dumbbell);
+    all
 }
 
 impl Study for Afc {
@@ -146,6 +161,12 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
     );
     let _ = writeln!(md, "{}{}\n", seeds_line("afc", rows), written_by(version));
     let systems: Vec<String> = plan.systems.iter().map(|s| s.name().to_string()).collect();
+    if plan.apps.iter().any(|a| a == "dumbbell") {
+        md.push_str(&fairness(plan, rows, &systems));
+    }
+    if !plan.apps.iter().any(|a| a == APP) {
+        return md;
+    }
     for sc in &plan.scenarios {
         let Some(t) = table4(sc.split('+').next().unwrap_or_default()) else {
             continue;
@@ -179,6 +200,38 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
         }
         md.push('\n');
         md.push_str(&advantages(rows, sc, &systems));
+        md.push('\n');
+    }
+    md
+}
+
+/// The dumbbell (`dumbbell`): per scenario and system, the five AFC flows beside five of the
+/// system's (ten AFC flows for `roam-afc`).
+fn fairness(plan: &Plan, rows: &[Row], systems: &[String]) -> String {
+    let mut md = String::from(
+        "### Fairness: ten flows through one bottleneck (the thesis's Fig. 5b, 5c)\n\n\
+         Five AFC flows beside five of each system (`roam-afc`: ten AFC flows), the bottleneck \
+         ⟨2, 4, 4⟩ Mbit/s per 530 ms, reads ⟨0, 6, 6⟩, buffers of 22 KB. The thesis: default \
+         flows' mean unchanged by AFC flows; AFC flows' throughputs cluster around their \
+         mean. (The other flows' mean without AFC beside them is not measured yet.)\n\n",
+    );
+    for sc in &plan.scenarios {
+        let _ = writeln!(
+            md,
+            "{sc}:\n\n| beside AFC | AFC mean (Mbit/s) | others' mean (Mbit/s) | Jain, AFC flows | Jain, all | all ten (Mbit/s) |\n|---|---|---|---|---|---|"
+        );
+        for sys in systems {
+            let c = |m: &str| cell(rows, "dumbbell", sc, sys, m).cell();
+            let _ = writeln!(
+                md,
+                "| {sys} | {} | {} | {} | {} | {} |",
+                c("afc_mean_mbps"),
+                c("other_mean_mbps"),
+                c("jain_afc"),
+                c("jain_all"),
+                c("total_mbps")
+            );
+        }
         md.push('\n');
     }
     md

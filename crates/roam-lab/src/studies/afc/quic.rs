@@ -17,7 +17,7 @@ use quinn::rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use quinn::{ClientConfig, Endpoint, ServerConfig, TransportConfig, VarInt};
 use roam_emu::SERVER_ADDR;
 
-use super::bulk::{paced, Read, CONNECT_WAIT, PORT};
+use super::bulk::{paced, Flow, Read, CONNECT_WAIT};
 use super::paper::Table4;
 use crate::harness::trial::Trial;
 
@@ -28,11 +28,11 @@ const NAME: &str = "afc.roam.lab";
 const BLOCK: usize = 64 << 10;
 
 /// One trial over quinn: the reader's measurements.
-pub(super) fn run(t: &Trial, table: &'static Table4, rtt: Duration) -> Result<Read> {
+pub(super) fn run(t: &Trial, table: &'static Table4, rtt: Duration, flow: Flow) -> Result<Read> {
     let cert = rcgen::generate_simple_self_signed(vec![NAME.into()])?;
     let der = CertificateDer::from(cert.cert);
     let key = PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
-    let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, PORT));
+    let addr = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, flow.port));
     let over = Arc::new(AtomicBool::new(false));
     let stop = over.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
@@ -81,7 +81,7 @@ pub(super) fn run(t: &Trial, table: &'static Table4, rtt: Duration) -> Result<Re
             CONNECT_WAIT.as_secs()
         ),
     }
-    let (buffer, duration) = (table.buffer, t.duration);
+    let (buffer, duration) = (flow.buffer, t.duration);
     let read = t
         .emu
         .spawn_in_client(move || -> Result<Read> {
