@@ -75,22 +75,17 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     for (i, r) in results.into_iter().enumerate() {
         goodput.push(r.map_err(|e| anyhow!("flow {i} ({}): {e:#}", kinds[i].name()))?);
     }
-    let (afc_flows, others): (Vec<(usize, f64)>, Vec<(usize, f64)>) = goodput
-        .iter()
-        .copied()
-        .enumerate()
-        .partition(|(i, _)| *i < n_afc);
-    let values = |v: &[(usize, f64)]| v.iter().map(|x| x.1).collect::<Vec<f64>>();
-    let (a, o) = (values(&afc_flows), values(&others));
+    // The first n_afc flows are AFC's (`kinds`).
+    let (a, o) = goodput.split_at(n_afc);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let mut m = vec![
-        Metric::new("afc_mean_mbps", mean(&a), "Mbit/s"),
-        Metric::new("jain_afc", jain(&a), ""),
+        Metric::new("afc_mean_mbps", mean(a), "Mbit/s"),
+        Metric::new("jain_afc", jain(a), ""),
         Metric::new("jain_all", jain(&goodput), ""),
         Metric::new("total_mbps", goodput.iter().sum(), "Mbit/s"),
     ];
     if !o.is_empty() {
-        m.push(Metric::new("other_mean_mbps", mean(&o), "Mbit/s"));
+        m.push(Metric::new("other_mean_mbps", mean(o), "Mbit/s"));
     }
     Ok(m)
 }
