@@ -31,6 +31,7 @@ use anyhow::{anyhow, bail, Result};
 use roam_emu::baseline_file::{self, NamedBaseline};
 use roam_emu::queue::QueueLimit;
 use roam_emu::spec::LinkConfig;
+use roam_net::proto::session::FlowPolicy;
 use roam_trace::baseline::{derive, Baseline, BaselineSpec};
 use roam_trace::link::LinkKind;
 use roam_trace::scenario::Scenario;
@@ -289,9 +290,56 @@ impl SystemUnderTest for BaselineFile {
     }
 }
 
+/// roam with a flow control other than its default (`roam-legacy`, `roam-standard`,
+/// `roam-afc-receiver-only`; `roam-afc` is the default's name): for A/B runs of a change to
+/// flow control in any study whose systems are the paper's (not in any default matrix).
+#[derive(Debug, Clone, Copy)]
+pub struct RoamFlow(pub FlowPolicy);
+
+impl RoamFlow {
+    /// `roam-` and the policy's name.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            FlowPolicy::Legacy => "roam-legacy",
+            FlowPolicy::Standard => "roam-standard",
+            FlowPolicy::Afc => "roam-afc",
+            FlowPolicy::AfcReceiverOnly => "roam-afc-receiver-only",
+        }
+    }
+
+    /// Parse a name.
+    pub fn parse(s: &str) -> Option<RoamFlow> {
+        FlowPolicy::ALL
+            .into_iter()
+            .map(RoamFlow)
+            .find(|r| r.name() == s)
+    }
+}
+
+impl SystemUnderTest for RoamFlow {
+    fn name(&self) -> &str {
+        RoamFlow::name(*self)
+    }
+
+    fn transport(&self) -> Transport {
+        Transport::Roam
+    }
+
+    fn configure(&self, config: &mut roam_net::proto::session::Config) {
+        config.flow.policy = self.0;
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 /// Parse the name of one of the paper's systems, or load a baseline file (a name ending in
-/// `.toml`).
+/// `.toml`), or name roam with another flow control ([`RoamFlow`]).
 pub fn parse(s: &str) -> Result<System> {
+    if let Some(r) = RoamFlow::parse(s) {
+        return Ok(System::new(r));
+    }
     if baseline_file::is_file(s) {
         let b = baseline_file::load(std::path::Path::new(s)).map_err(|e| anyhow!("{e}"))?;
         if Builtin::ALL.iter().any(|x| x.name() == b.name) {
@@ -309,7 +357,8 @@ pub fn parse(s: &str) -> Result<System> {
         .map(System::from)
         .ok_or_else(|| {
             anyhow!(
-                "unknown system `{s}` (expected one of: {}, or a baseline file FILE.toml)",
+                "unknown system `{s}` (expected one of: {}, roam-legacy and the like, or a \
+                 baseline file FILE.toml)",
                 Builtin::ALL.map(Builtin::name).join(", ")
             )
         })
