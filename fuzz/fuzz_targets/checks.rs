@@ -8,7 +8,7 @@ use roam_net::proto::wire::Decoder;
 /// the peer, what it buffers for the peer stays within the receive limit, its connections
 /// within their bounds, and its running counts agree with what they count.
 pub fn drive_and_check(s: &mut Session, config: &Config, conns: &[u64], now: Time) {
-    while s.recv().is_some() {}
+    while s.recv(now).is_some() {}
     s.handle_timeout(now);
     while s.poll_event().is_some() {}
     for &c in conns {
