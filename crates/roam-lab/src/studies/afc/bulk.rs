@@ -73,6 +73,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let flow = Flow {
         port: PORT,
         buffer: table.buffer,
+        duration: t.duration,
     };
     let (read, sender) = one_flow(t, system, table, flow)?;
     let goodput = read.goodput_mbps();
@@ -104,6 +105,8 @@ pub(super) struct Flow {
     pub(super) port: u16,
     /// The receive buffer (`SO_RCVBUF`, roam's window, QUIC's windows), bytes.
     pub(super) buffer: u64,
+    /// How long its reader reads.
+    pub(super) duration: Duration,
 }
 
 impl Read {
@@ -185,7 +188,7 @@ fn tcp(
     let local = t.emu.links()[0].client_addr;
     let fixed = (system == AfcSystem::TcpFixed).then_some(flow.buffer);
     let port = flow.port;
-    let duration = t.duration;
+    let duration = flow.duration;
     let read = t
         .emu
         .spawn_in_client(move || -> Result<Read> {
@@ -316,7 +319,7 @@ fn roam(
             CONNECT_WAIT.as_secs()
         ),
     }
-    let duration = t.duration;
+    let duration = flow.duration;
     let read = t
         .emu
         .spawn_in_client(move || -> Result<Read> {

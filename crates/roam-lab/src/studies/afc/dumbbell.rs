@@ -4,10 +4,10 @@
 //! 5 ms access links are folded into the bottleneck's delay).
 //!
 //! A trial runs five AFC flows (`roam-afc`) beside five flows of the trial's system, or ten
-//! AFC flows when the system is `roam-afc` itself (AFC with AFC, Fig. 5c). Metrics: each
-//! group's mean goodput, Jain's fairness index among the AFC flows and among all ten. Whether
-//! AFC takes anything from standard flows needs those flows' mean without AFC beside them
-//! (ten of them), which this app does not run yet.
+//! AFC flows when the system is `roam-afc` itself (AFC with AFC, Fig. 5c), in the trial's
+//! second half; its first half runs ten flows of the system alone. Metrics: each group's mean
+//! goodput, Jain's fairness index among the AFC flows and among all ten, and the other
+//! flows' mean beside AFC over their mean alone (at least 1: AFC took nothing from them).
 
 use anyhow::{anyhow, bail, Result};
 use roam_net::proto::session::FlowPolicy;
@@ -49,19 +49,54 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     }
     let table = table4("afc-s3").ok_or_else(|| anyhow!("Table 4 lacks scenario 3"))?;
     let afc = AfcSystem::Roam(FlowPolicy::Afc);
-    // Five AFC flows beside five of the other system; AFC with itself: ten.
+    let half = t.duration / 2;
+    // First half: ten flows of the system alone (what AFC might take from); second: five AFC
+    // flows beside five of it. AFC with itself: ten AFC flows in both halves.
+    let alone = flows(t, table, &[other; FLOWS], half, 0)?;
     let n_afc = if other == afc { FLOWS } else { FLOWS / 2 };
     let kinds: Vec<AfcSystem> = (0..FLOWS)
         .map(|i| if i < n_afc { afc } else { other })
         .collect();
+    let mixed = flows(t, table, &kinds, half, FLOWS as u16)?;
+    let (a, o) = mixed.split_at(n_afc);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let mut m = vec![
+        Metric::new("afc_mean_mbps", mean(a), "Mbit/s"),
+        Metric::new("jain_afc", jain(a), ""),
+        Metric::new("jain_all", jain(&mixed), ""),
+        Metric::new("total_mbps", mixed.iter().sum(), "Mbit/s"),
+        Metric::new("alone_mean_mbps", mean(&alone), "Mbit/s"),
+        Metric::new("jain_alone", jain(&alone), ""),
+    ];
+    if !o.is_empty() {
+        // Above 1: the other flows did better beside AFC than alone.
+        m.push(Metric::new("other_mean_mbps", mean(o), "Mbit/s"));
+        m.push(Metric::new(
+            "other_beside_afc_over_alone",
+            mean(o) / mean(&alone),
+            "",
+        ));
+    }
+    Ok(m)
+}
+
+/// Run `kinds` at once for `duration`, on ports from `PORT + 1 + offset`; each flow's goodput.
+fn flows(
+    t: &Trial,
+    table: &'static super::paper::Table4,
+    kinds: &[AfcSystem],
+    duration: std::time::Duration,
+    offset: u16,
+) -> Result<Vec<f64>> {
     let results: Vec<Result<f64>> = std::thread::scope(|s| {
         let handles: Vec<_> = kinds
             .iter()
             .enumerate()
             .map(|(i, &sys)| {
                 let flow = Flow {
-                    port: PORT + 1 + i as u16,
+                    port: PORT + 1 + offset + i as u16,
                     buffer: BUFFER,
+                    duration,
                 };
                 s.spawn(move || one_flow(t, sys, table, flow).map(|(r, _)| r.goodput_mbps()))
             })
@@ -71,23 +106,11 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             .map(|h| h.join().map_err(|_| anyhow!("a flow panicked"))?)
             .collect()
     });
-    let mut goodput = Vec::with_capacity(FLOWS);
-    for (i, r) in results.into_iter().enumerate() {
-        goodput.push(r.map_err(|e| anyhow!("flow {i} ({}): {e:#}", kinds[i].name()))?);
-    }
-    // The first n_afc flows are AFC's (`kinds`).
-    let (a, o) = goodput.split_at(n_afc);
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let mut m = vec![
-        Metric::new("afc_mean_mbps", mean(a), "Mbit/s"),
-        Metric::new("jain_afc", jain(a), ""),
-        Metric::new("jain_all", jain(&goodput), ""),
-        Metric::new("total_mbps", goodput.iter().sum(), "Mbit/s"),
-    ];
-    if !o.is_empty() {
-        m.push(Metric::new("other_mean_mbps", mean(o), "Mbit/s"));
-    }
-    Ok(m)
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.map_err(|e| anyhow!("flow {i} ({}): {e:#}", kinds[i].name())))
+        .collect()
 }
 
 #[cfg(test)]

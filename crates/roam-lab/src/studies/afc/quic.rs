@@ -81,7 +81,7 @@ pub(super) fn run(t: &Trial, table: &'static Table4, rtt: Duration, flow: Flow) 
             CONNECT_WAIT.as_secs()
         ),
     }
-    let (buffer, duration) = (flow.buffer, t.duration);
+    let (buffer, duration) = (flow.buffer, flow.duration);
     let read = t
         .emu
         .spawn_in_client(move || -> Result<Read> {
