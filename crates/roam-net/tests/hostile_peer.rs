@@ -810,3 +810,22 @@ fn a_peer_that_sends_beyond_its_credit_fails_the_multi_socket() {
     assert!(legacy.failure().is_none());
     assert!(legacy.receive_paused() || legacy.receive_backlog() <= Config::default().window);
 }
+
+#[test]
+fn one_byte_irobs_within_a_large_credit_pause_reading_before_the_pending_limit() {
+    // Credit counts bytes: 16 MiB of it would let a peer (honest, but with a slow reader)
+    // send far more one-byte IROBs than the receiver holds unfinished. The driver stops
+    // reading at half the pending limit instead of the session failing at it.
+    let mut config = Config::default();
+    config.flow.memory = roam_net::proto::session::Memory::Fixed(16 << 20);
+    let mut s = Session::server(config.clone(), 1, 7);
+    s.accept_connection(1, hello_with(Caps::CREDIT), Time::ZERO);
+    let mut sent = 0u64;
+    while !s.receive_paused() {
+        s.handle_frame(1, whole(sent, 1), Time::ZERO);
+        sent += 1;
+        assert!(s.failure().is_none(), "{:?} after {sent}", s.failure());
+        assert!(sent <= config.max_pending_irobs as u64, "never paused");
+    }
+    assert!(sent <= config.max_pending_irobs as u64 / 2 + 1, "{sent}");
+}

@@ -422,18 +422,21 @@ impl Session {
     /// above one the application has not taken (it reads other labels first; once nothing
     /// new arrives it takes that one, which is acknowledged and so deliverable).
     pub fn receive_paused(&self) -> bool {
-        let unread = if self.credit_on() {
+        let unread_past_bound = if self.credit_on() {
             // Credit counts payload; the bookkeeping of acknowledged IROBs (a piece each, and
             // their dependency lists) is bounded here, as without credit: a peer's one-byte
-            // IROBs naming 1024 dependencies each would otherwise hold 8 KiB a byte.
-            self.acked_book
+            // IROBs naming 1024 dependencies each would otherwise hold 8 KiB a byte. And
+            // credit counts bytes, not IROBs: one-byte IROBs within a credit of 64 KiB would
+            // reach the pending limit (and fail the multi-socket) before the credit ran out,
+            // so acknowledged IROBs (a piece each, at least) pause reading at half of it.
+            // Only acknowledged IROBs count: they are deliverable, so the pause cannot
+            // deadlock, as one counting IROBs still waiting for bytes could.
+            let half_pending = (self.config.max_pending_irobs as u64 / 2) * PIECE_OVERHEAD;
+            self.acked_book > self.config.window || self.acked_book >= half_pending
         } else {
-            self.acked_buffered + self.acked_book
+            self.acked_buffered + self.acked_book > self.config.window
         };
-        unread > self.config.window
-            // Credit counts bytes, not IROBs: one-byte IROBs within a credit of 64 KiB would
-            // reach the pending limit (and fail the multi-socket) before the credit ran out.
-            || (self.credit_on() && self.incoming.len() >= self.config.max_pending_irobs / 2)
+        unread_past_bound
             || self.acks.len() >= MAX_PENDING_ACKS
             || self.delivered.above.len() as u64 >= IROB_SPAN
     }
