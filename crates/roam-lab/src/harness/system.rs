@@ -420,6 +420,25 @@ pub fn scenario_links(scenario: &Scenario, queue: QueueLimit) -> Vec<LinkConfig>
     links
 }
 
+/// [`scenario_links`] of a scenario that must have exactly one link, for systems that run over
+/// one (a bulk transfer, AFC's flows); otherwise an error naming the scenario and `which`
+/// scenarios the study means.
+pub fn one_link(
+    scenario: &Scenario,
+    queue: QueueLimit,
+    what: &str,
+    which: &str,
+) -> Result<Vec<LinkConfig>> {
+    if scenario.links.len() != 1 {
+        bail!(
+            "scenario {} has {} links; {what} runs over one ({which})",
+            scenario.name,
+            scenario.links.len()
+        );
+    }
+    Ok(scenario_links(scenario, queue))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use roam_emu::queue::QueueLimit;
 use roam_emu::spec::LinkConfig;
 use roam_net::proto::session::FlowPolicy;
 use roam_trace::scenario::Scenario;
 
-use crate::harness::system::{scenario_links, SystemUnderTest, Transport};
+use crate::harness::system::{one_link, SystemUnderTest, Transport};
 
 /// One system of the AFC study.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,14 +90,7 @@ impl SystemUnderTest for AfcSystem {
         _duration: Duration,
         queue: QueueLimit,
     ) -> Result<Vec<LinkConfig>> {
-        if scenario.links.len() != 1 {
-            bail!(
-                "scenario {} has {} links; the AFC study runs over one (afc-s1 .. afc-s5)",
-                scenario.name,
-                scenario.links.len()
-            );
-        }
-        Ok(scenario_links(scenario, queue))
+        one_link(scenario, queue, "the AFC study", "afc-s1 .. afc-s5")
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

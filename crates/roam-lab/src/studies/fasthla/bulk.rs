@@ -32,7 +32,7 @@ use roam_transfer::model::Condition;
 use roam_transfer::session::{self, Network, Options, Outcome, Session, Tuning};
 use roam_transfer::{FileSpec, Params, Protocol};
 
-use crate::harness::system::{scenario_links, SystemUnderTest, Transport};
+use crate::harness::system::{one_link, SystemUnderTest, Transport};
 use crate::harness::trial::{Metric, Trial};
 use roam_emu::queue::QueueLimit;
 use roam_emu::spec::LinkConfig;
@@ -83,14 +83,7 @@ impl SystemUnderTest for Tool {
         _duration: Duration,
         queue: QueueLimit,
     ) -> Result<Vec<LinkConfig>> {
-        if scenario.links.len() != 1 {
-            bail!(
-                "scenario {} has {} links; a bulk transfer runs over one (wifi-bulk, lte-bulk)",
-                scenario.name,
-                scenario.links.len()
-            );
-        }
-        Ok(scenario_links(scenario, queue))
+        one_link(scenario, queue, "a bulk transfer", "wifi-bulk, lte-bulk")
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
