@@ -29,6 +29,7 @@ use anyhow::Result;
 use clap::Args;
 use roam_lab::harness::plan::{Plan, DEVELOPMENT_SEEDS};
 use roam_lab::harness::study::{Request, Study};
+use roam_lab::report::compare::values;
 use roam_lab::report::Row;
 use roam_lab::studies::afc::{systems::AfcSystem, Afc, APP};
 use roam_net::proto::session::FlowPolicy;
@@ -90,10 +91,9 @@ pub fn afc(a: &BenchAfcArgs) -> Result<()> {
 /// The JSON of a run's rows.
 fn summarise(rows: &[Row]) -> Value {
     let value = |sc: &str, sys: AfcSystem, metric: &str| {
-        rows.iter()
-            .find(|r| r.scenario == sc && r.system == sys.name() && r.metric == metric)
-            .map(|r| r.value)
-            .filter(|v| v.is_finite())
+        values(rows, APP, sc, sys.name(), metric)
+            .into_iter()
+            .find(|v| v.is_finite())
     };
     let afc = AfcSystem::Roam(FlowPolicy::Afc);
     let ratio = |sc: &str, other: AfcSystem, metric: &str| {

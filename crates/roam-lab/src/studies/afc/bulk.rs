@@ -162,7 +162,7 @@ pub(super) fn paced(
         let allowance = read_rate(table, rtt, t) * TICK.as_secs_f64() - owed;
         out.peak_unread = out.peak_unread.max(unread());
         if allowance <= 0.0 {
-            owed = -allowance.min(0.0);
+            owed = -allowance;
             continue;
         }
         let got = take(allowance as u64)?;
