@@ -764,12 +764,12 @@ main(int argc, char* argv[])
     {
         return Fail("--system/--others: expected ns3, tcp or afc");
     }
-    if (!(rttS > 0.02 && rttS <= 10) || !(duration > 0 && duration <= 1e5) ||
+    if (!(rttS >= 0.002 && rttS <= 10) || !(duration > 0 && duration <= 1e5) ||
         !(readSlotRtts > 0 && readSlotRtts <= 1000) || buffer < 1448 || flows == 0 ||
         flows > 100 || afcFlows > flows || !(history >= 0 && history < 1) || !(upper >= 1) ||
         !(lower > 0 && lower <= 1) || queuePackets == 0)
     {
-        return Fail("an option is out of range (rtt 0.02-10 s, duration <= 1e5 s, buffer >= "
+        return Fail("an option is out of range (rtt 0.002-10 s, duration <= 1e5 s, buffer >= "
                     "1448, flows 1-100, afcFlows <= flows, 0 <= history < 1, upper >= 1, 0 < "
                     "lower <= 1, queue > 0)");
     }

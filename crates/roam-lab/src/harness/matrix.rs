@@ -102,7 +102,7 @@ fn progress_bar(jobs: &VecDeque<Job>) -> Progress {
 
 /// Run `jobs` on `workers` threads at once, each taking the next job as it finishes one:
 /// `each(worker, job)`. The queue is locked only to take a job, never while one runs.
-fn pool<J: Send>(jobs: VecDeque<J>, workers: usize, each: impl Fn(usize, J) + Sync) {
+pub(crate) fn pool<J: Send>(jobs: VecDeque<J>, workers: usize, each: impl Fn(usize, J) + Sync) {
     let queue = Mutex::new(jobs);
     std::thread::scope(|scope| {
         for worker in 0..workers {

@@ -75,6 +75,9 @@ pub struct Request {
     pub sweep_from: Option<PathBuf>,
     /// Run only this part of the matrix ([`crate::harness::plan::Shard`]).
     pub shard: Option<crate::harness::plan::Shard>,
+    /// Run the study's packet-level simulation instead of the emulator (studies that have
+    /// one, [`Study::simulates`]).
+    pub sim: bool,
 }
 
 impl Default for Request {
@@ -95,6 +98,7 @@ impl Default for Request {
             report_only: false,
             sweep_from: None,
             shard: None,
+            sim: false,
         }
     }
 }
@@ -149,6 +153,12 @@ pub trait Study: Sync {
         false
     }
 
+    /// Whether the study has a packet-level simulation it runs instead of the emulator
+    /// ([`Request::sim`]; it overrides [`Study::run`] to run it).
+    fn simulates(&self) -> bool {
+        false
+    }
+
     /// Measure `plan` (or, with `report_only`, read its directory back), write the report
     /// and charts into `plan.out`; the report's text and every trial's rows.
     fn measure(&self, plan: &Plan, request: &Request) -> Result<(String, Vec<Row>)>;
@@ -160,16 +170,21 @@ pub trait Study: Sync {
     /// a study whose applications need plans of their own (other systems or scenarios per
     /// application) overrides it.
     fn run(&self, request: &Request) -> Result<Finished> {
-        let plan = plan(self, request)?;
-        let (report, rows) = self.measure(&plan, request)?;
-        let summary = self.summary(&plan, &report, &rows);
-        Ok(Finished {
-            out: plan.out,
-            report,
-            rows,
-            summary,
-        })
+        run_matrix(self, request)
     }
+}
+
+/// Plan, measure and summarize `request` in the emulator: [`Study::run`]'s default.
+pub fn run_matrix<S: Study + ?Sized>(study: &S, request: &Request) -> Result<Finished> {
+    let plan = plan(study, request)?;
+    let (report, rows) = study.measure(&plan, request)?;
+    let summary = study.summary(&plan, &report, &rows);
+    Ok(Finished {
+        out: plan.out,
+        report,
+        rows,
+        summary,
+    })
 }
 
 /// The plan `request` asks of `study`: its defaults where the request says nothing.
@@ -190,6 +205,12 @@ pub fn plan_with<S: Study + ?Sized>(
     request: &Request,
     systems: Vec<System>,
 ) -> Result<Plan> {
+    if request.sim && !study.simulates() {
+        bail!(
+            "--sim: `roam lab {}` has no packet-level simulation (only afc has)",
+            study.name()
+        );
+    }
     if request.sweep_from.is_some() && !study.learns_from_sweeps() {
         bail!(
             "--sweep-from: `roam lab {}` does not learn from sweeps",

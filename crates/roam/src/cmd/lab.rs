@@ -85,6 +85,12 @@ pub struct LabArgs {
     /// from.
     #[arg(long, value_name = "DIR")]
     sweep_from: Option<PathBuf>,
+    /// afc: run the thesis's own experiments at packet level in ns-3 (Table 4, fairness,
+    /// the sensitivity studies; `--apps` picks them) instead of real sockets in the
+    /// emulator. Builds sim/ns3-afc against Debian's ns-3 3.37 (installed as root when
+    /// missing). Results in results/afc-sim unless --out.
+    #[arg(long)]
+    sim: bool,
 }
 
 /// `--seeds`: a set's name, or the first seed.
@@ -117,6 +123,7 @@ impl LabArgs {
             report_only: self.report_only,
             shard: self.shard,
             sweep_from: self.sweep_from.clone(),
+            sim: self.sim,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod bulk;
 pub mod dumbbell;
 pub mod paper;
 mod quic;
+pub mod sim;
 pub mod systems;
 
 use std::fmt::Write as _;
@@ -26,7 +27,7 @@ use crate::harness::matrix;
 use crate::harness::plan::{App, Plan};
 use crate::harness::results::written_by;
 use crate::harness::seeds::seeds_line;
-use crate::harness::study::{report_lines, Defaults, Request, Study};
+use crate::harness::study::{report_lines, Defaults, Finished, Request, Study};
 use crate::harness::system::System;
 use crate::report::compare::{by_seed, cell};
 use crate::report::stats::ratio_of_means;
@@ -134,6 +135,18 @@ impl Study for Afc {
 
     fn summary(&self, _plan: &Plan, report: &str, _rows: &[Row]) -> String {
         report_lines(report, |l| l.starts_with("### ") || l.starts_with("AFC "))
+    }
+
+    fn simulates(&self) -> bool {
+        true
+    }
+
+    /// `--sim`: the thesis's experiments in ns-3 ([`sim`]) instead of real sockets.
+    fn run(&self, request: &Request) -> Result<Finished> {
+        if request.sim {
+            return sim::run(request);
+        }
+        crate::harness::study::run_matrix(self, request)
     }
 }
 
