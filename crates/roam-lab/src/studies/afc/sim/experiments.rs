@@ -8,6 +8,7 @@ use crate::studies::afc::paper::TABLE4;
 const RTT_S: f64 = 0.53;
 
 /// One of the thesis's experiments.
+#[derive(Debug)]
 pub struct Experiment {
     /// Its name (`--apps`), the `app` column of `trials.csv`.
     pub name: &'static str,
@@ -27,6 +28,7 @@ pub struct Experiment {
 }
 
 /// One point of an experiment: the program's options.
+#[derive(Debug)]
 pub struct Point {
     /// Its label (the `scenario` column of `trials.csv`), e.g. `afc-s2` or `rtt=100ms`.
     pub label: String,

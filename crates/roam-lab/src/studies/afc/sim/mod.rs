@@ -19,7 +19,6 @@ pub mod experiments;
 mod report;
 
 use std::collections::{HashSet, VecDeque};
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,8 +152,9 @@ fn choose<'a>(all: &'a [Experiment], r: &Request) -> Result<Vec<&'a Experiment>>
         .collect()
 }
 
-/// Write the program's source and build script into `OUT/build/` and build it there.
-fn build(out: &Path) -> Result<PathBuf> {
+/// Write the program's source and build script into `OUT/build/` and build it there (as root,
+/// installing Debian's ns-3 when missing); the program's path.
+pub fn build(out: &Path) -> Result<PathBuf> {
     let dir = out.join("build");
     std::fs::create_dir_all(&dir)?;
     let (src, script, bin) = (
@@ -311,6 +311,41 @@ fn execute(
     });
     bar.finish();
     Ok(())
+}
+
+/// One run of the built `program`: `experiment`'s point `point` (its label) for `system`,
+/// `simulated_s` long, trial 1 with `seed`; the run's rows.
+pub fn run_one(
+    program: &Path,
+    experiment: &str,
+    point: &str,
+    system: &'static str,
+    simulated_s: u64,
+    seed: u64,
+) -> Result<Vec<Row>> {
+    let all = experiments::all();
+    let e = all
+        .iter()
+        .find(|e| e.name == experiment)
+        .with_context(|| format!("no experiment `{experiment}`"))?;
+    let p = e
+        .points
+        .iter()
+        .find(|p| p.label == point)
+        .with_context(|| format!("no point `{point}` in `{experiment}`"))?;
+    let stamp = Stamp {
+        version: VERSION.into(),
+        simulated_s,
+        first_seed: seed,
+    };
+    let job = Job {
+        experiment: e,
+        point: p,
+        system,
+        trial: 1,
+        seed,
+    };
+    simulate(program, &stamp, &job)
 }
 
 fn row(job: &Job<'_>, metric: &str, value: f64, unit: &str) -> Row {
@@ -485,21 +520,17 @@ fn metrics(job: &Job<'_>, flows: &[Flow]) -> Vec<Row> {
     rows
 }
 
-/// Whether this machine can build the program (for tests that need it).
+/// Whether this machine can build the program: ns-3's headers are installed, or we are root
+/// (the build installs them); else why not (for tests that need it).
 pub fn available() -> Result<(), String> {
-    if Path::new("/usr/include/ns3/tcp-socket-base.h").exists() {
-        return Ok(());
-    }
     let root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    if root {
+    if root || Path::new("/usr/include/ns3/tcp-socket-base.h").exists() {
         Ok(())
     } else {
-        let mut s = String::from("ns-3 3.37 is not installed");
-        let _ = write!(s, " (apt-get install ns3 libns3-dev libgsl-dev, as root)");
-        Err(s)
+        Err("ns-3 3.37 is not installed (apt-get install ns3 libns3-dev libgsl-dev)".into())
     }
 }
 
