@@ -70,18 +70,20 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
             t.scenario.name
         );
     };
+    let shape = Shape::of(&t.scenario.name, table)?;
     let flow = Flow {
         port: PORT,
-        buffer: table.buffer,
+        buffer: shape.buffer,
         duration: t.duration,
+        slot: shape.slot,
     };
     let (read, sender) = one_flow(t, system, table, flow)?;
     let goodput = read.goodput_mbps();
     let mut m = vec![
         Metric::new("goodput_mbps", goodput, "Mbit/s"),
-        Metric::new("fraction_of_ideal", goodput / table.ideal_mbps, ""),
+        Metric::new("fraction_of_ideal", goodput / shape.ideal_mbps, ""),
         Metric::new("peak_unread_kb", read.peak_unread as f64 / 1e3, "kB"),
-        Metric::new("buffer_kb", table.buffer as f64 / 1e3, "kB"),
+        Metric::new("buffer_kb", shape.buffer as f64 / 1e3, "kB"),
     ];
     if let (Some(rx), Some(tx)) = (read.flow, sender) {
         m.extend([
@@ -107,6 +109,48 @@ pub(super) struct Flow {
     pub(super) buffer: u64,
     /// How long its reader reads.
     pub(super) duration: Duration,
+    /// How long each slot of its read profile lasts: one round trip.
+    pub(super) slot: Duration,
+}
+
+/// A scenario's read slot, buffer and ideal: Table 4's; where the scenario's name changes
+/// the network (`+rtt=` adds to the round trip, `+rate=` scales the rates; see
+/// `harness::sweep`), the thesis's rules applied to the changed network, as its sensitivity
+/// studies do (§3.5.4): a slot of one round trip, a buffer of `min(mean network rate, mean
+/// read rate) * RTT`, an ideal of `min(mean network rate, mean read rate)`. (The network's own
+/// pattern keeps its slots of 530 ms: the emulator's trace does not stretch with `+rtt=`.)
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Shape {
+    pub(super) slot: Duration,
+    pub(super) buffer: u64,
+    pub(super) ideal_mbps: f64,
+}
+
+impl Shape {
+    pub(super) fn of(scenario: &str, table: &Table4) -> Result<Shape> {
+        let rtt = roam_trace::scenario::AFC_RTT;
+        let (_, v) = crate::harness::sweep::parse(scenario)?;
+        if v.extra_rtt.is_zero() && v.rate == 1.0 {
+            return Ok(Shape {
+                slot: rtt,
+                buffer: table.buffer,
+                ideal_mbps: table.ideal_mbps,
+            });
+        }
+        let mean = |p: &[f64]| p.iter().sum::<f64>() / p.len().max(1) as f64;
+        let net: Vec<f64> = roam_trace::scenario::afc_network(table.scenario)
+            .unwrap_or(&[])
+            .iter()
+            .map(|&m| m as f64 * v.rate)
+            .collect();
+        let ideal = mean(&net).min(mean(table.read_mbps));
+        let slot = rtt + v.extra_rtt;
+        Ok(Shape {
+            slot,
+            buffer: (ideal * 1e6 / 8.0 * slot.as_secs_f64()).round().max(1448.0) as u64,
+            ideal_mbps: ideal,
+        })
+    }
 }
 
 impl Read {
@@ -123,7 +167,7 @@ pub(super) fn one_flow(
     table: &'static Table4,
     flow: Flow,
 ) -> Result<(Read, Option<FlowStats>)> {
-    let rtt = roam_trace::scenario::AFC_RTT;
+    let rtt = flow.slot;
     Ok(match system {
         AfcSystem::TcpFixed | AfcSystem::TcpAuto => (tcp(t, system, table, rtt, flow)?, None),
         AfcSystem::Quic => (super::quic::run(t, table, rtt, flow)?, None),
@@ -353,4 +397,27 @@ fn roam(
         .context("entering the server namespace")?;
     let read = read??;
     Ok((read, sent?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_round_trip_moves_the_slot_and_the_buffer_by_the_thesiss_rule() {
+        let s2 = table4("afc-s2").unwrap();
+        let plain = Shape::of("afc-s2", s2).unwrap();
+        assert_eq!(plain.slot, Duration::from_millis(530));
+        assert_eq!(plain.buffer, s2.buffer);
+        let longer = Shape::of("afc-s2+rtt=470ms", s2).unwrap();
+        assert_eq!(longer.slot, Duration::from_secs(1));
+        // min(15, 4) Mbit/s x 1 s.
+        assert_eq!(longer.buffer, 500_000);
+        assert_eq!(longer.ideal_mbps, 4.0);
+        // Half the network's rate: S3's <2, 4, 4> becomes <1, 2, 2>, below the reads' 4.
+        let s3 = table4("afc-s3").unwrap();
+        let slower = Shape::of("afc-s3+rate=0.5", s3).unwrap();
+        assert!((slower.ideal_mbps - 5.0 / 3.0).abs() < 1e-9);
+        assert!(Shape::of("afc-s2+bogus=1", s2).is_err());
+    }
 }

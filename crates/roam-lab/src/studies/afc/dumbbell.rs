@@ -12,7 +12,7 @@
 use anyhow::{anyhow, bail, Result};
 use roam_net::proto::session::FlowPolicy;
 
-use super::bulk::{one_flow, Flow, PORT};
+use super::bulk::{one_flow, Flow, Shape, PORT};
 use super::paper::table4;
 use super::systems::AfcSystem;
 use crate::harness::trial::{Metric, Trial};
@@ -52,12 +52,13 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     let half = t.duration / 2;
     // First half: ten flows of the system alone (what AFC might take from); second: five AFC
     // flows beside five of it. AFC with itself: ten AFC flows in both halves.
-    let alone = flows(t, table, &[other; FLOWS], half, 0)?;
+    let slot = Shape::of(&t.scenario.name, table)?.slot;
+    let alone = flows(t, table, &[other; FLOWS], half, slot, 0)?;
     let n_afc = if other == afc { FLOWS } else { FLOWS / 2 };
     let kinds: Vec<AfcSystem> = (0..FLOWS)
         .map(|i| if i < n_afc { afc } else { other })
         .collect();
-    let mixed = flows(t, table, &kinds, half, FLOWS as u16)?;
+    let mixed = flows(t, table, &kinds, half, slot, FLOWS as u16)?;
     let (a, o) = mixed.split_at(n_afc);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let mut m = vec![
@@ -80,12 +81,14 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
     Ok(m)
 }
 
-/// Run `kinds` at once for `duration`, on ports from `PORT + 1 + offset`; each flow's goodput.
+/// Run `kinds` at once for `duration`, reading by slots of `slot`, on ports from
+/// `PORT + 1 + offset`; each flow's goodput.
 fn flows(
     t: &Trial,
     table: &'static super::paper::Table4,
     kinds: &[AfcSystem],
     duration: std::time::Duration,
+    slot: std::time::Duration,
     offset: u16,
 ) -> Result<Vec<f64>> {
     let results: Vec<Result<f64>> = std::thread::scope(|s| {
@@ -97,6 +100,7 @@ fn flows(
                     port: PORT + 1 + offset + i as u16,
                     buffer: BUFFER,
                     duration,
+                    slot,
                 };
                 s.spawn(move || one_flow(t, sys, table, flow).map(|(r, _)| r.goodput_mbps()))
             })

@@ -185,13 +185,15 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
         let Some(t) = table4(sc.split('+').next().unwrap_or_default()) else {
             continue;
         };
+        let shape = bulk::Shape::of(sc, t).ok();
         let _ = writeln!(
             md,
-            "### {sc}: network {:?} Mbit/s per RTT, reads {:?}, buffer {} kB, ideal {} Mbit/s\n",
+            "### {sc}: network {:?} Mbit/s per 530 ms, reads {:?} per {} ms, buffer {} kB, ideal {} Mbit/s\n",
             roam_trace::scenario::afc_network(t.scenario).unwrap_or(&[]),
             t.read_mbps,
-            t.buffer / 1000,
-            t.ideal_mbps
+            shape.map_or(530, |s| s.slot.as_millis()),
+            shape.map_or(t.buffer, |s| s.buffer) / 1000,
+            fmt_num(shape.map_or(t.ideal_mbps, |s| s.ideal_mbps))
         );
         md.push_str(
             "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender waits (s) | thesis |\n|---|---|---|---|---|---|\n",
