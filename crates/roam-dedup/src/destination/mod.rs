@@ -1,0 +1,513 @@
+//! dd-dst: the phone (the thesis's Algorithms 6-8).
+//!
+//! [`Destination::receive`] rebuilds each record from its literals and the chunks its names
+//! refer to, checks the record's checksum, and delivers its bytes in order. It then learns
+//! from them: each piece is one chunk (the source sends every chunk as one piece, so the
+//! phone need not cut the stream again), gathered into segments of a packet's length; at each
+//! segment it tests for a flowlet boundary ([`flowlet`]), finds the past flowlets that share
+//! the segment's chunks, adds the segment to the cache ([`store`]) and chooses the feedback
+//! ([`select`]). [`Destination::upstream`] gives the messages for the source: feedback,
+//! acknowledgements, and requests to send a record again.
+//!
+//! A record that cannot be rebuilt (a name no longer held, a length that does not match, a
+//! checksum that fails) is never delivered: the phone asks for it again, names its chunks for
+//! the source to forget, and holds the records after it (bounded) until it comes.
+
+pub mod flowlet;
+pub mod select;
+pub mod store;
+
+use std::collections::HashMap;
+
+use crate::lru::Lru;
+use crate::name::{checksum, Name};
+use crate::wire::{self, Piece, Record, Upstream, WireError};
+use flowlet::FlowletConfig;
+use select::{Matching, SelectConfig};
+use store::{FlowletId, Store};
+
+pub use crate::source::FlowId;
+
+/// Which source a flow comes through (the phone's networks each have their own: WiFi and
+/// cellular pass different boxes). What one source has seen says nothing of another's.
+pub type SourceId = u32;
+
+/// How a destination behaves.
+#[derive(Clone, Debug)]
+pub struct DestinationConfig {
+    /// Bytes of chunks the cache holds (the thesis: 150-250 MB).
+    pub cache_bytes: u64,
+    /// Flowlet segmentation.
+    pub flowlets: FlowletConfig,
+    /// Feedback selection.
+    pub select: SelectConfig,
+    /// Names remembered as seen from the source or advertised, never advertised again.
+    pub known_names: u64,
+    /// Record bytes held after one that must be sent again, per flow; past it the flow fails.
+    pub max_held: usize,
+    /// Whether to choose and send feedback at all (off: the phone only rebuilds, as with a
+    /// source that has no feedback cache).
+    pub feedback: bool,
+    /// Bits of each name used: as many as the source's
+    /// ([`crate::source::SourceConfig::name_bits`]).
+    pub name_bits: u32,
+}
+
+impl Default for DestinationConfig {
+    fn default() -> DestinationConfig {
+        DestinationConfig {
+            cache_bytes: 256 << 20,
+            flowlets: FlowletConfig::default(),
+            select: SelectConfig::default(),
+            known_names: 1 << 20,
+            max_held: 8 << 20,
+            feedback: true,
+            name_bits: 64,
+        }
+    }
+}
+
+/// What a destination has done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestinationStats {
+    /// Record bytes received.
+    pub bytes_in: u64,
+    /// Bytes delivered.
+    pub bytes_out: u64,
+    /// Bytes delivered from names (chunks the cache held).
+    pub named_bytes: u64,
+    /// Records asked for again, and why: a name not held or of another length.
+    pub unknown_names: u64,
+    /// ... or a checksum that failed (a collision).
+    pub checksum_failures: u64,
+    /// Names advertised, and the bytes of the messages carrying them.
+    pub feedback_names: u64,
+    /// Bytes of advertisement messages.
+    pub feedback_bytes: u64,
+    /// Bytes of acknowledgements and requests to resend.
+    pub control_bytes: u64,
+    /// Flowlets begun.
+    pub flowlets: u64,
+}
+
+/// A destination that cannot go on with a flow (the caller resets it; nothing corrupt was
+/// delivered).
+#[derive(Debug, thiserror::Error)]
+pub enum DestinationError {
+    /// Malformed record bytes.
+    #[error("flow {flow}: record {seq}: {err}")]
+    Wire {
+        flow: FlowId,
+        seq: u64,
+        err: WireError,
+    },
+    /// A record out of order.
+    #[error("flow {flow}: record {got} where {expected} was due")]
+    Sequence {
+        flow: FlowId,
+        expected: u64,
+        got: u64,
+    },
+    /// A record sent again as literals still does not check.
+    #[error("flow {flow}: record {seq}, sent again, does not match its checksum")]
+    Corrupt { flow: FlowId, seq: u64 },
+    /// Too many bytes held while waiting for a record to come again.
+    #[error("flow {flow}: {held} bytes held waiting for record {seq} (limit {limit})")]
+    HeldTooMuch {
+        flow: FlowId,
+        seq: u64,
+        held: usize,
+        limit: usize,
+    },
+    /// A flow not opened.
+    #[error("flow {0} is not open")]
+    NoFlow(FlowId),
+}
+
+#[derive(Debug, Default)]
+struct Flow {
+    source: SourceId,
+    next_seq: u64,
+    /// The record asked for again, and the record bytes that arrived after it.
+    awaiting: Option<u64>,
+    held: Vec<u8>,
+    /// The flowlet being built, and the segment before the one being filled.
+    current: Option<FlowletId>,
+    previous: Vec<u8>,
+    segment: Vec<u8>,
+    seg_chunks: Vec<(Name, Vec<u8>)>,
+    matching: Matching,
+    /// Messages for the source.
+    upstream: Vec<u8>,
+    ack: Option<u64>,
+}
+
+/// dd-dst.
+#[derive(Debug)]
+pub struct Destination {
+    cfg: DestinationConfig,
+    store: Store,
+    /// Per source: names seen from it or advertised to it.
+    known: HashMap<SourceId, Lru>,
+    flows: HashMap<FlowId, Flow>,
+    stats: DestinationStats,
+    delta: usize,
+    scratch: Vec<u8>,
+}
+
+/// Why a record could not be rebuilt.
+enum Unbuilt {
+    Unknown,
+    Checksum,
+}
+
+impl Destination {
+    /// A destination with `cfg`.
+    pub fn new(cfg: DestinationConfig) -> Destination {
+        Destination {
+            store: Store::new(cfg.cache_bytes),
+            known: HashMap::new(),
+            cfg,
+            flows: HashMap::new(),
+            stats: DestinationStats::default(),
+            delta: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// What it has done.
+    pub fn stats(&self) -> DestinationStats {
+        self.stats
+    }
+
+    /// The cache.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Start a flow through source 0.
+    pub fn open(&mut self, flow: FlowId) {
+        self.open_via(flow, 0);
+    }
+
+    /// Start a flow through `source`.
+    pub fn open_via(&mut self, flow: FlowId, source: SourceId) {
+        let f = self.flows.entry(flow).or_default();
+        f.source = source;
+        let limit = self.cfg.known_names;
+        self.known.entry(source).or_insert_with(|| Lru::new(limit));
+    }
+
+    /// End a flow.
+    pub fn close(&mut self, flow: FlowId) {
+        self.flows.remove(&flow);
+    }
+
+    /// Set the thesis's δ from the links: names the source sends while an advertisement
+    /// travels up, `down x (message / up + delay) / mean chunk` (rates in bytes a second).
+    pub fn set_rates(&mut self, down: f64, up: f64, delay_s: f64, mean_chunk: f64) {
+        let msg = (self.cfg.select.per_message * Name::LEN + 3) as f64;
+        let t = if up > 0.0 { msg / up } else { 0.0 } + delay_s.max(0.0);
+        let d = down.max(0.0) * t / mean_chunk.max(1.0);
+        self.delta = if d.is_finite() {
+            d.ceil().min(1e6) as usize
+        } else {
+            0
+        };
+    }
+
+    /// Record bytes of `flow`: every whole record at the start of `buf` is handled, its
+    /// bytes appended to `out` in order; the bytes of `buf` used (keep the rest for later).
+    pub fn receive(
+        &mut self,
+        flow: FlowId,
+        buf: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, DestinationError> {
+        let mut f = self
+            .flows
+            .remove(&flow)
+            .ok_or(DestinationError::NoFlow(flow))?;
+        let r = self.receive_in(flow, &mut f, buf, out);
+        self.flows.insert(flow, f);
+        r
+    }
+
+    fn receive_in(
+        &mut self,
+        flow: FlowId,
+        f: &mut Flow,
+        buf: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, DestinationError> {
+        let mut used = 0;
+        loop {
+            let wire_err = |err| DestinationError::Wire {
+                flow,
+                seq: f.next_seq,
+                err,
+            };
+            let Some((rec, n)) = wire::record(&buf[used..]).map_err(wire_err)? else {
+                return Ok(used);
+            };
+            let raw = &buf[used..used + n];
+            used += n;
+            self.stats.bytes_in += n as u64;
+            match f.awaiting {
+                Some(seq) if rec.resent && rec.seq == seq => {
+                    self.deliver(flow, f, &rec, out)?;
+                    f.awaiting = None;
+                    // What arrived meanwhile, in order.
+                    let held = std::mem::take(&mut f.held);
+                    let mut at = 0;
+                    while at < held.len() {
+                        let Some((r, m)) =
+                            wire::record(&held[at..]).map_err(|err| DestinationError::Wire {
+                                flow,
+                                seq: f.next_seq,
+                                err,
+                            })?
+                        else {
+                            break;
+                        };
+                        at += m;
+                        if f.awaiting.is_some() {
+                            f.held.extend_from_slice(&held[at - m..at]);
+                        } else {
+                            self.deliver(flow, f, &r, out)?;
+                        }
+                    }
+                }
+                Some(seq) => {
+                    if rec.resent && rec.seq < seq {
+                        continue; // a duplicate of one delivered
+                    }
+                    f.held.extend_from_slice(raw);
+                    if f.held.len() > self.cfg.max_held {
+                        return Err(DestinationError::HeldTooMuch {
+                            flow,
+                            seq,
+                            held: f.held.len(),
+                            limit: self.cfg.max_held,
+                        });
+                    }
+                }
+                None => {
+                    if rec.resent && rec.seq < f.next_seq {
+                        continue;
+                    }
+                    self.deliver(flow, f, &rec, out)?;
+                }
+            }
+        }
+    }
+
+    /// Rebuild `rec` and, if it checks, deliver and learn from it; if not, ask for it again.
+    fn deliver(
+        &mut self,
+        flow: FlowId,
+        f: &mut Flow,
+        rec: &Record<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DestinationError> {
+        if rec.seq != f.next_seq {
+            return Err(DestinationError::Sequence {
+                flow,
+                expected: f.next_seq,
+                got: rec.seq,
+            });
+        }
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        let mut names = Vec::new();
+        let mut failed = None;
+        for p in wire::pieces(rec.body) {
+            let p = p.map_err(|err| DestinationError::Wire {
+                flow,
+                seq: rec.seq,
+                err,
+            })?;
+            match p {
+                Piece::Literal(b) => bytes.extend_from_slice(b),
+                Piece::Name { name, len } => {
+                    names.push(name);
+                    match self.chunk(f, name) {
+                        Some(c) if c.len() == len => bytes.extend_from_slice(c),
+                        _ => failed = Some(Unbuilt::Unknown),
+                    }
+                }
+            }
+            if bytes.len() > wire::MAX_RECORD {
+                return Err(DestinationError::Wire {
+                    flow,
+                    seq: rec.seq,
+                    err: WireError::TooLong {
+                        what: "rebuilt record",
+                        len: bytes.len() as u64,
+                        max: wire::MAX_RECORD as u64,
+                        at: 0,
+                    },
+                });
+            }
+        }
+        if failed.is_none() && checksum(&bytes) != rec.checksum {
+            failed = Some(Unbuilt::Checksum);
+        }
+        if let Some(why) = failed {
+            self.scratch = bytes;
+            if rec.resent {
+                return Err(DestinationError::Corrupt { flow, seq: rec.seq });
+            }
+            match why {
+                Unbuilt::Unknown => self.stats.unknown_names += 1,
+                Unbuilt::Checksum => {
+                    self.stats.checksum_failures += 1;
+                    for n in &names {
+                        self.store.forget(*n);
+                    }
+                }
+            }
+            let before = f.upstream.len();
+            Upstream::Resend {
+                seq: rec.seq,
+                forget: names,
+            }
+            .encode(&mut f.upstream);
+            self.stats.control_bytes += (f.upstream.len() - before) as u64;
+            f.awaiting = Some(rec.seq);
+            return Ok(());
+        }
+        out.extend_from_slice(&bytes);
+        self.stats.bytes_out += bytes.len() as u64;
+        f.next_seq += 1;
+        f.ack = Some(rec.seq);
+        // Learn, piece by piece: each piece is one chunk.
+        let mut at = 0;
+        for p in wire::pieces(rec.body).flatten() {
+            let len = match p {
+                Piece::Literal(b) => b.len(),
+                Piece::Name { len, .. } => {
+                    self.stats.named_bytes += len as u64;
+                    len
+                }
+            };
+            let name = match p {
+                Piece::Name { name, .. } => name,
+                Piece::Literal(b) => Name::of_bits(b, self.cfg.name_bits),
+            };
+            self.learn(f, name, &bytes[at..at + len]);
+            at += len;
+        }
+        self.end_segment(f);
+        self.scratch = bytes;
+        Ok(())
+    }
+
+    /// The chunk `name`, from the cache or the segment not yet added to it.
+    fn chunk<'a>(&'a self, f: &'a Flow, name: Name) -> Option<&'a [u8]> {
+        self.store.get(name).or_else(|| {
+            f.seg_chunks
+                .iter()
+                .rev()
+                .find(|(n, _)| *n == name)
+                .map(|(_, b)| &b[..])
+        })
+    }
+
+    /// One delivered chunk: into the segment being filled; a full segment is processed.
+    fn learn(&mut self, f: &mut Flow, name: Name, bytes: &[u8]) {
+        if let Some(k) = self.known.get_mut(&f.source) {
+            k.insert(name, 1);
+        }
+        // Chunks no longer than a reference are never named: not worth holding.
+        if bytes.len() > 2 * Name::LEN {
+            f.seg_chunks.push((name, bytes.to_vec()));
+        }
+        f.segment.extend_from_slice(bytes);
+        if f.segment.len() >= self.cfg.flowlets.segment {
+            self.end_segment(f);
+        }
+    }
+
+    /// Algorithm 8, lines 16-27, for the segment gathered: a flowlet boundary, the past
+    /// flowlets that share its chunks, the chunks into the cache, the feedback.
+    fn end_segment(&mut self, f: &mut Flow) {
+        if f.segment.is_empty() {
+            return;
+        }
+        let segment = std::mem::take(&mut f.segment);
+        let fc = self.cfg.flowlets;
+        let boundary = match f.current {
+            None => true,
+            Some(id) => {
+                let full = segment.len() * 2 >= fc.segment && !f.previous.is_empty();
+                let long = self
+                    .store
+                    .flowlet(id)
+                    .map_or(true, |fl| fl.names.len() >= fc.max_names);
+                long || (full && flowlet::distance(&f.previous, &segment, fc.order) > fc.d_thresh)
+            }
+        };
+        if boundary {
+            let id = self.store.new_flowlet(f.current);
+            f.current = Some(id);
+            f.matching.restart(id);
+            self.stats.flowlets += 1;
+        }
+        let current = f.current.expect("a flowlet was begun");
+        f.previous = segment;
+        let chunks = std::mem::take(&mut f.seg_chunks);
+        let names: Vec<Name> = chunks.iter().map(|c| c.0).collect();
+        let pasts = if self.cfg.feedback {
+            let mut p = self.store.flowlets_with(&names, current);
+            if names.iter().any(|n| self.store.appeared_in(*n, current)) {
+                p.push(current);
+            }
+            p
+        } else {
+            Vec::new()
+        };
+        self.store.touch(current);
+        for (n, b) in &chunks {
+            self.store.append(current, *n, b);
+        }
+        if pasts.is_empty() {
+            return;
+        }
+        let Some(best) = f
+            .matching
+            .best(&self.store, &names, &pasts, &self.cfg.select)
+        else {
+            return;
+        };
+        self.store.touch(best);
+        let Some(known) = self.known.get_mut(&f.source) else {
+            return;
+        };
+        let adv = f
+            .matching
+            .advertise(&self.store, best, self.delta, known, &self.cfg.select);
+        if !adv.is_empty() {
+            let before = f.upstream.len();
+            self.stats.feedback_names += adv.len() as u64;
+            Upstream::Advertise(adv).encode(&mut f.upstream);
+            self.stats.feedback_bytes += (f.upstream.len() - before) as u64;
+        }
+    }
+
+    /// Append `flow`'s messages for the source (feedback, then the latest acknowledgement) to
+    /// `out`.
+    pub fn upstream(&mut self, flow: FlowId, out: &mut Vec<u8>) -> Result<(), DestinationError> {
+        let f = self
+            .flows
+            .get_mut(&flow)
+            .ok_or(DestinationError::NoFlow(flow))?;
+        out.append(&mut f.upstream);
+        if let Some(seq) = f.ack.take() {
+            let before = out.len();
+            Upstream::Ack(seq).encode(out);
+            self.stats.control_bytes += (out.len() - before) as u64;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,188 @@
+//! Choosing feedback (the thesis §4.3.4, Algorithm 7): which past flowlet the arriving one
+//! follows, and which of its names to advertise next.
+//!
+//! For each past flowlet sharing names with the arriving segment, `subsequenceMatch` counts
+//! the segment's names found among the `win_factor x num_hashes` names after the last place
+//! the two matched, and moves that place on. The flowlet with the most hits so far is the
+//! match (`bestMatchedFlowlet`); if that is the arriving flowlet itself, the runner-up is
+//! taken when it has at least `K`% of its hits. The advertisement (`selectAdvertisement`)
+//! starts `delta + 1` names after the later of the last match and the last name advertised,
+//! and takes `MTU / (2 x 8)` names, continuing into the flowlet that followed when one ends;
+//! names already seen from this source or advertised are dropped.
+//!
+//! Beyond the thesis: when the window after the last match finds none of the segment's names
+//! but the past flowlet holds some of them elsewhere (the arriving object matches the middle
+//! of a past one, or the stream skipped ahead), the match re-anchors at the earliest of them
+//! instead of never matching again.
+
+use std::collections::HashMap;
+
+use super::store::{FlowletId, Store};
+use crate::lru::Lru;
+use crate::name::{Name, NameMap};
+
+/// The selection's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SelectConfig {
+    /// How far past the last match a segment's names are looked for, in segment lengths.
+    pub win_factor: usize,
+    /// The runner-up replaces the arriving flowlet itself as the match when it has at least
+    /// this share of its hits (the thesis's K%).
+    pub runner_up: f64,
+    /// Names per advertisement: the thesis's `MTU / (2 x hash length)`.
+    pub per_message: usize,
+    /// What a flowlet's hits are worth a segment later (1: the thesis, hits add up over the
+    /// whole arriving flowlet). Below 1, recent matches weigh more: when one flowlet carries
+    /// several objects of one kind (the segmentation's blind spot, §4.4.3), the match follows
+    /// the object now arriving instead of the first one matched.
+    pub decay: f64,
+}
+
+impl Default for SelectConfig {
+    fn default() -> SelectConfig {
+        SelectConfig {
+            win_factor: 4,
+            runner_up: 0.5,
+            per_message: 1500 / (2 * Name::LEN),
+            decay: 0.5,
+        }
+    }
+}
+
+/// What the arriving flowlet knows of one past flowlet.
+#[derive(Debug, Default)]
+struct Pair {
+    hits: f64,
+    /// Position of the last match in the past flowlet.
+    last_match: Option<usize>,
+    /// Position (in the chain starting at the past flowlet) of the last name advertised.
+    last_adv: Option<usize>,
+    /// Where each name sits in the past flowlet (built when re-anchoring first needs it).
+    positions: Option<NameMap<usize>>,
+}
+
+/// The matching state of one flow's arriving flowlet.
+#[derive(Debug, Default)]
+pub struct Matching {
+    current: FlowletId,
+    pairs: HashMap<FlowletId, Pair>,
+}
+
+impl Matching {
+    /// A new flowlet began: its matches start afresh.
+    pub fn restart(&mut self, current: FlowletId) {
+        self.current = current;
+        self.pairs.clear();
+    }
+
+    /// `subsequenceMatch` of `seg` against each of `pasts`, then `bestMatchedFlowlet`; the
+    /// match, if any has hits.
+    pub fn best(
+        &mut self,
+        store: &Store,
+        seg: &[Name],
+        pasts: &[FlowletId],
+        cfg: &SelectConfig,
+    ) -> Option<FlowletId> {
+        if cfg.decay < 1.0 {
+            for p in self.pairs.values_mut() {
+                p.hits *= cfg.decay;
+            }
+        }
+        for &past in pasts {
+            let Some(f) = store.flowlet(past) else {
+                continue;
+            };
+            let pair = self.pairs.entry(past).or_default();
+            let from = pair.last_match.map_or(0, |m| m + 1);
+            let to = (from + cfg.win_factor * seg.len().max(1)).min(f.names.len());
+            let window: NameMap<usize> = (from..to).map(|i| (f.names[i], i)).collect();
+            let mut found = 0;
+            let mut last = None;
+            for n in seg {
+                if let Some(&i) = window.get(n) {
+                    found += 1;
+                    last = last.max(Some(i));
+                }
+            }
+            if found == 0 {
+                // Re-anchor where the past flowlet holds the segment's names, if anywhere.
+                let pos = pair.positions.get_or_insert_with(|| {
+                    f.names.iter().enumerate().map(|(i, n)| (*n, i)).collect()
+                });
+                let at: Vec<usize> = seg.iter().filter_map(|n| pos.get(n).copied()).collect();
+                found = at.len();
+                last = at.iter().copied().max();
+            }
+            pair.hits += found as f64;
+            if last.is_some() {
+                pair.last_match = last;
+            }
+        }
+        let mut ranked: Vec<(FlowletId, f64)> = self
+            .pairs
+            .iter()
+            .filter(|(id, p)| p.hits > 0.0 && store.flowlet(**id).is_some())
+            .map(|(id, p)| (*id, p.hits))
+            .collect();
+        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        let (best, hits) = *ranked.first()?;
+        if best == self.current {
+            if let Some(&(second, h2)) = ranked.get(1) {
+                if h2 >= cfg.runner_up * hits {
+                    return Some(second);
+                }
+            }
+        }
+        Some(best)
+    }
+
+    /// `selectAdvertisement` from `best`: the names to advertise, each added to `known`.
+    pub fn advertise(
+        &mut self,
+        store: &Store,
+        best: FlowletId,
+        delta: usize,
+        known: &mut Lru,
+        cfg: &SelectConfig,
+    ) -> Vec<Name> {
+        let pair = self.pairs.entry(best).or_default();
+        let anchor = match (pair.last_match, pair.last_adv) {
+            (None, None) => 0,
+            (m, a) => m.max(a).map_or(0, |x| x + 1),
+        } + delta;
+        let mut out = Vec::new();
+        let mut pos = 0;
+        let mut id = Some(best);
+        let mut taken = 0;
+        let mut last = None;
+        // Walk the chain best, best.next, ... from `anchor`, `per_message` names.
+        while let Some(f) = id.and_then(|i| store.flowlet(i)) {
+            let len = f.names.len();
+            if anchor < pos + len {
+                let start = anchor.max(pos) - pos;
+                for (k, &n) in f.names[start..].iter().enumerate() {
+                    if taken == cfg.per_message {
+                        break;
+                    }
+                    taken += 1;
+                    last = Some(pos + start + k);
+                    if known.contains(n) || store.get(n).is_none() {
+                        continue;
+                    }
+                    known.insert(n, 1);
+                    out.push(n);
+                }
+            }
+            if taken == cfg.per_message {
+                break;
+            }
+            pos += len;
+            id = f.next;
+        }
+        if last.is_some() {
+            pair.last_adv = last;
+        }
+        out
+    }
+}

@@ -1,0 +1,380 @@
+//! dd-src: the box upstream of the last hop (the thesis's Algorithm 5).
+//!
+//! One [`Source`] serves every flow through it: its two caches are shared, as a base
+//! station's are, and each flow ([`FlowId`]) has its own record numbers, the tail it holds
+//! back (so a chunk cut by the end of a read is cut by its content once more arrives), and the
+//! records it keeps until the phone acknowledges them.
+//!
+//! Per chunk (the spec's order): look the name up in the regular cache; on a miss insert it,
+//! then look it up in the feedback cache, whose entries go after their first use. A hit in
+//! either sends the name, a miss the bytes.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::chunk::{BadChunking, Chunking};
+use crate::lru::Lru;
+use crate::name::{checksum, Name};
+use crate::wire::{self, Upstream, WireError, MAX_RECORD};
+
+/// A flow through the source: one direction of one carried connection.
+pub type FlowId = u64;
+
+/// How a source behaves.
+#[derive(Clone, Debug)]
+pub struct SourceConfig {
+    /// How streams are cut (the phone must cut the same way).
+    pub chunking: Chunking,
+    /// Content the regular cache stands for, bytes (the thesis: about 1 MB with the feedback
+    /// cache).
+    pub regular_bytes: u64,
+    /// Content the feedback cache stands for, bytes.
+    pub feedback_bytes: u64,
+    /// Original bytes kept of records that name chunks, until the phone acknowledges them
+    /// (per flow); past it, records go as literals, which need no keeping.
+    pub keep_bytes: usize,
+    /// Names of feedback accepted a second from one source of feedback (a hostile phone
+    /// cannot flood the feedback cache faster); the rest are dropped and counted.
+    pub feedback_names_per_s: u32,
+    /// Bits of each name used ([`Name::of_bits`]; 64, all of them, except in tests of
+    /// collisions). The phone must use as many.
+    pub name_bits: u32,
+}
+
+impl Default for SourceConfig {
+    fn default() -> SourceConfig {
+        SourceConfig {
+            chunking: Chunking::default(),
+            regular_bytes: 512 << 10,
+            feedback_bytes: 512 << 10,
+            keep_bytes: 4 << 20,
+            feedback_names_per_s: 20_000,
+            name_bits: 64,
+        }
+    }
+}
+
+/// What a source has done (bytes, chunks, names).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceStats {
+    /// Bytes pushed in.
+    pub bytes_in: u64,
+    /// Record bytes sent (what the last hop carried).
+    pub bytes_out: u64,
+    /// Bytes sent as literals.
+    pub literal_bytes: u64,
+    /// Bytes replaced by names found in the regular cache.
+    pub regular_hit_bytes: u64,
+    /// Bytes replaced by names found in the feedback cache.
+    pub feedback_hit_bytes: u64,
+    /// Records sent, first time.
+    pub records: u64,
+    /// Records sent again as literals at the phone's request.
+    pub resent: u64,
+    /// Records sent as literals because the kept records reached `keep_bytes`.
+    pub unkept: u64,
+    /// Names received as feedback, and of those, dropped over the rate bound.
+    pub feedback_names: u64,
+    /// Names of feedback dropped over `feedback_names_per_s`.
+    pub feedback_dropped: u64,
+    /// Upstream message bytes received.
+    pub upstream_bytes: u64,
+}
+
+/// A source that cannot go on with a flow.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The chunking is unusable.
+    #[error(transparent)]
+    Chunking(#[from] BadChunking),
+    /// An upstream message is malformed.
+    #[error("upstream message: {0}")]
+    Wire(#[from] WireError),
+    /// The phone asked again for a record that is not kept (never named chunks, already
+    /// acknowledged, or never sent): a broken or hostile phone.
+    #[error("flow {flow}: the phone asked for record {seq} again, which is not kept")]
+    NotKept { flow: FlowId, seq: u64 },
+    /// A flow not opened.
+    #[error("flow {0} is not open")]
+    NoFlow(FlowId),
+}
+
+#[derive(Debug, Default)]
+struct Flow {
+    seq: u64,
+    /// Bytes held back: the stream after the last content-defined cut.
+    tail: Vec<u8>,
+    /// Records that named chunks, and their original bytes, oldest first.
+    kept: VecDeque<(u64, Vec<u8>)>,
+    kept_bytes: usize,
+}
+
+/// dd-src.
+#[derive(Debug)]
+pub struct Source {
+    cfg: SourceConfig,
+    regular: Lru,
+    feedback: Lru,
+    flows: HashMap<FlowId, Flow>,
+    stats: SourceStats,
+    /// The feedback rate bound's tokens, and when they were last added.
+    tokens: f64,
+    refilled: Option<Instant>,
+    cuts: Vec<usize>,
+    body: Vec<u8>,
+}
+
+impl Source {
+    /// A source with `cfg`.
+    pub fn new(cfg: SourceConfig) -> Result<Source, SourceError> {
+        cfg.chunking.validate()?;
+        Ok(Source {
+            regular: Lru::new(cfg.regular_bytes),
+            feedback: Lru::new(cfg.feedback_bytes),
+            tokens: f64::from(cfg.feedback_names_per_s),
+            cfg,
+            flows: HashMap::new(),
+            stats: SourceStats::default(),
+            refilled: None,
+            cuts: Vec::new(),
+            body: Vec::new(),
+        })
+    }
+
+    /// What it has done.
+    pub fn stats(&self) -> SourceStats {
+        self.stats
+    }
+
+    /// Start a flow.
+    pub fn open(&mut self, flow: FlowId) {
+        self.flows.entry(flow).or_default();
+    }
+
+    /// End a flow (its held-back tail must have been flushed).
+    pub fn close(&mut self, flow: FlowId) {
+        self.flows.remove(&flow);
+    }
+
+    /// Bytes of `flow`'s stream: append the records for every chunk whose end its content
+    /// decided to `out`; the bytes after the last such cut wait for more, or [`Source::flush`].
+    pub fn push(
+        &mut self,
+        flow: FlowId,
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), SourceError> {
+        self.stats.bytes_in += data.len() as u64;
+        let mut f = self.flows.remove(&flow).ok_or(SourceError::NoFlow(flow))?;
+        f.tail.extend_from_slice(data);
+        let mut cuts = std::mem::take(&mut self.cuts);
+        self.cfg.chunking.cuts(&f.tail, &mut cuts);
+        // The last cut is the data's end, not (necessarily) the content's: hold it back, unless
+        // the tail is past a record's worth (then its max-size chunks are cut anyway).
+        let keep_from = if cuts.len() > 1 {
+            cuts[cuts.len() - 2]
+        } else {
+            0
+        };
+        if keep_from > 0 {
+            let ready: Vec<u8> = f.tail.drain(..keep_from).collect();
+            cuts.truncate(cuts.len() - 1);
+            self.emit(&mut f, &ready, &cuts, out);
+        }
+        self.cuts = cuts;
+        self.flows.insert(flow, f);
+        Ok(())
+    }
+
+    /// Send what `flow` holds back (the stream paused: nothing more to read for now).
+    pub fn flush(&mut self, flow: FlowId, out: &mut Vec<u8>) -> Result<(), SourceError> {
+        let mut f = self.flows.remove(&flow).ok_or(SourceError::NoFlow(flow))?;
+        if !f.tail.is_empty() {
+            let ready = std::mem::take(&mut f.tail);
+            let mut cuts = std::mem::take(&mut self.cuts);
+            self.cfg.chunking.cuts(&ready, &mut cuts);
+            self.emit(&mut f, &ready, &cuts, out);
+            self.cuts = cuts;
+        }
+        self.flows.insert(flow, f);
+        Ok(())
+    }
+
+    /// Records for `data` (its chunks ending at `cuts`), at most [`MAX_RECORD`] bytes each.
+    fn emit(&mut self, f: &mut Flow, data: &[u8], cuts: &[usize], out: &mut Vec<u8>) {
+        let mut start = 0;
+        let mut i = 0;
+        while i < cuts.len() {
+            // As many chunks as fit one record.
+            let mut j = i;
+            while j + 1 < cuts.len() && cuts[j + 1] - start <= MAX_RECORD {
+                j += 1;
+            }
+            let end = cuts[j];
+            self.record(f, &data[start..end], &cuts[i..=j], start, out);
+            start = end;
+            i = j + 1;
+        }
+    }
+
+    /// One record of `bytes`, its chunks ending at `cuts` (offsets from `base`).
+    fn record(
+        &mut self,
+        f: &mut Flow,
+        bytes: &[u8],
+        cuts: &[usize],
+        base: usize,
+        out: &mut Vec<u8>,
+    ) {
+        let may_name = f.kept_bytes + bytes.len() <= self.cfg.keep_bytes;
+        let mut body = std::mem::take(&mut self.body);
+        body.clear();
+        let mut named = false;
+        let mut prev = 0;
+        for &c in cuts {
+            let chunk = &bytes[prev..c - base];
+            prev = c - base;
+            let name = Name::of_bits(chunk, self.cfg.name_bits);
+            // Only chunks longer than a reference are worth naming.
+            let worth = chunk.len() > 2 * Name::LEN;
+            let hit = if !worth {
+                None
+            } else if self.regular.touch(name) {
+                Some(true)
+            } else {
+                self.regular.insert(name, chunk.len() as u32);
+                if self.feedback.remove(name) {
+                    Some(false)
+                } else {
+                    None
+                }
+            };
+            match hit {
+                Some(regular) if may_name => {
+                    wire::put_name(&mut body, name, chunk.len());
+                    named = true;
+                    if regular {
+                        self.stats.regular_hit_bytes += chunk.len() as u64;
+                    } else {
+                        self.stats.feedback_hit_bytes += chunk.len() as u64;
+                    }
+                }
+                _ => {
+                    wire::put_literal(&mut body, chunk);
+                    self.stats.literal_bytes += chunk.len() as u64;
+                }
+            }
+        }
+        if !may_name {
+            self.stats.unkept += 1;
+        }
+        let seq = f.seq;
+        f.seq += 1;
+        let before = out.len();
+        wire::put_record(out, false, seq, checksum(bytes), &body);
+        self.stats.bytes_out += (out.len() - before) as u64;
+        self.stats.records += 1;
+        if named {
+            f.kept_bytes += bytes.len();
+            f.kept.push_back((seq, bytes.to_vec()));
+        }
+        self.body = body;
+    }
+
+    /// Upstream bytes from `flow`'s phone: every whole message at the start of `buf` is
+    /// handled (feedback to the feedback cache, acknowledgements free kept records, a request
+    /// to resend appends the record again, as literals, to `out`); the bytes used.
+    pub fn handle(
+        &mut self,
+        flow: FlowId,
+        buf: &[u8],
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, SourceError> {
+        let mut used = 0;
+        while let Some((msg, n)) = Upstream::decode(&buf[used..])? {
+            used += n;
+            self.stats.upstream_bytes += n as u64;
+            self.message(flow, msg, now, out)?;
+        }
+        Ok(used)
+    }
+
+    fn message(
+        &mut self,
+        flow: FlowId,
+        msg: Upstream,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SourceError> {
+        let f = self.flows.get_mut(&flow).ok_or(SourceError::NoFlow(flow))?;
+        match msg {
+            Upstream::Advertise(names) => {
+                self.refill(now);
+                for name in names {
+                    self.stats.feedback_names += 1;
+                    if self.tokens < 1.0 {
+                        self.stats.feedback_dropped += 1;
+                        continue;
+                    }
+                    self.tokens -= 1.0;
+                    // The phone holds the chunk; its size is unknown here: count an average
+                    // chunk against the cache's bound.
+                    let avg = match self.cfg.chunking {
+                        Chunking::FastCdc { avg, .. } | Chunking::Rabin { avg, .. } => avg,
+                    };
+                    if !self.regular.contains(name) {
+                        self.feedback.insert(name, avg);
+                    }
+                }
+            }
+            Upstream::Ack(seq) => {
+                while f.kept.front().is_some_and(|k| k.0 <= seq) {
+                    let (_, bytes) = f.kept.pop_front().expect("front exists");
+                    f.kept_bytes -= bytes.len();
+                }
+            }
+            Upstream::Resend { seq, forget } => {
+                for name in &forget {
+                    self.regular.remove(*name);
+                    self.feedback.remove(*name);
+                }
+                let Some(pos) = f.kept.iter().position(|k| k.0 == seq) else {
+                    return Err(SourceError::NotKept { flow, seq });
+                };
+                let (_, bytes) = f.kept.remove(pos).expect("position exists");
+                f.kept_bytes -= bytes.len();
+                let mut cuts = std::mem::take(&mut self.cuts);
+                self.cfg.chunking.cuts(&bytes, &mut cuts);
+                let mut body = std::mem::take(&mut self.body);
+                body.clear();
+                let mut prev = 0;
+                for &c in &cuts {
+                    wire::put_literal(&mut body, &bytes[prev..c]);
+                    prev = c;
+                }
+                let before = out.len();
+                wire::put_record(out, true, seq, checksum(&bytes), &body);
+                self.stats.bytes_out += (out.len() - before) as u64;
+                self.stats.literal_bytes += bytes.len() as u64;
+                self.stats.resent += 1;
+                self.cuts = cuts;
+                self.body = body;
+            }
+        }
+        Ok(())
+    }
+
+    /// Add the feedback rate's tokens for the time since the last message (at most one
+    /// second's worth banked).
+    fn refill(&mut self, now: Instant) {
+        let rate = f64::from(self.cfg.feedback_names_per_s);
+        if let Some(then) = self.refilled {
+            let dt = now
+                .saturating_duration_since(then)
+                .min(Duration::from_secs(1));
+            self.tokens = (self.tokens + rate * dt.as_secs_f64()).min(rate);
+        }
+        self.refilled = Some(now);
+    }
+}
