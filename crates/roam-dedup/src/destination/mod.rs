@@ -319,7 +319,9 @@ impl Destination {
         }
         let mut bytes = std::mem::take(&mut self.scratch);
         bytes.clear();
+        // Names the record used, and every piece's chunk: (name, where in `bytes`, named).
         let mut names = Vec::new();
+        let mut pieces: Vec<(Name, usize, usize, bool)> = Vec::new();
         let mut failed = None;
         for p in wire::pieces(rec.body) {
             let p = p.map_err(|err| DestinationError::Wire {
@@ -327,14 +329,27 @@ impl Destination {
                 seq: rec.seq,
                 err,
             })?;
+            let at = bytes.len();
             match p {
-                Piece::Literal(b) => bytes.extend_from_slice(b),
+                Piece::Literal(b) => {
+                    bytes.extend_from_slice(b);
+                    let name = Name::of_bits(b, self.cfg.name_bits);
+                    pieces.push((name, at, b.len(), false));
+                }
                 Piece::Name { name, len } => {
                     names.push(name);
-                    match self.chunk(f, name) {
-                        Some(c) if c.len() == len => bytes.extend_from_slice(c),
+                    // From the cache, the segment not yet in it, or earlier in this record.
+                    let earlier = pieces
+                        .iter()
+                        .rev()
+                        .find(|q| q.0 == name && q.2 == len)
+                        .map(|q| (q.1, q.2));
+                    match (self.chunk(f, name), earlier) {
+                        (Some(c), _) if c.len() == len => bytes.extend_from_slice(c),
+                        (_, Some((from, n))) => bytes.extend_from_within(from..from + n),
                         _ => failed = Some(Unbuilt::Unknown),
                     }
+                    pieces.push((name, at, len, true));
                 }
             }
             if bytes.len() > wire::MAX_RECORD {
@@ -382,21 +397,11 @@ impl Destination {
         f.next_seq += 1;
         f.ack = Some(rec.seq);
         // Learn, piece by piece: each piece is one chunk.
-        let mut at = 0;
-        for p in wire::pieces(rec.body).flatten() {
-            let len = match p {
-                Piece::Literal(b) => b.len(),
-                Piece::Name { len, .. } => {
-                    self.stats.named_bytes += len as u64;
-                    len
-                }
-            };
-            let name = match p {
-                Piece::Name { name, .. } => name,
-                Piece::Literal(b) => Name::of_bits(b, self.cfg.name_bits),
-            };
+        for &(name, at, len, named) in &pieces {
+            if named {
+                self.stats.named_bytes += len as u64;
+            }
             self.learn(f, name, &bytes[at..at + len]);
-            at += len;
         }
         self.end_segment(f);
         self.scratch = bytes;

@@ -36,6 +36,12 @@ pub struct SelectConfig {
     /// several objects of one kind (the segmentation's blind spot, §4.4.3), the match follows
     /// the object now arriving instead of the first one matched.
     pub decay: f64,
+    /// How far past the last match (plus δ) advertisements may run, in names. The thesis
+    /// advertises from the later of the last match and the last name advertised, so on a long
+    /// flowlet it runs ahead by a message a packet, many times faster than the stream, and the
+    /// source's small feedback cache drops the near names for far ones; this keeps it to what
+    /// the stream will reach soon.
+    pub max_lead: usize,
 }
 
 impl Default for SelectConfig {
@@ -45,6 +51,7 @@ impl Default for SelectConfig {
             runner_up: 0.5,
             per_message: 1500 / (2 * Name::LEN),
             decay: 0.5,
+            max_lead: 2 * (1500 / (2 * Name::LEN)),
         }
     }
 }
@@ -151,6 +158,7 @@ impl Matching {
             (None, None) => 0,
             (m, a) => m.max(a).map_or(0, |x| x + 1),
         } + delta;
+        let limit = pair.last_match.map_or(0, |m| m + 1) + delta + cfg.max_lead;
         let mut out = Vec::new();
         let mut pos = 0;
         let mut id = Some(best);
@@ -162,7 +170,8 @@ impl Matching {
             if anchor < pos + len {
                 let start = anchor.max(pos) - pos;
                 for (k, &n) in f.names[start..].iter().enumerate() {
-                    if taken == cfg.per_message {
+                    if taken == cfg.per_message || pos + start + k >= limit {
+                        taken = cfg.per_message;
                         break;
                     }
                     taken += 1;

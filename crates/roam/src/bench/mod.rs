@@ -3,6 +3,7 @@
 
 mod afc;
 mod decide;
+mod dedup;
 mod emu;
 mod hostile;
 mod net;
@@ -21,6 +22,10 @@ pub enum BenchCmd {
     /// AFC: goodput as a fraction of ideal in the thesis's five scenarios against standard
     /// credit, fixed-buffer TCP and Linux autotuning (and its memory), in the emulator.
     Afc(afc::BenchAfcArgs),
+    /// Asymmetric caching: chunking, dd-src and dd-dst speed, and the share of an oracle's
+    /// redundancy found (by each cache) on real files with synthetic churn (no network
+    /// needed).
+    Dedup(dedup::BenchDedupArgs),
     /// Intentional Networking: loopback cost against TCP, and the crowded hotspot against
     /// Linux MPTCP and TCP over idealized aggregation.
     Net(net::BenchNetArgs),
@@ -60,6 +65,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Net(a) => net::net(&a),
         BenchCmd::Prefetch(a) => prefetch::prefetch(&a),
         BenchCmd::Decide(a) => decide::decide(&a),
+        BenchCmd::Dedup(a) => dedup::dedup(&a),
         BenchCmd::Store(a) => store::store(&a),
         BenchCmd::Transfer(a) => transfer::transfer(&a),
         BenchCmd::Hostile(a) => hostile::hostile(&a),
