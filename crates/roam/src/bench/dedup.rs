@@ -55,7 +55,9 @@ fn files(dir: &std::path::Path, limit: u64) -> Result<Vec<(String, Vec<u8>)>> {
             let Ok(t) = e.file_type() else { continue };
             if t.is_dir() {
                 stack.push(p);
-            } else if t.is_file() && p.extension().map_or(true, |x| x != "gz" && x != "xz") {
+            } else if t.is_file()
+                && !matches!(p.extension().and_then(|x| x.to_str()), Some("gz" | "xz"))
+            {
                 paths.push(p);
             }
         }
