@@ -133,7 +133,8 @@ struct Flow {
     held: Vec<u8>,
     /// The flowlet being built, and the segment before the one being filled.
     current: Option<FlowletId>,
-    previous: Vec<u8>,
+    /// The previous segment's moments and gain (Algorithm 6's `series`).
+    previous: Option<(flowlet::Moments, f64)>,
     segment: Vec<u8>,
     seg_chunks: Vec<(Name, Vec<u8>)>,
     matching: Matching,
@@ -442,16 +443,19 @@ impl Destination {
         }
         let segment = std::mem::take(&mut f.segment);
         let fc = self.cfg.flowlets;
-        let boundary = match f.current {
-            None => true,
-            Some(id) => {
-                let full = segment.len() * 2 >= fc.segment && !f.previous.is_empty();
+        let moments = flowlet::Moments::of(&segment, fc.order);
+        let gain = moments.gain();
+        let boundary = match (f.current, &f.previous) {
+            (Some(id), Some((prev, prev_gain))) => {
                 let long = self
                     .store
                     .flowlet(id)
                     .map_or(true, |fl| fl.names.len() >= fc.max_names);
-                long || (full && flowlet::distance(&f.previous, &segment, fc.order) > fc.d_thresh)
+                let full = segment.len() * 2 >= fc.segment;
+                long || (full && prev.join(&moments).gain() - prev_gain - gain > fc.d_thresh)
             }
+            (None, _) => true,
+            (Some(_), None) => false,
         };
         if boundary {
             let id = self.store.new_flowlet(f.current);
@@ -460,7 +464,9 @@ impl Destination {
             self.stats.flowlets += 1;
         }
         let current = f.current.expect("a flowlet was begun");
-        f.previous = segment;
+        f.previous = Some((moments, gain));
+        f.segment = segment;
+        f.segment.clear();
         let chunks = std::mem::take(&mut f.seg_chunks);
         let names: Vec<Name> = chunks.iter().map(|c| c.0).collect();
         let pasts = if self.cfg.feedback {
