@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::chunk::{BadChunking, Chunking};
 use crate::lru::Lru;
 use crate::name::{checksum, Name};
-use crate::wire::{self, Upstream, WireError, MAX_RECORD};
+use crate::wire::{self, Kind, Upstream, WireError, MAX_RECORD};
 
 /// A flow through the source: one direction of one carried connection.
 pub type FlowId = u64;
@@ -79,6 +79,25 @@ pub struct SourceStats {
     pub feedback_dropped: u64,
     /// Upstream message bytes received.
     pub upstream_bytes: u64,
+    /// Bytes passed through (encrypted, or dedup off).
+    pub passthrough_bytes: u64,
+}
+
+/// What one flow did (returned when it closes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowStats {
+    /// Bytes pushed in.
+    pub bytes_in: u64,
+    /// Record bytes sent.
+    pub bytes_out: u64,
+    /// Bytes replaced by names from the regular cache.
+    pub regular_hit_bytes: u64,
+    /// Bytes replaced by names from the feedback cache.
+    pub feedback_hit_bytes: u64,
+    /// Upstream message bytes received (feedback, acknowledgements, requests).
+    pub upstream_bytes: u64,
+    /// Bytes passed through.
+    pub passthrough_bytes: u64,
 }
 
 /// A source that cannot go on with a flow.
@@ -101,6 +120,7 @@ pub enum SourceError {
 
 #[derive(Debug, Default)]
 struct Flow {
+    stats: FlowStats,
     seq: u64,
     /// Bytes held back: the stream after the last content-defined cut.
     tail: Vec<u8>,
@@ -151,9 +171,36 @@ impl Source {
         self.flows.entry(flow).or_default();
     }
 
-    /// End a flow (its held-back tail must have been flushed).
-    pub fn close(&mut self, flow: FlowId) {
-        self.flows.remove(&flow);
+    /// End a flow (its held-back tail must have been flushed); what it did.
+    pub fn close(&mut self, flow: FlowId) -> Option<FlowStats> {
+        self.flows.remove(&flow).map(|f| f.stats)
+    }
+
+    /// Bytes of `flow` to pass through as they are (encrypted: nothing to find): appended to
+    /// `out` as passthrough records, after whatever the flow held back.
+    pub fn pass(
+        &mut self,
+        flow: FlowId,
+        data: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), SourceError> {
+        self.flush(flow, out)?;
+        let f = self.flows.get_mut(&flow).ok_or(SourceError::NoFlow(flow))?;
+        for part in data.chunks(MAX_RECORD) {
+            let mut body = Vec::with_capacity(part.len() + part.len() / wire::MAX_SHIM_LEN * 2 + 2);
+            wire::put_literal(&mut body, part);
+            let before = out.len();
+            wire::put_record(out, Kind::Passthrough, f.seq, checksum(part), &body);
+            f.seq += 1;
+            let n = (out.len() - before) as u64;
+            self.stats.bytes_out += n;
+            f.stats.bytes_out += n;
+        }
+        self.stats.bytes_in += data.len() as u64;
+        self.stats.passthrough_bytes += data.len() as u64;
+        f.stats.bytes_in += data.len() as u64;
+        f.stats.passthrough_bytes += data.len() as u64;
+        Ok(())
     }
 
     /// Bytes of `flow`'s stream: append the records for every chunk whose end its content
@@ -166,6 +213,7 @@ impl Source {
     ) -> Result<(), SourceError> {
         self.stats.bytes_in += data.len() as u64;
         let mut f = self.flows.remove(&flow).ok_or(SourceError::NoFlow(flow))?;
+        f.stats.bytes_in += data.len() as u64;
         f.tail.extend_from_slice(data);
         let mut cuts = std::mem::take(&mut self.cuts);
         self.cfg.chunking.cuts(&f.tail, &mut cuts);
@@ -255,8 +303,10 @@ impl Source {
                     named = true;
                     if regular {
                         self.stats.regular_hit_bytes += chunk.len() as u64;
+                        f.stats.regular_hit_bytes += chunk.len() as u64;
                     } else {
                         self.stats.feedback_hit_bytes += chunk.len() as u64;
+                        f.stats.feedback_hit_bytes += chunk.len() as u64;
                     }
                 }
                 _ => {
@@ -271,8 +321,9 @@ impl Source {
         let seq = f.seq;
         f.seq += 1;
         let before = out.len();
-        wire::put_record(out, false, seq, checksum(bytes), &body);
+        wire::put_record(out, Kind::First, seq, checksum(bytes), &body);
         self.stats.bytes_out += (out.len() - before) as u64;
+        f.stats.bytes_out += (out.len() - before) as u64;
         self.stats.records += 1;
         if named {
             f.kept_bytes += bytes.len();
@@ -295,6 +346,9 @@ impl Source {
         while let Some((msg, n)) = Upstream::decode(&buf[used..])? {
             used += n;
             self.stats.upstream_bytes += n as u64;
+            if let Some(f) = self.flows.get_mut(&flow) {
+                f.stats.upstream_bytes += n as u64;
+            }
             self.message(flow, msg, now, out)?;
         }
         Ok(used)
@@ -354,8 +408,9 @@ impl Source {
                     prev = c;
                 }
                 let before = out.len();
-                wire::put_record(out, true, seq, checksum(&bytes), &body);
+                wire::put_record(out, Kind::Resent, seq, checksum(&bytes), &body);
                 self.stats.bytes_out += (out.len() - before) as u64;
+                f.stats.bytes_out += (out.len() - before) as u64;
                 self.stats.literal_bytes += bytes.len() as u64;
                 self.stats.resent += 1;
                 self.cuts = cuts;

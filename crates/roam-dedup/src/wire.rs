@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `kind` is 0 for a record sent the first time, 1 for one sent again as literals after the
-//! phone could not rebuild it. `seq` counts records from 0. `checksum` is
+//! phone could not rebuild it, 2 for bytes passed through (encrypted, or dedup off for the
+//! flow): literals the phone delivers without learning from them. `seq` counts records from 0. `checksum` is
 //! [`crate::name::checksum`] of the bytes the record stands for. The shim is the thesis's
 //! (§4.4.4: one bit hash-or-literal, fifteen bits of length), with one change: a name's
 //! length field carries the length of the chunk it names (the thesis's carried the name's own,
@@ -42,8 +43,8 @@ const NAME_BIT: u16 = 0x8000;
 /// Malformed bytes, and where.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum WireError {
-    /// A record's kind byte is not 0 or 1.
-    #[error("record kind {0} (expected 0 or 1)")]
+    /// A record's kind byte is not 0, 1 or 2.
+    #[error("record kind {0} (expected 0, 1 or 2)")]
     RecordKind(u8),
     /// An upstream message's kind byte is unknown.
     #[error("upstream message kind {0} (expected 1, 2 or 3)")]
@@ -72,6 +73,8 @@ pub enum WireError {
 pub struct Record<'a> {
     /// Sent again (as literals) after the phone asked.
     pub resent: bool,
+    /// Bytes passed through: deliver, do not learn.
+    pub passthrough: bool,
     /// Its number, from 0.
     pub seq: u64,
     /// [`crate::name::checksum`] of the bytes it stands for.
@@ -143,9 +146,20 @@ pub fn put_name(body: &mut Vec<u8>, name: Name, len: usize) {
     body.extend_from_slice(&name.0.to_le_bytes());
 }
 
+/// The kind byte of a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Sent the first time.
+    First = 0,
+    /// Sent again, as literals.
+    Resent = 1,
+    /// Passed through.
+    Passthrough = 2,
+}
+
 /// Append a whole record.
-pub fn put_record(out: &mut Vec<u8>, resent: bool, seq: u64, checksum: u64, body: &[u8]) {
-    out.push(u8::from(resent));
+pub fn put_record(out: &mut Vec<u8>, kind: Kind, seq: u64, checksum: u64, body: &[u8]) {
+    out.push(kind as u8);
     put_varint(out, seq);
     out.extend_from_slice(&checksum.to_le_bytes());
     put_varint(out, body.len() as u64);
@@ -158,7 +172,7 @@ pub fn record(buf: &[u8]) -> Result<Option<(Record<'_>, usize)>, WireError> {
     let Some(&kind) = buf.first() else {
         return Ok(None);
     };
-    if kind > 1 {
+    if kind > 2 {
         return Err(WireError::RecordKind(kind));
     }
     let mut at = 1;
@@ -189,6 +203,7 @@ pub fn record(buf: &[u8]) -> Result<Option<(Record<'_>, usize)>, WireError> {
     Ok(Some((
         Record {
             resent: kind == 1,
+            passthrough: kind == 2,
             seq,
             checksum,
             body,
@@ -337,13 +352,16 @@ mod tests {
         put_literal(&mut body, b"hello");
         put_name(&mut body, Name(42), 300);
         let mut out = Vec::new();
-        put_record(&mut out, false, 7, 99, &body);
+        put_record(&mut out, Kind::First, 7, 99, &body);
         for cut in 0..out.len() {
             assert_eq!(record(&out[..cut]), Ok(None), "cut at {cut}");
         }
         let (r, used) = record(&out).unwrap().unwrap();
         assert_eq!(used, out.len());
-        assert_eq!((r.resent, r.seq, r.checksum), (false, 7, 99));
+        assert_eq!(
+            (r.resent, r.passthrough, r.seq, r.checksum),
+            (false, false, 7, 99)
+        );
         let p: Vec<_> = pieces(r.body).collect::<Result<_, _>>().unwrap();
         assert_eq!(
             p,

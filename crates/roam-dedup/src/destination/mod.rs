@@ -396,6 +396,11 @@ impl Destination {
         out.extend_from_slice(&bytes);
         self.stats.bytes_out += bytes.len() as u64;
         f.next_seq += 1;
+        if rec.passthrough {
+            // Nothing named, nothing kept at the source: no acknowledgement, no learning.
+            self.scratch = bytes;
+            return Ok(());
+        }
         f.ack = Some(rec.seq);
         // Learn, piece by piece: each piece is one chunk.
         for &(name, at, len, named) in &pieces {

@@ -156,18 +156,71 @@ fn tick(idle: Duration) -> Duration {
     (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
-/// Copy a TCP stream into the multi-socket as IROBs of `label` until end of stream, then close
-/// the multi-socket's sending side (its `Goodbye` tells the peer). Gives up without closing
-/// when `stop` is set or the connection has been idle for `idle` (the caller aborts then).
+/// What a carried connection does to its bytes between the TCP stream and the multi-socket:
+/// nothing ([`Plain`]), or one end of asymmetric caching (`super::dedup`).
+pub(super) trait Codec: Send + Sync {
+    /// Bytes read from the TCP stream (`more`: the read filled the buffer, so the stream may
+    /// have more at once; an empty `data` with `more` false: the stream paused): the IROBs to
+    /// send.
+    fn outgoing(&self, data: &[u8], more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error>;
+    /// One delivery's bytes from the multi-socket (`start`: the first of an IROB; a
+    /// connection's IROBs arrive one after another, each depending on all before it): what to
+    /// write to the TCP stream, and IROBs to send back.
+    fn incoming(
+        &self,
+        start: bool,
+        data: &[u8],
+        write: &mut Vec<u8>,
+        back: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error>;
+    /// The connection ended (either way).
+    fn close(&self) {}
+}
+
+/// Bytes as they are.
+pub(super) struct Plain;
+
+impl Codec for Plain {
+    fn outgoing(&self, data: &[u8], _more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        if !data.is_empty() {
+            send.push(data.to_vec());
+        }
+        Ok(())
+    }
+
+    fn incoming(
+        &self,
+        _start: bool,
+        data: &[u8],
+        write: &mut Vec<u8>,
+        _back: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
+        write.extend_from_slice(data);
+        Ok(())
+    }
+}
+
+/// Send `irobs` as `label`; false if the multi-socket failed.
+fn send_all(ms: &MultiSocket, label: Label, irobs: &mut Vec<Vec<u8>>) -> bool {
+    irobs.drain(..).all(|b| ms.send(label, b, None).is_ok())
+}
+
+/// Copy a TCP stream into the multi-socket as IROBs of `label` (through `codec`) until end of
+/// stream, then close the multi-socket's sending side (its `Goodbye` tells the peer). Gives up
+/// without closing when `stop` is set, the codec fails, or the connection has been idle for
+/// `idle` (the caller aborts then).
 fn tcp_to_ms(
     mut tcp: TcpStream,
     ms: &MultiSocket,
     label: Label,
+    codec: &dyn Codec,
     activity: &Activity,
     stop: &AtomicBool,
     idle: Duration,
 ) {
     let mut buf = vec![0u8; READ_CHUNK];
+    let mut send = Vec::new();
+    let mut paused = true;
     loop {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -176,7 +229,10 @@ fn tcp_to_ms(
             Ok(0) => break,
             Ok(n) => {
                 activity.touch();
-                if ms.send(label, buf[..n].to_vec(), None).is_err() {
+                paused = n < buf.len();
+                if codec.outgoing(&buf[..n], !paused, &mut send).is_err()
+                    || !send_all(ms, label, &mut send)
+                {
                     return;
                 }
                 activity.touch();
@@ -187,6 +243,14 @@ fn tcp_to_ms(
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
+                if !paused {
+                    paused = true;
+                    if codec.outgoing(&[], false, &mut send).is_err()
+                        || !send_all(ms, label, &mut send)
+                    {
+                        return;
+                    }
+                }
                 if activity.idle_for() >= idle {
                     return;
                 }
@@ -194,6 +258,9 @@ fn tcp_to_ms(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
+    }
+    if codec.outgoing(&[], false, &mut send).is_err() || !send_all(ms, label, &mut send) {
+        return;
     }
     ms.close(Duration::from_secs(60));
 }
@@ -211,13 +278,28 @@ enum Down {
 
 /// Copy what the multi-socket delivers into a TCP stream until the peer has closed its side
 /// (then shut down the stream's write side), something broke, or the connection idled.
-fn ms_to_tcp(ms: &MultiSocket, mut tcp: &TcpStream, activity: &Activity, idle: Duration) -> Down {
+fn ms_to_tcp(
+    ms: &MultiSocket,
+    mut tcp: &TcpStream,
+    codec: &dyn Codec,
+    activity: &Activity,
+    idle: Duration,
+) -> Down {
+    let (mut write, mut back) = (Vec::new(), Vec::new());
     loop {
         match ms.recv_timeout(tick(idle)) {
             Ok(Some(d)) => {
                 activity.touch();
+                write.clear();
+                if codec
+                    .incoming(d.offset == 0, &d.data, &mut write, &mut back)
+                    .is_err()
+                    || !send_all(ms, Label::ForegroundSmall, &mut back)
+                {
+                    return Down::Broken;
+                }
                 // The stream's write timeout is `idle`: a reader that stops reading idles too.
-                if let Err(e) = tcp.write_all(&d.data) {
+                if let Err(e) = tcp.write_all(&write) {
                     return match e.kind() {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Down::Idle,
                         _ => Down::Broken,
@@ -239,13 +321,16 @@ fn ms_to_tcp(ms: &MultiSocket, mut tcp: &TcpStream, activity: &Activity, idle: D
     }
 }
 
-/// Carry `tcp` over `ms` both ways, sending as `label`, until both sides have closed, or until
-/// nothing has moved either way for `idle`: then both are reset and [`Error::Idle`] returned.
+/// Carry `tcp` over `ms` both ways through `codec`, sending as `label` (what the codec sends
+/// back, such as dedup's feedback, as foreground-small), until both sides have closed, or
+/// until nothing has moved either way for `idle`: then both are reset and [`Error::Idle`]
+/// returned.
 pub(super) fn pump(
     ms: MultiSocket,
     tcp: TcpStream,
     label: Label,
     idle: Duration,
+    codec: Arc<dyn Codec>,
 ) -> Result<(), Error> {
     let activity = Arc::new(Activity::new());
     let stop = Arc::new(AtomicBool::new(false));
@@ -255,10 +340,11 @@ pub(super) fn pump(
     tcp.set_write_timeout(Some(idle))?;
     let up = tcp.try_clone()?;
     let t = {
-        let (ms, activity, stop) = (ms.clone(), activity.clone(), stop.clone());
-        std::thread::spawn(move || tcp_to_ms(up, &ms, label, &activity, &stop, idle))
+        let (ms, activity, stop, codec) =
+            (ms.clone(), activity.clone(), stop.clone(), codec.clone());
+        std::thread::spawn(move || tcp_to_ms(up, &ms, label, &*codec, &activity, &stop, idle))
     };
-    let mut down = ms_to_tcp(&ms, &tcp, &activity, idle);
+    let mut down = ms_to_tcp(&ms, &tcp, &*codec, &activity, idle);
     // The other direction may go on (a program still sending after its peer closed): watch it.
     while down == Down::Closed && !t.is_finished() {
         if activity.idle_for() >= idle {
@@ -277,6 +363,7 @@ pub(super) fn pump(
         let _ = tcp.shutdown(Shutdown::Both);
     }
     let _ = t.join();
+    codec.close();
     match down {
         Down::Idle => Err(Error::Idle { after: idle }),
         _ => Ok(()),

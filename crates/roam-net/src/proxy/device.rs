@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::auth::{self, hex, proof_matches, unhex, Key};
-use super::carry::{pump, recv_line, Deadlined, PerSource, Slots};
+use super::carry::{pump, recv_line, Codec, Deadlined, PerSource, Plain, Slots};
+use super::dedup::{self, ProxyEnd};
 use super::socks5::{self, code};
 use super::{
     transparent, Error, Event, LabelRules, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE,
@@ -56,6 +57,11 @@ pub struct ProxyConfig {
     pub idle_timeout: Duration,
     /// The multi-sockets' options (networks, TLS, timeouts).
     pub options: Options,
+    /// Asymmetric caching's destination (the phone's cache), shared by every connection;
+    /// asked of the relay for every destination port not in `no_dedup_ports` (`None`: off).
+    pub dedup: Option<Arc<std::sync::Mutex<roam_dedup::Destination>>>,
+    /// Destination ports carried plain even with `dedup`.
+    pub no_dedup_ports: Vec<u16>,
 }
 
 impl ProxyConfig {
@@ -75,6 +81,8 @@ impl ProxyConfig {
             request_timeout: REQUEST_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
             options: Options::default(),
+            dedup: None,
+            no_dedup_ports: Vec::new(),
         }
     }
 }
@@ -192,8 +200,12 @@ impl Proxy {
             }
         };
         let target = format!("{host}:{port}");
-        match self.ask(&ms, &target, label) {
-            Ok(()) => {}
+        let dst = c
+            .dedup
+            .as_ref()
+            .filter(|_| !c.no_dedup_ports.contains(&port));
+        let accepted = match self.ask(&ms, &target, label, dst.is_some()) {
+            Ok(a) => a,
             Err(e) => {
                 ms.abort("no answer");
                 let refused = matches!(e, Error::RelayRefused { .. });
@@ -207,14 +219,24 @@ impl Proxy {
                 )?;
                 return Err(e);
             }
-        }
+        };
         answer(&mut client, code::SUCCEEDED)?;
-        pump(ms, client, label, c.idle_timeout)
+        let codec: Arc<dyn Codec> = match (dst, accepted) {
+            (Some(d), true) => Arc::new(ProxyEnd::new(d.clone(), source_id(relay))),
+            _ => Arc::new(Plain),
+        };
+        pump(ms, client, label, c.idle_timeout, codec)
     }
 
     /// The relay exchange on `ms`, within the request timeout: its challenge, our request for
     /// `target` with its proof, its answer (with its proof, when we have a key).
-    fn ask(&self, ms: &MultiSocket, target: &str, label: Label) -> Result<(), Error> {
+    fn ask(
+        &self,
+        ms: &MultiSocket,
+        target: &str,
+        label: Label,
+        dedup: bool,
+    ) -> Result<bool, Error> {
         let c = &*self.config;
         let (relay, after) = (c.relay, c.request_timeout);
         let deadline = Instant::now() + after;
@@ -227,7 +249,11 @@ impl Proxy {
                 line: line.clone(),
             })?;
         let nonce = auth::random();
-        let word = label.to_string();
+        let word = if dedup {
+            format!("{label}{}", dedup::ASK)
+        } else {
+            label.to_string()
+        };
         let proof = c.key.as_ref().map_or("-".to_string(), |k| {
             hex(&k.request_proof(&challenge, &nonce, target, &word))
         });
@@ -236,23 +262,41 @@ impl Proxy {
             format!("roam-relay 2 {target} {word} {} {proof}", hex(&nonce)).into_bytes(),
             None,
         )?;
-        let answer = recv_line(ms, MAX_REQUEST, deadline, "the relay's answer", after)?;
+        let full = recv_line(ms, MAX_REQUEST, deadline, "the relay's answer", after)?;
+        // `... dedup`: the relay accepted, and its proof covers `TARGET dedup`.
+        let accepted = dedup && full.ends_with(&format!(" {}", dedup::ACCEPT));
+        let answer = if accepted {
+            full[..full.len() - dedup::ACCEPT.len() - 1].to_string()
+        } else {
+            full.clone()
+        };
+        let proved_target = if accepted {
+            format!("{target} {}", dedup::ACCEPT)
+        } else {
+            target.to_string()
+        };
         let proved = match (answer.split_once(' '), &c.key) {
             (_, None) if answer == "ok" => true,
             (Some(("ok", p)), Some(k)) => {
-                proof_matches(p, &k.answer_proof(&challenge, &nonce, target))
+                proof_matches(p, &k.answer_proof(&challenge, &nonce, &proved_target))
             }
             (_, Some(_)) if answer == "ok" => false,
             _ => {
                 return Err(Error::RelayRefused {
                     target: target.into(),
-                    answer,
+                    answer: full,
                 })
             }
         };
         if !proved {
             return Err(Error::RelayUnauthenticated { relay });
         }
-        Ok(())
+        Ok(accepted)
     }
+}
+
+/// The phone's name for the source behind `relay` (what one relay's source has seen says
+/// nothing of another's).
+fn source_id(relay: SocketAddr) -> roam_dedup::destination::SourceId {
+    roam_dedup::Name::of(relay.to_string().as_bytes()).0 as u32
 }

@@ -46,6 +46,13 @@ pub enum Error {
         /// The deadline, from the start.
         after: Duration,
     },
+    /// Asymmetric caching could not go on with a connection (a malformed record or message,
+    /// a request for a record never kept): it is closed, no wrong byte delivered.
+    #[error("dedup: {what}")]
+    Dedup {
+        /// What failed, and where.
+        what: String,
+    },
     /// A relayed connection moved no byte either way for this long, and was closed.
     #[error("idle for {after:?}: closed")]
     Idle {

@@ -85,6 +85,7 @@
 mod allow;
 mod auth;
 mod carry;
+mod dedup;
 mod device;
 mod error;
 mod relay;
@@ -104,6 +105,7 @@ pub use auth::{read_private, Key, KeyError};
 pub use device::{Intercept, Proxy, ProxyConfig};
 pub use error::Error;
 pub use relay::{Relay, RelayConfig};
+pub use roam_dedup::source::FlowStats as DedupStats;
 pub use rules::{LabelRules, RulesError};
 
 // The parsers of what a peer sends, for the fuzz targets in fuzz/ (not an API to build on).
@@ -150,6 +152,11 @@ pub enum Event {
         /// The limit reached (`max_per_source`).
         max: usize,
     },
+    /// A relayed connection deduplicated (asymmetric caching) ended: what its source did.
+    Deduplicated {
+        /// The flow's bytes in, on the wire, found in each cache, of feedback, passed through.
+        stats: DedupStats,
+    },
     /// A connection that ended in an error: its handshake, the relay's refusal, the target's.
     Failed {
         /// The program's address (a proxy's), when known.
@@ -177,6 +184,17 @@ impl std::fmt::Display for Event {
                     "refusing {from}: {max} connections from its address carried"
                 )
             }
+            Event::Deduplicated { stats: s } => write!(
+                f,
+                "dedup: {} bytes in, {} on the wire; found {} in the regular cache, {} by \
+                 feedback ({} bytes up); {} passed through",
+                s.bytes_in,
+                s.bytes_out,
+                s.regular_hit_bytes,
+                s.feedback_hit_bytes,
+                s.upstream_bytes,
+                s.passthrough_bytes
+            ),
             Event::Failed { from: None, error } => write!(f, "{error}"),
             Event::Failed { from: a, error } => {
                 f.write_str("connection from ")?;

@@ -2,11 +2,12 @@
 //! each asks for out, where the allow list permits, for proxies that prove the key.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::auth::{self, hex, proof_matches, unhex, Key};
-use super::carry::{pump, recv_line, Slots};
+use super::carry::{pump, recv_line, Codec, Plain, Slots};
+use super::dedup::{self, RelayEnd};
 use super::target;
 use super::{
     Allow, Error, Event, DEFAULT_MAX_CONNECTIONS, IDLE_TIMEOUT, MAX_REQUEST, REQUEST_TIMEOUT,
@@ -38,6 +39,9 @@ pub struct RelayConfig {
     pub idle_timeout: Duration,
     /// The multi-sockets' options (TLS, limits, timeouts).
     pub options: Options,
+    /// Asymmetric caching's source, shared by every connection, for proxies that ask for it
+    /// (`None`: carried plain).
+    pub dedup: Option<Arc<Mutex<roam_dedup::Source>>>,
 }
 
 impl RelayConfig {
@@ -53,6 +57,7 @@ impl RelayConfig {
             request_timeout: REQUEST_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
             options: Options::default(),
+            dedup: None,
         }
     }
 }
@@ -63,6 +68,7 @@ struct Shared {
     key: Option<Key>,
     request_timeout: Duration,
     idle_timeout: Duration,
+    dedup: Option<Arc<Mutex<roam_dedup::Source>>>,
 }
 
 /// The server's side: accepts proxies' multi-sockets, opens the TCP connection each asks for
@@ -92,6 +98,7 @@ impl Relay {
                 key: config.key,
                 request_timeout: config.request_timeout,
                 idle_timeout: config.idle_timeout,
+                dedup: config.dedup,
             }),
             max_connections: config.max_connections,
         })
@@ -119,7 +126,9 @@ impl Relay {
             };
             let (shared, report) = (self.shared.clone(), report.clone());
             std::thread::spawn(move || {
-                if let Err(error) = relay_one(ms, &shared) {
+                let events = report.clone();
+                let on_dedup = Box::new(move |stats| events(Event::Deduplicated { stats }));
+                if let Err(error) = relay_one(ms, &shared, on_dedup) {
                     report(Event::Failed { from: None, error });
                 }
                 drop(slot);
@@ -132,12 +141,17 @@ impl Relay {
     /// copy bytes both ways until both sides have closed. A refusal is answered `error REASON`
     /// and returned.
     pub fn serve(&self, ms: MultiSocket) -> Result<(), Error> {
-        relay_one(ms, &self.shared)
+        relay_one(ms, &self.shared, Box::new(|_| {}))
     }
 }
 
-/// [`Relay::serve`] with the configuration given.
-fn relay_one(ms: MultiSocket, shared: &Shared) -> Result<(), Error> {
+/// [`Relay::serve`] with the configuration given; `on_dedup` hears what a deduplicated
+/// connection's source did when it ends.
+fn relay_one(
+    ms: MultiSocket,
+    shared: &Shared,
+    on_dedup: Box<dyn Fn(roam_dedup::source::FlowStats) + Send + Sync>,
+) -> Result<(), Error> {
     let after = shared.request_timeout;
     let deadline = Instant::now() + after;
     let refuse = |e: Error| {
@@ -167,12 +181,24 @@ fn relay_one(ms: MultiSocket, shared: &Shared) -> Result<(), Error> {
         Ok(r) => r,
         Err(e) => return refuse(e),
     };
+    // Dedup is asked for in the label word (which the proof covers), and accepted by an
+    // answer whose proof covers it (`dedup`).
+    let (label_word, asked) = match request.label.strip_suffix(dedup::ASK) {
+        Some(l) => (l, true),
+        None => (request.label, false),
+    };
+    let accept = asked && shared.dedup.is_some();
+    let answered_target = if accept {
+        format!("{} {}", request.target, dedup::ACCEPT)
+    } else {
+        request.target.to_string()
+    };
     // Nothing is looked at, let alone resolved or connected to, before the proof.
-    let answer = match &shared.key {
+    let mut answer = match &shared.key {
         Some(key) => {
             let proof = unhex(request.nonce).map(|nonce| {
                 let ok = key.request_proof(&challenge, &nonce, request.target, request.label);
-                (ok, key.answer_proof(&challenge, &nonce, request.target))
+                (ok, key.answer_proof(&challenge, &nonce, &answered_target))
             });
             match proof {
                 Some((ok, answer)) if proof_matches(request.proof, &ok) => {
@@ -183,7 +209,10 @@ fn relay_one(ms: MultiSocket, shared: &Shared) -> Result<(), Error> {
         }
         None => "ok".to_string(),
     };
-    let label = match Label::parse(request.label) {
+    if accept {
+        answer = format!("{answer} {}", dedup::ACCEPT);
+    }
+    let label = match Label::parse(label_word) {
         Some(l) => l,
         None => {
             return refuse(Error::NotALabel {
@@ -200,7 +229,11 @@ fn relay_one(ms: MultiSocket, shared: &Shared) -> Result<(), Error> {
     };
     tcp.set_nodelay(true)?;
     ms.send(Label::ForegroundSmall, answer.into_bytes(), None)?;
-    pump(ms, tcp, label, shared.idle_timeout)
+    let codec: Arc<dyn Codec> = match (&shared.dedup, accept) {
+        (Some(source), true) => Arc::new(RelayEnd::new(source.clone(), on_dedup)),
+        _ => Arc::new(Plain),
+    };
+    pump(ms, tcp, label, shared.idle_timeout, codec)
 }
 
 /// A relay request: `roam-relay 2 HOST:PORT LABEL NONCE PROOF` (the nonce and proof in hex,

@@ -470,3 +470,97 @@ fn one_source_cannot_take_every_slot_of_the_proxy() {
         assert!(still_open(s));
     }
 }
+
+/// A TCP server on loopback that sends `body` to every connection and closes it.
+fn serving(body: Vec<u8>) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let body = Arc::new(body);
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut s = s;
+                let _ = s.write_all(&body);
+            });
+        }
+    });
+    addr
+}
+
+/// Everything `proxy` delivers of one connection to `dest`.
+fn fetch(proxy: SocketAddr, dest: SocketAddr) -> Vec<u8> {
+    let (mut s, code) = socks(proxy, &v4(dest));
+    assert_eq!(code, Some(0));
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    got
+}
+
+#[test]
+fn dedup_carries_bytes_exactly_and_the_second_fetch_costs_less() {
+    // Text-like bytes, 200 kB: the relay's regular cache holds them after the first fetch.
+    let body: Vec<u8> = (0..200_000u32)
+        .map(|i| {
+            b"the quick brown fox jumps over a lazy dog "[(i * 7 % 42) as usize] ^ (i / 997) as u8
+        })
+        .collect();
+    let target = serving(body.clone());
+    let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
+    let relay = relay_with(&["127.0.0.0/8"], |c| {
+        c.options = lo();
+        c.dedup = Some(Arc::new(Mutex::new(source)));
+    });
+    let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
+        roam_dedup::destination::DestinationConfig::default(),
+    )));
+    let proxy = proxy_with(relay.addr, |c| c.dedup = Some(dst.clone()));
+    assert!(fetch(proxy, target) == body, "first fetch differs");
+    let first = relay
+        .reported("dedup:", Duration::from_secs(5))
+        .expect("a dedup report");
+    assert!(fetch(proxy, target) == body, "second fetch differs");
+    let second = relay
+        .reported("dedup:", Duration::from_secs(5))
+        .expect("a dedup report");
+    let wire = |report: &str| -> u64 {
+        let w: Vec<&str> = report.split_whitespace().collect();
+        let at = w.iter().position(|x| *x == "on").unwrap();
+        w[at - 1].parse().unwrap()
+    };
+    assert!(wire(&first) > 190_000, "{first}");
+    assert!(wire(&second) < 40_000, "{second}");
+}
+
+#[test]
+fn dedup_passes_tls_through_and_a_port_can_be_left_plain() {
+    let mut body = vec![0x16, 0x03, 0x03, 0x10, 0x00];
+    body.extend((0..50_000u32).map(|i| (i * 31) as u8));
+    let target = serving(body.clone());
+    let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
+    let relay = relay_with(&["127.0.0.0/8"], |c| {
+        c.options = lo();
+        c.dedup = Some(Arc::new(Mutex::new(source)));
+    });
+    let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
+        roam_dedup::destination::DestinationConfig::default(),
+    )));
+    let proxy = proxy_with(relay.addr, |c| c.dedup = Some(dst.clone()));
+    assert!(fetch(proxy, target) == body);
+    let r = relay
+        .reported("dedup:", Duration::from_secs(5))
+        .expect("a dedup report");
+    assert!(
+        r.contains(&format!("; {} passed through", body.len())),
+        "{r}"
+    );
+    // The same port left plain: no dedup report at all.
+    let plain = proxy_with(relay.addr, |c| {
+        c.dedup = Some(dst.clone());
+        c.no_dedup_ports = vec![target.port()];
+    });
+    assert!(fetch(plain, target) == body);
+    assert!(relay
+        .reported("dedup:", Duration::from_millis(500))
+        .is_none());
+}

@@ -125,6 +125,16 @@ pub struct ProxyArgs {
     /// target stops reading) is closed.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = positive)]
     idle_timeout: Duration,
+    /// Do not ask the relay for asymmetric caching (last-hop deduplication of what targets
+    /// send, steered by this device's cache; on by default for every plaintext connection).
+    #[arg(long)]
+    no_dedup: bool,
+    /// Destination ports carried without dedup (repeat).
+    #[arg(long, value_name = "PORT")]
+    no_dedup_port: Vec<u16>,
+    /// The device's dedup cache, MB of content held in memory.
+    #[arg(long, value_name = "MB", default_value_t = 256)]
+    dedup_cache_mb: u64,
 }
 
 /// Options of `roam net relay`.
@@ -170,6 +180,14 @@ pub struct RelayArgs {
     /// program stops reading) is closed.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = positive)]
     idle_timeout: Duration,
+    /// Refuse proxies' requests for asymmetric caching (last-hop deduplication; on by
+    /// default): their connections are carried plain.
+    #[arg(long)]
+    no_dedup: bool,
+    /// The relay's dedup caches (regular and feedback, half each), kB of content they stand
+    /// for (the thesis: about 1 MB).
+    #[arg(long, value_name = "KB", default_value_t = 1024)]
+    dedup_cache_kb: u64,
 }
 
 /// A duration argument above zero.
@@ -292,6 +310,15 @@ fn proxy(a: ProxyArgs) -> Result<()> {
             tls,
             ..Options::default()
         },
+        dedup: (!a.no_dedup).then(|| {
+            std::sync::Arc::new(std::sync::Mutex::new(roam_dedup::Destination::new(
+                roam_dedup::destination::DestinationConfig {
+                    cache_bytes: a.dedup_cache_mb << 20,
+                    ..Default::default()
+                },
+            )))
+        }),
+        no_dedup_ports: a.no_dedup_port.clone(),
     })?;
     eprintln!(
         "roam net proxy: {} on {}, relay {}{}",
@@ -334,6 +361,19 @@ fn relay(a: RelayArgs) -> Result<()> {
         options: Options {
             tls,
             ..Options::default()
+        },
+        dedup: if a.no_dedup {
+            None
+        } else {
+            let half = (a.dedup_cache_kb << 10) / 2;
+            Some(std::sync::Arc::new(std::sync::Mutex::new(
+                roam_dedup::Source::new(roam_dedup::source::SourceConfig {
+                    regular_bytes: half,
+                    feedback_bytes: half,
+                    ..Default::default()
+                })
+                .context("--dedup-cache-kb")?,
+            )))
         },
     })?;
     eprintln!(

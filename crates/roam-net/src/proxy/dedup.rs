@@ -1,0 +1,252 @@
+//! Asymmetric caching in the carried connections (`roam_dedup`; the Sanadhya thesis, ch. IV):
+//! the relay is dd-src for what targets send to programs, the proxy dd-dst.
+//!
+//! **Negotiation.** A proxy with dedup asks for it in its request's label word,
+//! `LABEL+dedup`, which the request's proof covers; a relay with dedup accepts by answering
+//! `ok PROOF dedup` with the proof made over `TARGET dedup` instead of the target alone, so an
+//! on-path change of either word fails the proof. A relay without dedup answers as before and
+//! the connection is carried plain. (A relay from before dedup refuses `LABEL+dedup` as not a
+//! label: turn dedup off at the proxy, `--no-dedup`.)
+//!
+//! **Downstream** (relay to proxy): the target's bytes go through the relay's
+//! [`Source`] as records ([`roam_dedup::wire`]), one IROB per read; a pause of the target
+//! flushes what the source held back. A stream whose first bytes are a TLS record header is
+//! passed through (its bytes are ciphertext, nothing to find) and counted. **Upstream** (proxy
+//! to relay): every IROB begins with a tag byte: 0, the program's bytes; 1, the phone's
+//! messages to the source (feedback, acknowledgements, requests to resend), sent
+//! foreground-small as soon as a record has been handled.
+//!
+//! One [`Source`] serves every connection through a relay and one [`Destination`] every
+//! connection of a proxy, as a base station's and a phone's caches do; each connection is a
+//! flow of its own. A failure of either (a malformed record or message, a hostile phone's
+//! request for a record never kept) ends the connection, never delivers wrong bytes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use roam_dedup::destination::{FlowId, SourceId};
+use roam_dedup::source::FlowStats;
+use roam_dedup::{Destination, Source};
+
+use super::carry::Codec;
+use super::Error;
+
+/// The label word's suffix asking for dedup.
+pub const ASK: &str = "+dedup";
+/// The answer's last word accepting it.
+pub const ACCEPT: &str = "dedup";
+
+/// Upstream tag: the program's bytes.
+const TAG_DATA: u8 = 0;
+/// Upstream tag: messages for the source.
+const TAG_DEDUP: u8 = 1;
+
+/// Flow numbers, unique within the process.
+fn next_flow() -> FlowId {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Whether `first` begins with a TLS record header (handshake, alert or application data of
+/// TLS 1.0-1.3).
+fn looks_like_tls(first: &[u8]) -> bool {
+    matches!(first, [0x14..=0x17, 0x03, 0x00..=0x04, ..])
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Dedup {
+        what: format!("{what}: {e}"),
+    }
+}
+
+/// The relay's end: dd-src.
+pub(super) struct RelayEnd {
+    source: Arc<Mutex<Source>>,
+    flow: FlowId,
+    /// None until the first bytes: then whether they are passed through.
+    passthrough: Mutex<Option<bool>>,
+    /// The upstream IROB being read: its tag.
+    tag: Mutex<Option<u8>>,
+    /// Messages from the phone not yet whole.
+    pending: Mutex<Vec<u8>>,
+    report: Box<dyn Fn(FlowStats) + Send + Sync>,
+}
+
+impl RelayEnd {
+    pub(super) fn new(
+        source: Arc<Mutex<Source>>,
+        report: Box<dyn Fn(FlowStats) + Send + Sync>,
+    ) -> RelayEnd {
+        let flow = next_flow();
+        lock(&source).open(flow);
+        RelayEnd {
+            source,
+            flow,
+            passthrough: Mutex::new(None),
+            tag: Mutex::new(None),
+            pending: Mutex::new(Vec::new()),
+            report,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Codec for RelayEnd {
+    fn outgoing(&self, data: &[u8], more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        let mut out = Vec::new();
+        {
+            let mut pass = lock(&self.passthrough);
+            if pass.is_none() && !data.is_empty() {
+                *pass = Some(looks_like_tls(data));
+            }
+            let mut src = lock(&self.source);
+            let r = if *pass == Some(true) {
+                src.pass(self.flow, data, &mut out)
+            } else {
+                src.push(self.flow, data, &mut out).and_then(|()| {
+                    if more {
+                        Ok(())
+                    } else {
+                        src.flush(self.flow, &mut out)
+                    }
+                })
+            };
+            r.map_err(|e| failed("dd-src", e))?;
+        }
+        if !out.is_empty() {
+            send.push(out);
+        }
+        Ok(())
+    }
+
+    fn incoming(
+        &self,
+        start: bool,
+        data: &[u8],
+        write: &mut Vec<u8>,
+        back: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
+        let mut tag = lock(&self.tag);
+        let mut data = data;
+        if start {
+            let Some((&t, rest)) = data.split_first() else {
+                return Err(failed("upstream", "an IROB without its tag"));
+            };
+            if t != TAG_DATA && t != TAG_DEDUP {
+                return Err(failed("upstream", format!("unknown tag {t}")));
+            }
+            *tag = Some(t);
+            data = rest;
+        }
+        match *tag {
+            Some(TAG_DATA) => write.extend_from_slice(data),
+            Some(_) => {
+                let mut pending = lock(&self.pending);
+                pending.extend_from_slice(data);
+                if pending.len() > 1 << 20 {
+                    return Err(failed("upstream", "over 1 MiB of messages not yet whole"));
+                }
+                let mut out = Vec::new();
+                let used = lock(&self.source)
+                    .handle(self.flow, &pending, Instant::now(), &mut out)
+                    .map_err(|e| failed("dd-src", e))?;
+                pending.drain(..used);
+                if !out.is_empty() {
+                    back.push(out);
+                }
+            }
+            None => return Err(failed("upstream", "bytes before any IROB began")),
+        }
+        Ok(())
+    }
+
+    fn close(&self) {
+        if let Some(stats) = lock(&self.source).close(self.flow) {
+            (self.report)(stats);
+        }
+    }
+}
+
+/// The proxy's end: dd-dst.
+pub(super) struct ProxyEnd {
+    destination: Arc<Mutex<Destination>>,
+    flow: FlowId,
+    /// Record bytes not yet whole.
+    pending: Mutex<Vec<u8>>,
+}
+
+impl ProxyEnd {
+    pub(super) fn new(destination: Arc<Mutex<Destination>>, via: SourceId) -> ProxyEnd {
+        let flow = next_flow();
+        lock(&destination).open_via(flow, via);
+        ProxyEnd {
+            destination,
+            flow,
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Codec for ProxyEnd {
+    fn outgoing(&self, data: &[u8], _more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        if !data.is_empty() {
+            let mut b = Vec::with_capacity(data.len() + 1);
+            b.push(TAG_DATA);
+            b.extend_from_slice(data);
+            send.push(b);
+        }
+        Ok(())
+    }
+
+    fn incoming(
+        &self,
+        _start: bool,
+        data: &[u8],
+        write: &mut Vec<u8>,
+        back: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
+        let mut pending = lock(&self.pending);
+        pending.extend_from_slice(data);
+        let mut up = vec![TAG_DEDUP];
+        {
+            let mut dst = lock(&self.destination);
+            let used = dst
+                .receive(self.flow, &pending, write)
+                .map_err(|e| failed("dd-dst", e))?;
+            pending.drain(..used);
+            dst.upstream(self.flow, &mut up)
+                .map_err(|e| failed("dd-dst", e))?;
+        }
+        if pending.len() > 2 * roam_dedup::wire::MAX_BODY {
+            return Err(failed(
+                "downstream",
+                "a record longer than any the source sends",
+            ));
+        }
+        if up.len() > 1 {
+            back.push(up);
+        }
+        Ok(())
+    }
+
+    fn close(&self) {
+        lock(&self.destination).close(self.flow);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_records_are_recognised() {
+        assert!(looks_like_tls(&[0x16, 0x03, 0x01, 0x02, 0x00]));
+        assert!(looks_like_tls(&[0x17, 0x03, 0x03]));
+        assert!(!looks_like_tls(b"HTTP/1.1 200 OK"));
+        assert!(!looks_like_tls(&[0x16]));
+    }
+}
