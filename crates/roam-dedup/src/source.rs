@@ -47,7 +47,7 @@ impl Default for SourceConfig {
             chunking: Chunking::default(),
             regular_bytes: 512 << 10,
             feedback_bytes: 512 << 10,
-            keep_bytes: 4 << 20,
+            keep_bytes: 512 << 10,
             feedback_names_per_s: 20_000,
             name_bits: 64,
         }
