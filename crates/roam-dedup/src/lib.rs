@@ -22,6 +22,7 @@
 //! | [`wire`] | downstream records (the shim: 1 bit name-or-literal, 15 bits length) and upstream messages |
 //! | [`source`] | dd-src |
 //! | [`destination`] | dd-dst: the chunk store, flowlets, feedback selection |
+//! | [`analyze`] | the thesis's trace analysis: past and present streams, the oracle, what each cache finds |
 //!
 //! **Never corrupt output.** Every record carries a checksum of the bytes it stands for. When
 //! the phone cannot rebuild one (a name it no longer holds, or a checksum that fails: a
@@ -30,6 +31,7 @@
 //! (bounded: past the bound it sends literals, which need no keeping), and sends it again as
 //! literals. The phone delivers records in order, holding later ones meanwhile.
 
+pub mod analyze;
 pub mod chunk;
 pub mod destination;
 pub mod lru;

@@ -73,6 +73,9 @@ enum Cmd {
     /// server's tiers; init, resume, suspend, self-cleaning, status).
     #[command(subcommand)]
     Parcel(cmd::parcel::ParcelCmd),
+    /// Asymmetric caching: `analyze` captures for redundancy and what it finds of it.
+    #[command(subcommand)]
+    Dedup(cmd::dedup::DedupCmd),
 }
 
 impl Cmd {
@@ -123,6 +126,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Transfer(c) => cmd::transfer::run(c).map(|_| 0),
         Cmd::Hla(c) => cmd::hla::run(c).map(|_| 0),
         Cmd::Parcel(c) => cmd::parcel::run(c).map(|_| 0),
+        Cmd::Dedup(c) => cmd::dedup::run(c).map(|_| 0),
         Cmd::Lab(a) => cmd::lab::run(&a).map(|_| 0),
         Cmd::Results(c) => cmd::results::run(c).map(|_| 0),
         Cmd::LabProcess { spec } => {

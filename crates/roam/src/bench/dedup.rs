@@ -17,15 +17,12 @@
 //! `cellular_bytes_vs_best_baseline` is null.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use roam_dedup::analyze::{analyze, Setup, Stream};
 use roam_dedup::chunk::Chunking;
-use roam_dedup::destination::DestinationConfig;
-use roam_dedup::name::NameSet;
-use roam_dedup::source::SourceConfig;
-use roam_dedup::{Destination, Name, Source};
 use serde_json::json;
 
 /// Arguments of `roam bench dedup`.
@@ -119,90 +116,6 @@ fn chunk_speed(chunking: Chunking, data: &[u8]) -> f64 {
     data.len() as f64 / start.elapsed().as_secs_f64() / 1e9
 }
 
-/// Bytes of `stream`'s chunks whose names appeared before (in `seen` or earlier in it).
-fn oracle(stream: &[u8], seen: &mut NameSet) -> u64 {
-    let mut cuts = Vec::new();
-    let mut found = 0;
-    for part in stream.chunks(1 << 20) {
-        Chunking::default().cuts(part, &mut cuts);
-        let mut prev = 0;
-        for &c in &cuts {
-            let chunk = &part[prev..c];
-            prev = c;
-            if chunk.len() > 2 * Name::LEN && !seen.insert(Name::of(chunk)) {
-                found += chunk.len() as u64;
-            }
-        }
-    }
-    found
-}
-
-/// `stream` through `src` to `dst` as one flow, `read` bytes at a time, the phone's messages
-/// back to the source between reads; the time spent in each end.
-fn carry(
-    stream: &[u8],
-    src: &mut Source,
-    dst: &mut Destination,
-    via: u32,
-    read: usize,
-) -> Result<(Duration, Duration)> {
-    let (mut t_src, mut t_dst) = (Duration::ZERO, Duration::ZERO);
-    let mut wire = Vec::new();
-    let mut out = Vec::new();
-    let mut up = Vec::new();
-    src.open(1);
-    dst.open_via(1, via);
-    let mut delivered = 0usize;
-    let mut pending = Vec::new();
-    let chunks: Vec<&[u8]> = stream.chunks(read.max(1)).collect();
-    for (i, part) in chunks.iter().enumerate() {
-        let t = Instant::now();
-        src.push(1, part, &mut wire)?;
-        if i + 1 == chunks.len() {
-            src.flush(1, &mut wire)?;
-        }
-        t_src += t.elapsed();
-        pending.append(&mut wire);
-        let t = Instant::now();
-        let used = dst.receive(1, &pending, &mut out)?;
-        pending.drain(..used);
-        dst.upstream(1, &mut up)?;
-        t_dst += t.elapsed();
-        let t = Instant::now();
-        let n = src.handle(1, &up, Instant::now(), &mut wire)?;
-        up.drain(..n);
-        t_src += t.elapsed();
-        if i % 64 == 0 {
-            eprint!(
-                "\rbench dedup: {} of {} MB",
-                delivered >> 20,
-                stream.len() >> 20
-            );
-        }
-        delivered = out.len();
-    }
-    // Resends, if any.
-    for _ in 0..10 {
-        pending.append(&mut wire);
-        let used = dst.receive(1, &pending, &mut out)?;
-        pending.drain(..used);
-        dst.upstream(1, &mut up)?;
-        let n = src.handle(1, &up, Instant::now(), &mut wire)?;
-        up.drain(..n);
-    }
-    eprintln!();
-    if out != stream {
-        bail!(
-            "the phone delivered {} bytes that differ from the {} sent",
-            out.len(),
-            stream.len()
-        );
-    }
-    src.close(1);
-    dst.close(1);
-    Ok((t_src, t_dst))
-}
-
 /// Run `roam bench dedup`.
 pub fn dedup(a: &BenchDedupArgs) -> Result<()> {
     let files = files(&a.corpus, a.megabytes << 20)
@@ -217,24 +130,22 @@ pub fn dedup(a: &BenchDedupArgs) -> Result<()> {
     );
     let chunk_gb_s = chunk_speed(Chunking::default(), &present);
     let rabin_gb_s = chunk_speed(Chunking::RABIN, &present);
-    let mut seen = NameSet::default();
-    oracle(&past, &mut seen);
-    let oracle_bytes = oracle(&present, &mut seen);
-
-    let mut dst = Destination::new(DestinationConfig::default());
-    let mut other = Source::new(SourceConfig::default())?;
-    carry(&past, &mut other, &mut dst, 0, a.read)?;
-    let before = dst.stats();
-    // The benchmark runs faster than any link: the feedback rate's bound (against hostile
-    // phones) would bind on time, not on the phone; lift it here.
-    let mut src = Source::new(SourceConfig {
-        feedback_names_per_s: u32::MAX,
-        ..SourceConfig::default()
-    })?;
-    let (t_src, t_dst) = carry(&present, &mut src, &mut dst, 1, a.read)?;
-    let s = src.stats();
-    let d = dst.stats();
-    let feedback_bytes = d.feedback_bytes - before.feedback_bytes;
+    let setup = Setup {
+        read: a.read,
+        ..Setup::default()
+    };
+    eprintln!("bench dedup: the past through one source, the present through another");
+    let r = analyze(
+        &[Stream {
+            port: 0,
+            bytes: past.clone(),
+        }],
+        &[Stream {
+            port: 0,
+            bytes: present.clone(),
+        }],
+        &setup,
+    )?;
     let mb = present.len() as f64 / 1e6;
     let ratio = |x: u64, y: u64| {
         if y == 0 {
@@ -243,22 +154,20 @@ pub fn dedup(a: &BenchDedupArgs) -> Result<()> {
             Some(x as f64 / y as f64)
         }
     };
+    let t = r.total;
     let out = json!({
         "chunk_gb_s": chunk_gb_s,
         "rabin_gb_s": rabin_gb_s,
-        "src_mb_s": mb / t_src.as_secs_f64(),
-        "dst_mb_s": mb / t_dst.as_secs_f64(),
-        "found_fraction": ratio(s.regular_hit_bytes + s.feedback_hit_bytes, oracle_bytes),
-        "found_by_regular": ratio(s.regular_hit_bytes, oracle_bytes),
-        "found_by_feedback": ratio(s.feedback_hit_bytes, oracle_bytes),
-        "bytes_per_feedback_byte": ratio(s.feedback_hit_bytes, feedback_bytes),
-        "oracle_redundancy": ratio(oracle_bytes, present.len() as u64),
-        "wire_over_present": ratio(s.bytes_out, present.len() as u64),
-        "feedback_bytes": feedback_bytes,
-        "resent_records": s.resent,
-        "feedback_dropped": s.feedback_dropped,
-        "unknown_names": d.unknown_names - before.unknown_names,
-        "checksum_failures": d.checksum_failures - before.checksum_failures,
+        "src_mb_s": mb / r.source_time.as_secs_f64(),
+        "dst_mb_s": mb / r.destination_time.as_secs_f64(),
+        "found_fraction": r.found(),
+        "found_by_regular": ratio(t.regular, t.oracle),
+        "found_by_feedback": ratio(t.feedback, t.oracle),
+        "bytes_per_feedback_byte": r.per_feedback_byte(),
+        "oracle_redundancy": ratio(t.oracle, t.bytes),
+        "wire_over_present": ratio(r.wire_bytes, t.bytes),
+        "feedback_bytes": r.feedback_bytes,
+        "resent_records": r.resent,
         "cellular_bytes_vs_best_baseline": null,
         "corpus": format!(
             "{} files under {} ({} MB): past in name order through another source; present the next version: 1 in 5 edited, 1 in 10 new, 1 in 20 gone (synthetic churn on real text)",

@@ -1,6 +1,7 @@
 //! The commands, one module per command group: each parses its arguments (clap) and calls the
 //! libraries; `main.rs` dispatches to them.
 
+pub mod dedup;
 pub mod drive;
 pub mod emu;
 pub mod energy;
