@@ -13,6 +13,7 @@
 //! checksum that fails) is never delivered: the phone asks for it again, names its chunks for
 //! the source to forget, and holds the records after it (bounded) until it comes.
 
+pub mod disk;
 pub mod flowlet;
 pub mod select;
 pub mod store;
@@ -148,6 +149,7 @@ struct Flow {
 pub struct Destination {
     cfg: DestinationConfig,
     store: Store,
+    disk: Option<disk::Disk>,
     /// Per source: names seen from it or advertised to it.
     known: HashMap<SourceId, Lru>,
     flows: HashMap<FlowId, Flow>,
@@ -167,12 +169,35 @@ impl Destination {
     pub fn new(cfg: DestinationConfig) -> Destination {
         Destination {
             store: Store::new(cfg.cache_bytes),
+            disk: None,
             known: HashMap::new(),
             cfg,
             flows: HashMap::new(),
             stats: DestinationStats::default(),
             delta: 0,
             scratch: Vec::new(),
+        }
+    }
+
+    /// A destination whose cache lives in the file `path` too ([`disk`]): what it held is
+    /// loaded; a file that cannot be trusted is replaced by an empty one, and why is returned
+    /// beside it (a file another process holds is left alone and the cache kept in memory).
+    pub fn with_disk(
+        cfg: DestinationConfig,
+        path: &std::path::Path,
+    ) -> (Destination, Option<disk::DiskError>) {
+        let (store, file, why) = disk::open_or_rebuild(path, cfg.cache_bytes, cfg.name_bits);
+        let mut d = Destination::new(cfg);
+        d.store = store;
+        d.disk = file;
+        (d, why)
+    }
+
+    /// Write what changed in the cache since the last save to its file, if it has one.
+    pub fn save(&mut self) -> Result<(), disk::DiskError> {
+        match &mut self.disk {
+            Some(d) => d.save(&mut self.store),
+            None => Ok(()),
         }
     }
 

@@ -6,9 +6,9 @@
 //! each name to the flowlets it appeared in (the most recent few) finds the past flowlets an
 //! arriving segment shares chunks with.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::name::{Name, NameMap};
+use crate::name::{Name, NameMap, NameSet};
 
 /// A flowlet's number (the thesis's `id_count`).
 pub type FlowletId = u64;
@@ -48,6 +48,17 @@ pub struct Store {
     next_id: FlowletId,
     /// Flowlets evicted so far.
     pub evicted: u64,
+    /// What changed since the cache was last written to disk ([`super::disk`]).
+    pub(super) changes: Changes,
+}
+
+/// Changes since the last save.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    pub(super) chunks_added: NameSet,
+    pub(super) chunks_removed: NameSet,
+    pub(super) flowlets: HashSet<FlowletId>,
+    pub(super) flowlets_removed: HashSet<FlowletId>,
 }
 
 impl Store {
@@ -63,7 +74,75 @@ impl Store {
             clock: 0,
             next_id: 1,
             evicted: 0,
+            changes: Changes::default(),
         }
+    }
+
+    /// A cache of at most `limit` bytes rebuilt from saved flowlets (`(id, names, next,
+    /// last use)`) and chunks; the least recently used flowlets beyond the limit are left
+    /// out. Chunks no flowlet names are dropped.
+    pub(super) fn rebuilt(
+        limit: u64,
+        mut flowlets: Vec<(FlowletId, Vec<Name>, Option<FlowletId>, u64)>,
+        mut chunk: impl FnMut(Name) -> Option<Box<[u8]>>,
+    ) -> Store {
+        let mut s = Store::new(limit);
+        flowlets.sort_by_key(|f| std::cmp::Reverse(f.3));
+        for (id, names, next, used) in flowlets {
+            let mut bytes = 0;
+            let mut fresh = Vec::new();
+            for n in &names {
+                if !s.chunks.contains_key(n) && !fresh.iter().any(|(m, _)| m == n) {
+                    match chunk(*n) {
+                        Some(b) => {
+                            bytes += b.len() as u64;
+                            fresh.push((*n, b));
+                        }
+                        None => continue,
+                    }
+                }
+            }
+            if s.bytes + bytes > limit {
+                continue;
+            }
+            for (n, b) in fresh {
+                s.bytes += b.len() as u64;
+                s.chunks.insert(n, Chunk { bytes: b, refs: 0 });
+            }
+            let names: Vec<Name> = names
+                .into_iter()
+                .filter(|n| s.chunks.contains_key(n))
+                .collect();
+            for n in &names {
+                s.chunks.get_mut(n).expect("inserted").refs += 1;
+                let ix = s.index.entry(*n).or_default();
+                if ix.last() != Some(&id) && ix.len() < INDEX_PER_NAME {
+                    ix.push(id);
+                }
+            }
+            s.order.insert(used, id);
+            s.clock = s.clock.max(used);
+            s.next_id = s.next_id.max(id + 1);
+            s.flowlets.insert(id, Flowlet { names, next, used });
+        }
+        s
+    }
+
+    /// Flowlet `id`'s names, the flowlet after it and its last use.
+    pub(super) fn flowlet_entry(&self, id: FlowletId) -> Option<(&[Name], Option<FlowletId>, u64)> {
+        self.flowlets
+            .get(&id)
+            .map(|f| (&f.names[..], f.next, f.used))
+    }
+
+    /// Every flowlet's id.
+    pub(super) fn flowlet_ids(&self) -> impl Iterator<Item = FlowletId> + '_ {
+        self.flowlets.keys().copied()
+    }
+
+    /// Every chunk's name.
+    pub(super) fn chunk_names(&self) -> impl Iterator<Item = Name> + '_ {
+        self.chunks.keys().copied()
     }
 
     /// Bytes of chunks held.
@@ -100,8 +179,10 @@ impl Store {
             },
         );
         self.order.insert(self.clock, id);
+        self.changes.flowlets.insert(id);
         if let Some(f) = prev.and_then(|p| self.flowlets.get_mut(&p)) {
             f.next = Some(id);
+            self.changes.flowlets.insert(prev.expect("some"));
         }
         id
     }
@@ -113,6 +194,7 @@ impl Store {
             self.clock += 1;
             f.used = self.clock;
             self.order.insert(self.clock, id);
+            self.changes.flowlets.insert(id);
         }
     }
 
@@ -142,9 +224,12 @@ impl Store {
             return;
         };
         f.names.push(name);
+        self.changes.flowlets.insert(id);
         match self.chunks.get_mut(&name) {
             Some(c) => c.refs += 1,
             None => {
+                self.changes.chunks_added.insert(name);
+                self.changes.chunks_removed.remove(&name);
                 self.bytes += bytes.len() as u64;
                 self.chunks.insert(
                     name,
@@ -175,6 +260,8 @@ impl Store {
     pub fn forget(&mut self, name: Name) {
         if let Some(c) = self.chunks.remove(&name) {
             self.bytes -= c.bytes.len() as u64;
+            self.changes.chunks_added.remove(&name);
+            self.changes.chunks_removed.insert(name);
         }
         self.index.remove(&name);
     }
@@ -184,6 +271,8 @@ impl Store {
             return;
         };
         self.evicted += 1;
+        self.changes.flowlets.remove(&id);
+        self.changes.flowlets_removed.insert(id);
         for name in f.names {
             if let Some(c) = self.chunks.get_mut(&name) {
                 c.refs -= 1;
@@ -191,6 +280,8 @@ impl Store {
                     self.bytes -= c.bytes.len() as u64;
                     self.chunks.remove(&name);
                     self.index.remove(&name);
+                    self.changes.chunks_added.remove(&name);
+                    self.changes.chunks_removed.insert(name);
                 }
             }
         }

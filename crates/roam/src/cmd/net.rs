@@ -132,9 +132,16 @@ pub struct ProxyArgs {
     /// Destination ports carried without dedup (repeat).
     #[arg(long, value_name = "PORT")]
     no_dedup_port: Vec<u16>,
-    /// The device's dedup cache, MB of content held in memory.
+    /// The device's dedup cache, MB of content (in memory, and on disk in --dedup-store).
     #[arg(long, value_name = "MB", default_value_t = 256)]
     dedup_cache_mb: u64,
+    /// Where the dedup cache persists across restarts (default ~/.cache/roam/dedup.redb;
+    /// written every 30 s; a damaged file is replaced by an empty one, and said so).
+    #[arg(long, value_name = "FILE")]
+    dedup_store: Option<PathBuf>,
+    /// Keep the dedup cache in memory only.
+    #[arg(long, conflicts_with = "dedup_store")]
+    dedup_in_memory: bool,
 }
 
 /// Options of `roam net relay`.
@@ -310,14 +317,7 @@ fn proxy(a: ProxyArgs) -> Result<()> {
             tls,
             ..Options::default()
         },
-        dedup: (!a.no_dedup).then(|| {
-            std::sync::Arc::new(std::sync::Mutex::new(roam_dedup::Destination::new(
-                roam_dedup::destination::DestinationConfig {
-                    cache_bytes: a.dedup_cache_mb << 20,
-                    ..Default::default()
-                },
-            )))
-        }),
+        dedup: (!a.no_dedup).then(|| dedup_cache(&a)),
         no_dedup_ports: a.no_dedup_port.clone(),
     })?;
     eprintln!(
@@ -333,6 +333,48 @@ fn proxy(a: ProxyArgs) -> Result<()> {
     );
     proxy.run(|event| eprintln!("roam net proxy: {event}"))?;
     Ok(())
+}
+
+/// The proxy's dedup cache: loaded from its file (unless --dedup-in-memory), saved every 30 s
+/// by a thread of its own.
+fn dedup_cache(a: &ProxyArgs) -> std::sync::Arc<std::sync::Mutex<roam_dedup::Destination>> {
+    use std::sync::{Arc, Mutex};
+    let cfg = roam_dedup::destination::DestinationConfig {
+        cache_bytes: a.dedup_cache_mb << 20,
+        ..Default::default()
+    };
+    let path = a.dedup_store.clone().or_else(|| {
+        (!a.dedup_in_memory).then(|| {
+            let home = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .unwrap_or_else(|| PathBuf::from("."));
+            home.join("roam").join("dedup.redb")
+        })
+    });
+    let Some(path) = path else {
+        return Arc::new(Mutex::new(roam_dedup::Destination::new(cfg)));
+    };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let (d, why) = roam_dedup::Destination::with_disk(cfg, &path);
+    if let Some(why) = why {
+        eprintln!(
+            "roam net proxy: dedup cache {}: {why}; starting empty",
+            path.display()
+        );
+    }
+    let d = Arc::new(Mutex::new(d));
+    let saver = d.clone();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(30));
+        let r = saver.lock().unwrap_or_else(|p| p.into_inner()).save();
+        if let Err(e) = r {
+            eprintln!("roam net proxy: saving the dedup cache: {e}");
+        }
+    });
+    d
 }
 
 /// `roam net relay`: until interrupted.

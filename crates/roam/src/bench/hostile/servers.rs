@@ -354,6 +354,7 @@ pub fn start(name: &'static str, dir: &Path) -> Result<Server> {
                     &proxy_addr.to_string(),
                     "--relay",
                     &a,
+                    "--dedup-in-memory",
                 ])
                 .into_iter()
                 .chain(["--key-file".into(), p(&key)])
