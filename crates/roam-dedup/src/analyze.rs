@@ -258,15 +258,7 @@ mod tests {
     use super::*;
 
     fn text(seed: u64, n: usize) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b"abcdefgh ijk lmnop qrs tuv wxyz "[(x % 32) as usize]
-            })
-            .collect()
+        crate::testdata::text(n, seed)
     }
 
     #[test]

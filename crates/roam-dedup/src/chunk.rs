@@ -231,18 +231,7 @@ mod rabin {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
+    use crate::testdata::noise;
 
     #[test]
     fn cuts_cover_the_data_within_the_sizes_and_resynchronise_after_an_insert() {

@@ -37,6 +37,8 @@ pub mod destination;
 pub mod lru;
 pub mod name;
 pub mod source;
+#[cfg(test)]
+mod testdata;
 pub mod wire;
 
 pub use destination::Destination;

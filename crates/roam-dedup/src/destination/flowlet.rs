@@ -187,40 +187,11 @@ mod tests {
     use super::*;
 
     fn text(n: usize) -> Vec<u8> {
-        let words = [
-            "the ",
-            "network ",
-            "phone ",
-            "cache ",
-            "flow ",
-            "of ",
-            "and ",
-            "bytes ",
-            "is ",
-            "a ",
-            "feedback ",
-            "upstream ",
-        ];
-        let mut x = 12345u32;
-        let mut out = Vec::new();
-        while out.len() < n {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            out.extend_from_slice(words[(x >> 16) as usize % words.len()].as_bytes());
-        }
-        out.truncate(n);
-        out
+        crate::testdata::text(n, 12345)
     }
 
     fn noise(n: usize) -> Vec<u8> {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        crate::testdata::noise(n, 7)
     }
 
     #[test]

@@ -488,6 +488,19 @@ fn serving(body: Vec<u8>) -> SocketAddr {
     addr
 }
 
+/// A relay with dedup on loopback, and a phone's cache for proxies to it.
+fn dedup_ends() -> (Running, Arc<Mutex<roam_dedup::Destination>>) {
+    let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
+    let relay = relay_with(&["127.0.0.0/8"], |c| {
+        c.options = lo();
+        c.dedup = Some(Arc::new(Mutex::new(source)));
+    });
+    let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
+        roam_dedup::destination::DestinationConfig::default(),
+    )));
+    (relay, dst)
+}
+
 /// Everything `proxy` delivers of one connection to `dest`.
 fn fetch(proxy: SocketAddr, dest: SocketAddr) -> Vec<u8> {
     let (mut s, code) = socks(proxy, &v4(dest));
@@ -506,14 +519,7 @@ fn dedup_carries_bytes_exactly_and_the_second_fetch_costs_less() {
         })
         .collect();
     let target = serving(body.clone());
-    let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
-    let relay = relay_with(&["127.0.0.0/8"], |c| {
-        c.options = lo();
-        c.dedup = Some(Arc::new(Mutex::new(source)));
-    });
-    let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
-        roam_dedup::destination::DestinationConfig::default(),
-    )));
+    let (relay, dst) = dedup_ends();
     let proxy = proxy_with(relay.addr, |c| c.dedup = Some(dst.clone()));
     assert!(fetch(proxy, target) == body, "first fetch differs");
     let first = relay
@@ -537,14 +543,7 @@ fn dedup_passes_tls_through_and_a_port_can_be_left_plain() {
     let mut body = vec![0x16, 0x03, 0x03, 0x10, 0x00];
     body.extend((0..50_000u32).map(|i| (i * 31) as u8));
     let target = serving(body.clone());
-    let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
-    let relay = relay_with(&["127.0.0.0/8"], |c| {
-        c.options = lo();
-        c.dedup = Some(Arc::new(Mutex::new(source)));
-    });
-    let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
-        roam_dedup::destination::DestinationConfig::default(),
-    )));
+    let (relay, dst) = dedup_ends();
     let proxy = proxy_with(relay.addr, |c| c.dedup = Some(dst.clone()));
     assert!(fetch(proxy, target) == body);
     let r = relay
