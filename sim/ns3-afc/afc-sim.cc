@@ -36,7 +36,9 @@
 //
 // One defect of ns-3.37 is worked around for every system (TcpSocketWu::AvailableWindow and
 // SendDataPacket): it could offer a zero-byte segment, and crash, when the bytes sent equal
-// the peer's window.
+// the peer's window. Another for `tcp` and `afc` (TcpSocketWu::ReTxTimeout): its
+// retransmission timer expires with nothing in flight when a window below one segment stalls
+// the sender, and restarts it from one segment; Linux stops the timer then.
 //
 // The bottleneck's queue (--queue, default 1000 packets, Linux's default txqueuelen and the
 // deep buffers of cellular links) is not given by the thesis; `roam lab afc --sim` also runs
@@ -247,12 +249,28 @@ class TcpSocketWu : public TcpSocketBase
         return TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
     }
 
+    /// ns-3.37 re-arms the retransmission timer on every new ACK, even the one that leaves
+    /// nothing in flight, and treats its expiry as a loss whenever the send buffer holds data:
+    /// a sender stalled by a window below one segment (not zero, so no persist probe) times
+    /// out with nothing outstanding and restarts from one segment. Linux stops the timer when
+    /// nothing is in flight (tcp_rearm_rto); so does this, for every system but `ns3`.
+    void ReTxTimeout() override
+    {
+        if (m_linuxRto && m_state == ESTABLISHED &&
+            m_txBuffer->HeadSequence() >= m_tcb->m_highTxMark)
+        {
+            return;
+        }
+        TcpSocketBase::ReTxTimeout();
+    }
+
     uint64_t windowUpdates = 0;
     uint64_t zeroWindowAcks = 0;
     uint64_t notStored = 0;
 
   protected:
     SequenceNumber32 m_advEdge{0}; // the right edge of the window last advertised
+    bool m_linuxRto = true;        // no retransmission timeout with nothing in flight
 
     Ptr<TcpSocketBase> Fork() override
     {
@@ -326,6 +344,11 @@ class TcpSocketPlain : public TcpSocketWu
     TypeId GetInstanceTypeId() const override
     {
         return GetTypeId();
+    }
+
+    TcpSocketPlain()
+    {
+        m_linuxRto = false;
     }
 
   protected:
