@@ -45,12 +45,28 @@ const FULL: Duration = Duration::from_secs(600);
 /// A quick run's.
 const QUICK: Duration = Duration::from_secs(60);
 
-/// What `OUT/run.json` records, and `--resume` matches.
+/// What `OUT/run.json` records, and `--resume` matches (the fields `roam results index`
+/// reads of every lab's stamp, plus the simulated length).
 #[derive(Serialize, Deserialize, PartialEq, Debug)]
 struct Stamp {
     version: String,
+    quick: bool,
     simulated_s: u64,
     first_seed: u64,
+    /// The simulated length in the other labs' form (`sim`: milliseconds).
+    workload_ms: std::collections::BTreeMap<String, u64>,
+}
+
+impl Stamp {
+    fn new(quick: bool, simulated_s: u64, first_seed: u64) -> Stamp {
+        Stamp {
+            version: VERSION.into(),
+            quick,
+            simulated_s,
+            first_seed,
+            workload_ms: [("sim".to_string(), simulated_s * 1000)].into(),
+        }
+    }
 }
 
 /// One run of the program.
@@ -78,11 +94,7 @@ pub fn run(request: &Request) -> Result<Finished> {
     if trials == 0 {
         bail!("--trials: at least 1");
     }
-    let stamp = Stamp {
-        version: VERSION.into(),
-        simulated_s: duration.as_secs().max(1),
-        first_seed: request.first_seed,
-    };
+    let stamp = Stamp::new(request.quick, duration.as_secs().max(1), request.first_seed);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let rows = if request.report_only {
         read_rows(&out)?
@@ -333,11 +345,7 @@ pub fn run_one(
         .iter()
         .find(|p| p.label == point)
         .with_context(|| format!("no point `{point}` in `{experiment}`"))?;
-    let stamp = Stamp {
-        version: VERSION.into(),
-        simulated_s,
-        first_seed: seed,
-    };
+    let stamp = Stamp::new(false, simulated_s, seed);
     let job = Job {
         experiment: e,
         point: p,
