@@ -348,6 +348,8 @@ impl Destination {
         // Names the record used, and every piece's chunk: (name, where in `bytes`, named).
         let mut names = Vec::new();
         let mut pieces: Vec<(Name, usize, usize, bool)> = Vec::new();
+        // Chunks rebuilt so far in this record, by name: where they lie in `bytes`.
+        let mut built: crate::name::NameMap<(usize, usize)> = Default::default();
         let mut failed = None;
         for p in wire::pieces(rec.body) {
             let p = p.map_err(|err| DestinationError::Wire {
@@ -360,21 +362,23 @@ impl Destination {
                 Piece::Literal(b) => {
                     bytes.extend_from_slice(b);
                     let name = Name::of_bits(b, self.cfg.name_bits);
+                    built.insert(name, (at, b.len()));
                     pieces.push((name, at, b.len(), false));
                 }
                 Piece::Name { name, len } => {
                     names.push(name);
-                    // From the cache, the segment not yet in it, or earlier in this record.
-                    let earlier = pieces
-                        .iter()
-                        .rev()
-                        .find(|q| q.0 == name && q.2 == len)
-                        .map(|q| (q.1, q.2));
+                    // From the cache, the segment not yet in it, or earlier in this record
+                    // (a piece there that was rebuilt: a failed one added no bytes).
+                    let earlier = built.get(&name).copied().filter(|e| e.1 == len);
                     match (self.chunk(f, name), earlier) {
                         (Some(c), _) if c.len() == len => bytes.extend_from_slice(c),
                         (_, Some((from, n))) => bytes.extend_from_within(from..from + n),
-                        _ => failed = Some(Unbuilt::Unknown),
+                        _ => {
+                            failed = Some(Unbuilt::Unknown);
+                            continue;
+                        }
                     }
+                    built.insert(name, (at, len));
                     pieces.push((name, at, len, true));
                 }
             }
@@ -550,5 +554,30 @@ impl Destination {
             self.stats.control_bytes += (out.len() - before) as u64;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzzing: a record naming a chunk the phone lacks, twice, once made the second
+    /// reference copy bytes the first never added.
+    #[test]
+    fn a_record_naming_an_unknown_chunk_twice_is_asked_for_again() {
+        let mut body = Vec::new();
+        wire::put_name(&mut body, Name(7), 300);
+        wire::put_name(&mut body, Name(7), 300);
+        let mut rec = Vec::new();
+        wire::put_record(&mut rec, wire::Kind::First, 0, 1, &body);
+        let mut d = Destination::new(DestinationConfig::default());
+        d.open(1);
+        let mut out = Vec::new();
+        assert_eq!(d.receive(1, &rec, &mut out).unwrap(), rec.len());
+        assert!(out.is_empty());
+        let mut up = Vec::new();
+        d.upstream(1, &mut up).unwrap();
+        let (m, _) = Upstream::decode(&up).unwrap().unwrap();
+        assert!(matches!(m, Upstream::Resend { seq: 0, .. }), "{m:?}");
     }
 }
