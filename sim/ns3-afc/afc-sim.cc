@@ -408,6 +408,7 @@ class AfcTcpSocket : public TcpSocketWu
     uint64_t proactiveAcks = 0;
     uint64_t zeroWindowEvents = 0;
     uint64_t suppressedDupAcks = 0;
+    uint64_t suppressedTimeouts = 0;
 
     /// The Tx trace: every segment this socket sends carries its smoothed read rate.
     static void TagTx(Ptr<const Packet> p, const TcpHeader&, Ptr<const TcpSocketBase> s)
@@ -536,6 +537,22 @@ class AfcTcpSocket : public TcpSocketWu
             return;
         }
         TcpSocketWu::ReceivedAck(packet, h);
+    }
+
+    /// While the window is closed, a retransmission timeout is one more congestion signal
+    /// the thesis suppresses ("all congestion indicators are suppressed", §3.4.2): what is
+    /// outstanding was dropped by a full receiver, not the network. The timer is re-armed,
+    /// doubling as probes do, and the reopening ACK restarts sending from the cumulative ACK.
+    void ReTxTimeout() override
+    {
+        if (m_zw && m_state == ESTABLISHED)
+        {
+            suppressedTimeouts++;
+            m_rto = std::min(Time(2 * m_rto.Get()), Seconds(60));
+            m_retxEvent = Simulator::Schedule(m_rto, &AfcTcpSocket::ReTxTimeout, this);
+            return;
+        }
+        TcpSocketWu::ReTxTimeout();
     }
 
     /// Probes only when the flow window is closed: AR * RTT keeps it open otherwise.
