@@ -531,11 +531,7 @@ fn metrics(job: &Job<'_>, flows: &[Flow]) -> Vec<Row> {
 /// Whether this machine can build the program: ns-3's headers are installed, or we are root
 /// (the build installs them); else why not (for tests that need it).
 pub fn available() -> Result<(), String> {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    if root || Path::new("/usr/include/ns3/tcp-socket-base.h").exists() {
+    if roam_emu::sys::is_root() || Path::new("/usr/include/ns3/tcp-socket-base.h").exists() {
         Ok(())
     } else {
         Err("ns-3 3.37 is not installed (apt-get install ns3 libns3-dev libgsl-dev)".into())
