@@ -33,9 +33,11 @@ pub struct SourceConfig {
     /// Original bytes kept of records that name chunks, until the phone acknowledges them
     /// (per flow); past it, records go as literals, which need no keeping.
     pub keep_bytes: usize,
-    /// Names of feedback accepted a second from one source of feedback (a hostile phone
-    /// cannot flood the feedback cache faster); the rest are dropped and counted.
+    /// Names of feedback accepted a second from one phone (a hostile phone cannot flood the
+    /// feedback cache faster, nor crowd out the others'); the rest are dropped and counted.
     pub feedback_names_per_s: u32,
+    /// Names of feedback accepted a second from all phones together.
+    pub feedback_names_per_s_total: u32,
     /// Bits of each name used ([`Name::of_bits`]; 64, all of them, except in tests of
     /// collisions). The phone must use as many.
     pub name_bits: u32,
@@ -49,6 +51,7 @@ impl Default for SourceConfig {
             feedback_bytes: 512 << 10,
             keep_bytes: 512 << 10,
             feedback_names_per_s: 20_000,
+            feedback_names_per_s_total: 100_000,
             name_bits: 64,
         }
     }
@@ -120,6 +123,8 @@ pub enum SourceError {
 
 #[derive(Debug, Default)]
 struct Flow {
+    /// The phone it serves (its feedback counts against that phone's rate).
+    phone: u64,
     stats: FlowStats,
     seq: u64,
     /// Bytes held back: the stream after the last content-defined cut.
@@ -137,9 +142,9 @@ pub struct Source {
     feedback: Lru,
     flows: HashMap<FlowId, Flow>,
     stats: SourceStats,
-    /// The feedback rate bound's tokens, and when they were last added.
-    tokens: f64,
-    refilled: Option<Instant>,
+    /// The feedback rate bounds: all phones together, and each phone's.
+    total: Bucket,
+    phones: HashMap<u64, Bucket>,
     cuts: Vec<usize>,
     body: Vec<u8>,
 }
@@ -151,11 +156,11 @@ impl Source {
         Ok(Source {
             regular: Lru::new(cfg.regular_bytes),
             feedback: Lru::new(cfg.feedback_bytes),
-            tokens: f64::from(cfg.feedback_names_per_s),
+            total: Bucket::full(cfg.feedback_names_per_s_total),
+            phones: HashMap::new(),
             cfg,
             flows: HashMap::new(),
             stats: SourceStats::default(),
-            refilled: None,
             cuts: Vec::new(),
             body: Vec::new(),
         })
@@ -166,9 +171,15 @@ impl Source {
         self.stats
     }
 
-    /// Start a flow.
+    /// Start a flow (of phone 0).
     pub fn open(&mut self, flow: FlowId) {
-        self.flows.entry(flow).or_default();
+        self.open_for(flow, 0);
+    }
+
+    /// Start a flow serving `phone` (any number naming it: the relay uses its address), whose
+    /// feedback counts against that phone's rate.
+    pub fn open_for(&mut self, flow: FlowId, phone: u64) {
+        self.flows.entry(flow).or_default().phone = phone;
     }
 
     /// End a flow (its held-back tail must have been flushed); what it did.
@@ -364,14 +375,35 @@ impl Source {
         let f = self.flows.get_mut(&flow).ok_or(SourceError::NoFlow(flow))?;
         match msg {
             Upstream::Advertise(names) => {
-                self.refill(now);
+                let (per_phone, total) = (
+                    self.cfg.feedback_names_per_s,
+                    self.cfg.feedback_names_per_s_total,
+                );
+                if !self.phones.contains_key(&f.phone) && self.phones.len() >= MAX_PHONES {
+                    // Forget the phone heard from longest ago.
+                    let old = self
+                        .phones
+                        .iter()
+                        .min_by_key(|(_, b)| b.refilled)
+                        .map(|(k, _)| *k);
+                    if let Some(old) = old {
+                        self.phones.remove(&old);
+                    }
+                }
+                let phone = self
+                    .phones
+                    .entry(f.phone)
+                    .or_insert_with(|| Bucket::full(per_phone));
+                phone.refill(now, per_phone);
+                self.total.refill(now, total);
                 for name in names {
                     self.stats.feedback_names += 1;
-                    if self.tokens < 1.0 {
+                    if phone.tokens < 1.0 || self.total.tokens < 1.0 {
                         self.stats.feedback_dropped += 1;
                         continue;
                     }
-                    self.tokens -= 1.0;
+                    phone.tokens -= 1.0;
+                    self.total.tokens -= 1.0;
                     // The phone holds the chunk; its size is unknown here: count an average
                     // chunk against the cache's bound.
                     let avg = match self.cfg.chunking {
@@ -419,11 +451,31 @@ impl Source {
         }
         Ok(())
     }
+}
 
-    /// Add the feedback rate's tokens for the time since the last message (at most one
-    /// second's worth banked).
-    fn refill(&mut self, now: Instant) {
-        let rate = f64::from(self.cfg.feedback_names_per_s);
+/// Phones whose feedback rate is tracked at once (past it, the one heard from longest ago is
+/// forgotten, and starts full again if it comes back).
+const MAX_PHONES: usize = 4096;
+
+/// A token bucket: names of feedback that may be accepted now.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    refilled: Option<Instant>,
+}
+
+impl Bucket {
+    fn full(rate: u32) -> Bucket {
+        Bucket {
+            tokens: f64::from(rate),
+            refilled: None,
+        }
+    }
+
+    /// Add `rate` tokens a second for the time since the last refill (at most one second's
+    /// worth banked).
+    fn refill(&mut self, now: Instant, rate: u32) {
+        let rate = f64::from(rate);
         if let Some(then) = self.refilled {
             let dt = now
                 .saturating_duration_since(then)
@@ -431,5 +483,43 @@ impl Source {
             self.tokens = (self.tokens + rate * dt.as_secs_f64()).min(rate);
         }
         self.refilled = Some(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flood of feedback from one phone is cut at its rate, and another phone's feedback
+    /// still gets through.
+    #[test]
+    fn one_phone_cannot_crowd_out_anothers_feedback() {
+        let mut s = Source::new(SourceConfig {
+            feedback_names_per_s: 100,
+            feedback_names_per_s_total: 150,
+            ..SourceConfig::default()
+        })
+        .unwrap();
+        s.open_for(1, 7);
+        s.open_for(2, 8);
+        let now = Instant::now();
+        let flood = |n: u64, from: u64| {
+            let mut b = Vec::new();
+            Upstream::Advertise((from..from + n).map(Name).collect()).encode(&mut b);
+            b
+        };
+        s.handle(1, &flood(1000, 0), now, &mut Vec::new()).unwrap();
+        assert_eq!(s.stats().feedback_dropped, 900);
+        s.handle(2, &flood(50, 5000), now, &mut Vec::new()).unwrap();
+        assert_eq!(
+            s.stats().feedback_dropped,
+            900,
+            "the other phone's 50 all taken"
+        );
+        // A second later the hostile phone has its rate again, no more.
+        let later = now + Duration::from_secs(1);
+        s.handle(1, &flood(1000, 10_000), later, &mut Vec::new())
+            .unwrap();
+        assert_eq!(s.stats().feedback_dropped, 900 + 900);
     }
 }

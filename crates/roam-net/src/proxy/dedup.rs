@@ -74,12 +74,18 @@ pub(super) struct RelayEnd {
 }
 
 impl RelayEnd {
+    /// The relay's end of one connection from `phone` (its address: feedback is bounded per
+    /// phone, so one cannot crowd out the others').
     pub(super) fn new(
         source: Arc<Mutex<Source>>,
+        phone: Option<std::net::IpAddr>,
         report: Box<dyn Fn(FlowStats) + Send + Sync>,
     ) -> RelayEnd {
         let flow = next_flow();
-        lock(&source).open(flow);
+        let key = phone.map_or(0, |ip| {
+            roam_dedup::Name::of(super::allow::canonical(ip).to_string().as_bytes()).0
+        });
+        lock(&source).open_for(flow, key);
         RelayEnd {
             source,
             flow,

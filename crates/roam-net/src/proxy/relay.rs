@@ -230,7 +230,11 @@ fn relay_one(
     tcp.set_nodelay(true)?;
     ms.send(Label::ForegroundSmall, answer.into_bytes(), None)?;
     let codec: Arc<dyn Codec> = match (&shared.dedup, accept) {
-        (Some(source), true) => Arc::new(RelayEnd::new(source.clone(), on_dedup)),
+        (Some(source), true) => Arc::new(RelayEnd::new(
+            source.clone(),
+            ms.peer_addr().map(|a| a.ip()),
+            on_dedup,
+        )),
         _ => Arc::new(Plain),
     };
     pump(ms, tcp, label, shared.idle_timeout, codec)
