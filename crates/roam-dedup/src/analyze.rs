@@ -47,6 +47,7 @@ impl Default for Setup {
                 // The analysis replays faster than any link: the bound against hostile
                 // phones would bind on time, not on the phone.
                 feedback_names_per_s: u32::MAX,
+                feedback_names_per_s_total: u32::MAX,
                 ..SourceConfig::default()
             },
             destination: DestinationConfig::default(),
