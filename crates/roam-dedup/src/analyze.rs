@@ -198,10 +198,7 @@ pub fn analyze(
     if let Some(r) = setup.down_over_up {
         // Rates in any unit: only their ratio moves δ (the upstream delay is the analysis's
         // one read).
-        let avg = match chunking {
-            Chunking::FastCdc { avg, .. } | Chunking::Rabin { avg, .. } => f64::from(avg),
-        };
-        dst.set_rates(r, 1.0, 0.0, avg);
+        dst.set_rates(r, 1.0, 0.0, f64::from(chunking.avg()));
     }
     let mut other = Source::new(SourceConfig {
         chunking,

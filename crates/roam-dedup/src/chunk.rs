@@ -81,6 +81,11 @@ impl Chunking {
         Ok(())
     }
 
+    /// The mean chunk size it aims at, bytes.
+    pub fn avg(&self) -> u32 {
+        self.sizes().1
+    }
+
     fn sizes(&self) -> (u32, u32, u32) {
         match *self {
             Chunking::FastCdc { min, avg, max } | Chunking::Rabin { min, avg, max } => {

@@ -406,11 +406,8 @@ impl Source {
                     self.total.tokens -= 1.0;
                     // The phone holds the chunk; its size is unknown here: count an average
                     // chunk against the cache's bound.
-                    let avg = match self.cfg.chunking {
-                        Chunking::FastCdc { avg, .. } | Chunking::Rabin { avg, .. } => avg,
-                    };
                     if !self.regular.contains(name) {
-                        self.feedback.insert(name, avg);
+                        self.feedback.insert(name, self.cfg.chunking.avg());
                     }
                 }
             }

@@ -19,8 +19,9 @@
 //!   reading its sockets);
 //! - `receiver_only_fraction_of_ideal`: the receiver-only variant's, beside AFC's.
 //!
-//! Fairness (Jain's index among AFC flows on the thesis's dumbbell) is not measured yet: the
-//! dumbbell is not built (`jain_afc` is null).
+//! Fairness (Jain's index among AFC flows on the thesis's dumbbell) is not measured here
+//! (`jain_afc` is null): `roam lab afc --apps dumbbell --scenarios afc-s3` runs the dumbbell in
+//! the emulator, `roam lab afc --sim --apps fairness,afc-afc` in ns-3.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -33,6 +33,7 @@ use crate::harness::matrix::pool;
 use crate::harness::results::VERSION;
 use crate::harness::study::{Finished, Request};
 use crate::report::{csv, csv_lines, parse_csv, Row};
+use crate::studies::afc::dumbbell::jain;
 use experiments::{Experiment, Point};
 
 /// The ns-3 program's source (GPL-2.0: it links ns-3; roam runs it as a process).
@@ -471,11 +472,6 @@ pub(crate) fn parse_flows(text: &str) -> Result<Vec<Flow>> {
         bail!("the ns-3 program reported no flow");
     }
     Ok(flows)
-}
-
-/// Jain's fairness index of `x` (1: equal shares; 1/n: one flow takes all).
-fn jain(x: &[f64]) -> f64 {
-    crate::studies::afc::dumbbell::jain(x)
 }
 
 /// The run's rows: on one link the flow's goodput, its fraction of ideal, what the receiver
