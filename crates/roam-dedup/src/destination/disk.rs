@@ -85,6 +85,8 @@ pub fn open(path: &Path, limit: u64, name_bits: u32) -> Result<(Disk, Store), Di
         what,
     };
     let rtx = db.begin_read().map_err(|e| db_err(path)(e.into()))?;
+    // The file's flowlets and chunks, to drop those the store left out over its limit.
+    let (mut file_flowlets, mut file_chunks) = (Vec::new(), Vec::new());
     let store = match rtx.open_table(META) {
         Err(redb::TableError::TableDoesNotExist(_)) => Store::new(limit),
         Err(e) => return Err(db_err(path)(e.into())),
@@ -105,7 +107,11 @@ pub fn open(path: &Path, limit: u64, name_bits: u32) -> Result<(Disk, Store), Di
                 let (k, v) = e.map_err(|e| db_err(path)(e.into()))?;
                 let (names, next, used) = decode_flowlet(v.value())
                     .ok_or_else(|| corrupt(format!("flowlet {} does not decode", k.value())))?;
+                file_flowlets.push(k.value());
                 flowlets.push((k.value(), names, next, used));
+            }
+            for e in chunks_t.iter().map_err(|e| db_err(path)(e.into()))? {
+                file_chunks.push(e.map_err(|e| db_err(path)(e.into()))?.0.value());
             }
             let mut bad = None;
             let store = Store::rebuilt(limit, flowlets, |n| {
@@ -133,9 +139,7 @@ pub fn open(path: &Path, limit: u64, name_bits: u32) -> Result<(Disk, Store), Di
         limit,
     };
     let mut store = store;
-    // What was loaded is what the file must hold: write it whole once (drops what was left
-    // out over the limit), then incrementally.
-    disk.save_all(&mut store)?;
+    disk.prune(&mut store, &file_flowlets, &file_chunks)?;
     Ok((disk, store))
 }
 
@@ -202,19 +206,26 @@ impl Disk {
         Ok(())
     }
 
-    /// Rewrite the whole store (after loading: the file then holds exactly it).
-    fn save_all(&mut self, store: &mut Store) -> Result<(), DiskError> {
-        let path = self.path.clone();
-        let err = db_err(&path);
-        let tx = self.db.begin_write().map_err(|e| err(e.into()))?;
-        {
-            tx.delete_table(CHUNKS).map_err(|e| err(e.into()))?;
-            tx.delete_table(FLOWLETS).map_err(|e| err(e.into()))?;
-        }
-        tx.commit().map_err(|e| err(e.into()))?;
+    /// After loading: the file holds what it did and the store all of it or less (the least
+    /// recently used flowlets past the limit left out): remove from the file what the store
+    /// left out, so it holds exactly the store; then save from there on by changes.
+    fn prune(
+        &mut self,
+        store: &mut Store,
+        file_flowlets: &[FlowletId],
+        file_chunks: &[u64],
+    ) -> Result<(), DiskError> {
         store.changes = Default::default();
-        store.changes.chunks_added = store.chunk_names().collect();
-        store.changes.flowlets = store.flowlet_ids().collect();
+        store.changes.flowlets_removed = file_flowlets
+            .iter()
+            .copied()
+            .filter(|id| store.flowlet(*id).is_none())
+            .collect();
+        store.changes.chunks_removed = file_chunks
+            .iter()
+            .map(|&n| Name(n))
+            .filter(|n| store.get(*n).is_none())
+            .collect();
         self.save(store)
     }
 }
@@ -249,6 +260,14 @@ mod tests {
             "the link survives"
         );
         drop(_disk);
+        // Opened with room for one flowlet only: the least recent is left out, and the file
+        // then holds no more than the store (reopened with room again, it is still gone).
+        let (small, s) = open(&path, 250, 64).unwrap();
+        assert_eq!(s.bytes(), 100);
+        drop(small);
+        let (again, s) = open(&path, 10_000, 64).unwrap();
+        assert_eq!(s.bytes(), 100);
+        drop(again);
         // Garbage where the file was: refused, then rebuilt empty.
         std::fs::write(&path, vec![0x5a; 5000]).unwrap();
         assert!(open(&path, 10_000, 64).is_err());

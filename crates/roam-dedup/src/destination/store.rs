@@ -135,16 +135,6 @@ impl Store {
             .map(|f| (&f.names[..], f.next, f.used))
     }
 
-    /// Every flowlet's id.
-    pub(super) fn flowlet_ids(&self) -> impl Iterator<Item = FlowletId> + '_ {
-        self.flowlets.keys().copied()
-    }
-
-    /// Every chunk's name.
-    pub(super) fn chunk_names(&self) -> impl Iterator<Item = Name> + '_ {
-        self.chunks.keys().copied()
-    }
-
     /// Bytes of chunks held.
     pub fn bytes(&self) -> u64 {
         self.bytes
