@@ -243,11 +243,11 @@ mod tests {
         {
             let (mut disk, mut s) = open(&path, 10_000, 64).unwrap();
             let a = s.new_flowlet(None);
-            s.append(a, Name::of(&chunk(1)), &chunk(1));
-            s.append(a, Name::of(&chunk(2)), &chunk(2));
+            s.append(a, Name::of(&chunk(1)), chunk(1).into());
+            s.append(a, Name::of(&chunk(2)), chunk(2).into());
             disk.save(&mut s).unwrap();
             let b = s.new_flowlet(Some(a));
-            s.append(b, Name::of(&chunk(3)), &chunk(3));
+            s.append(b, Name::of(&chunk(3)), chunk(3).into());
             disk.save(&mut s).unwrap();
         }
         let (_disk, s) = open(&path, 10_000, 64).unwrap();

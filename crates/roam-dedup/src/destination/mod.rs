@@ -137,7 +137,7 @@ struct Flow {
     /// The previous segment's moments and gain (Algorithm 6's `series`).
     previous: Option<(flowlet::Moments, f64)>,
     segment: Vec<u8>,
-    seg_chunks: Vec<(Name, Vec<u8>)>,
+    seg_chunks: Vec<(Name, Box<[u8]>)>,
     matching: Matching,
     /// Messages for the source.
     upstream: Vec<u8>,
@@ -461,7 +461,7 @@ impl Destination {
         }
         // Chunks no longer than a reference are never named: not worth holding.
         if bytes.len() > 2 * Name::LEN {
-            f.seg_chunks.push((name, bytes.to_vec()));
+            f.seg_chunks.push((name, bytes.into()));
         }
         f.segment.extend_from_slice(bytes);
         if f.segment.len() >= self.cfg.flowlets.segment {
@@ -513,8 +513,8 @@ impl Destination {
             Vec::new()
         };
         self.store.touch(current);
-        for (n, b) in &chunks {
-            self.store.append(current, *n, b);
+        for (n, b) in chunks {
+            self.store.append(current, n, b);
         }
         if pasts.is_empty() {
             return;

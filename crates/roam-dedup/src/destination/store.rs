@@ -207,9 +207,9 @@ impl Store {
         self.index.get(&name).is_some_and(|v| v.contains(&id))
     }
 
-    /// Append a chunk to flowlet `id` (storing its bytes if new), then evict least recently
-    /// used flowlets, never `id` itself, until the cache fits.
-    pub fn append(&mut self, id: FlowletId, name: Name, bytes: &[u8]) {
+    /// Append a chunk to flowlet `id` (keeping its bytes, taken without a copy, if new), then
+    /// evict least recently used flowlets, never `id` itself, until the cache fits.
+    pub fn append(&mut self, id: FlowletId, name: Name, bytes: Box<[u8]>) {
         let Some(f) = self.flowlets.get_mut(&id) else {
             return;
         };
@@ -221,13 +221,7 @@ impl Store {
                 self.changes.chunks_added.insert(name);
                 self.changes.chunks_removed.remove(&name);
                 self.bytes += bytes.len() as u64;
-                self.chunks.insert(
-                    name,
-                    Chunk {
-                        bytes: bytes.into(),
-                        refs: 1,
-                    },
-                );
+                self.chunks.insert(name, Chunk { bytes, refs: 1 });
             }
         }
         let ix = self.index.entry(name).or_default();
@@ -286,15 +280,15 @@ mod tests {
     fn eviction_takes_whole_flowlets_and_keeps_shared_chunks() {
         let mut s = Store::new(300);
         let a = s.new_flowlet(None);
-        s.append(a, Name(1), &[1; 100]);
-        s.append(a, Name(2), &[2; 100]);
+        s.append(a, Name(1), Box::new([1; 100]));
+        s.append(a, Name(2), Box::new([2; 100]));
         let b = s.new_flowlet(Some(a));
-        s.append(b, Name(2), &[2; 100]);
-        s.append(b, Name(3), &[3; 100]);
+        s.append(b, Name(2), Box::new([2; 100]));
+        s.append(b, Name(3), Box::new([3; 100]));
         assert_eq!(s.bytes(), 300);
         assert_eq!(s.flowlet(a).unwrap().next, Some(b));
         // A fourth chunk: flowlet a goes; chunk 2 stays (b names it), chunk 1 goes.
-        s.append(b, Name(4), &[4; 100]);
+        s.append(b, Name(4), Box::new([4; 100]));
         assert!(s.flowlet(a).is_none());
         assert!(s.get(Name(1)).is_none());
         assert_eq!(s.get(Name(2)), Some(&[2u8; 100][..]));

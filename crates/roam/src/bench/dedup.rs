@@ -135,18 +135,19 @@ pub fn dedup(a: &BenchDedupArgs) -> Result<()> {
         ..Setup::default()
     };
     eprintln!("bench dedup: the past through one source, the present through another");
+    let past_mb = past.len() >> 20;
     let r = analyze(
         &[Stream {
             port: 0,
-            bytes: past.clone(),
+            bytes: past,
         }],
         &[Stream {
             port: 0,
-            bytes: present.clone(),
+            bytes: present,
         }],
         &setup,
     )?;
-    let mb = present.len() as f64 / 1e6;
+    let mb = r.total.bytes as f64 / 1e6;
     let ratio = |x: u64, y: u64| {
         if y == 0 {
             None
@@ -173,7 +174,7 @@ pub fn dedup(a: &BenchDedupArgs) -> Result<()> {
             "{} files under {} ({} MB): past in name order through another source; present the next version: 1 in 5 edited, 1 in 10 new, 1 in 20 gone (synthetic churn on real text)",
             files.len(),
             a.corpus.display(),
-            past.len() >> 20
+            past_mb
         ),
         "targets": {
             "chunk_gb_s": ">= 1", "src_mb_s": ">= 500", "found_fraction": ">= 0.9",
