@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use super::Error;
 use crate::proto::Label;
 use crate::runtime::blocking::MultiSocket;
@@ -165,12 +167,13 @@ pub(super) trait Codec: Send + Sync {
     fn outgoing(&self, data: &[u8], more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error>;
     /// One delivery's bytes from the multi-socket (`start`: the first of an IROB; a
     /// connection's IROBs arrive one after another, each depending on all before it): what to
-    /// write to the TCP stream, and IROBs to send back.
+    /// write to the TCP stream (shared, not copied, where they pass as they are), and IROBs
+    /// to send back.
     fn incoming(
         &self,
         start: bool,
-        data: &[u8],
-        write: &mut Vec<u8>,
+        data: Bytes,
+        write: &mut Vec<Bytes>,
         back: &mut Vec<Vec<u8>>,
     ) -> Result<(), Error>;
     /// The connection ended (either way).
@@ -191,11 +194,11 @@ impl Codec for Plain {
     fn incoming(
         &self,
         _start: bool,
-        data: &[u8],
-        write: &mut Vec<u8>,
+        data: Bytes,
+        write: &mut Vec<Bytes>,
         _back: &mut Vec<Vec<u8>>,
     ) -> Result<(), Error> {
-        write.extend_from_slice(data);
+        write.push(data);
         Ok(())
     }
 }
@@ -292,14 +295,14 @@ fn ms_to_tcp(
                 activity.touch();
                 write.clear();
                 if codec
-                    .incoming(d.offset == 0, &d.data, &mut write, &mut back)
+                    .incoming(d.offset == 0, d.data, &mut write, &mut back)
                     .is_err()
                     || !send_all(ms, Label::ForegroundSmall, &mut back)
                 {
                     return Down::Broken;
                 }
                 // The stream's write timeout is `idle`: a reader that stops reading idles too.
-                if let Err(e) = tcp.write_all(&write) {
+                if let Err(e) = write.iter().try_for_each(|b| tcp.write_all(b)) {
                     return match e.kind() {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Down::Idle,
                         _ => Down::Broken,

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use bytes::Bytes;
 use roam_dedup::destination::{FlowId, SourceId};
 use roam_dedup::source::FlowStats;
 use roam_dedup::{Destination, Source};
@@ -132,27 +133,26 @@ impl Codec for RelayEnd {
     fn incoming(
         &self,
         start: bool,
-        data: &[u8],
-        write: &mut Vec<u8>,
+        mut data: Bytes,
+        write: &mut Vec<Bytes>,
         back: &mut Vec<Vec<u8>>,
     ) -> Result<(), Error> {
         let mut tag = lock(&self.tag);
-        let mut data = data;
         if start {
-            let Some((&t, rest)) = data.split_first() else {
+            let Some(&t) = data.first() else {
                 return Err(failed("upstream", "an IROB without its tag"));
             };
             if t != TAG_DATA && t != TAG_DEDUP {
                 return Err(failed("upstream", format!("unknown tag {t}")));
             }
             *tag = Some(t);
-            data = rest;
+            data = data.slice(1..);
         }
         match *tag {
-            Some(TAG_DATA) => write.extend_from_slice(data),
+            Some(TAG_DATA) => write.push(data),
             Some(_) => {
                 let mut pending = lock(&self.pending);
-                pending.extend_from_slice(data);
+                pending.extend_from_slice(&data);
                 if pending.len() > 1 << 20 {
                     return Err(failed("upstream", "over 1 MiB of messages not yet whole"));
                 }
@@ -211,17 +211,18 @@ impl Codec for ProxyEnd {
     fn incoming(
         &self,
         _start: bool,
-        data: &[u8],
-        write: &mut Vec<u8>,
+        data: Bytes,
+        write: &mut Vec<Bytes>,
         back: &mut Vec<Vec<u8>>,
     ) -> Result<(), Error> {
         let mut pending = lock(&self.pending);
-        pending.extend_from_slice(data);
+        pending.extend_from_slice(&data);
         let mut up = vec![TAG_DEDUP];
+        let mut out = Vec::new();
         {
             let mut dst = lock(&self.destination);
             let used = dst
-                .receive(self.flow, &pending, write)
+                .receive(self.flow, &pending, &mut out)
                 .map_err(|e| failed("dd-dst", e))?;
             pending.drain(..used);
             dst.upstream(self.flow, &mut up)
@@ -232,6 +233,9 @@ impl Codec for ProxyEnd {
                 "downstream",
                 "a record longer than any the source sends",
             ));
+        }
+        if !out.is_empty() {
+            write.push(out.into());
         }
         if up.len() > 1 {
             back.push(up);
