@@ -1,12 +1,11 @@
 //! Asymmetric caching in the carried connections (`roam_dedup`; the Sanadhya thesis, ch. IV):
 //! the relay is dd-src for what targets send to programs, the proxy dd-dst.
 //!
-//! **Negotiation.** A proxy with dedup asks for it in its request's label word,
-//! `LABEL+dedup`, which the request's proof covers; a relay with dedup accepts by answering
-//! `ok PROOF dedup` with the proof made over `TARGET dedup` instead of the target alone, so an
-//! on-path change of either word fails the proof. A relay without dedup answers as before and
-//! the connection is carried plain. (A relay from before dedup refuses `LABEL+dedup` as not a
-//! label: turn dedup off at the proxy, `--no-dedup`.)
+//! **Negotiation.** A proxy with dedup asks for the feature `dedup` in its request's label
+//! word, `LABEL+dedup`, and a relay with dedup accepts it in its answer, both covered by the
+//! proofs ([`super::features`]). A relay without dedup leaves it out and the connection is
+//! carried plain. (A relay from before dedup refuses `LABEL+dedup` as not a label: turn dedup
+//! off at the proxy, `--no-dedup`.)
 //!
 //! **Downstream** (relay to proxy): the target's bytes go through the relay's
 //! [`Source`] as records ([`roam_dedup::wire`]), one IROB per read; a pause of the target
@@ -33,10 +32,8 @@ use roam_dedup::{Destination, Source};
 use super::carry::Codec;
 use super::Error;
 
-/// The label word's suffix asking for dedup.
-pub const ASK: &str = "+dedup";
-/// The answer's last word accepting it.
-pub const ACCEPT: &str = "dedup";
+/// The feature word asking for and accepting dedup ([`super::features`]).
+pub const WORD: &str = "dedup";
 
 /// Upstream tag: the program's bytes.
 const TAG_DATA: u8 = 0;

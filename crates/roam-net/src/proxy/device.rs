@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::auth::{self, hex, proof_matches, unhex, Key};
 use super::carry::{pump, recv_line, Codec, Deadlined, PerSource, Plain, Slots};
-use super::dedup::{self, ProxyEnd};
+use super::compress::{Dictionaries, ProxyZstd};
+use super::dedup::ProxyEnd;
+use super::features::Features;
 use super::socks5::{self, code};
 use super::{
     transparent, Error, Event, LabelRules, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE,
@@ -62,6 +64,21 @@ pub struct ProxyConfig {
     pub dedup: Option<Arc<std::sync::Mutex<roam_dedup::Destination>>>,
     /// Destination ports carried plain even with `dedup`.
     pub no_dedup_ports: Vec<u16>,
+    /// Compression of the downstream asked of the relay ([`super::compress`]).
+    pub compress: Compression,
+}
+
+/// Compression a proxy asks of its relay for every connection.
+#[derive(Clone, Debug, Default)]
+pub enum Compression {
+    /// None.
+    #[default]
+    Off,
+    /// Per-connection zstd (`zstd`).
+    Zstd,
+    /// zstd with the previous response to the same request as a dictionary (`zstd-dict`),
+    /// the proxy's dictionaries shared by every connection.
+    ZstdDict(Arc<std::sync::Mutex<Dictionaries>>),
 }
 
 impl ProxyConfig {
@@ -83,6 +100,7 @@ impl ProxyConfig {
             options: Options::default(),
             dedup: None,
             no_dedup_ports: Vec::new(),
+            compress: Compression::Off,
         }
     }
 }
@@ -204,7 +222,12 @@ impl Proxy {
             .dedup
             .as_ref()
             .filter(|_| !c.no_dedup_ports.contains(&port));
-        let accepted = match self.ask(&ms, &target, label, dst.is_some()) {
+        let asked = Features {
+            dedup: dst.is_some(),
+            zstd: matches!(c.compress, Compression::Zstd),
+            zstd_dict: matches!(c.compress, Compression::ZstdDict(_)),
+        };
+        let accepted = match self.ask(&ms, &target, label, asked) {
             Ok(a) => a,
             Err(e) => {
                 ms.abort("no answer");
@@ -221,9 +244,16 @@ impl Proxy {
             }
         };
         answer(&mut client, code::SUCCEEDED)?;
-        let codec: Arc<dyn Codec> = match (dst, accepted) {
+        let codec: Arc<dyn Codec> = match (dst, accepted.dedup) {
             (Some(d), true) => Arc::new(ProxyEnd::new(d.clone(), source_id(relay))),
             _ => Arc::new(Plain),
+        };
+        let codec: Arc<dyn Codec> = match &c.compress {
+            Compression::ZstdDict(dicts) if accepted.zstd_dict => {
+                Arc::new(ProxyZstd::new(codec, Some(dicts.clone()), &target))
+            }
+            Compression::Zstd if accepted.zstd => Arc::new(ProxyZstd::new(codec, None, &target)),
+            _ => codec,
         };
         pump(ms, client, label, c.idle_timeout, codec)
     }
@@ -235,8 +265,8 @@ impl Proxy {
         ms: &MultiSocket,
         target: &str,
         label: Label,
-        dedup: bool,
-    ) -> Result<bool, Error> {
+        asked: Features,
+    ) -> Result<Features, Error> {
         let c = &*self.config;
         let (relay, after) = (c.relay, c.request_timeout);
         let deadline = Instant::now() + after;
@@ -249,11 +279,7 @@ impl Proxy {
                 line: line.clone(),
             })?;
         let nonce = auth::random();
-        let word = if dedup {
-            format!("{label}{}", dedup::ASK)
-        } else {
-            label.to_string()
-        };
+        let word = asked.label_word(&label.to_string());
         let proof = c.key.as_ref().map_or("-".to_string(), |k| {
             hex(&k.request_proof(&challenge, &nonce, target, &word))
         });
@@ -263,18 +289,22 @@ impl Proxy {
             None,
         )?;
         let full = recv_line(ms, MAX_REQUEST, deadline, "the relay's answer", after)?;
-        // `... dedup`: the relay accepted, and its proof covers `TARGET dedup`.
-        let accepted = dedup && full.ends_with(&format!(" {}", dedup::ACCEPT));
-        let answer = if accepted {
-            full[..full.len() - dedup::ACCEPT.len() - 1].to_string()
-        } else {
-            full.clone()
-        };
-        let proved_target = if accepted {
-            format!("{target} {}", dedup::ACCEPT)
-        } else {
-            target.to_string()
-        };
+        // `ok [PROOF] FEATURE...`: the relay accepted those, and its proof covers
+        // `TARGET FEATURE...`.
+        let mut words: Vec<&str> = full.split(' ').collect();
+        let named = words
+            .len()
+            .saturating_sub(if c.key.is_some() { 2 } else { 1 });
+        let accepted = Features::parse(words[words.len() - named..].iter().copied());
+        if named > 0 && (accepted.words().len() != named || !accepted.within(asked)) {
+            return Err(Error::RelayRefused {
+                target: target.into(),
+                answer: full,
+            });
+        }
+        words.truncate(words.len() - named);
+        let answer = words.join(" ");
+        let proved_target = accepted.proved(target);
         let proved = match (answer.split_once(' '), &c.key) {
             (_, None) if answer == "ok" => true,
             (Some(("ok", p)), Some(k)) => {

@@ -53,6 +53,13 @@ pub enum Error {
         /// What failed, and where.
         what: String,
     },
+    /// A compressed connection's stream failed (a corrupt zstd stream, a delivery expanding
+    /// past its bound, a dictionary never offered): it is closed, no wrong byte delivered.
+    #[error("compression: {what}")]
+    Compress {
+        /// What failed, and where.
+        what: String,
+    },
     /// A relayed connection moved no byte either way for this long, and was closed.
     #[error("idle for {after:?}: closed")]
     Idle {

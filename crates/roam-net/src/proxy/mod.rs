@@ -85,9 +85,11 @@
 mod allow;
 mod auth;
 mod carry;
+pub mod compress;
 mod dedup;
 mod device;
 mod error;
+pub mod features;
 mod relay;
 mod rules;
 mod socks5;
@@ -102,7 +104,7 @@ use std::time::Duration;
 
 pub use allow::{canonical, check, special, Allow, AllowError, Special};
 pub use auth::{read_private, Key, KeyError};
-pub use device::{Intercept, Proxy, ProxyConfig};
+pub use device::{Compression, Intercept, Proxy, ProxyConfig};
 pub use error::Error;
 pub use relay::{Relay, RelayConfig};
 pub use roam_dedup::source::FlowStats as DedupStats;

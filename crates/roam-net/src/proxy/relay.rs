@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::auth::{self, hex, proof_matches, unhex, Key};
 use super::carry::{pump, recv_line, Codec, Plain, Slots};
-use super::dedup::{self, RelayEnd};
+use super::compress::{Dictionaries, RelayZstd};
+use super::dedup::RelayEnd;
+use super::features::Features;
 use super::target;
 use super::{
     Allow, Error, Event, DEFAULT_MAX_CONNECTIONS, IDLE_TIMEOUT, MAX_REQUEST, REQUEST_TIMEOUT,
@@ -42,6 +44,11 @@ pub struct RelayConfig {
     /// Asymmetric caching's source, shared by every connection, for proxies that ask for it
     /// (`None`: carried plain).
     pub dedup: Option<Arc<Mutex<roam_dedup::Source>>>,
+    /// Compress with zstd for proxies that ask (`zstd`, [`super::compress`]).
+    pub zstd: bool,
+    /// Previous responses kept as zstd dictionaries, for proxies that ask (`zstd-dict`;
+    /// `None`: not offered).
+    pub dictionaries: Option<Arc<Mutex<Dictionaries>>>,
 }
 
 impl RelayConfig {
@@ -58,6 +65,8 @@ impl RelayConfig {
             idle_timeout: IDLE_TIMEOUT,
             options: Options::default(),
             dedup: None,
+            zstd: true,
+            dictionaries: None,
         }
     }
 }
@@ -69,6 +78,19 @@ struct Shared {
     request_timeout: Duration,
     idle_timeout: Duration,
     dedup: Option<Arc<Mutex<roam_dedup::Source>>>,
+    zstd: bool,
+    dictionaries: Option<Arc<Mutex<Dictionaries>>>,
+}
+
+impl Shared {
+    /// The features this relay offers.
+    fn offers(&self) -> Features {
+        Features {
+            dedup: self.dedup.is_some(),
+            zstd: self.zstd,
+            zstd_dict: self.dictionaries.is_some(),
+        }
+    }
 }
 
 /// The server's side: accepts proxies' multi-sockets, opens the TCP connection each asks for
@@ -99,6 +121,8 @@ impl Relay {
                 request_timeout: config.request_timeout,
                 idle_timeout: config.idle_timeout,
                 dedup: config.dedup,
+                zstd: config.zstd,
+                dictionaries: config.dictionaries,
             }),
             max_connections: config.max_connections,
         })
@@ -181,18 +205,11 @@ fn relay_one(
         Ok(r) => r,
         Err(e) => return refuse(e),
     };
-    // Dedup is asked for in the label word (which the proof covers), and accepted by an
-    // answer whose proof covers it (`dedup`).
-    let (label_word, asked) = match request.label.strip_suffix(dedup::ASK) {
-        Some(l) => (l, true),
-        None => (request.label, false),
-    };
-    let accept = asked && shared.dedup.is_some();
-    let answered_target = if accept {
-        format!("{} {}", request.target, dedup::ACCEPT)
-    } else {
-        request.target.to_string()
-    };
+    // Features are asked for in the label word (which the proof covers), and accepted by an
+    // answer whose proof covers them (`features`).
+    let (label_word, asked) = Features::split_label(request.label);
+    let accepted = asked.and(shared.offers());
+    let answered_target = accepted.proved(request.target);
     // Nothing is looked at, let alone resolved or connected to, before the proof.
     let mut answer = match &shared.key {
         Some(key) => {
@@ -209,8 +226,8 @@ fn relay_one(
         }
         None => "ok".to_string(),
     };
-    if accept {
-        answer = format!("{answer} {}", dedup::ACCEPT);
+    for w in accepted.words() {
+        answer = format!("{answer} {w}");
     }
     let label = match Label::parse(label_word) {
         Some(l) => l,
@@ -229,13 +246,22 @@ fn relay_one(
     };
     tcp.set_nodelay(true)?;
     ms.send(Label::ForegroundSmall, answer.into_bytes(), None)?;
-    let codec: Arc<dyn Codec> = match (&shared.dedup, accept) {
-        (Some(source), true) => Arc::new(RelayEnd::new(
-            source.clone(),
-            ms.peer_addr().map(|a| a.ip()),
-            on_dedup,
-        )),
+    let phone = ms.peer_addr().map(|a| a.ip());
+    let codec: Arc<dyn Codec> = match (&shared.dedup, accepted.dedup) {
+        (Some(source), true) => Arc::new(RelayEnd::new(source.clone(), phone, on_dedup)),
         _ => Arc::new(Plain),
+    };
+    let codec: Arc<dyn Codec> = if accepted.zstd_dict {
+        Arc::new(RelayZstd::new(
+            codec,
+            shared.dictionaries.clone(),
+            request.target,
+            phone,
+        ))
+    } else if accepted.zstd {
+        Arc::new(RelayZstd::new(codec, None, request.target, phone))
+    } else {
+        codec
     };
     pump(ms, tcp, label, shared.idle_timeout, codec)
 }

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
+use roam_net::proxy::compress::{Dictionaries, DictionaryConfig};
 use roam_net::proxy::{
-    read_private, Allow, Intercept, Key, LabelRules, Proxy, ProxyConfig, Relay, RelayConfig,
+    read_private, Allow, Compression, Intercept, Key, LabelRules, Proxy, ProxyConfig, Relay,
+    RelayConfig,
 };
 use roam_net::runtime::{Options, Tls};
 
@@ -142,6 +144,14 @@ pub struct ProxyArgs {
     /// Keep the dedup cache in memory only.
     #[arg(long, conflicts_with = "dedup_store")]
     dedup_in_memory: bool,
+    /// Ask the relay to compress what targets send with zstd, one stream per connection
+    /// (plain if the relay does not offer it).
+    #[arg(long, conflicts_with = "zstd_dict_mb")]
+    zstd: bool,
+    /// Ask the relay to compress with zstd, the previous response to the same request as a
+    /// dictionary (RFC 9842's idea); keep this many MB of previous responses.
+    #[arg(long, value_name = "MB")]
+    zstd_dict_mb: Option<usize>,
 }
 
 /// Options of `roam net relay`.
@@ -195,6 +205,20 @@ pub struct RelayArgs {
     /// for (the thesis: about 1 MB).
     #[arg(long, value_name = "KB", default_value_t = 1024)]
     dedup_cache_kb: u64,
+    /// Refuse proxies' requests for zstd compression (offered by default).
+    #[arg(long)]
+    no_zstd: bool,
+    /// Offer zstd with the previous response as a dictionary, keeping this many MB of
+    /// previous responses (for every proxy together; off by default).
+    #[arg(long, value_name = "MB")]
+    zstd_dict_mb: Option<usize>,
+}
+
+/// A store of `mb` MB of zstd dictionaries.
+fn dictionaries(mb: usize) -> std::sync::Arc<std::sync::Mutex<Dictionaries>> {
+    std::sync::Arc::new(std::sync::Mutex::new(Dictionaries::new(DictionaryConfig {
+        bytes: mb << 20,
+    })))
 }
 
 /// A duration argument above zero.
@@ -319,6 +343,11 @@ fn proxy(a: ProxyArgs) -> Result<()> {
         },
         dedup: (!a.no_dedup).then(|| dedup_cache(&a)),
         no_dedup_ports: a.no_dedup_port.clone(),
+        compress: match (a.zstd, a.zstd_dict_mb) {
+            (_, Some(mb)) => Compression::ZstdDict(dictionaries(mb)),
+            (true, None) => Compression::Zstd,
+            (false, None) => Compression::Off,
+        },
     })?;
     eprintln!(
         "roam net proxy: {} on {}, relay {}{}",
@@ -417,6 +446,8 @@ fn relay(a: RelayArgs) -> Result<()> {
                 .context("--dedup-cache-kb")?,
             )))
         },
+        zstd: !a.no_zstd,
+        dictionaries: a.zstd_dict_mb.map(dictionaries),
     })?;
     eprintln!(
         "roam net relay: on {}{}{}",

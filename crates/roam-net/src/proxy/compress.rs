@@ -1,0 +1,577 @@
+//! Compression of the carried connections' downstream with zstd: the baselines asymmetric
+//! caching is measured against (`roam lab dedup`), and a combination with it.
+//!
+//! - **`zstd`**: each connection's bytes from the target are one zstd stream, flushed at every
+//!   read, so a connection compresses against everything it carried before (as a compressing
+//!   proxy or `Content-Encoding: zstd` over a kept-alive connection would).
+//! - **`zstd-dict`**: as `zstd`, with the previous response to the same request as a
+//!   dictionary, the idea of RFC 9842's `dcz` (Compression Dictionary Transport) moved into the
+//!   relay: both ends keep, per target and request line, the last connection's downstream
+//!   bytes (at most [`MAX_DICTIONARY`], the least recently used dropped beyond
+//!   [`DictionaryConfig::bytes`]); the proxy opens the connection's upstream with the
+//!   XXH3-64 of the dictionary it holds for the request (8 bytes, zero for none), and the
+//!   relay compresses with its own only if it hashes the same. Only connections whose program
+//!   speaks first can have one (HTTP can; IMAP, where the server greets first, cannot: there
+//!   `zstd-dict` is `zstd`). The relay keys its dictionaries by the phone's address as well,
+//!   so no phone's responses serve as another's dictionary.
+//! - **`dedup` with `zstd`**: asymmetric caching's records ([`super::dedup`]) compressed as in
+//!   `zstd` (literal bytes the caches did not find still shrink).
+//!
+//! **Framing.** Downstream, the compressed stream begins with one byte, 1 if the relay used
+//! the dictionary and 0 if not; each IROB is what one flush produced, so each holds whole
+//! inner IROBs' bytes (what the inner codec sent as one IROB comes out of one IROB here).
+//! Upstream is not compressed (requests and feedback are small). A stream that does not
+//! decompress, or a delivery that would expand past [`MAX_EXPANSION`], ends the connection.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use zstd::stream::raw::{Decoder, Encoder, InBuffer, Operation, OutBuffer};
+
+use super::carry::Codec;
+use super::Error;
+
+/// The feature word asking for per-connection zstd.
+pub const ZSTD: &str = "zstd";
+/// The feature word asking for zstd with the previous response as a dictionary.
+pub const ZSTD_DICT: &str = "zstd-dict";
+
+/// The zstd level the relay compresses at (zstd's default: fast, most of the gain).
+pub const LEVEL: i32 = 3;
+/// The most of one connection kept as a dictionary.
+pub const MAX_DICTIONARY: usize = 1 << 20;
+/// The most one delivery may decompress to.
+pub const MAX_EXPANSION: usize = 16 << 20;
+/// The largest window the proxy's decoder accepts (2^23 = 8 MiB): bounds its memory.
+const WINDOW_LOG_MAX: u32 = 23;
+/// Bytes of the upstream's dictionary header.
+const HEADER: usize = 8;
+/// How much of a program's first bytes names its request (the request line, at most).
+const REQUEST_LINE: usize = 256;
+
+/// How many bytes of dictionaries one end keeps.
+#[derive(Clone, Copy, Debug)]
+pub struct DictionaryConfig {
+    /// Total bytes kept, least recently used dropped first.
+    pub bytes: usize,
+}
+
+impl Default for DictionaryConfig {
+    fn default() -> DictionaryConfig {
+        DictionaryConfig { bytes: 64 << 20 }
+    }
+}
+
+/// Previous responses by request, bounded in bytes (least recently used dropped).
+pub struct Dictionaries {
+    limit: usize,
+    held: usize,
+    map: HashMap<u64, Arc<Vec<u8>>>,
+    order: VecDeque<u64>,
+}
+
+impl std::fmt::Debug for Dictionaries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dictionaries")
+            .field("held", &self.held)
+            .field("limit", &self.limit)
+            .field("count", &self.map.len())
+            .finish()
+    }
+}
+
+impl Dictionaries {
+    /// An empty store that keeps at most `config.bytes`.
+    pub fn new(config: DictionaryConfig) -> Dictionaries {
+        Dictionaries {
+            limit: config.bytes,
+            held: 0,
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    fn get(&mut self, key: u64) -> Option<Arc<Vec<u8>>> {
+        let d = self.map.get(&key)?.clone();
+        self.order.retain(|k| *k != key);
+        self.order.push_back(key);
+        Some(d)
+    }
+
+    fn put(&mut self, key: u64, dict: Vec<u8>) {
+        if dict.is_empty() || dict.len() > self.limit {
+            return;
+        }
+        if let Some(old) = self.map.remove(&key) {
+            self.held -= old.len();
+            self.order.retain(|k| *k != key);
+        }
+        self.held += dict.len();
+        self.map.insert(key, Arc::new(dict));
+        self.order.push_back(key);
+        while self.held > self.limit {
+            let Some(k) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(d) = self.map.remove(&k) {
+                self.held -= d.len();
+            }
+        }
+    }
+
+    /// Bytes held.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Compress {
+        what: format!("{what}: {e}"),
+    }
+}
+
+/// A dictionary's name in the header: XXH3-64 of its bytes, never zero (zero is "none").
+fn dict_hash(d: &[u8]) -> u64 {
+    roam_dedup::Name::of(d).0.max(1)
+}
+
+/// The key a connection's dictionary is kept under: its target, its request's first line and
+/// (at the relay) its phone.
+fn request_key(scope: &str, first: &[u8]) -> u64 {
+    let line = &first[..first.len().min(REQUEST_LINE)];
+    let line = line.split(|b| *b == b'\n').next().unwrap_or(line);
+    let mut k = scope.as_bytes().to_vec();
+    k.push(0);
+    k.extend_from_slice(line);
+    roam_dedup::Name::of(&k).0
+}
+
+/// What one end records of a connection's downstream, to keep as the next dictionary.
+struct Recording {
+    store: Arc<Mutex<Dictionaries>>,
+    scope: String,
+    key: Option<u64>,
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl Recording {
+    fn add(&mut self, b: &[u8]) {
+        if self.over || self.bytes.len() + b.len() > MAX_DICTIONARY {
+            self.over = true;
+            self.bytes = Vec::new();
+            return;
+        }
+        self.bytes.extend_from_slice(b);
+    }
+
+    fn keep(&mut self) {
+        if let (Some(key), false) = (self.key, self.over) {
+            lock(&self.store).put(key, std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
+/// The relay's end: compresses what `inner` sends downstream.
+pub(super) struct RelayZstd {
+    inner: Arc<dyn Codec>,
+    state: Mutex<RelayState>,
+}
+
+struct RelayState {
+    encoder: Option<Encoder<'static>>,
+    /// Upstream header bytes still expected (dictionary mode), and those read.
+    header: Vec<u8>,
+    header_left: usize,
+    /// The dictionary the proxy holds for this request, once its header and request are read.
+    offered: Option<u64>,
+    recording: Option<Recording>,
+}
+
+impl RelayZstd {
+    /// The relay's end around `inner`; with `dicts`, dictionary mode for a connection to
+    /// `target` from `phone`.
+    pub(super) fn new(
+        inner: Arc<dyn Codec>,
+        dicts: Option<Arc<Mutex<Dictionaries>>>,
+        target: &str,
+        phone: Option<std::net::IpAddr>,
+    ) -> RelayZstd {
+        let header_left = if dicts.is_some() { HEADER } else { 0 };
+        let recording = dicts.map(|store| Recording {
+            store,
+            scope: format!(
+                "{target} {}",
+                phone.map_or(String::new(), |p| p.to_string())
+            ),
+            key: None,
+            bytes: Vec::new(),
+            over: false,
+        });
+        RelayZstd {
+            inner,
+            state: Mutex::new(RelayState {
+                encoder: None,
+                header: Vec::new(),
+                header_left,
+                offered: None,
+                recording,
+            }),
+        }
+    }
+}
+
+/// Run `op` over `input` (or flush it, with `input` None), appending its output to `out`.
+fn drive(op: &mut impl Operation, input: Option<&[u8]>, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut buf = [0u8; 32 << 10];
+    match input {
+        Some(data) => {
+            let mut inb = InBuffer::around(data);
+            while inb.pos() < data.len() {
+                let mut o = OutBuffer::around(&mut buf[..]);
+                op.run(&mut inb, &mut o)?;
+                let n = o.pos();
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        None => loop {
+            let mut o = OutBuffer::around(&mut buf[..]);
+            let left = op.flush(&mut o)?;
+            let n = o.pos();
+            out.extend_from_slice(&buf[..n]);
+            if left == 0 {
+                break;
+            }
+        },
+    }
+    Ok(())
+}
+
+impl Codec for RelayZstd {
+    fn outgoing(&self, data: &[u8], more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        let mut inner = Vec::new();
+        self.inner.outgoing(data, more, &mut inner)?;
+        if inner.is_empty() {
+            return Ok(());
+        }
+        let mut st = lock(&self.state);
+        let mut out = Vec::new();
+        if st.encoder.is_none() {
+            // The dictionary is used only if the proxy's header and request came first and
+            // the proxy holds what this end holds.
+            let dict = match (&st.recording, st.offered) {
+                (Some(r), Some(h)) => r
+                    .key
+                    .and_then(|k| lock(&r.store).get(k))
+                    .filter(|d| dict_hash(d) == h),
+                _ => None,
+            };
+            let enc = match &dict {
+                Some(d) => Encoder::with_dictionary(LEVEL, d),
+                None => Encoder::new(LEVEL),
+            }
+            .map_err(|e| failed("zstd", e))?;
+            st.encoder = Some(enc);
+            out.push(u8::from(dict.is_some()));
+        }
+        for b in &inner {
+            if let Some(r) = st.recording.as_mut() {
+                r.add(b);
+            }
+        }
+        let enc = st.encoder.as_mut().expect("made above");
+        for b in inner {
+            drive(enc, Some(&b), &mut out).map_err(|e| failed("zstd", e))?;
+            drive(enc, None, &mut out).map_err(|e| failed("zstd", e))?;
+            send.push(std::mem::take(&mut out));
+        }
+        Ok(())
+    }
+
+    fn incoming(
+        &self,
+        start: bool,
+        mut data: Bytes,
+        write: &mut Vec<Bytes>,
+        back: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
+        {
+            let mut st = lock(&self.state);
+            if st.header_left > 0 {
+                let n = st.header_left.min(data.len());
+                st.header.extend_from_slice(&data[..n]);
+                st.header_left -= n;
+                data = data.slice(n..);
+                if st.header_left == 0 {
+                    let h = u64::from_be_bytes(st.header[..].try_into().expect("8 bytes"));
+                    st.offered = Some(h);
+                }
+                if data.is_empty() {
+                    return Ok(());
+                }
+            }
+            if let Some(r) = st.recording.as_mut() {
+                if r.key.is_none() {
+                    r.key = Some(request_key(&r.scope, &data));
+                }
+            }
+        }
+        self.inner.incoming(start, data, write, back)
+    }
+
+    fn close(&self) {
+        self.inner.close();
+        if let Some(r) = lock(&self.state).recording.as_mut() {
+            r.keep();
+        }
+    }
+}
+
+/// The proxy's end: decompresses what arrives and hands it to `inner`.
+pub(super) struct ProxyZstd {
+    inner: Arc<dyn Codec>,
+    state: Mutex<ProxyState>,
+}
+
+struct ProxyState {
+    decoder: Option<Decoder<'static>>,
+    /// The next decompressed bytes begin an inner IROB.
+    starts: bool,
+    /// Dictionary mode: whether the header was sent, and the dictionary it named.
+    header_sent: bool,
+    offered: Option<Arc<Vec<u8>>>,
+    recording: Option<Recording>,
+}
+
+impl ProxyZstd {
+    /// The proxy's end around `inner`; with `dicts`, dictionary mode for a connection to
+    /// `target`.
+    pub(super) fn new(
+        inner: Arc<dyn Codec>,
+        dicts: Option<Arc<Mutex<Dictionaries>>>,
+        target: &str,
+    ) -> ProxyZstd {
+        let recording = dicts.map(|store| Recording {
+            store,
+            scope: target.to_string(),
+            key: None,
+            bytes: Vec::new(),
+            over: false,
+        });
+        ProxyZstd {
+            inner,
+            state: Mutex::new(ProxyState {
+                decoder: None,
+                starts: true,
+                header_sent: false,
+                offered: None,
+                recording,
+            }),
+        }
+    }
+}
+
+impl Codec for ProxyZstd {
+    fn outgoing(&self, data: &[u8], more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        {
+            let mut st = lock(&self.state);
+            if !st.header_sent && !data.is_empty() {
+                if let Some(r) = st.recording.as_mut() {
+                    let key = request_key(&r.scope, data);
+                    r.key = Some(key);
+                    let held = lock(&r.store).get(key);
+                    let h = held.as_ref().map_or(0, |d| dict_hash(d));
+                    st.offered = held;
+                    send.push(h.to_be_bytes().to_vec());
+                }
+                st.header_sent = true;
+            }
+        }
+        self.inner.outgoing(data, more, send)
+    }
+
+    fn incoming(
+        &self,
+        start: bool,
+        mut data: Bytes,
+        write: &mut Vec<Bytes>,
+        back: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
+        let plain = {
+            let mut st = lock(&self.state);
+            if start {
+                st.starts = true;
+            }
+            if st.decoder.is_none() {
+                let Some(&flag) = data.first() else {
+                    return Ok(());
+                };
+                data = data.slice(1..);
+                let dict = match flag {
+                    0 => None,
+                    1 => Some(st.offered.clone().ok_or_else(|| {
+                        failed("downstream", "the relay used a dictionary never offered")
+                    })?),
+                    f => return Err(failed("downstream", format!("unknown first byte {f}"))),
+                };
+                let mut dec = match &dict {
+                    Some(d) => Decoder::with_dictionary(d),
+                    None => Decoder::new(),
+                }
+                .map_err(|e| failed("zstd", e))?;
+                dec.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(WINDOW_LOG_MAX))
+                    .map_err(|e| failed("zstd", e))?;
+                st.decoder = Some(dec);
+            }
+            let mut plain = Vec::new();
+            let dec = st.decoder.as_mut().expect("made above");
+            let mut inb = InBuffer::around(&data[..]);
+            let mut buf = [0u8; 32 << 10];
+            loop {
+                let mut o = OutBuffer::around(&mut buf[..]);
+                dec.run(&mut inb, &mut o)
+                    .map_err(|e| failed("downstream zstd", e))?;
+                let n = o.pos();
+                plain.extend_from_slice(&buf[..n]);
+                if plain.len() > MAX_EXPANSION {
+                    return Err(failed(
+                        "downstream",
+                        format!("a delivery expanding past {MAX_EXPANSION} bytes"),
+                    ));
+                }
+                // Done when the input is used and the output did not fill (nothing held back).
+                if inb.pos() == data.len() && n < buf.len() {
+                    break;
+                }
+            }
+            if let Some(r) = st.recording.as_mut() {
+                r.add(&plain);
+            }
+            plain
+        };
+        if plain.is_empty() {
+            return Ok(());
+        }
+        let starts = std::mem::replace(&mut lock(&self.state).starts, false);
+        self.inner.incoming(starts, plain.into(), write, back)
+    }
+
+    fn close(&self) {
+        self.inner.close();
+        if let Some(r) = lock(&self.state).recording.as_mut() {
+            r.keep();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::carry::Plain;
+    use super::*;
+
+    /// Carry `responses` (one connection each, requesting `request`) from a relay's end to a
+    /// proxy's: the bytes delivered and the bytes on the wire.
+    fn carry(
+        relay_dicts: Option<Arc<Mutex<Dictionaries>>>,
+        proxy_dicts: Option<Arc<Mutex<Dictionaries>>>,
+        request: &[u8],
+        response: &[u8],
+    ) -> (Vec<u8>, usize) {
+        let relay = RelayZstd::new(Arc::new(Plain), relay_dicts, "t:80", None);
+        let proxy = ProxyZstd::new(Arc::new(Plain), proxy_dicts, "t:80");
+        let mut up = Vec::new();
+        proxy.outgoing(request, false, &mut up).unwrap();
+        let (mut w, mut b) = (Vec::new(), Vec::new());
+        for (i, irob) in up.into_iter().enumerate() {
+            relay.incoming(i == 0, irob.into(), &mut w, &mut b).unwrap();
+        }
+        assert_eq!(w.concat(), request);
+        let mut down = Vec::new();
+        for part in response.chunks(5000) {
+            relay.outgoing(part, true, &mut down).unwrap();
+        }
+        let wire: usize = down.iter().map(Vec::len).sum();
+        let mut out = Vec::new();
+        for irob in down {
+            // Deliveries split mid-IROB, as the multi-socket may.
+            let irob = Bytes::from(irob);
+            let cut = irob.len() / 2;
+            proxy
+                .incoming(true, irob.slice(..cut), &mut out, &mut b)
+                .unwrap();
+            proxy
+                .incoming(false, irob.slice(cut..), &mut out, &mut b)
+                .unwrap();
+        }
+        relay.close();
+        proxy.close();
+        (out.concat(), wire)
+    }
+
+    fn page(version: u8) -> Vec<u8> {
+        let mut p = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        for i in 0..3000u32 {
+            let x = (i.wrapping_mul(2654435761) >> 7) as u8;
+            p.push(x);
+            if i % 97 == 0 {
+                p.push(version);
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn zstd_carries_bytes_unchanged() {
+        let r = page(1);
+        let (out, _) = carry(None, None, b"GET / HTTP/1.1\r\n\r\n", &r);
+        assert_eq!(out, r);
+    }
+
+    #[test]
+    fn the_previous_response_serves_as_dictionary() {
+        let rd = Arc::new(Mutex::new(Dictionaries::new(DictionaryConfig::default())));
+        let pd = Arc::new(Mutex::new(Dictionaries::new(DictionaryConfig::default())));
+        let req = b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n";
+        let (out1, wire1) = carry(Some(rd.clone()), Some(pd.clone()), req, &page(1));
+        assert_eq!(out1, page(1));
+        let (out2, wire2) = carry(Some(rd.clone()), Some(pd.clone()), req, &page(2));
+        assert_eq!(out2, page(2));
+        assert!(
+            wire2 * 4 < wire1,
+            "with the previous response as dictionary: {wire2} bytes, without: {wire1}"
+        );
+        // The proxy forgot its dictionary: the relay must not use its own.
+        let pd2 = Arc::new(Mutex::new(Dictionaries::new(DictionaryConfig::default())));
+        let (out3, wire3) = carry(Some(rd), Some(pd2), req, &page(3));
+        assert_eq!(out3, page(3));
+        assert!(wire3 > wire2);
+    }
+
+    #[test]
+    fn a_corrupt_stream_is_an_error() {
+        let proxy = ProxyZstd::new(Arc::new(Plain), None, "t:80");
+        let (mut w, mut b) = (Vec::new(), Vec::new());
+        let bad = Bytes::from_static(&[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert!(proxy.incoming(true, bad, &mut w, &mut b).is_err());
+        let proxy = ProxyZstd::new(Arc::new(Plain), None, "t:80");
+        let dictless = Bytes::from_static(&[1, 0x28, 0xb5]);
+        assert!(proxy.incoming(true, dictless, &mut w, &mut b).is_err());
+    }
+
+    #[test]
+    fn dictionaries_are_bounded() {
+        let mut d = Dictionaries::new(DictionaryConfig { bytes: 100 });
+        d.put(1, vec![0; 60]);
+        d.put(2, vec![0; 60]);
+        assert!(d.held() <= 100);
+        assert!(d.get(1).is_none() && d.get(2).is_some());
+        d.put(3, vec![0; 101]);
+        assert!(d.get(3).is_none());
+    }
+}
