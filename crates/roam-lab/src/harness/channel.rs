@@ -130,7 +130,7 @@ pub enum Conn {
 
 /// Options of a lab multi-socket of `system`; `cellular` names the client's cellular
 /// interfaces.
-fn roam_options(system: System, cellular: &[String]) -> Options {
+pub(crate) fn roam_options(system: System, cellular: &[String]) -> Options {
     let kind = NetKind {
         cellular: true,
         ..NetKind::default()

@@ -7,7 +7,8 @@
 //!   [`crate::harness::system::QUEUE`]);
 //! - `rtt=D`: `D` added to every link's round-trip time (half each way);
 //! - `rate=K`: every link's capacity times `K` (`0.5`, `2x`; a Mahimahi trace is thinned or
-//!   repeated evenly, so its bursts and outages stay where they were).
+//!   repeated evenly, so its bursts and outages stay where they were);
+//! - `loss=P`: every link's random loss, each direction (`1%`, `0.01`), in place of its own.
 //!
 //! The baselines are derived from the changed links, so every system sees the same network;
 //! trial k of every variant uses seed k, so variants pair as systems do.
@@ -25,7 +26,7 @@ use roam_trace::scenario::Scenario;
 pub const SEP: char = '+';
 
 /// The parameters a sweep can change.
-const PARAMS: &str = "queue, rtt, rate";
+const PARAMS: &str = "queue, rtt, rate, loss";
 
 /// The changes a scenario name asks for.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,6 +37,8 @@ pub struct Variant {
     pub extra_rtt: Duration,
     /// Every link's capacity is multiplied by this.
     pub rate: f64,
+    /// Every link's random loss, if not its own.
+    pub loss: Option<f64>,
 }
 
 impl Default for Variant {
@@ -44,6 +47,7 @@ impl Default for Variant {
             queue: None,
             extra_rtt: Duration::ZERO,
             rate: 1.0,
+            loss: None,
         }
     }
 }
@@ -82,6 +86,17 @@ fn set(v: &mut Variant, key: &str, value: &str) -> Result<()> {
             }
             v.rate = k;
         }
+        "loss" => {
+            let p = match value.strip_suffix('%') {
+                Some(pct) => pct.parse::<f64>().map(|x| x / 100.0),
+                None => value.parse::<f64>(),
+            }
+            .map_err(|_| anyhow!("loss: `{value}` is not a probability such as 1% or 0.01"))?;
+            if !(0.0..=1.0).contains(&p) {
+                bail!("loss: `{value}` is not between 0 and 1 (0% and 100%)");
+            }
+            v.loss = Some(p);
+        }
         other => bail!("unknown parameter `{other}` (expected one of: {PARAMS})"),
     }
     Ok(())
@@ -102,6 +117,9 @@ pub fn scenario(name: &str, seed: u64) -> Result<(Scenario, Option<QueueLimit>)>
             let at = |e: String| anyhow!("`{name}`: link {}: {e}", l.name);
             l.trace.down = l.trace.down.scaled(v.rate).map_err(at)?;
             l.trace.up = l.trace.up.scaled(v.rate).map_err(at)?;
+        }
+        if let Some(p) = v.loss {
+            l.trace.loss = p;
         }
     }
     sc.name = name.to_string();
@@ -137,16 +155,18 @@ mod tests {
 
     #[test]
     fn a_name_says_which_parameters_change_and_errors_say_what_is_wrong() {
-        let (base, v) = parse("hotspot+queue=20pkt+rtt=100ms+rate=0.5x").unwrap();
+        let (base, v) = parse("hotspot+queue=20pkt+rtt=100ms+rate=0.5x+loss=1%").unwrap();
         assert_eq!(base, "hotspot");
         assert_eq!(
             v,
             Variant {
                 queue: Some(QueueLimit::Packets(20)),
                 extra_rtt: Duration::from_millis(100),
-                rate: 0.5
+                rate: 0.5,
+                loss: Some(0.01),
             }
         );
+        assert_eq!(parse("hotspot+loss=0.02").unwrap().1.loss, Some(0.02));
         assert_eq!(parse("vehicular").unwrap().1, Variant::default());
         for (bad, want) in [
             ("hotspot+queue", "not PARAM=VALUE"),
@@ -154,6 +174,8 @@ mod tests {
             ("hotspot+rate=fast", "not a factor"),
             ("hotspot+rate=0", "must be positive"),
             ("hotspot+rtt=soon", "rtt:"),
+            ("hotspot+loss=lots", "not a probability"),
+            ("hotspot+loss=200%", "not between 0 and 1"),
             ("+rtt=5ms", "no scenario"),
         ] {
             let e = format!("{:#}", parse(bad).unwrap_err());
@@ -165,9 +187,9 @@ mod tests {
     fn a_variant_changes_every_link_and_keeps_the_rest() {
         let (plain, q) = scenario("hotspot", 1).unwrap();
         assert_eq!(q, None);
-        let (slow, q) = scenario("hotspot+rate=0.5+rtt=100ms+queue=10pkt", 1).unwrap();
+        let (slow, q) = scenario("hotspot+rate=0.5+rtt=100ms+queue=10pkt+loss=1%", 1).unwrap();
         assert_eq!(q, Some(QueueLimit::Packets(10)));
-        assert_eq!(slow.name, "hotspot+rate=0.5+rtt=100ms+queue=10pkt");
+        assert_eq!(slow.name, "hotspot+rate=0.5+rtt=100ms+queue=10pkt+loss=1%");
         let t = roam_core::Time::ZERO;
         let end = roam_core::Time::from_millis(10_000);
         for (a, b) in plain.links.iter().zip(&slow.links) {
@@ -181,6 +203,7 @@ mod tests {
                 *a.trace.delay.value_at(t) + Duration::from_millis(50)
             );
             assert_eq!(a.trace.availability, b.trace.availability);
+            assert_eq!((a.trace.loss, b.trace.loss), (0.0, 0.01));
         }
         assert!(format!("{:#}", scenario("nowhere+rtt=1ms", 1).unwrap_err()).contains("nowhere"));
     }

@@ -1,6 +1,7 @@
 //! The studies: one folder per paper, each implementing [`crate::harness::study::Study`].
 
 pub mod afc;
+pub mod dedup;
 pub mod fasthla;
 pub mod horatio;
 pub mod imp;
@@ -12,13 +13,14 @@ use anyhow::{anyhow, Result};
 use crate::harness::study::Study;
 
 /// Every study, in the order `roam lab --help` lists them.
-pub static ALL: [&dyn Study; 6] = [
+pub static ALL: [&dyn Study; 7] = [
     &in_paper::InPaper,
     &imp::Imp,
     &meatballs::Meatballs,
     &fasthla::FastHla,
     &horatio::Horatio,
     &afc::Afc,
+    &dedup::Dedup,
 ];
 
 /// The study named `name`, or an error listing them.

@@ -16,6 +16,10 @@ use crate::proto::Label;
 use crate::runtime::blocking::MultiSocket;
 /// Bytes read from a TCP connection at a time (each read becomes one IROB).
 const READ_CHUNK: usize = 64 * 1024;
+/// Most bytes read from the stream at once for a paced codec ([`Codec::paced`]): what it
+/// makes of one read is made at once, so a smaller read lets the peer's feedback reach it
+/// sooner.
+const PACED_READ_CHUNK: usize = 8 * 1024;
 
 /// At most `max` of something at once: a slot is held while its guard ([`Slot`]) lives.
 #[derive(Clone)]
@@ -178,6 +182,38 @@ pub(super) trait Codec: Send + Sync {
     ) -> Result<(), Error>;
     /// The connection ended (either way).
     fn close(&self) {}
+    /// Whether what `outgoing` makes must be made just in time: no further than [`lead`]
+    /// ahead of what the peer has acknowledged (asymmetric caching's source, whose feedback
+    /// can only replace bytes it has not yet encoded).
+    fn paced(&self) -> bool {
+        false
+    }
+}
+
+/// The least a paced codec may run ahead of the peer's acknowledgements.
+const MIN_LEAD: u64 = 16 << 10;
+/// How often a paced sender looks whether the peer has caught up.
+const PACE_POLL: Duration = Duration::from_millis(2);
+
+/// How far a paced codec may run ahead of the peer's acknowledgements on `ms`: twice the
+/// sum of its networks' bandwidth-delay products (enough to keep every network busy), at
+/// least [`MIN_LEAD`].
+fn lead(ms: &MultiSocket) -> u64 {
+    let bdp: f64 = ms
+        .estimates()
+        .iter()
+        .filter_map(|n| Some(n.bandwidth?.bytes_per_sec() * n.rtt?.as_secs_f64()))
+        .sum();
+    ((2.0 * bdp) as u64).max(MIN_LEAD)
+}
+
+/// Wait until what `ms` has not had acknowledged is within [`lead`], `stop` is set, or `idle`
+/// has passed (a dead session's next send reports it).
+fn pace(ms: &MultiSocket, stop: &AtomicBool, idle: Duration) {
+    let end = Instant::now() + idle;
+    while ms.unacknowledged() > lead(ms) && !stop.load(Ordering::SeqCst) && Instant::now() < end {
+        std::thread::sleep(PACE_POLL);
+    }
 }
 
 /// Bytes as they are.
@@ -221,7 +257,14 @@ fn tcp_to_ms(
     stop: &AtomicBool,
     idle: Duration,
 ) {
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = vec![
+        0u8;
+        if codec.paced() {
+            PACED_READ_CHUNK
+        } else {
+            READ_CHUNK
+        }
+    ];
     let mut send = Vec::new();
     let mut paused = true;
     loop {
@@ -239,6 +282,9 @@ fn tcp_to_ms(
                     return;
                 }
                 activity.touch();
+                if codec.paced() {
+                    pace(ms, stop, idle);
+                }
             }
             Err(e)
                 if matches!(

@@ -325,6 +325,10 @@ impl Codec for RelayZstd {
         self.inner.incoming(start, data, write, back)
     }
 
+    fn paced(&self) -> bool {
+        self.inner.paced()
+    }
+
     fn close(&self) {
         self.inner.close();
         if let Some(r) = lock(&self.state).recording.as_mut() {

@@ -167,6 +167,10 @@ impl Codec for RelayEnd {
         Ok(())
     }
 
+    fn paced(&self) -> bool {
+        *lock(&self.passthrough) != Some(true)
+    }
+
     fn close(&self) {
         if let Some(stats) = lock(&self.source).close(self.flow) {
             (self.report)(stats);

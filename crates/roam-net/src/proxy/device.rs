@@ -2,6 +2,8 @@
 //! out per connection.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +15,7 @@ use super::features::Features;
 use super::socks5::{self, code};
 use super::{
     transparent, Error, Event, LabelRules, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE,
-    HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, MAX_REQUEST, REQUEST_TIMEOUT,
+    HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, MAX_REQUEST, REQUEST_TIMEOUT, STOP_POLL,
 };
 use crate::proto::Label;
 use crate::runtime::blocking::MultiSocket;
@@ -139,13 +141,30 @@ impl Proxy {
     /// practice until the process ends). What happens to single connections (refused, failed)
     /// goes to `report`; the proxy goes on.
     pub fn run(self, report: impl Fn(Event) + Send + Sync + 'static) -> Result<(), Error> {
+        self.run_until(&AtomicBool::new(false), report)
+    }
+
+    /// [`Proxy::run`] until `stop` is set (looked at every [`STOP_POLL`]); connections under
+    /// way go on to their end.
+    pub fn run_until(
+        self,
+        stop: &AtomicBool,
+        report: impl Fn(Event) + Send + Sync + 'static,
+    ) -> Result<(), Error> {
         let report = Arc::new(report);
         let slots = Slots::new(self.config.max_connections);
         let sources = PerSource::new(self.config.max_per_source);
         let this = Arc::new(self);
-        for c in this.listener.incoming() {
-            let Ok(c) = c else { continue };
-            let Ok(from) = c.peer_addr() else { continue };
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            if !readable(&this.listener, STOP_POLL) {
+                continue;
+            }
+            let Ok((c, from)) = this.listener.accept() else {
+                continue;
+            };
             let Some(source) = sources.take(from.ip()) else {
                 report(Event::RefusedSource {
                     from,
@@ -171,7 +190,6 @@ impl Proxy {
                 drop((slot, source));
             });
         }
-        Ok(())
     }
 
     /// Carry one program's connection on the calling thread, until both sides have closed:
@@ -329,4 +347,17 @@ impl Proxy {
 /// nothing of another's).
 fn source_id(relay: SocketAddr) -> roam_dedup::destination::SourceId {
     roam_dedup::Name::of(relay.to_string().as_bytes()).0 as u32
+}
+
+/// Whether `listener` has a connection to accept within `wait` (poll(2); an interrupted or
+/// failed poll counts as none, and the caller looks again).
+fn readable(listener: &TcpListener, wait: Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, wait.as_millis() as libc::c_int) };
+    n > 0 && fd.revents & libc::POLLIN != 0
 }

@@ -120,6 +120,9 @@ pub use target::split as split_target;
 
 /// Longest relay challenge, request line or answer, in bytes.
 pub const MAX_REQUEST: usize = 512;
+/// How often a relay or proxy told to stop ([`Relay::run_until`], [`Proxy::run_until`])
+/// looks whether it should.
+pub const STOP_POLL: Duration = Duration::from_millis(200);
 /// How long a program may take for its whole SOCKS5 negotiation with the proxy (a deadline:
 /// a program sending a byte at a time gets no longer).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -2,6 +2,7 @@
 //! each asks for out, where the allow list permits, for proxies that prove the key.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use super::features::Features;
 use super::target;
 use super::{
     Allow, Error, Event, DEFAULT_MAX_CONNECTIONS, IDLE_TIMEOUT, MAX_REQUEST, REQUEST_TIMEOUT,
+    STOP_POLL,
 };
 use crate::proto::Label;
 use crate::runtime::blocking::{Listener, MultiSocket};
@@ -136,10 +138,25 @@ impl Relay {
     /// Relay multi-sockets, each on a thread of its own, until accepting fails. What happens
     /// to single connections (refused when full, failed) goes to `report`; the relay goes on.
     pub fn run(self, report: impl Fn(Event) + Send + Sync + 'static) -> Result<(), Error> {
+        self.run_until(&AtomicBool::new(false), report)
+    }
+
+    /// [`Relay::run`] until `stop` is set (looked at every [`STOP_POLL`]); connections under
+    /// way go on to their end.
+    pub fn run_until(
+        self,
+        stop: &AtomicBool,
+        report: impl Fn(Event) + Send + Sync + 'static,
+    ) -> Result<(), Error> {
         let report = Arc::new(report);
         let slots = Slots::new(self.max_connections);
         loop {
-            let ms = self.listener.accept()?;
+            if stop.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            let Some(ms) = self.listener.accept_timeout(STOP_POLL)? else {
+                continue;
+            };
             let Some(slot) = slots.take() else {
                 ms.as_async().abort("the relay is full");
                 report(Event::Refused {

@@ -159,6 +159,11 @@ impl MultiSocket {
         self.inner.abort(reason);
     }
 
+    /// See [`super::MultiSocket::unacknowledged`].
+    pub fn unacknowledged(&self) -> u64 {
+        self.inner.unacknowledged()
+    }
+
     /// See [`super::MultiSocket::estimates`].
     pub fn estimates(&self) -> Vec<NetworkView> {
         self.inner.estimates()

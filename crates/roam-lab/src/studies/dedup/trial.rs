@@ -1,0 +1,546 @@
+//! One trial of `roam lab dedup`: a reader of the PostgreSQL manual, through the real data
+//! path.
+//!
+//! In the emulator's server namespace: nginx serving the manual's older version, and two
+//! of `roam_net`'s [`Relay`]s (dd-src for the systems that deduplicate, the zstd compressor
+//! for those that compress), each with caches of its own: the upstream nodes of two places.
+//! In the client namespace: a `roam_net` [`Proxy`] for each (the SOCKS5 proxy, dd-dst, the
+//! decompressor), sharing one phone's cache, and curl fetching pages through them, one
+//! connection each. The proxies' multi-sockets use both networks (WiFi and cellular), as roam
+//! places foreground traffic; when the scenario's WiFi leaves, connections move to cellular.
+//!
+//! **The phone moves** between the phases: before the upgrade the reader reads through the
+//! first relay, after it through the second, which has seen none of what the phone holds (the
+//! node change of the thesis's motivation, ch. IV). The phone's cache goes with it; for
+//! `zstd-dict` the previous responses stay available at the second relay too (both relays
+//! share them), as they would at an origin server speaking RFC 9842, giving that baseline its
+//! best case.
+//!
+//! The reader's week: **before the upgrade** they read [`Workload::pages`] pages drawn from
+//! the manual; then the site is upgraded to the newer version (its root swapped under
+//! nginx); **after** they read as many again, half of them pages they read before (the
+//! sections one keeps coming back to) and half new ones. Between pages they think for an
+//! exponential time ([`Workload::think`]). The same seed draws the same pages and pauses for
+//! every system.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use roam_dedup::destination::DestinationConfig;
+use roam_dedup::name::NameSet;
+use roam_dedup::source::SourceConfig;
+use roam_dedup::{Destination, Source};
+use roam_emu::SERVER_ADDR;
+use roam_net::proxy::compress::{Dictionaries, DictionaryConfig};
+use roam_net::proxy::{Allow, Compression, Key, Proxy, ProxyConfig, Relay, RelayConfig};
+
+use super::corpus::{self, Docs};
+use super::DedupSystem;
+use crate::harness::trial::{Metric, Trial};
+use crate::servers::nginx;
+
+/// Where the relays listen (server namespace): before the move, and after.
+const RELAY_PORTS: [u16; 2] = [7500, 7501];
+/// Where nginx listens (the server namespace's loopback: only the relay reaches it).
+const HTTP_PORT: u16 = 8080;
+/// Where the proxies listen (the client namespace's loopback): before the move, and after.
+const SOCKS_PORTS: [u16; 2] = [1080, 1081];
+/// dd-src's memory, every system that has one (the thesis's ~1 MB): asymmetric caching
+/// splits it evenly between its regular and feedback caches; the regular-only baseline has
+/// it all as its regular cache.
+pub const SOURCE_BYTES: u64 = 1 << 20;
+/// dd-dst's memory (the thesis's ~250 MB).
+pub const DESTINATION_BYTES: u64 = 256 << 20;
+/// Previous responses kept as zstd dictionaries at each end.
+pub const DICTIONARY_BYTES: usize = 64 << 20;
+/// The longest one page may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How much a reader reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
+    /// Pages read before the upgrade, and as many after.
+    pub pages: usize,
+    /// Mean pause between two pages.
+    pub think: Duration,
+}
+
+impl Workload {
+    /// A full run's reader, or a quick one's (for a trial of `duration`).
+    pub fn for_duration(duration: Duration) -> Workload {
+        if duration <= Duration::from_secs(120) {
+            Workload {
+                pages: 30,
+                think: Duration::from_millis(300),
+            }
+        } else {
+            Workload {
+                pages: 150,
+                think: Duration::from_secs(2),
+            }
+        }
+    }
+}
+
+/// The pages of each phase, and the pause before each, for `seed`.
+pub fn reading(docs: &Docs, w: Workload, seed: u64) -> Vec<(bool, String, Duration)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xded0);
+    let n = w.pages.min(docs.pages.len());
+    let mut pool = docs.pages.clone();
+    pool.shuffle(&mut rng);
+    let before: Vec<String> = pool[..n].to_vec();
+    let mut after: Vec<String> = before.choose_multiple(&mut rng, n / 2).cloned().collect();
+    after.extend(pool[n..].iter().take(n - n / 2).cloned());
+    after.shuffle(&mut rng);
+    let pause = |rng: &mut ChaCha8Rng| {
+        let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+        w.think.mul_f64(-u.ln()).min(w.think * 10)
+    };
+    let mut out = Vec::new();
+    for p in before {
+        let d = pause(&mut rng);
+        out.push((false, p, d));
+    }
+    for p in after {
+        let d = pause(&mut rng);
+        out.push((true, p, d));
+    }
+    out
+}
+
+/// nginx's site: a root whose `current` link is swapped from one version to the other.
+struct Site {
+    dir: PathBuf,
+}
+
+impl Site {
+    fn new(old: &Path) -> Result<Site> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "roam-lab-dedup-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        serve(&dir, old)?;
+        Ok(Site { dir })
+    }
+}
+
+/// Have the site in `dir` serve `html` from now on (a new link renamed over the old: nginx
+/// sees one or the other).
+fn serve(dir: &Path, html: &Path) -> Result<()> {
+    let tmp = dir.join("current.new");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(html, &tmp).with_context(|| format!("linking {}", tmp.display()))?;
+    std::fs::rename(&tmp, dir.join("current"))
+        .with_context(|| format!("renaming {}", tmp.display()))?;
+    Ok(())
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A thread running in a namespace until its flag is set.
+struct Running {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    fn end(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.thread.join();
+    }
+}
+
+/// Start `serve` (after `bind`, whose error comes back) on a thread of the server namespace
+/// (`server`) or the client's.
+fn start<B: Send + 'static>(
+    t: &Trial,
+    server: bool,
+    bind: impl FnOnce() -> Result<B> + Send + 'static,
+    serve: impl FnOnce(B, &AtomicBool) + Send + 'static,
+) -> Result<Running> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let flag = stop.clone();
+    let body = move || match bind() {
+        Ok(b) => {
+            tx.send(Ok(())).ok();
+            serve(b, &flag);
+        }
+        Err(e) => {
+            tx.send(Err(e)).ok();
+        }
+    };
+    let thread = if server {
+        t.emu.spawn_in_server(body)
+    } else {
+        t.emu.spawn_in_client(body)
+    };
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Ok(Running { stop, thread }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => bail!("did not start within 30 s"),
+    }
+}
+
+/// What the relays and the proxies of a system hold, kept to read their counters.
+struct Ends {
+    sources: Vec<Arc<Mutex<Source>>>,
+    destination: Option<Arc<Mutex<Destination>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The relay and proxy configurations of `sys`, one pair per place.
+fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<(RelayConfig, ProxyConfig)>, Ends)> {
+    let (dedup, feedback) = (sys.dedups(), sys.feedback());
+    // One phone: one cache, one store of dictionaries.
+    let destination = dedup.then(|| {
+        Arc::new(Mutex::new(Destination::new(DestinationConfig {
+            cache_bytes: DESTINATION_BYTES,
+            feedback,
+            ..Default::default()
+        })))
+    });
+    let dicts = || {
+        Arc::new(Mutex::new(Dictionaries::new(DictionaryConfig {
+            bytes: DICTIONARY_BYTES,
+        })))
+    };
+    let (relay_dicts, phone_dicts) = (dicts(), dicts());
+    let mut pairs = Vec::new();
+    let mut sources = Vec::new();
+    for (relay_port, socks_port) in RELAY_PORTS.into_iter().zip(SOCKS_PORTS) {
+        let key = Key::generate();
+        let relay_at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, relay_port));
+        let mut relay = RelayConfig::new(
+            relay_at,
+            vec![format!("127.0.0.1:{HTTP_PORT}")
+                .parse::<Allow>()
+                .map_err(|e| anyhow!("{e}"))?],
+            key.clone(),
+        );
+        relay.options = crate::harness::channel::roam_options(t.system.clone(), &[]);
+        let mut proxy = ProxyConfig::new(
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, socks_port)),
+            relay_at,
+            Some(key),
+        );
+        proxy.options =
+            crate::harness::channel::roam_options(t.system.clone(), &t.client_links().cellular);
+        if dedup {
+            let (regular, fb) = if feedback {
+                (SOURCE_BYTES / 2, SOURCE_BYTES / 2)
+            } else {
+                (SOURCE_BYTES, 0)
+            };
+            let source = Source::new(SourceConfig {
+                regular_bytes: regular,
+                feedback_bytes: fb,
+                ..Default::default()
+            })
+            .map_err(|e| anyhow!("dd-src: {e}"))?;
+            let source = Arc::new(Mutex::new(source));
+            relay.dedup = Some(source.clone());
+            sources.push(source);
+            proxy.dedup = destination.clone();
+        }
+        if sys == DedupSystem::ZstdDict {
+            relay.dictionaries = Some(relay_dicts.clone());
+            proxy.compress = Compression::ZstdDict(phone_dicts.clone());
+        } else if sys.compresses() {
+            proxy.compress = Compression::Zstd;
+        }
+        pairs.push((relay, proxy));
+    }
+    Ok((
+        pairs,
+        Ends {
+            sources,
+            destination,
+        },
+    ))
+}
+
+/// One fetch: whether it worked, its bytes (headers and body), how long it took.
+fn fetch(page: &str, socks_port: u16) -> (Result<Vec<u8>>, Duration) {
+    let started = Instant::now();
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-i",
+            "--max-time",
+            &FETCH_TIMEOUT.as_secs().to_string(),
+            "--socks5-hostname",
+            &format!("127.0.0.1:{socks_port}"),
+            &format!("http://127.0.0.1:{HTTP_PORT}/{page}"),
+        ])
+        .stdin(Stdio::null())
+        .output();
+    let took = started.elapsed();
+    let r = match out {
+        Err(e) => Err(anyhow!("running curl: {e}")),
+        Ok(o) if !o.status.success() => Err(anyhow!(
+            "curl {page}: {} ({})",
+            String::from_utf8_lossy(&o.stderr).trim(),
+            o.status
+        )),
+        Ok(o) if !o.stdout.starts_with(b"HTTP/1.1 200") => Err(anyhow!(
+            "curl {page}: {}",
+            String::from_utf8_lossy(&o.stdout[..o.stdout.len().min(40)])
+        )),
+        Ok(o) => Ok(o.stdout),
+    };
+    (r, took)
+}
+
+/// What the reader saw.
+struct Read {
+    /// Each page's response, in order, and its fetch time; `after`: read after the upgrade.
+    responses: Vec<(bool, Vec<u8>, Duration)>,
+    failures: Vec<String>,
+    unfinished: bool,
+}
+
+/// Run the `docs` reader of `t` under its system.
+pub fn run_docs(t: &Trial) -> Result<Vec<Metric>> {
+    let sys = *t
+        .system
+        .get::<DedupSystem>()
+        .ok_or_else(|| anyhow!("`{}` is not a system of roam lab dedup", t.system.name()))?;
+    let docs = corpus::docs()?;
+    let site = Site::new(&docs.old.1)?;
+    let servers = format!(
+        "server {{ listen 127.0.0.1:{HTTP_PORT}; root {}/current; }}",
+        site.dir.display()
+    );
+    let nginx_dir = site.dir.join("nginx");
+    let probe = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, HTTP_PORT));
+    let mut nginx = t
+        .emu
+        .spawn_in_server(move || nginx::launch(&nginx_dir, &servers, probe))
+        .join()
+        .map_err(|_| anyhow!("nginx's start panicked"))??
+        .context("starting nginx")?;
+    let (pairs, ends) = configs(t, sys)?;
+    let mut running = Vec::new();
+    let mut started = Ok(());
+    for (relay_cfg, proxy_cfg) in pairs {
+        let relay = start(
+            t,
+            true,
+            move || Relay::bind(relay_cfg).context("starting a relay"),
+            |r, stop| {
+                let _ = r.run_until(stop, |_| {});
+            },
+        );
+        match relay {
+            Ok(r) => running.push(r),
+            Err(e) => {
+                started = Err(e);
+                break;
+            }
+        }
+        let proxy = start(
+            t,
+            false,
+            move || Proxy::bind(proxy_cfg).context("starting a proxy"),
+            |p, stop| {
+                let _ = p.run_until(stop, |_| {});
+            },
+        );
+        match proxy {
+            Ok(p) => running.push(p),
+            Err(e) => {
+                started = Err(e);
+                break;
+            }
+        }
+    }
+    let read = started.and_then(|()| {
+        let plan = reading(&docs, Workload::for_duration(t.duration), t.seed);
+        read_pages(t, &site, &docs, plan)
+    });
+    for r in running {
+        r.end();
+    }
+    let _ = nginx.kill();
+    let _ = nginx.wait();
+    let read = read?;
+    Ok(metrics(t, &read, &ends))
+}
+
+/// Read `plan`'s pages in the client namespace, upgrading the site between the phases.
+fn read_pages(
+    t: &Trial,
+    site: &Site,
+    docs: &Docs,
+    plan: Vec<(bool, String, Duration)>,
+) -> Result<Read> {
+    let limit = t.duration;
+    let progress = t.progress.clone();
+    let newer = docs.new.1.clone();
+    let site_dir = site.dir.clone();
+    t.run_client("dedup reader", move || {
+        let started = Instant::now();
+        let mut read = Read {
+            responses: Vec::new(),
+            failures: Vec::new(),
+            unfinished: false,
+        };
+        let mut upgraded = false;
+        for (after, page, pause) in plan {
+            if after && !upgraded {
+                serve(&site_dir, &newer)?;
+                upgraded = true;
+            }
+            std::thread::sleep(pause);
+            if started.elapsed() > limit {
+                read.unfinished = true;
+                break;
+            }
+            let (r, took) = fetch(&page, SOCKS_PORTS[usize::from(after)]);
+            match r {
+                Ok(bytes) => read.responses.push((after, bytes, took)),
+                Err(e) => read.failures.push(format!("{e:#}")),
+            }
+            progress(started.elapsed().as_secs());
+        }
+        Ok(read)
+    })
+}
+
+/// The trial's metrics.
+fn metrics(t: &Trial, read: &Read, ends: &Ends) -> Vec<Metric> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut m = Vec::new();
+    let n = read.responses.len();
+    if read.unfinished {
+        t.note(format!(
+            "the reader read {n} pages before the trial's {} s were up",
+            t.duration.as_secs()
+        ));
+    }
+    for f in read.failures.iter().take(3) {
+        t.note(format!("a fetch failed: {f}"));
+    }
+    let ms: Vec<f64> = read
+        .responses
+        .iter()
+        .map(|r| r.2.as_secs_f64() * 1e3)
+        .collect();
+    t.event_latencies(super::EVENT, ms.iter().copied());
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    let after: Vec<f64> = read
+        .responses
+        .iter()
+        .filter(|r| r.0)
+        .map(|r| r.2.as_secs_f64() * 1e3)
+        .collect();
+    m.push(Metric::new("fetch_ms", mean(&ms), "ms"));
+    m.push(Metric::new("fetch_after_ms", mean(&after), "ms"));
+    m.push(Metric::new("pages", n as f64, ""));
+    m.push(Metric::new(
+        "failed_fetches",
+        read.failures.len() as f64,
+        "",
+    ));
+    // The redundancy present: what an unbounded cache of everything read before would find.
+    let chunking = SourceConfig::default().chunking;
+    let mut seen = NameSet::default();
+    let (mut bytes, mut oracle) = (0u64, 0u64);
+    for (_, r, _) in &read.responses {
+        bytes += r.len() as u64;
+        oracle += roam_dedup::analyze::oracle(chunking, r, &mut seen);
+    }
+    m.push(Metric::new("app_kB", bytes as f64 / 1e3, "kB"));
+    m.push(Metric::new("oracle_kB", oracle as f64 / 1e3, "kB"));
+    let (mut down, mut cell) = (0u64, 0u64);
+    for l in t.emu.links() {
+        let d = l.down.delivered_bytes.load(Relaxed);
+        down += d;
+        if l.config.kind == roam_trace::LinkKind::Cellular {
+            cell += d + l.up.delivered_bytes.load(Relaxed);
+        }
+    }
+    m.push(Metric::new("down_kB", down as f64 / 1e3, "kB"));
+    m.push(Metric::new("cell_kB", cell as f64 / 1e3, "kB"));
+    if !ends.sources.is_empty() {
+        let mut s = roam_dedup::source::SourceStats::default();
+        for src in &ends.sources {
+            let x = lock(src).stats();
+            s.regular_hit_bytes += x.regular_hit_bytes;
+            s.feedback_hit_bytes += x.feedback_hit_bytes;
+            s.passthrough_bytes += x.passthrough_bytes;
+        }
+        let found = s.regular_hit_bytes + s.feedback_hit_bytes;
+        m.push(Metric::new(
+            "regular_kB",
+            s.regular_hit_bytes as f64 / 1e3,
+            "kB",
+        ));
+        m.push(Metric::new(
+            "feedback_kB",
+            s.feedback_hit_bytes as f64 / 1e3,
+            "kB",
+        ));
+        m.push(Metric::new(
+            "found",
+            if oracle > 0 {
+                found as f64 / oracle as f64
+            } else {
+                f64::NAN
+            },
+            "",
+        ));
+        m.push(Metric::new(
+            "passthrough_kB",
+            s.passthrough_bytes as f64 / 1e3,
+            "kB",
+        ));
+        if let Some(dst) = &ends.destination {
+            let d = lock(dst).stats();
+            m.push(Metric::new(
+                "feedback_sent_kB",
+                d.feedback_bytes as f64 / 1e3,
+                "kB",
+            ));
+            if d.feedback_bytes > 0 {
+                m.push(Metric::new(
+                    "saved_per_feedback_byte",
+                    s.feedback_hit_bytes as f64 / d.feedback_bytes as f64,
+                    "",
+                ));
+            }
+            m.push(Metric::new(
+                "checksum_failures",
+                d.checksum_failures as f64,
+                "",
+            ));
+        }
+    }
+    m
+}
