@@ -397,6 +397,7 @@ fn read_pages(
     let limit = t.duration;
     let progress = t.progress.clone();
     let newer = docs.new.1.clone();
+    let older = docs.old.1.clone();
     let site_dir = site.dir.clone();
     t.run_client("dedup reader", move || {
         let started = Instant::now();
@@ -418,13 +419,38 @@ fn read_pages(
             }
             let (r, took) = fetch(&page, SOCKS_PORTS[usize::from(after)]);
             match r {
-                Ok(bytes) => read.responses.push((after, bytes, took)),
+                Ok(bytes) => {
+                    // What arrived must be the page as served, byte for byte, whatever the
+                    // system did to it on the way: else the trial fails.
+                    let served = if after { &newer } else { &older };
+                    check_body(&bytes, &served.join(&page))?;
+                    read.responses.push((after, bytes, took));
+                }
                 Err(e) => read.failures.push(format!("{e:#}")),
             }
             progress(started.elapsed().as_secs());
         }
         Ok(read)
     })
+}
+
+/// `response`'s body (after its headers) is `file`'s bytes.
+fn check_body(response: &[u8], file: &Path) -> Result<()> {
+    let body = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| &response[i + 4..])
+        .ok_or_else(|| anyhow!("the response for {} has no end of headers", file.display()))?;
+    let want = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    if body != want {
+        bail!(
+            "{} arrived altered: {} bytes, {} served",
+            file.display(),
+            body.len(),
+            want.len()
+        );
+    }
+    Ok(())
 }
 
 /// The trial's metrics.
