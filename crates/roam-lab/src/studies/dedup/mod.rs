@@ -333,53 +333,65 @@ fn table(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
 
 /// The baselines of the plan.
 fn baselines(plan: &Plan) -> Vec<&str> {
-    plan.systems
-        .iter()
-        .filter(|s| s.get::<DedupSystem>().is_some_and(|d| d.baseline()))
-        .map(|s| s.name())
-        .collect()
+    baseline_names(plan.systems.iter().map(|s| s.name()))
+}
+
+/// `ours`'s cellular bytes against the best of `baselines` on `app` over `sc`: that baseline
+/// and the ratio of their means (the baseline's over ours: above 1, `ours` used fewer), with
+/// its interval; `None` where either has no finished trial.
+pub fn cellular_advantage<'a>(
+    rows: &[Row],
+    (app, sc): (&str, &str),
+    ours: &str,
+    baselines: &[&'a str],
+) -> Option<(&'a str, stats::RatioOfMeans)> {
+    let (best, _) = best_baseline(rows, (app, sc), baselines, "cell_kB", false)?;
+    let a = by_seed(rows, app, sc, ours, "cell_kB");
+    let b = by_seed(rows, app, sc, best, "cell_kB");
+    Some((best, stats::ratio_of_means(&b, &a)?))
 }
 
 /// Asymmetric caching's cellular bytes against the best baseline's (the issue's target: at
-/// least 1.3x fewer), as the ratio of means with its interval.
+/// least 1.3x fewer), as the ratio of means with its interval, then per seed.
 fn versus_best(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
     let base = baselines(plan);
-    let Some((best, _)) = best_baseline(rows, (app, sc), &base, "cell_kB", false) else {
-        return;
-    };
     for ours in ["ac", "ac+zstd"] {
-        let a = by_seed(rows, app, sc, ours, "cell_kB");
-        let b = by_seed(rows, app, sc, best, "cell_kB");
-        if a.is_empty() {
+        let Some((best, r)) = cellular_advantage(rows, (app, sc), ours, &base) else {
             continue;
-        }
-        let text = match stats::ratio_of_means(&b, &a) {
-            Some(r) => {
-                let iv = r
-                    .interval
-                    .map(|(lo, hi)| format!(" [{}-{}x]", fmt_num(lo), fmt_num(hi)))
-                    .unwrap_or_default();
-                let per_seed = stats::paired_ratios(&b, &a);
-                let ps = if per_seed.len() > 1 {
-                    format!(
-                        "; per seed: {}x",
-                        fmt_num(stats::geometric_mean(
-                            &per_seed.iter().map(|x| x.1).collect::<Vec<_>>()
-                        ))
-                    )
-                } else {
-                    String::new()
-                };
-                format!("{}x{iv}{ps}", fmt_num(r.ratio))
-            }
-            None => "-".into(),
+        };
+        let iv = r
+            .interval
+            .map(|(lo, hi)| format!(" [{}-{}x]", fmt_num(lo), fmt_num(hi)))
+            .unwrap_or_default();
+        let per_seed = stats::paired_ratios(
+            &by_seed(rows, app, sc, best, "cell_kB"),
+            &by_seed(rows, app, sc, ours, "cell_kB"),
+        );
+        let ps = if per_seed.len() > 1 {
+            let v: Vec<f64> = per_seed.iter().map(|x| x.1).collect();
+            format!("; per seed: {}x", fmt_num(stats::geometric_mean(&v)))
+        } else {
+            String::new()
         };
         let _ = writeln!(
             s,
-            "**{ours} against the best baseline ({best}), cellular bytes**: {text} fewer \
-             (target: at least 1.3x)\n"
+            "**{ours} against the best baseline ({best}), cellular bytes**: {}x{iv}{ps} fewer \
+             (target: at least 1.3x)\n",
+            fmt_num(r.ratio)
         );
     }
+}
+
+/// The baselines among `systems`' names.
+pub fn baseline_names<'a>(systems: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    systems
+        .into_iter()
+        .filter(|n| {
+            DedupSystem::ALL
+                .iter()
+                .any(|d| d.name() == *n && d.baseline())
+        })
+        .collect()
 }
 
 /// At 1% loss, how much of what asymmetric caching saves at 0% it keeps (the issue's
