@@ -162,6 +162,16 @@ struct Recording {
 }
 
 impl Recording {
+    fn new(store: Arc<Mutex<Dictionaries>>, scope: String) -> Recording {
+        Recording {
+            store,
+            scope,
+            key: None,
+            bytes: Vec::new(),
+            over: false,
+        }
+    }
+
     fn add(&mut self, b: &[u8]) {
         if self.over || self.bytes.len() + b.len() > MAX_DICTIONARY {
             self.over = true;
@@ -361,13 +371,7 @@ impl ProxyZstd {
         dicts: Option<Arc<Mutex<Dictionaries>>>,
         target: &str,
     ) -> ProxyZstd {
-        let recording = dicts.map(|store| Recording {
-            store,
-            scope: target.to_string(),
-            key: None,
-            bytes: Vec::new(),
-            over: false,
-        });
+        let recording = dicts.map(|store| Recording::new(store, target.to_string()));
         ProxyZstd {
             inner,
             state: Mutex::new(ProxyState {
