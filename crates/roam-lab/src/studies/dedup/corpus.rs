@@ -166,7 +166,18 @@ pub fn docs() -> Result<Docs> {
 fn find_docs() -> Result<Docs> {
     let dir = cache_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let v = versions()?;
+    let mut v = versions()?;
+    if v.len() < 2 && roam_emu::sys::is_root() {
+        // A machine whose package lists were never fetched lists nothing.
+        eprintln!("lab dedup: apt-get update (the archive's lists name the manual's versions)...");
+        let ok = Command::new("apt-get")
+            .args(["update", "-qq"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            v = versions()?;
+        }
+    }
     let (Some(old), Some(new)) = (v.first(), v.last()) else {
         bail!("the Debian archive lists no version of {PACKAGE} (apt-get update first?)");
     };
