@@ -210,10 +210,16 @@ fn lead(ms: &MultiSocket) -> u64 {
 /// Wait until what `ms` has not had acknowledged is within [`lead`], `stop` is set, or `idle`
 /// has passed (a dead session's next send reports it).
 fn pace(ms: &MultiSocket, stop: &AtomicBool, idle: Duration) {
-    let end = Instant::now() + idle;
-    while ms.unacknowledged() > lead(ms) && !stop.load(Ordering::SeqCst) && Instant::now() < end {
+    let (end, lead) = (Instant::now() + idle, lead(ms));
+    while ms.unacknowledged() > lead && !stop.load(Ordering::SeqCst) && Instant::now() < end {
         std::thread::sleep(PACE_POLL);
     }
+}
+
+/// `m`'s guard, even if a thread panicked holding it (what it guards stays usable: counters,
+/// caches whose every step leaves them whole).
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Bytes as they are.

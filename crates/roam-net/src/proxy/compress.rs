@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use zstd::stream::raw::{Decoder, Encoder, InBuffer, Operation, OutBuffer};
 
-use super::carry::Codec;
+use super::carry::{lock, Codec};
 use super::Error;
 
 /// The feature word asking for per-connection zstd.
@@ -124,10 +124,6 @@ impl Dictionaries {
     pub fn held(&self) -> usize {
         self.held
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> Error {
@@ -290,13 +286,14 @@ impl Codec for RelayZstd {
             st.encoder = Some(enc);
             out.push(u8::from(dict.is_some()));
         }
-        for b in &inner {
-            if let Some(r) = st.recording.as_mut() {
-                r.add(b);
-            }
-        }
-        let enc = st.encoder.as_mut().expect("made above");
+        let RelayState {
+            encoder, recording, ..
+        } = &mut *st;
+        let enc = encoder.as_mut().expect("made above");
         for b in inner {
+            if let Some(r) = recording.as_mut() {
+                r.add(&b);
+            }
             drive(enc, Some(&b), &mut out).map_err(|e| failed("zstd", e))?;
             drive(enc, None, &mut out).map_err(|e| failed("zstd", e))?;
             send.push(std::mem::take(&mut out));

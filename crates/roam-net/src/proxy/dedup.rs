@@ -29,7 +29,7 @@ use roam_dedup::destination::{FlowId, SourceId};
 use roam_dedup::source::FlowStats;
 use roam_dedup::{Destination, Source};
 
-use super::carry::Codec;
+use super::carry::{lock, Codec};
 use super::Error;
 
 /// The feature word asking for and accepting dedup ([`super::features`]).
@@ -93,10 +93,6 @@ impl RelayEnd {
             report,
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Codec for RelayEnd {

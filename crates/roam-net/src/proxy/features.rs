@@ -67,11 +67,6 @@ impl Features {
         self.and(other) == self
     }
 
-    /// None asked.
-    pub fn none(self) -> bool {
-        self == Features::default()
-    }
-
     /// `LABEL+FEATURE...`, the request's label word.
     pub fn label_word(self, label: &str) -> String {
         let mut s = label.to_string();

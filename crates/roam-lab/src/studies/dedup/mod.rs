@@ -229,19 +229,12 @@ const THESIS: &str = "thesis: 89.7% of the redundancy found, 6.74 bytes saved pe
                       feedback (30 users' traces)";
 
 /// One metric's cell: its mean with interval, or "-" where the system has none.
-fn show(rows: &[Row], app: &str, sc: &str, sys: &str, metric: &str, scale: f64) -> String {
+fn show(rows: &[Row], app: &str, sc: &str, sys: &str, metric: &str) -> String {
     let c = cell(rows, app, sc, sys, metric);
     if c.n == 0 && c.failed == 0 {
         return "-".into();
     }
-    if scale == 1.0 {
-        return c.cell();
-    }
-    let v: Vec<f64> = crate::report::compare::values(rows, app, sc, sys, metric)
-        .into_iter()
-        .map(|x| x * scale)
-        .collect();
-    crate::report::summarize(&v).cell()
+    c.cell()
 }
 
 fn markdown(plan: &Plan, m: &Measured) -> String {
@@ -318,14 +311,14 @@ fn table(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
         let _ = writeln!(
             s,
             "| {n} | {} | {} | {} | {} | {present} | {} | {} | {} | {} |",
-            show(rows, app, sc, n, "cell_kB", 1.0),
-            show(rows, app, sc, n, "down_kB", 1.0),
-            show(rows, app, sc, n, "fetch_ms", 1.0),
-            show(rows, app, sc, n, "app_kB", 1.0),
-            show(rows, app, sc, n, "found", 1.0),
-            show(rows, app, sc, n, "regular_kB", 1.0),
-            show(rows, app, sc, n, "feedback_kB", 1.0),
-            show(rows, app, sc, n, "saved_per_feedback_byte", 1.0),
+            show(rows, app, sc, n, "cell_kB"),
+            show(rows, app, sc, n, "down_kB"),
+            show(rows, app, sc, n, "fetch_ms"),
+            show(rows, app, sc, n, "app_kB"),
+            show(rows, app, sc, n, "found"),
+            show(rows, app, sc, n, "regular_kB"),
+            show(rows, app, sc, n, "feedback_kB"),
+            show(rows, app, sc, n, "saved_per_feedback_byte"),
         );
     }
     let _ = writeln!(s);
