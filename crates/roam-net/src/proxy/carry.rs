@@ -210,8 +210,9 @@ fn lead(ms: &MultiSocket) -> u64 {
 /// Wait until what `ms` has not had acknowledged is within [`lead`], `stop` is set, or `idle`
 /// has passed (a dead session's next send reports it).
 fn pace(ms: &MultiSocket, stop: &AtomicBool, idle: Duration) {
-    let (end, lead) = (Instant::now() + idle, lead(ms));
-    while ms.unacknowledged() > lead && !stop.load(Ordering::SeqCst) && Instant::now() < end {
+    // The lead is looked at again each time: the estimates grow as the connection starts.
+    let end = Instant::now() + idle;
+    while ms.unacknowledged() > lead(ms) && !stop.load(Ordering::SeqCst) && Instant::now() < end {
         std::thread::sleep(PACE_POLL);
     }
 }
