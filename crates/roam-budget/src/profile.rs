@@ -373,7 +373,7 @@ fn promotion(
     Ok(match (&r.promotion_mw, &r.promotion_ms) {
         (Some(p), Some(d)) => Some((
             Milliwatts(c.value("promotion_mw", p)?),
-            Duration::from_secs_f64(c.value("promotion_ms", d)? / 1e3),
+            c.millis("promotion_ms", d)?,
         )),
         (None, None) => None,
         _ => {
@@ -399,7 +399,7 @@ fn tail_phases(c: &mut Checker, r: &FileRadio) -> Result<Vec<Phase>, ProfileErro
         tail.push(Phase {
             name: p.name.clone(),
             power: Milliwatts(c.value(&k("mw"), &p.mw)?),
-            duration: Duration::from_secs_f64(c.value(&k("ms"), &p.ms)? / 1e3),
+            duration: c.millis(&k("ms"), &p.ms)?,
         });
     }
     Ok(tail)
@@ -458,6 +458,18 @@ impl Checker<'_> {
             self.reconstructed.push(key.to_string());
         }
         Ok(v)
+    }
+
+    /// The value of constant `key` read as milliseconds: as [`Self::value`], and short
+    /// enough for a `Duration`.
+    fn millis(&mut self, key: &str, c: &Spanned<Constant>) -> Result<Duration, ProfileError> {
+        let v = self.value(key, c)?;
+        roam_core::seconds(v / 1e3).ok_or_else(|| {
+            (self.err)(
+                Some((self.line_of)(c.span().start + 1)),
+                format!("radio `{}`: {key}: {v} ms is too long", self.radio),
+            )
+        })
     }
 
     fn optional(

@@ -12,4 +12,4 @@ pub mod time;
 pub mod units;
 
 pub use time::{Clock, Time};
-pub use units::{parse_duration, BitRate, Bytes, UnitError};
+pub use units::{parse_duration, seconds, BitRate, Bytes, UnitError};

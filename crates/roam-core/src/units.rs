@@ -144,6 +144,16 @@ impl fmt::Display for Bytes {
     }
 }
 
+/// `v` seconds as a `Duration`, or `None` if `v` is negative, not finite, or longer than a
+/// `Duration` holds (2^64 s). Every duration read from a file, flag or frame goes through
+/// here or [`parse_duration`]: `Duration::from_secs_f64` panics on such values.
+pub fn seconds(v: f64) -> Option<Duration> {
+    if v < 0.0 {
+        return None;
+    }
+    Duration::try_from_secs_f64(v).ok()
+}
+
 /// Parse a duration: `20ms`, `1.5s`, `250us`, `2m`, `1h`. A bare number is rejected: a delay
 /// without a unit is a classic netem mistake.
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
@@ -168,7 +178,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     if !v.is_finite() || v < 0.0 {
         return Err(err());
     }
-    Ok(Duration::from_secs_f64(v * mult))
+    seconds(v * mult).ok_or_else(|| UnitError {
+        text: text.to_string(),
+        what: "duration",
+        expected: "at most 2^64 seconds",
+    })
 }
 
 fn split_suffix<'a>(t: &'a str, suffixes: &[(&str, f64)]) -> Option<(&'a str, f64)> {
@@ -215,6 +229,9 @@ mod tests {
         assert!(parse_duration("20").is_err());
         let e = parse_duration("20x").unwrap_err();
         assert!(e.to_string().contains("20x") && e.to_string().contains("ms"));
+        // Found by fuzz/scenario_file: a delay longer than a Duration holds once panicked.
+        let e = parse_duration("8888888888888888888888888888885ms").unwrap_err();
+        assert!(e.to_string().contains("2^64"), "{e}");
     }
 
     #[test]

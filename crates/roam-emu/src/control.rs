@@ -120,8 +120,8 @@ pub fn parse_events(text: &str, path: &Path) -> Result<Vec<ScheduledCommand>, St
         let words: Vec<&str> = line.split_whitespace().collect();
         let t = words[0];
         let when = match t.parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => Duration::from_secs_f64(v),
-            Ok(_) => return Err(at(format!("time `{t}` must be non-negative"))),
+            Ok(v) => roam_core::seconds(v)
+                .ok_or_else(|| at(format!("time `{t}` must be non-negative and under 2^64 s")))?,
             Err(_) => parse_duration(t).map_err(|e| at(e.to_string()))?,
         };
         let command = parse_command(&words[1..]).map_err(at)?;

@@ -92,10 +92,12 @@ fn budget(amount: f64, seconds: f64, what: &str) -> Result<Option<Budget>, Strin
              for none)"
         ));
     }
+    let length = roam_core::seconds(seconds)
+        .ok_or_else(|| format!("{what} budget: {seconds} s is too long"))?;
     Ok(Some(Budget {
         total: amount,
         start: Time::ZERO,
-        end: Time::ZERO + Duration::from_secs_f64(seconds),
+        end: Time::ZERO + length,
     }))
 }
 

@@ -64,7 +64,8 @@ impl IntervalTrace {
                 cols[i]
                     .parse::<f64>()
                     .ok()
-                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    // Finite, not negative, and (as a duration in ms) short enough for one.
+                    .filter(|v| roam_core::seconds(*v / 1e3).is_some())
                     .ok_or_else(|| {
                         TraceError::parse(
                             path,
