@@ -1,0 +1,418 @@
+//! Replaying action paths in a headless browser (the thesis, ch. V).
+//!
+//! For each path of a [`Plan`](crate::Plan): open the root page, then for each action find
+//! the element by its candidate locators and perform the event (`js/replay.js`), waiting
+//! after each step until the network has been idle for [`ReplayConfig::idle`]. A path stops
+//! at the first step that cannot be done, with a logged [`Outcome`], and the replay goes on
+//! with the next path:
+//!
+//! - a locator that resolves to nothing ([`Outcome::Missing`]) or to several elements
+//!   ([`Outcome::Ambiguous`]): never a guess;
+//! - a link or a form that leaves the site ([`Outcome::OffDomain`]), or a redirect that did;
+//! - a page that does not go idle within [`ReplayConfig::step_timeout`] ([`Outcome::Timeout`]);
+//! - a form that would POST ([`Outcome::Post`]). Every request the browser makes passes
+//!   through DevTools' Fetch interception, and a POST the user's rules do not allow (only a
+//!   sign-in they named may be sent) is failed before it leaves: the guarantee does not rest
+//!   on the page's script;
+//! - the browser crashed ([`Outcome::BrowserLost`]): it is started again for the next path;
+//! - the conditions stopped allowing a replay, e.g. WiFi went ([`Outcome::Stopped`]): the
+//!   session ends.
+//!
+//! Bytes are counted from the browser's own network events (`encodedDataLength`: bytes on
+//! the wire, headers included) and requests served from its cache are counted apart.
+
+use super::{launch, same_site, BrowserConfig, BrowserError};
+use crate::action::Action;
+use crate::plan::Replay;
+use crate::rules::Rules;
+use headless_chrome::browser::tab::RequestPausedDecision;
+use headless_chrome::protocol::cdp::types::Event;
+use headless_chrome::protocol::cdp::{Fetch, Network};
+use headless_chrome::{Browser, Tab};
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The replay step's script.
+pub const REPLAY_JS: &str = include_str!("js/replay.js");
+
+/// How a replay runs.
+#[derive(Clone, Debug)]
+pub struct ReplayConfig {
+    /// The browser.
+    pub browser: BrowserConfig,
+    /// Longest wait for a step's page to go idle.
+    pub step_timeout: Duration,
+    /// How long the network must be quiet for a step to be done.
+    pub idle: Duration,
+    /// Stop the session once this many bytes were fetched (a data budget's share).
+    pub max_bytes: Option<u64>,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig {
+            browser: BrowserConfig::default(),
+            step_timeout: Duration::from_secs(20),
+            idle: Duration::from_millis(500),
+            max_bytes: None,
+        }
+    }
+}
+
+/// How one path's replay ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every step done.
+    Done,
+    /// No candidate locator of step `step` (0-based) matched.
+    Missing {
+        /// The step.
+        step: usize,
+    },
+    /// Candidates of step `step` matched several elements, none exactly one.
+    Ambiguous {
+        /// The step.
+        step: usize,
+        /// The most elements one candidate matched.
+        count: usize,
+    },
+    /// Step `step` would leave the site (a link, a form, or a redirect to `url`).
+    OffDomain {
+        /// The step (the root's load is step 0 when it redirects away).
+        step: usize,
+        /// Where it led.
+        url: String,
+    },
+    /// Step `step` would POST.
+    Post {
+        /// The step.
+        step: usize,
+    },
+    /// The page of step `step` failed to load or did not go idle in time.
+    Timeout {
+        /// The step.
+        step: usize,
+    },
+    /// The browser failed at step `step`.
+    BrowserLost {
+        /// The step.
+        step: usize,
+        /// What DevTools said.
+        why: String,
+    },
+    /// Replay was stopped (the conditions changed, or the byte budget was spent).
+    Stopped {
+        /// Why.
+        why: String,
+    },
+}
+
+/// One path's replay.
+#[derive(Clone, Debug)]
+pub struct PathReport {
+    /// The root page.
+    pub root: String,
+    /// The actions.
+    pub actions: Vec<Action>,
+    /// Steps done (actions performed).
+    pub steps: usize,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Bytes fetched over the network.
+    pub bytes: u64,
+    /// Requests answered from the browser's cache.
+    pub cached: u64,
+    /// POSTs refused.
+    pub posts_refused: u64,
+    /// How long it took.
+    pub took: Duration,
+}
+
+#[derive(Default)]
+struct Net {
+    inflight: HashSet<String>,
+    last: Option<Instant>,
+    bytes: u64,
+    cached: u64,
+    refused: u64,
+}
+
+/// A browser set up for replay: one tab, network events counted, POSTs intercepted.
+pub struct Replayer {
+    _browser: Browser,
+    tab: Arc<Tab>,
+    net: Arc<Mutex<Net>>,
+    rules: Arc<Mutex<(Rules, String)>>,
+    cfg: ReplayConfig,
+}
+
+#[derive(Deserialize)]
+struct StepResult {
+    status: String,
+    #[serde(default)]
+    count: usize,
+    #[serde(default)]
+    url: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Replayer {
+    /// Start the browser for replay under `rules`.
+    pub fn start(cfg: &ReplayConfig, rules: &Rules) -> Result<Replayer, BrowserError> {
+        let browser = launch(&cfg.browser)?;
+        let tab = browser.new_tab().map_err(BrowserError::cdp)?;
+        tab.set_default_timeout(cfg.step_timeout);
+        let net = Arc::new(Mutex::new(Net::default()));
+        let n = net.clone();
+        tab.add_event_listener(Arc::new(move |e: &Event| {
+            let mut n = lock(&n);
+            match e {
+                Event::NetworkRequestWillBeSent(r) => {
+                    n.inflight.insert(r.params.request_id.clone());
+                    n.last = Some(Instant::now());
+                }
+                Event::NetworkLoadingFinished(f) => {
+                    n.inflight.remove(&f.params.request_id);
+                    n.bytes += f.params.encoded_data_length.max(0.0) as u64;
+                    n.last = Some(Instant::now());
+                }
+                Event::NetworkLoadingFailed(f) => {
+                    n.inflight.remove(&f.params.request_id);
+                    n.last = Some(Instant::now());
+                }
+                Event::NetworkRequestServedFromCache(_) => n.cached += 1,
+                _ => {}
+            }
+        }))
+        .map_err(BrowserError::cdp)?;
+        tab.call_method(Network::Enable {
+            max_total_buffer_size: None,
+            max_resource_buffer_size: None,
+            max_post_data_size: None,
+            report_direct_socket_traffic: None,
+            enable_durable_messages: None,
+        })
+        .map_err(BrowserError::cdp)?;
+        // Every request pauses at the Fetch stage; a POST the rules do not allow fails there.
+        let rules = Arc::new(Mutex::new((rules.clone(), String::new())));
+        let (r, n) = (rules.clone(), net.clone());
+        tab.enable_request_interception(Arc::new(
+            move |_t, _s, ev: Fetch::events::RequestPausedEvent| {
+                let req = &ev.params.request;
+                let g = lock(&r);
+                let allowed = req.method != "POST" || g.0.may_post(&g.1, &req.url);
+                if allowed {
+                    RequestPausedDecision::Continue(None)
+                } else {
+                    lock(&n).refused += 1;
+                    RequestPausedDecision::Fail(Fetch::FailRequest {
+                        request_id: ev.params.request_id.clone(),
+                        error_reason: Network::ErrorReason::BlockedByClient,
+                    })
+                }
+            },
+        ))
+        .map_err(BrowserError::cdp)?;
+        tab.enable_fetch(
+            Some(&[Fetch::RequestPattern {
+                url_pattern: Some("*".into()),
+                resource_Type: None,
+                request_stage: Some(Fetch::RequestStage::Request),
+            }]),
+            None,
+        )
+        .map_err(BrowserError::cdp)?;
+        Ok(Replayer {
+            _browser: browser,
+            tab,
+            net,
+            rules,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Wait until the network has been quiet for `idle` (true), or the step timed out.
+    fn settle(&self) -> bool {
+        let deadline = Instant::now() + self.cfg.step_timeout;
+        // Let the step's first request start.
+        std::thread::sleep(Duration::from_millis(50));
+        while Instant::now() < deadline {
+            {
+                let n = lock(&self.net);
+                let quiet = n.last.is_none_or(|t| t.elapsed() >= self.cfg.idle);
+                if n.inflight.is_empty() && quiet {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+
+    fn counts(&self) -> (u64, u64, u64) {
+        let n = lock(&self.net);
+        (n.bytes, n.cached, n.refused)
+    }
+
+    /// Bytes fetched by this browser so far.
+    pub fn bytes(&self) -> u64 {
+        self.counts().0
+    }
+
+    /// Replay one path.
+    pub fn replay(&self, r: &Replay) -> PathReport {
+        let start = Instant::now();
+        let before = self.counts();
+        lock(&self.rules).1 = r.site.clone();
+        let (steps, outcome) = self.steps(r);
+        let after = self.counts();
+        PathReport {
+            root: r.root.clone(),
+            actions: r.actions.clone(),
+            steps,
+            outcome,
+            bytes: after.0 - before.0,
+            cached: after.1 - before.1,
+            posts_refused: after.2 - before.2,
+            took: start.elapsed(),
+        }
+    }
+
+    fn steps(&self, r: &Replay) -> (usize, Outcome) {
+        if let Err(e) = self.tab.navigate_to(&r.root) {
+            return (
+                0,
+                Outcome::BrowserLost {
+                    step: 0,
+                    why: e.to_string(),
+                },
+            );
+        }
+        if !self.settle() {
+            return (0, Outcome::Timeout { step: 0 });
+        }
+        if !same_site(&self.tab.get_url(), &r.site) {
+            return (
+                0,
+                Outcome::OffDomain {
+                    step: 0,
+                    url: self.tab.get_url(),
+                },
+            );
+        }
+        let site = serde_json::to_string(&r.site).expect("a string serializes");
+        for (i, a) in r.actions.iter().enumerate() {
+            let step = i + 1;
+            let expr = format!(
+                "{REPLAY_JS}({}, {}, {site})",
+                serde_json::to_string(a.locators.candidates()).expect("locators serialize"),
+                serde_json::to_string(a).expect("an action serializes"),
+            );
+            let res = match self.tab.evaluate(&expr, false) {
+                Ok(v) => v.value.and_then(|v| v.as_str().map(str::to_string)),
+                Err(e) => {
+                    return (
+                        i,
+                        Outcome::BrowserLost {
+                            step,
+                            why: e.to_string(),
+                        },
+                    )
+                }
+            };
+            let Some(res) = res.and_then(|s| serde_json::from_str::<StepResult>(&s).ok()) else {
+                return (
+                    i,
+                    Outcome::BrowserLost {
+                        step,
+                        why: "the step's script gave no result".into(),
+                    },
+                );
+            };
+            match res.status.as_str() {
+                "done" => {}
+                "ambiguous" => {
+                    return (
+                        i,
+                        Outcome::Ambiguous {
+                            step,
+                            count: res.count,
+                        },
+                    )
+                }
+                "off_domain" => return (i, Outcome::OffDomain { step, url: res.url }),
+                "post" => return (i, Outcome::Post { step }),
+                _ => return (i, Outcome::Missing { step }),
+            }
+            if !self.settle() {
+                return (step, Outcome::Timeout { step });
+            }
+            let url = self.tab.get_url();
+            if !same_site(&url, &r.site) {
+                return (step, Outcome::OffDomain { step, url });
+            }
+        }
+        (r.actions.len(), Outcome::Done)
+    }
+}
+
+/// A replay session's result.
+#[derive(Clone, Debug, Default)]
+pub struct SessionReport {
+    /// Each path's replay, in order.
+    pub paths: Vec<PathReport>,
+    /// Why the session ended early, if it did.
+    pub stopped: Option<String>,
+}
+
+impl SessionReport {
+    /// Bytes fetched by the whole session.
+    pub fn bytes(&self) -> u64 {
+        self.paths.iter().map(|p| p.bytes).sum()
+    }
+}
+
+/// Replay `paths` in order. Before each path `allowed` is asked whether replay may go on (the
+/// conditions, [`crate::gate`]); `progress` hears of each path as it ends. A browser that
+/// crashed is started again for the next path (at most 3 times a session).
+pub fn replay_all(
+    cfg: &ReplayConfig,
+    rules: &Rules,
+    paths: &[Replay],
+    allowed: &mut dyn FnMut() -> Result<(), String>,
+    progress: &mut dyn FnMut(usize, &PathReport),
+) -> Result<SessionReport, BrowserError> {
+    let mut report = SessionReport::default();
+    let mut replayer = Replayer::start(cfg, rules)?;
+    let mut restarts = 0;
+    let mut spent = 0;
+    for (i, p) in paths.iter().enumerate() {
+        if let Err(why) = allowed() {
+            report.stopped = Some(why);
+            break;
+        }
+        if cfg.max_bytes.is_some_and(|m| spent >= m) {
+            report.stopped = Some(format!("the byte budget ({spent} B) is spent"));
+            break;
+        }
+        let r = replayer.replay(p);
+        spent += r.bytes;
+        let lost = matches!(r.outcome, Outcome::BrowserLost { .. });
+        progress(i, &r);
+        report.paths.push(r);
+        if lost {
+            if restarts == 3 {
+                report.stopped = Some("the browser was lost 4 times".into());
+                break;
+            }
+            restarts += 1;
+            replayer = Replayer::start(cfg, rules)?;
+        }
+    }
+    Ok(report)
+}

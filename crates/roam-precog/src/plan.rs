@@ -1,0 +1,177 @@
+//! What to replay: the thesis's top 25% of nodes (ch. V).
+//!
+//! Every node of the forest (roots included) is ranked by its hit count, the most-hit first
+//! (ties: the most recently hit, then the shorter path, then by name, so a plan is
+//! deterministic). The top [`PlanConfig::fraction`] of them, rounded up, are chosen, over the
+//! whole forest as the thesis's evaluation does, on the sites the user lets replay. Replaying
+//! the path to a node passes through every node above it, so a chosen node whose path is a
+//! prefix of another chosen node's is covered by that one: the plan keeps only the paths no
+//! other chosen path extends, most-hit first.
+
+use crate::action::Action;
+use crate::forest::{Forest, Reach};
+use crate::rules::Rules;
+use std::collections::HashSet;
+
+/// How much to replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanConfig {
+    /// The fraction of nodes to choose, in (0, 1]; the thesis's 0.25.
+    pub fraction: f64,
+    /// Most paths in one plan (a replay session's bound; budgets may stop it sooner).
+    pub max_paths: usize,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        PlanConfig {
+            fraction: 0.25,
+            max_paths: 10_000,
+        }
+    }
+}
+
+/// One path to replay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replay {
+    /// The site.
+    pub site: String,
+    /// The root page.
+    pub root: String,
+    /// The actions from it.
+    pub actions: Vec<Action>,
+    /// The hits of the node it was chosen for.
+    pub hits: u64,
+}
+
+/// The chosen paths, most-hit first, and how many nodes were ranked and chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The paths to replay.
+    pub paths: Vec<Replay>,
+    /// Nodes ranked (on sites that allow replay).
+    pub ranked: usize,
+    /// Nodes chosen (each covered by some path of the plan).
+    pub chosen: usize,
+}
+
+/// Choose what to replay from `forest` under `rules`.
+pub fn plan(forest: &Forest, rules: &Rules, cfg: &PlanConfig) -> Plan {
+    let mut nodes: Vec<Reach> = forest
+        .reaches()
+        .into_iter()
+        .filter(|r| rules.replays(&r.site))
+        .collect();
+    nodes.sort_by(|a, b| {
+        b.hits
+            .cmp(&a.hits)
+            .then(b.last.cmp(&a.last))
+            .then(a.actions.len().cmp(&b.actions.len()))
+            .then_with(|| (&a.site, &a.root).cmp(&(&b.site, &b.root)))
+            .then_with(|| key(&a.actions).cmp(&key(&b.actions)))
+    });
+    let ranked = nodes.len();
+    let fraction = cfg.fraction.clamp(0.0, 1.0);
+    let chosen = ((ranked as f64 * fraction).ceil() as usize).min(ranked);
+    nodes.truncate(chosen);
+    // Every proper prefix of a chosen path is covered by it (the nodes of one tree share
+    // their ancestors' actions, so equal prefixes are equal values).
+    let mut covered: HashSet<(&str, &[Action])> = HashSet::new();
+    for n in &nodes {
+        for k in 0..n.actions.len() {
+            covered.insert((n.root.as_str(), &n.actions[..k]));
+        }
+    }
+    let paths: Vec<Replay> = nodes
+        .iter()
+        .filter(|n| !covered.contains(&(n.root.as_str(), n.actions.as_slice())))
+        .take(cfg.max_paths)
+        .map(|n| Replay {
+            site: n.site.clone(),
+            root: n.root.clone(),
+            actions: n.actions.clone(),
+            hits: n.hits,
+        })
+        .collect();
+    Plan {
+        paths,
+        ranked,
+        chosen,
+    }
+}
+
+fn key(actions: &[Action]) -> Vec<String> {
+    actions.iter().map(|a| a.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::Event;
+    use crate::locator::{Locator, Locators};
+    use crate::path::Path;
+
+    fn click(id: &str) -> Action {
+        Action {
+            locators: Locators::new(vec![Locator::Id { id: id.into() }]).unwrap(),
+            event: Event::Click,
+        }
+    }
+    fn record(f: &mut Forest, root: &str, ids: &[&str], times: usize) {
+        for _ in 0..times {
+            f.record(
+                &Path {
+                    root: root.into(),
+                    actions: ids.iter().map(|i| click(i)).collect(),
+                },
+                1,
+            );
+        }
+    }
+
+    #[test]
+    fn the_top_quarter_is_chosen_and_prefixes_fold_into_their_extensions() {
+        let mut f = Forest::new();
+        record(&mut f, "http://n.example/", &["sports", "s1"], 5);
+        record(&mut f, "http://n.example/", &["sports", "s2"], 1);
+        record(&mut f, "http://n.example/", &["world"], 1);
+        record(&mut f, "http://w.example/", &["a"], 1);
+        // Nodes: n root 7, sports 6, s1 5, s2 1, world 1, w root 1, a 1: 7 nodes, top 2 chosen
+        // (ceil 1.75): n's root and sports, one path: root -> sports.
+        let p = plan(&f, &Rules::default(), &PlanConfig::default());
+        assert_eq!((p.ranked, p.chosen), (7, 2));
+        assert_eq!(p.paths.len(), 1);
+        assert_eq!(p.paths[0].actions, vec![click("sports")]);
+        // Half: s1 joins, and its path covers the others.
+        let p = plan(
+            &f,
+            &Rules::default(),
+            &PlanConfig {
+                fraction: 0.5,
+                ..Default::default()
+            },
+        );
+        assert_eq!(p.chosen, 4);
+        assert_eq!(p.paths.len(), 2, "{:?}", p.paths);
+        assert_eq!(p.paths[0].actions, vec![click("sports"), click("s1")]);
+    }
+
+    #[test]
+    fn sites_without_replay_are_left_out() {
+        let mut f = Forest::new();
+        record(&mut f, "http://n.example/", &["a"], 3);
+        record(&mut f, "http://w.example/", &["b"], 1);
+        let mut rules = Rules::default();
+        rules.set_replay("n.example", false);
+        let p = plan(
+            &f,
+            &rules,
+            &PlanConfig {
+                fraction: 1.0,
+                ..Default::default()
+            },
+        );
+        assert_eq!(p.ranked, 2);
+        assert!(p.paths.iter().all(|r| r.site == "w.example"));
+    }
+}

@@ -1,0 +1,279 @@
+//! Precog's recorder and replayer in Debian's Chromium, against pages served on loopback by a
+//! small HTTP server that logs every request it gets. Skipped, with a one-line reason, where
+//! `/usr/bin/chromium` (or `$ROAM_CHROMIUM`) is not installed.
+
+use roam_core::Time;
+use roam_precog::browser::record::{Recorder, Report};
+use roam_precog::browser::replay::{replay_all, Outcome, ReplayConfig};
+use roam_precog::browser::{launch, BrowserConfig};
+use roam_precog::{Action, Event, Locator, Locators, PathCutter, Replay, Rules};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn chromium() -> bool {
+    let cfg = BrowserConfig::default();
+    if cfg.chromium.is_file() {
+        return true;
+    }
+    eprintln!(
+        "skipped: {} is not installed (apt-get install chromium)",
+        cfg.chromium.display()
+    );
+    false
+}
+
+const ROOT: &str = r#"<!doctype html><html><body>
+<nav id="menu"><a id="sports" href="/sports">Sports</a> <a href="/world">World</a></nav>
+<div id="news"><div class="box"><a class="headline" href="/story/17">Storm hits coast</a></div>
+<div class="box"><a class="headline" href="/story/18">Markets rally</a></div></div>
+<form id="search" action="/search"><input name="q"><button>Go</button></form>
+<form id="edit" method="post" action="/edit"><input name="t" value="x"><button id="save">Save</button></form>
+<p><a id="away" href="http://other.invalid/">Elsewhere</a> <span class="twin">a</span><span class="twin">b</span></p>
+</body></html>"#;
+
+/// Serve ROOT at `/`, a script that POSTs at `/autopost`, and a small page anywhere else;
+/// log "METHOD path" of every request.
+fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
+    let log = Arc::new(Mutex::new(vec![]));
+    let lg = log.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let lg = lg.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                if r.read_line(&mut line).is_err() {
+                    return;
+                }
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).is_err() || h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; len];
+                let _ = std::io::Read::read_exact(&mut r, &mut body);
+                let mut parts = line.split_whitespace();
+                let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                lg.lock().unwrap().push(format!("{method} {path}"));
+                let page = match path {
+                    "/" => ROOT.to_string(),
+                    "/autopost" => "<html><body><script>fetch('/edit',{method:'POST',body:'x'})</script>posting</body></html>".into(),
+                    p => format!("<html><body><h1>{p}</h1></body></html>"),
+                };
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nCache-Control: max-age=3600\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+            });
+        }
+    });
+    (base, log)
+}
+
+fn loc(l: Locator) -> Locators {
+    Locators::new(vec![l]).unwrap()
+}
+
+#[test]
+fn the_recorder_turns_clicks_into_a_path() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let browser = launch(&BrowserConfig::default()).unwrap();
+    let tab = browser.new_tab().unwrap();
+    let rec = Recorder::attach(&tab).unwrap();
+    tab.navigate_to(&format!("{base}/"))
+        .unwrap()
+        .wait_until_navigated()
+        .unwrap();
+    // A trusted click, as a user's (DevTools input events).
+    tab.wait_for_element("#sports").unwrap().click().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let rules = Rules::default();
+    let mut cut = PathCutter::new();
+    let mut t = 0;
+    for r in rec.drain() {
+        t += 1;
+        let now = Time::from_millis(t);
+        match r {
+            Report::Page(u) => assert!(cut.page(&u, now, &rules).is_none(), "one path only"),
+            Report::Action(a) => assert!(cut.action(a, now).is_none()),
+            Report::Post => panic!("no POST here"),
+        }
+    }
+    let p = cut.finish().expect("a path");
+    assert_eq!(p.root, format!("{base}/"));
+    assert_eq!(p.actions.len(), 1, "{:?}", p.actions);
+    let a = &p.actions[0];
+    assert_eq!(a.event, Event::Click);
+    assert_eq!(
+        a.locators.primary(),
+        &Locator::Id {
+            id: "sports".into()
+        }
+    );
+    // The thesis's anchored locator is among the candidates: from #menu, child 0.
+    assert!(a.locators.candidates().iter().any(|l| matches!(l,
+        Locator::Anchored { anchor: Some(x), path, .. } if x == "menu" && path == &vec![0])));
+    assert_eq!(rec.dropped(), 0);
+}
+
+#[test]
+fn replay_follows_paths_and_stops_where_it_must() {
+    if !chromium() {
+        return;
+    }
+    let (base, log) = serve();
+    let site = "127.0.0.1".to_string();
+    let path = |actions: Vec<Action>| Replay {
+        site: site.clone(),
+        root: format!("{base}/"),
+        actions,
+        hits: 1,
+    };
+    let click = |l: Locator| Action {
+        locators: loc(l),
+        event: Event::Click,
+    };
+    let headline = click(Locator::Anchored {
+        anchor: Some("news".into()),
+        path: vec![1, 0],
+        attr: Some(("class".into(), "headline".into())),
+    });
+    let search = Action {
+        locators: loc(Locator::Id {
+            id: "search".into(),
+        }),
+        event: Event::Submit {
+            fields: vec![("q".into(), "weather".into())],
+        },
+    };
+    let edit = Action {
+        locators: loc(Locator::Id { id: "edit".into() }),
+        event: Event::Submit { fields: vec![] },
+    };
+    let paths = vec![
+        path(vec![click(Locator::Id {
+            id: "sports".into(),
+        })]),
+        path(vec![headline]),
+        path(vec![search]),
+        path(vec![edit]),
+        path(vec![click(Locator::Id { id: "away".into() })]),
+        path(vec![click(Locator::Id { id: "gone".into() })]),
+        path(vec![click(Locator::Css {
+            selector: "span.twin".into(),
+        })]),
+        Replay {
+            root: format!("{base}/autopost"),
+            ..path(vec![])
+        },
+    ];
+    let cfg = ReplayConfig {
+        idle: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let mut seen = 0;
+    let report = replay_all(
+        &cfg,
+        &Rules::default(),
+        &paths,
+        &mut || Ok(()),
+        &mut |_, _| seen += 1,
+    )
+    .unwrap();
+    assert_eq!(seen, paths.len());
+    let outcomes: Vec<&Outcome> = report.paths.iter().map(|p| &p.outcome).collect();
+    assert_eq!(outcomes[0], &Outcome::Done);
+    assert_eq!(outcomes[1], &Outcome::Done);
+    assert_eq!(outcomes[2], &Outcome::Done);
+    assert_eq!(outcomes[3], &Outcome::Post { step: 1 });
+    assert!(
+        matches!(outcomes[4], Outcome::OffDomain { step: 1, .. }),
+        "{:?}",
+        outcomes[4]
+    );
+    assert_eq!(outcomes[5], &Outcome::Missing { step: 1 });
+    assert_eq!(outcomes[6], &Outcome::Ambiguous { step: 1, count: 2 });
+    assert_eq!(outcomes[7], &Outcome::Done);
+    assert!(
+        report.paths[7].posts_refused >= 1,
+        "the page's own POST was refused"
+    );
+    assert!(report.paths[0].bytes > 0);
+    let log = log.lock().unwrap();
+    assert!(log.iter().any(|l| l == "GET /sports"), "{log:?}");
+    assert!(log.iter().any(|l| l == "GET /story/18"), "{log:?}");
+    assert!(log.iter().any(|l| l == "GET /search?q=weather"), "{log:?}");
+    assert!(
+        !log.iter().any(|l| l.starts_with("POST")),
+        "no POST reached the server: {log:?}"
+    );
+}
+
+#[test]
+fn a_sign_in_the_user_allowed_is_the_one_post_sent() {
+    if !chromium() {
+        return;
+    }
+    let (base, log) = serve();
+    let mut rules = Rules::default();
+    rules.set_sign_in("127.0.0.1", Some(format!("{base}/edit")));
+    let p = Replay {
+        site: "127.0.0.1".into(),
+        root: format!("{base}/autopost"),
+        actions: vec![],
+        hits: 1,
+    };
+    let cfg = ReplayConfig {
+        idle: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let report = replay_all(&cfg, &rules, &[p], &mut || Ok(()), &mut |_, _| {}).unwrap();
+    assert_eq!(report.paths[0].posts_refused, 0);
+    assert!(log.lock().unwrap().iter().any(|l| l == "POST /edit"));
+}
+
+#[test]
+fn replay_stops_when_the_conditions_do() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let p = Replay {
+        site: "127.0.0.1".into(),
+        root: format!("{base}/"),
+        actions: vec![],
+        hits: 1,
+    };
+    let mut calls = 0;
+    let report = replay_all(
+        &ReplayConfig::default(),
+        &Rules::default(),
+        &[p.clone(), p],
+        &mut || {
+            calls += 1;
+            if calls > 1 {
+                Err("not on WiFi".into())
+            } else {
+                Ok(())
+            }
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.paths.len(), 1);
+    assert_eq!(report.stopped.as_deref(), Some("not on WiFi"));
+}
