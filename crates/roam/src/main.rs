@@ -76,6 +76,10 @@ enum Cmd {
     /// Asymmetric caching: `analyze` captures for redundancy and what it finds of it.
     #[command(subcommand)]
     Dedup(cmd::dedup::DedupCmd),
+    /// Precog: record your actions in Chromium, replay the likely ones on WiFi so what you
+    /// will open on cellular is already cached (`browse`, `status`, `replay`, `forget`, `rule`).
+    #[command(subcommand)]
+    Precog(cmd::precog::PrecogCmd),
 }
 
 impl Cmd {
@@ -127,6 +131,7 @@ fn real_main(cli: Cli) -> Result<i32> {
         Cmd::Hla(c) => cmd::hla::run(c).map(|_| 0),
         Cmd::Parcel(c) => cmd::parcel::run(c).map(|_| 0),
         Cmd::Dedup(c) => cmd::dedup::run(c).map(|_| 0),
+        Cmd::Precog(c) => cmd::precog::run(c).map(|_| 0),
         Cmd::Lab(a) => cmd::lab::run(&a).map(|_| 0),
         Cmd::Results(c) => cmd::results::run(c).map(|_| 0),
         Cmd::LabProcess { spec } => {

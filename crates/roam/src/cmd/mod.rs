@@ -9,6 +9,7 @@ pub mod hla;
 pub mod lab;
 pub mod net;
 pub mod parcel;
+pub mod precog;
 pub mod results;
 pub mod trace;
 pub mod transfer;

@@ -1,0 +1,529 @@
+//! `roam precog`: record the user's actions in Chromium, see and control what was recorded,
+//! and replay the likely actions on WiFi (`roam_precog`; docs/precog.md).
+//!
+//! Everything lives in one directory (`--state`, default `$XDG_DATA_HOME/roam/precog`):
+//! the action trees and the rules (private files), and the Chromium profile `browse` records
+//! in and `replay` fills, so that what a replay fetched is in the cache the user's next
+//! browsing reads. Nothing recorded leaves the device.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use roam_core::progress::{Progress, Unit};
+use roam_core::Time;
+use roam_precog::browser::record::{Recorder, Report};
+use roam_precog::browser::replay::{replay_all, Outcome, ReplayConfig};
+use roam_precog::browser::{launch, BrowserConfig};
+use roam_precog::gate::{self, Thresholds};
+use roam_precog::{plan, Forest, PathCutter, PlanConfig, Rules, State};
+use serde_json::json;
+
+/// `roam precog ...`.
+#[derive(Subcommand)]
+pub enum PrecogCmd {
+    /// Start Chromium with recording on (the trees grow as you browse; saved as each path
+    /// ends, and when the browser closes).
+    Browse(BrowseArgs),
+    /// What was recorded, per site, and what a replay would fetch now.
+    Status(StatusArgs),
+    /// Replay the likely actions in a headless Chromium (now, or once on WiFi).
+    Replay(ReplayArgs),
+    /// Forget everything recorded on a domain (and its subdomains).
+    Forget(ForgetArgs),
+    /// Set a domain's rule: record, replay, and the one sign-in replay may POST.
+    Rule(RuleArgs),
+}
+
+/// Where the state lives.
+#[derive(Args, Debug, Clone)]
+pub struct StateArgs {
+    /// Precog's directory: trees, rules and the browser profile
+    /// (default: $XDG_DATA_HOME/roam/precog, or ~/.local/share/roam/precog).
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+}
+
+impl StateArgs {
+    fn dir(&self) -> Result<PathBuf> {
+        if let Some(d) = &self.state {
+            return Ok(d.clone());
+        }
+        let base = match std::env::var_os("XDG_DATA_HOME") {
+            Some(d) if !d.is_empty() => PathBuf::from(d),
+            _ => PathBuf::from(
+                std::env::var_os("HOME")
+                    .context("neither --state, XDG_DATA_HOME nor HOME is set")?,
+            )
+            .join(".local/share"),
+        };
+        Ok(base.join("roam/precog"))
+    }
+
+    fn state(&self) -> Result<State> {
+        Ok(State::new(self.dir()?))
+    }
+}
+
+/// The browser's arguments, shared by `browse` and `replay`.
+#[derive(Args, Debug, Clone)]
+pub struct BrowserArgs {
+    /// A proxy for every request the browser makes, e.g. socks5://127.0.0.1:1080 (`roam net
+    /// proxy`, whose dedup cache then holds what a replay fetched).
+    #[arg(long, value_name = "URL")]
+    proxy: Option<String>,
+    /// The Chromium profile (default: the state directory's `profile`).
+    #[arg(long, value_name = "DIR")]
+    profile: Option<PathBuf>,
+}
+
+impl BrowserArgs {
+    fn config(&self, state: &State, headless: bool) -> BrowserConfig {
+        BrowserConfig {
+            profile: Some(
+                self.profile
+                    .clone()
+                    .unwrap_or_else(|| state.dir().join("profile")),
+            ),
+            proxy: self.proxy.clone(),
+            headless,
+            ..BrowserConfig::default()
+        }
+    }
+}
+
+/// Arguments of `roam precog browse`.
+#[derive(Args, Debug)]
+pub struct BrowseArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    #[command(flatten)]
+    browser: BrowserArgs,
+    /// The page to open first.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Run without a window (recording what scripts drive over DevTools).
+    #[arg(long)]
+    headless: bool,
+    /// Stop recording after this long (default: when the browser closes).
+    #[arg(long = "for", value_name = "DURATION", value_parser = crate::parse_dur)]
+    duration: Option<Duration>,
+}
+
+/// Arguments of `roam precog status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// The fraction of nodes a replay would take (the thesis: 0.25).
+    #[arg(long, default_value_t = 0.25)]
+    fraction: f64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// When a replay runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum When {
+    /// At once, whatever the network.
+    Now,
+    /// Once on WiFi with battery, CPU and disk to spare (checked every 30 s).
+    Wifi,
+}
+
+/// Arguments of `roam precog replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    #[command(flatten)]
+    browser: BrowserArgs,
+    /// When to replay.
+    #[arg(long, value_enum, default_value_t = When::Now)]
+    when: When,
+    /// With --when wifi, give up after waiting this long.
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse_dur, default_value = "24h")]
+    wait: Duration,
+    /// The fraction of nodes to replay (the thesis: 0.25).
+    #[arg(long, default_value_t = 0.25)]
+    fraction: f64,
+    /// Stop once this many MB were fetched (the replay's data budget).
+    #[arg(long, value_name = "MB")]
+    max_mb: Option<f64>,
+    /// Longest wait for one step's page to go idle.
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse_dur, default_value = "20s")]
+    step_timeout: Duration,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `roam precog forget`.
+#[derive(Args, Debug)]
+pub struct ForgetArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// The domain.
+    domain: String,
+}
+
+/// On or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+/// Arguments of `roam precog rule`.
+#[derive(Args, Debug)]
+pub struct RuleArgs {
+    #[command(flatten)]
+    state: StateArgs,
+    /// The domain (its subdomains follow unless they have rules of their own); `default` for
+    /// every domain without a rule.
+    domain: String,
+    /// Record actions there.
+    #[arg(long, value_enum)]
+    record: Option<Switch>,
+    /// Replay them.
+    #[arg(long, value_enum)]
+    replay: Option<Switch>,
+    /// Let replay POST to URLs starting with this (a sign-in form), and nowhere else.
+    #[arg(long, value_name = "URL", conflicts_with = "no_sign_in")]
+    sign_in: Option<String>,
+    /// Allow no sign-in POST.
+    #[arg(long)]
+    no_sign_in: bool,
+}
+
+/// Run `roam precog ...`.
+pub fn run(cmd: PrecogCmd) -> Result<()> {
+    match cmd {
+        PrecogCmd::Browse(a) => browse(&a),
+        PrecogCmd::Status(a) => status(&a),
+        PrecogCmd::Replay(a) => replay(&a),
+        PrecogCmd::Forget(a) => forget(&a),
+        PrecogCmd::Rule(a) => rule(&a),
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn browse(a: &BrowseArgs) -> Result<()> {
+    let state = a.state.state()?;
+    let rules = state.rules()?;
+    let mut forest = state.forest()?;
+    let browser = launch(&a.browser.config(&state, a.headless))?;
+    let tab = browser.new_tab().context("opening a tab")?;
+    let rec = Recorder::attach(&tab)?;
+    if let Some(u) = &a.url {
+        tab.navigate_to(u).with_context(|| format!("opening {u}"))?;
+    }
+    eprintln!(
+        "roam precog: recording into {} (forget a site with `roam precog forget DOMAIN`)",
+        state.dir().display()
+    );
+    let started = Instant::now();
+    let clock = Instant::now();
+    let mut cut = PathCutter::new();
+    let mut paths = 0;
+    let pid = browser.get_process_id();
+    let alive = || pid.is_none_or(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+    let mut keep = |forest: &mut Forest, p: Option<roam_precog::Path>| -> Result<()> {
+        if let Some(p) = p {
+            forest.record(&p, unix_now());
+            state.save_forest(forest)?;
+            paths += 1;
+            eprintln!("recorded: {} then {} actions", p.root, p.actions.len());
+        }
+        Ok(())
+    };
+    while alive() && a.duration.is_none_or(|d| started.elapsed() < d) {
+        let Ok(Some(r)) = rec.next(Duration::from_millis(250)) else {
+            continue;
+        };
+        let now = Time::ZERO + clock.elapsed();
+        let done = match r {
+            Report::Page(u) => cut.page(&u, now, &rules),
+            Report::Action(x) => cut.action(x, now),
+            Report::Post => cut.post(now),
+        };
+        keep(&mut forest, done)?;
+    }
+    keep(&mut forest, cut.finish())?;
+    if rec.dropped() > 0 {
+        eprintln!(
+            "roam precog: {} malformed or excess reports from pages were dropped",
+            rec.dropped()
+        );
+    }
+    eprintln!(
+        "roam precog: {paths} paths recorded; {} nodes in the trees",
+        forest.len()
+    );
+    Ok(())
+}
+
+fn status(a: &StatusArgs) -> Result<()> {
+    let state = a.state.state()?;
+    let forest = state.forest()?;
+    let rules = state.rules()?;
+    let p = plan(
+        &forest,
+        &rules,
+        &PlanConfig {
+            fraction: a.fraction,
+            ..Default::default()
+        },
+    );
+    let reaches = forest.reaches();
+    let sites: Vec<serde_json::Value> = forest
+        .sites
+        .iter()
+        .map(|(site, trees)| {
+            let mine: Vec<_> = reaches.iter().filter(|r| &r.site == site).collect();
+            let rule = rules.rule(site);
+            json!({
+                "site": site,
+                "trees": trees.len(),
+                "nodes": mine.len(),
+                "hits": trees.values().map(|n| n.hits).sum::<u64>(),
+                "last": mine.iter().map(|r| r.last).max().unwrap_or(0),
+                "record": rule.record, "replay": rule.replay, "sign_in": rule.sign_in,
+                "paths_to_replay": p.paths.iter().filter(|r| &r.site == site).count(),
+            })
+        })
+        .collect();
+    if a.json {
+        let paths: Vec<_> = p
+            .paths
+            .iter()
+            .map(|r| {
+                json!({"root": r.root, "hits": r.hits,
+                "actions": r.actions.iter().map(|x| x.to_string()).collect::<Vec<_>>()})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"dir": state.dir(), "sites": sites,
+                "ranked": p.ranked, "chosen": p.chosen, "replay": paths}))?
+        );
+        return Ok(());
+    }
+    println!("Precog's state: {}", state.dir().display());
+    if forest.is_empty() {
+        println!("nothing recorded yet (roam precog browse)");
+        return Ok(());
+    }
+    println!(
+        "{:<32} {:>6} {:>6} {:>7} {:>7} {:>7} {:>8}",
+        "site", "trees", "nodes", "hits", "record", "replay", "to play"
+    );
+    for s in &sites {
+        let on = |k: &str| {
+            if s[k].as_bool() == Some(true) {
+                "on"
+            } else {
+                "off"
+            }
+        };
+        let n = |k: &str| s[k].as_u64().unwrap_or(0);
+        println!(
+            "{:<32} {:>6} {:>6} {:>7} {:>7} {:>7} {:>8}",
+            s["site"].as_str().unwrap_or(""),
+            n("trees"),
+            n("nodes"),
+            n("hits"),
+            on("record"),
+            on("replay"),
+            n("paths_to_replay")
+        );
+    }
+    println!(
+        "\na replay now takes the top {:.0}% of {} nodes ({}), as {} paths:",
+        a.fraction * 100.0,
+        p.ranked,
+        p.chosen,
+        p.paths.len()
+    );
+    for r in p.paths.iter().take(20) {
+        let steps: Vec<String> = r.actions.iter().map(|x| x.to_string()).collect();
+        println!("  {:>5} hits  {} {}", r.hits, r.root, steps.join(" > "));
+    }
+    if p.paths.len() > 20 {
+        println!("  ... and {} more (--json for all)", p.paths.len() - 20);
+    }
+    Ok(())
+}
+
+fn replay(a: &ReplayArgs) -> Result<()> {
+    if !(a.fraction > 0.0 && a.fraction <= 1.0) {
+        bail!(
+            "--fraction {}: a fraction of the nodes, in (0, 1]",
+            a.fraction
+        );
+    }
+    if a.max_mb.is_some_and(|m| !(m.is_finite() && m > 0.0)) {
+        bail!("--max-mb: a positive number of MB");
+    }
+    let state = a.state.state()?;
+    let forest = state.forest()?;
+    let rules = state.rules()?;
+    let p = plan(
+        &forest,
+        &rules,
+        &PlanConfig {
+            fraction: a.fraction,
+            ..Default::default()
+        },
+    );
+    if p.paths.is_empty() {
+        eprintln!("roam precog: nothing to replay (record with `roam precog browse` first)");
+        return Ok(());
+    }
+    let thresholds = Thresholds::default();
+    let dir = state.dir().to_path_buf();
+    if a.when == When::Wifi {
+        let started = Instant::now();
+        loop {
+            match thresholds.check(&gate::read(&dir)) {
+                Ok(()) => break,
+                Err(w) if started.elapsed() >= a.wait => bail!("gave up after {:?}: {w}", a.wait),
+                Err(w) => eprintln!("roam precog: waiting: {w}"),
+            }
+            std::thread::sleep(
+                Duration::from_secs(30).min(a.wait.saturating_sub(started.elapsed())),
+            );
+        }
+    }
+    let cfg = ReplayConfig {
+        browser: a.browser.config(&state, true),
+        step_timeout: a.step_timeout,
+        max_bytes: a.max_mb.map(|m| (m * 1e6) as u64),
+        ..ReplayConfig::default()
+    };
+    let bar = Progress::builder(Unit::Count("paths"))
+        .label("replay")
+        .total(p.paths.len() as u64)
+        .start();
+    let when = a.when;
+    let mut allowed = || match when {
+        When::Now => Ok(()),
+        When::Wifi => thresholds
+            .check(&gate::read(&dir))
+            .map_err(|w| w.to_string()),
+    };
+    let b = bar.clone();
+    let mut progress = |_: usize, r: &roam_precog::browser::replay::PathReport| {
+        b.inc(1);
+        if r.outcome != Outcome::Done {
+            b.println(&format!(
+                "{}: after {} of {} steps: {:?}",
+                r.root,
+                r.steps,
+                r.actions.len(),
+                r.outcome
+            ));
+        }
+    };
+    let report = replay_all(&cfg, &rules, &p.paths, &mut allowed, &mut progress)?;
+    bar.finish();
+    let done = report
+        .paths
+        .iter()
+        .filter(|r| r.outcome == Outcome::Done)
+        .count();
+    let steps: usize = report.paths.iter().map(|r| r.steps).sum();
+    let actions: usize = report.paths.iter().map(|r| r.actions.len()).sum();
+    let secs: f64 = report.paths.iter().map(|r| r.took.as_secs_f64()).sum();
+    let refused: u64 = report.paths.iter().map(|r| r.posts_refused).sum();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "paths": report.paths.len(), "done": done, "steps": steps, "actions": actions,
+                "bytes": report.bytes(), "cached": report.paths.iter().map(|r| r.cached).sum::<u64>(),
+                "posts_refused": refused, "seconds": secs, "stopped": report.stopped,
+                "outcomes": report.paths.iter().map(|r| format!("{:?}", r.outcome)).collect::<Vec<_>>(),
+            }))?
+        );
+    } else {
+        println!(
+            "replayed {} paths ({done} whole): {steps} of {actions} actions, {:.1} MB fetched in {secs:.0} s; {refused} POSTs refused",
+            report.paths.len(),
+            report.bytes() as f64 / 1e6
+        );
+        if let Some(why) = &report.stopped {
+            println!("stopped early: {why}");
+        }
+    }
+    Ok(())
+}
+
+fn forget(a: &ForgetArgs) -> Result<()> {
+    let state = a.state.state()?;
+    let mut forest = state.forest()?;
+    let gone = forest.forget(&a.domain);
+    state.save_forest(&forest)?;
+    println!("forgot {gone} nodes recorded on {} (the browser's own cache and history are its own: clear them in Chromium)", a.domain);
+    Ok(())
+}
+
+fn rule(a: &RuleArgs) -> Result<()> {
+    let state = a.state.state()?;
+    let mut rules: Rules = state.rules()?;
+    let on = |s: Switch| s == Switch::On;
+    if a.domain == "default" {
+        let r = &mut rules.default_rule;
+        if let Some(s) = a.record {
+            r.record = on(s);
+        }
+        if let Some(s) = a.replay {
+            r.replay = on(s);
+        }
+        if a.sign_in.is_some() {
+            bail!("a sign-in belongs to one domain, not the default");
+        }
+    } else {
+        if a.domain.is_empty() || a.domain.contains(['/', ':', ' ']) {
+            bail!("`{}`: a domain such as example.org", a.domain);
+        }
+        if let Some(s) = a.record {
+            rules.set_record(&a.domain, on(s));
+        }
+        if let Some(s) = a.replay {
+            rules.set_replay(&a.domain, on(s));
+        }
+        if let Some(u) = &a.sign_in {
+            if !roam_precog::browser::same_site(u, &a.domain.to_ascii_lowercase()) {
+                bail!("--sign-in {u}: not a URL on {}", a.domain);
+            }
+            rules.set_sign_in(&a.domain, Some(u.clone()));
+        }
+        if a.no_sign_in {
+            rules.set_sign_in(&a.domain, None);
+        }
+    }
+    state.save_rules(&rules)?;
+    let r = if a.domain == "default" {
+        &rules.default_rule
+    } else {
+        rules.rule(&a.domain)
+    };
+    println!(
+        "{}: record {}, replay {}, sign-in POST {}",
+        a.domain,
+        if r.record { "on" } else { "off" },
+        if r.replay { "on" } else { "off" },
+        r.sign_in.as_deref().unwrap_or("none")
+    );
+    Ok(())
+}

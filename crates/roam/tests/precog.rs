@@ -1,0 +1,180 @@
+//! `roam precog`: rules, status, forget, refusal of a corrupt state, and (where Debian's
+//! Chromium is installed) browse and replay against pages `python3 -m http.server` serves on
+//! loopback.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use roam_precog::{Action, Event, Forest, Locator, Locators, State};
+
+fn roam(state: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_roam"));
+    c.arg("precog")
+        .arg(args[0])
+        .arg("--state")
+        .arg(state)
+        .args(&args[1..]);
+    c.output().expect("roam runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("roam-precog-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Server(Child, u16);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A site on loopback: `/index.html` links to `/sports.html`.
+fn serve(root: &Path) -> Server {
+    std::fs::write(
+        root.join("index.html"),
+        "<html><body><a id=\"sports\" href=\"/sports.html\">Sports</a></body></html>",
+    )
+    .unwrap();
+    std::fs::write(root.join("sports.html"), "<html><body>scores</body></html>").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Server(child, port)
+}
+
+fn chromium() -> bool {
+    let ok = Path::new("/usr/bin/chromium").is_file();
+    if !ok {
+        eprintln!("skipped: /usr/bin/chromium is not installed (apt-get install chromium)");
+    }
+    ok
+}
+
+#[test]
+fn rules_status_forget_and_a_corrupt_state() {
+    let d = dir("rules");
+    let o = roam(&d, &["status"]);
+    assert!(
+        o.status.success() && text(&o).contains("nothing recorded yet"),
+        "{}",
+        text(&o)
+    );
+    // Trees as `browse` would have left them.
+    let mut f = Forest::new();
+    let click = Action {
+        locators: Locators::new(vec![Locator::Id {
+            id: "sports".into(),
+        }])
+        .unwrap(),
+        event: Event::Click,
+    };
+    for root in ["http://news.example/", "http://bank.example/"] {
+        f.record(
+            &roam_precog::Path {
+                root: root.into(),
+                actions: vec![click.clone()],
+            },
+            1,
+        );
+    }
+    State::new(&d).save_forest(&f).unwrap();
+    let o = roam(&d, &["rule", "bank.example", "--replay", "off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("replay off"), "{}", text(&o));
+    let o = roam(&d, &["rule", "bank.example/x", "--record", "off"]);
+    assert!(
+        !o.status.success() && text(&o).contains("a domain such as"),
+        "{}",
+        text(&o)
+    );
+    let o = roam(
+        &d,
+        &[
+            "rule",
+            "news.example",
+            "--sign-in",
+            "http://elsewhere.example/login",
+        ],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("not a URL on"),
+        "{}",
+        text(&o)
+    );
+    let o = roam(&d, &["status", "--json", "--fraction", "1"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let replay = v["replay"].as_array().unwrap();
+    assert_eq!(replay.len(), 1, "bank.example's replay is off: {v}");
+    assert_eq!(replay[0]["root"], "http://news.example/");
+    let o = roam(&d, &["forget", "news.example"]);
+    assert!(text(&o).contains("forgot 2 nodes"), "{}", text(&o));
+    std::fs::write(d.join("forest.json"), b"{\"version\":1,\"forest\":[1,2]}").unwrap();
+    let o = roam(&d, &["status"]);
+    assert!(
+        !o.status.success() && text(&o).contains("forest.json"),
+        "{}",
+        text(&o)
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn browse_records_and_replay_fetches() {
+    if !chromium() {
+        return;
+    }
+    let d = dir("browse");
+    let site = dir("site");
+    let s = serve(&site);
+    let url = format!("http://127.0.0.1:{}/index.html", s.1);
+    // No one clicks in a headless browse: it records the page opened, a root-only path.
+    let o = roam(&d, &["browse", "--headless", "--url", &url, "--for", "4s"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("1 paths recorded"), "{}", text(&o));
+    let o = roam(&d, &["replay", "--json", "--step-timeout", "10s"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["done"], 1, "{v}");
+    // The profile's cache already held the page from the browse: fetched again, or cached.
+    assert!(
+        v["bytes"].as_u64().unwrap() > 0 || v["cached"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    drop(s);
+    std::fs::remove_dir_all(&d).unwrap();
+    std::fs::remove_dir_all(&site).unwrap();
+}
