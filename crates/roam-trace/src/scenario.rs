@@ -33,6 +33,11 @@
 //!   Mbit/s. The application's read rates, the other half of each scenario, are the lab's
 //!   (`roam lab afc`).
 //!
+//! For Precog (the Sanadhya thesis, ch. V: each hour on WiFi or on cellular; `roam lab
+//! precog` uses one network at a time):
+//! - `home-and-away`: `wifi` 20 Mbit/s each way, 20 ms RTT, always on (home); `cell` the AT&T
+//!   LTE driving trace (Mahimahi's) with an 80 ms RTT.
+//!
 //! On/off availability is seeded: the same seed gives the same drive.
 
 use crate::capacity::Capacity;
@@ -47,7 +52,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Names accepted by [`Scenario::by_name`].
-pub const SCENARIOS: [&str; 14] = [
+pub const SCENARIOS: [&str; 15] = [
     "hotspot",
     "intermittent",
     "vehicular",
@@ -62,6 +67,7 @@ pub const SCENARIOS: [&str; 14] = [
     "afc-s3",
     "afc-s4",
     "afc-s5",
+    "home-and-away",
 ];
 
 /// The round trip of the AFC scenarios (the thesis's 530 ms), also the length of each slot of
@@ -197,6 +203,18 @@ impl Scenario {
             // WAN, or a measured 3G trace (Verizon EV-DO); and the same WiFi as a walking phone
             // meets it (`pwifi-onoff`: in reach 69% of the time, the Meatballs walk's sessions
             // and gaps), for self-cleaning over whatever network the phone has.
+            "home-and-away" => {
+                let mut cell = cell_trace("ATT-LTE-driving")?;
+                cell.trace.delay = Piecewise::constant(ms(40));
+                vec![
+                    NamedLink {
+                        name: "wifi".into(),
+                        kind: LinkKind::Wifi,
+                        trace: LinkTrace::constant(BitRate::kbps(20_000), ms(10)),
+                    },
+                    cell,
+                ]
+            }
             "horatio" => {
                 let fixed = |name: &str, kind, kbps: u64, one_way_ms: u64| NamedLink {
                     name: name.into(),

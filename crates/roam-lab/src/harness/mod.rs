@@ -4,6 +4,7 @@
 pub mod channel;
 pub mod charts;
 pub mod ends;
+pub mod energy;
 pub mod index;
 pub mod matrix;
 pub mod plan;

@@ -7,13 +7,14 @@ pub mod horatio;
 pub mod imp;
 pub mod in_paper;
 pub mod meatballs;
+pub mod precog;
 
 use anyhow::{anyhow, Result};
 
 use crate::harness::study::Study;
 
 /// Every study, in the order `roam lab --help` lists them.
-pub static ALL: [&dyn Study; 7] = [
+pub static ALL: [&dyn Study; 8] = [
     &in_paper::InPaper,
     &imp::Imp,
     &meatballs::Meatballs,
@@ -21,6 +22,7 @@ pub static ALL: [&dyn Study; 7] = [
     &horatio::Horatio,
     &afc::Afc,
     &dedup::Dedup,
+    &precog::PrecogLab,
 ];
 
 /// The study named `name`, or an error listing them.

@@ -100,6 +100,8 @@ pub fn launch(cfg: &BrowserConfig) -> Result<Browser, BrowserError> {
     ];
     if let Some(p) = &cfg.proxy {
         args.push(format!("--proxy-server={p}").into());
+        // Chromium sends loopback addresses around a proxy unless told not to.
+        args.push("--proxy-bypass-list=<-loopback>".into());
     }
     let args_ref: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let opts = LaunchOptions {

@@ -48,6 +48,8 @@ pub struct ReplayConfig {
     pub idle: Duration,
     /// Stop the session once this many bytes were fetched (a data budget's share).
     pub max_bytes: Option<u64>,
+    /// Turn the browser's HTTP cache off (a baseline with no cache at all).
+    pub cache_disabled: bool,
 }
 
 impl Default for ReplayConfig {
@@ -57,6 +59,7 @@ impl Default for ReplayConfig {
             step_timeout: Duration::from_secs(20),
             idle: Duration::from_millis(500),
             max_bytes: None,
+            cache_disabled: false,
         }
     }
 }
@@ -198,6 +201,12 @@ impl Replayer {
             enable_durable_messages: None,
         })
         .map_err(BrowserError::cdp)?;
+        if cfg.cache_disabled {
+            tab.call_method(Network::SetCacheDisabled {
+                cache_disabled: true,
+            })
+            .map_err(BrowserError::cdp)?;
+        }
         // Every request pauses at the Fetch stage; a POST the rules do not allow fails there.
         let rules = Arc::new(Mutex::new((rules.clone(), String::new())));
         let (r, n) = (rules.clone(), net.clone());

@@ -317,27 +317,6 @@ pub(super) fn up_bytes(t: &Trial, name: &str) -> u64 {
         .map_or(0, |l| l.up.delivered_bytes.load(Ordering::Relaxed))
 }
 
-/// Modelled radio energy (J) of moving `bytes` in `secs` over a link of this profile.
-pub(super) fn radio_energy(
-    profile: &str,
-    bytes: u64,
-    secs: f64,
-    dir: roam_budget::radio::Direction,
-) -> Result<f64> {
-    let p = roam_budget::profile::profile(profile)
-        .map_err(|e| anyhow!("radio profile {profile}: {e}"))?;
-    let radio = roam_budget::radio::Radio::new(Arc::new(p), roam_core::Time::ZERO);
-    let bps = ((bytes as f64 * 8.0 / secs.max(1e-3)) as u64).max(1);
-    Ok(radio
-        .marginal_energy(
-            roam_core::Time::ZERO,
-            roam_core::Bytes(bytes),
-            dir,
-            roam_core::BitRate::bps(bps),
-        )
-        .0)
-}
-
 /// One trial of `app` over `path`: set the parcel up as checked out ([`checked_out`]), write
 /// its dirty state ([`write_dirty`]), suspend it ([`suspend`], [`suspend_metrics`]), then
 /// either let the phone clean it (the self-cleaning paths, [`clean`]) or resume it on another
@@ -461,7 +440,7 @@ pub(super) fn suspend_metrics(
     ];
     t.event_latencies("suspend_s", [suspend_s * 1e3]);
     if path == Path::PhoneWifi {
-        let e = radio_energy(
+        let e = crate::harness::energy::radio_energy(
             "huang2012/wifi",
             moved.bytes,
             suspend_s,

@@ -1,0 +1,453 @@
+//! `roam lab precog`: prefetching by the user's actions (the Sanadhya thesis, chapter V;
+//! ../shared/spec/sanadhya.md §3) in a real browser on real sites, beside today's prefetching.
+//!
+//! Every system runs the same headless Chromium (`roam_precog`'s replayer) over the same
+//! data path (`roam net proxy` and `roam net relay`, one pair per network, [`trial`]) for the
+//! same synthetic user ([`users`]); what differs is what happens on WiFi and which caches
+//! there are ([`PrecogSystem`]):
+//!
+//! | system | on WiFi | on cellular |
+//! |---|---|---|
+//! | `none` | nothing | the browser with its HTTP cache off |
+//! | `http-cache` | nothing | the browser's HTTP cache (what the session itself fetched) |
+//! | `url-prefetch` | loads the top 25% of the URLs the user's paths reached | the cache |
+//! | `precog` | replays the top 25% of the action trees' nodes | the cache |
+//! | `precog+dedup` | as `precog`, through asymmetric caching's relays and proxies | the cache, and the phone's dedup cache |
+//!
+//! Sites ([`Site`]): `news`, which changes every hour on a schedule ([`news`]), and `docs`,
+//! Debian's PostgreSQL manual (static). The universal set of paths comes from the thesis's
+//! crawler ([`crawl`]), run once per lab run. The scenario `home-and-away`: WiFi at 20 Mbit/s
+//! and an LTE drive.
+//!
+//! Not built yet (issue 47): the MediaWiki site, the speculation-rules baseline, the
+//! thesis's three redundancy levels in one run (a run uses one `MAX_ACCESS`:
+//! [`trial::max_access`]), and the measure of locators after a layout change.
+
+pub mod crawl;
+pub mod news;
+pub mod trial;
+pub mod users;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::harness::charts::charts;
+use crate::harness::matrix;
+use crate::harness::plan::{App, Plan};
+use crate::harness::results::{written_by, Measured};
+use crate::harness::seeds::seeds_line;
+use crate::harness::setup::{Need, NGINX};
+use crate::harness::study::{report_lines, Defaults, Request, Study};
+use crate::harness::system::{System, SystemUnderTest, Transport};
+use crate::harness::trial::{Metric, Trial};
+use crate::report::compare::{by_seed, cell};
+use crate::report::{fmt_num, stats, Row};
+use crate::servers::nginx;
+use crawl::Crawled;
+
+/// The interactive event every trial records: one page of the cellular hour.
+pub const EVENT: &str = "page";
+
+/// Chromium, the browser every system runs.
+pub const CHROMIUM: Need = Need {
+    package: "chromium",
+    paths: &["/usr/bin/chromium"],
+    what: "Precog's browser",
+};
+
+/// What happens on WiFi and which caches there are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrecogSystem {
+    /// No prefetch, no HTTP cache.
+    None,
+    /// The browser's HTTP cache alone.
+    HttpCache,
+    /// URL-based prefetch.
+    UrlPrefetch,
+    /// Precog with the browser cache.
+    Precog,
+    /// Precog with the browser cache and the dedup cache.
+    PrecogDedup,
+}
+
+impl PrecogSystem {
+    /// Every system, baselines first.
+    pub const ALL: [PrecogSystem; 5] = [
+        PrecogSystem::None,
+        PrecogSystem::HttpCache,
+        PrecogSystem::UrlPrefetch,
+        PrecogSystem::Precog,
+        PrecogSystem::PrecogDedup,
+    ];
+
+    /// Name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrecogSystem::None => "none",
+            PrecogSystem::HttpCache => "http-cache",
+            PrecogSystem::UrlPrefetch => "url-prefetch",
+            PrecogSystem::Precog => "precog",
+            PrecogSystem::PrecogDedup => "precog+dedup",
+        }
+    }
+
+    /// Whether the data path deduplicates (asymmetric caching).
+    pub fn dedups(self) -> bool {
+        self == PrecogSystem::PrecogDedup
+    }
+}
+
+impl SystemUnderTest for PrecogSystem {
+    fn name(&self) -> &str {
+        PrecogSystem::name(*self)
+    }
+    fn transport(&self) -> Transport {
+        Transport::Roam
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A site of the lab.
+#[derive(Clone, Debug)]
+pub enum Site {
+    /// The news site, written per hour.
+    News,
+    /// A static documentation tree (its HTML directory).
+    Docs(PathBuf),
+}
+
+impl Site {
+    fn named(app: &str) -> Result<Site> {
+        Ok(match app {
+            "news" => Site::News,
+            "docs" => Site::Docs(super::dedup::corpus::docs()?.new.1),
+            other => bail!("unknown site `{other}`"),
+        })
+    }
+}
+
+/// Each site's universal set, crawled once per run ([`crawl_once`]).
+static UNIVERSES: Mutex<Option<HashMap<String, Arc<Vec<Crawled>>>>> = Mutex::new(None);
+
+fn universe(app: &str) -> Result<Arc<Vec<Crawled>>> {
+    UNIVERSES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(app).cloned())
+        .ok_or_else(|| anyhow!("no universal set for {app}: the crawl runs before the trials"))
+}
+
+fn run_news(t: &Trial) -> Result<Vec<Metric>> {
+    trial::run(t, &Site::News, &universe("news")?)
+}
+
+fn run_docs(t: &Trial) -> Result<Vec<Metric>> {
+    trial::run(t, &Site::named("docs")?, &universe("docs")?)
+}
+
+/// The study's applications: one per site.
+pub fn apps() -> Vec<App> {
+    let app = |name, run| App {
+        name,
+        run,
+        full: Duration::from_secs(20 * 60),
+        quick: Duration::from_secs(90),
+        interactive: ("page_ms", "mean page load on cellular (ms)"),
+        background: ("cell_kB", "cellular bytes, both ways (kB)", false),
+        event: (EVENT, "page load on cellular (ms)"),
+        needs: &[NGINX, CHROMIUM],
+        interactive_floor: None,
+        stagger: None,
+    };
+    vec![
+        app("news", run_news as fn(&Trial) -> Result<Vec<Metric>>),
+        app("docs", run_docs),
+    ]
+}
+
+/// The crawl's size: walks and most pages loaded, quick or full.
+fn crawl_size(quick: bool) -> (usize, usize) {
+    if quick {
+        (40, 120)
+    } else {
+        (2000, 1500)
+    }
+}
+
+/// Crawl each site of `plan` once (or read the crawl a previous run of this directory kept).
+fn crawl_once(plan: &Plan) -> Result<()> {
+    let mut all = HashMap::new();
+    for app in &plan.apps {
+        let kept = plan.out.join(format!("universe-{app}.json"));
+        let paths: Vec<Crawled> = match std::fs::read(&kept) {
+            Ok(b) => serde_json::from_slice(&b).with_context(|| format!("{}", kept.display()))?,
+            Err(_) => {
+                let (n, max_pages) = crawl_size(plan.quick);
+                eprintln!(
+                    "roam lab precog: crawling {app} ({n} walks of depth {})",
+                    crawl::DEPTH
+                );
+                let p = crawl_site(&Site::named(app)?, n, max_pages)?;
+                std::fs::create_dir_all(&plan.out)?;
+                std::fs::write(&kept, serde_json::to_vec(&p)?)?;
+                p
+            }
+        };
+        all.insert(app.clone(), Arc::new(paths));
+    }
+    *UNIVERSES.lock().unwrap_or_else(|p| p.into_inner()) = Some(all);
+    Ok(())
+}
+
+/// Serve `site` (the news site as of hour 96, the eve of day 7) on the host's loopback and
+/// crawl it.
+fn crawl_site(site: &Site, n: usize, max_pages: usize) -> Result<Vec<Crawled>> {
+    let dir = std::env::temp_dir().join(format!("roam-lab-precog-crawl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root: PathBuf = match site {
+        Site::News => {
+            news::write_hour(&dir.join("site"), users::TRAIN, 1)?;
+            dir.join("site")
+        }
+        Site::Docs(html) => html.clone(),
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let probe = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut server = nginx::launch(&dir.join("nginx"), &trial::server_block(&root, port), probe)?;
+    let r = crawl::walks(
+        &format!("http://127.0.0.1:{port}"),
+        "/index.html",
+        n,
+        max_pages,
+        1,
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+/// `roam lab precog`.
+pub struct PrecogLab;
+
+impl Study for PrecogLab {
+    fn name(&self) -> &'static str {
+        "precog"
+    }
+
+    fn paper(&self) -> &'static str {
+        "Precog (Sanadhya, Ultra-mobile computing thesis, ch. V): prefetching by the user's \
+         recorded actions, replayed in a real browser on WiFi, beside URL-based prefetch"
+    }
+
+    fn defaults(&self) -> Defaults {
+        Defaults {
+            scenarios: vec!["home-and-away".into()],
+            quick_scenarios: vec!["home-and-away".into()],
+            apps: vec!["news".into(), "docs".into()],
+            quick_apps: vec!["news".into()],
+            jobs: 2,
+            quick_jobs: Some(2),
+            out: "results/precog",
+        }
+    }
+
+    fn apps(&self) -> Vec<App> {
+        apps()
+    }
+
+    fn system(&self, name: &str) -> Result<System> {
+        match PrecogSystem::ALL.into_iter().find(|s| s.name() == name) {
+            Some(s) => Ok(System::new(s)),
+            None => bail!(
+                "unknown system `{name}` for roam lab precog (expected one of: {})",
+                PrecogSystem::ALL.map(|s| s.name()).join(", ")
+            ),
+        }
+    }
+
+    fn systems(&self, _quick: bool) -> Vec<System> {
+        PrecogSystem::ALL.into_iter().map(System::new).collect()
+    }
+
+    fn paper_figure(&self, _app: &str, _scenario: &str, system: &str) -> Option<String> {
+        match system {
+            "precog" => Some(THESIS_BROWSER.into()),
+            "precog+dedup" => Some(THESIS_DEDUP.into()),
+            _ => None,
+        }
+    }
+
+    fn measure(&self, plan: &Plan, _request: &Request) -> Result<(String, Vec<Row>)> {
+        let all = apps();
+        if !plan.report_only {
+            crawl_once(plan)?;
+        }
+        let m = matrix::measure(plan, &all)?;
+        let md = markdown(plan, &m);
+        std::fs::write(plan.out.join("report.md"), &md)?;
+        charts(plan, &all, &m)?;
+        Ok((md, m.rows))
+    }
+
+    fn summary(&self, _plan: &Plan, report: &str, _rows: &[Row]) -> String {
+        report_lines(report, |l| {
+            l.starts_with('|') || l.starts_with("### ") || l.starts_with("**")
+        })
+    }
+}
+
+const THESIS_BROWSER: &str = "thesis: 23% of cellular bytes saved, 9% prefetch efficiency";
+const THESIS_DEDUP: &str = "thesis: 47% of cellular bytes saved, 26% prefetch efficiency";
+
+/// Cellular bytes saved against `none` (1 - the ratio of means) with its interval.
+pub fn saved(rows: &[Row], app: &str, sc: &str, sys: &str) -> Option<(f64, Option<(f64, f64)>)> {
+    let r = stats::ratio_of_means(
+        &by_seed(rows, app, sc, sys, "cell_kB"),
+        &by_seed(rows, app, sc, "none", "cell_kB"),
+    )?;
+    Some((
+        1.0 - r.ratio,
+        r.interval.map(|(lo, hi)| (1.0 - hi, 1.0 - lo)),
+    ))
+}
+
+/// Prefetch efficiency: cellular bytes saved against `none` per byte fetched on WiFi (the
+/// thesis's eqs. 42-43, measured rather than matched between captures), from the means.
+pub fn efficiency(rows: &[Row], app: &str, sc: &str, sys: &str) -> Option<f64> {
+    let none = cell(rows, app, sc, "none", "cell_kB").value();
+    let ours = cell(rows, app, sc, sys, "cell_kB").value();
+    let wifi = cell(rows, app, sc, sys, "wifi_kB").value();
+    (none.is_finite() && ours.is_finite() && wifi > 0.0).then(|| (none - ours) / wifi)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn markdown(plan: &Plan, m: &Measured) -> String {
+    let rows = &m.rows;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# roam lab precog: prefetching by the user's actions\n\nMeasured with roam `{}`{}. \
+         {} trial(s) per cell{}. Every system runs the same headless Chromium over the same \
+         relays and proxies (one pair per network) for the same synthetic user; day 7's WiFi \
+         hour prefetches, the cellular hour after it replays the user's own actions. Cells: \
+         the mean over trials with its 95% confidence interval, then the median. Cellular \
+         bytes count both ways, measured by the emulator during the cellular hour. Saved: \
+         against `none`, 1 - the ratio of means. Efficiency: cellular bytes saved per byte \
+         fetched on WiFi (measured, where the thesis matched two captures). Energy is \
+         modelled (huang2012 WiFi and LTE radios).\n",
+        m.version,
+        written_by(&m.version),
+        plan.trials,
+        if plan.quick {
+            ", **quick** (MAX_ACCESS 3, a 40-walk crawl)"
+        } else {
+            ", MAX_ACCESS 100 (the thesis's high redundancy)"
+        },
+    );
+    let _ = writeln!(s, "{}\n", seeds_line("precog", rows));
+    for app in &plan.apps {
+        let _ = writeln!(s, "## {app}\n\n![{app} page load]({app}-interactive.svg) ![{app} cellular bytes]({app}-background.svg)\n");
+        for sc in &plan.scenarios {
+            let _ = writeln!(
+                s,
+                "### {app} on {sc}\n\n| system | cellular kB | saved | WiFi kB | efficiency | page ms | energy J (modelled) | cellular paths whole | prefetch paths whole | ideal / observed action redundancy | thesis |\n|---|---|---|---|---|---|---|---|---|---|---|"
+            );
+            for sys in &plan.systems {
+                let n = sys.name();
+                let show = |metric: &str| {
+                    let c = cell(rows, app, sc, n, metric);
+                    if c.n == 0 && c.failed == 0 {
+                        "-".into()
+                    } else {
+                        c.cell()
+                    }
+                };
+                let sv = match saved(rows, app, sc, n) {
+                    Some((x, Some((lo, hi)))) if n != "none" => {
+                        format!("{} [{}, {}]", pct(x), pct(lo), pct(hi))
+                    }
+                    Some((x, None)) if n != "none" => pct(x),
+                    _ => "-".into(),
+                };
+                let eff = efficiency(rows, app, sc, n)
+                    .filter(|_| n != "none" && n != "http-cache")
+                    .map_or("-".into(), pct);
+                let v = |metric: &str| cell(rows, app, sc, n, metric).value();
+                let whole = |a: &str, b: &str| format!("{}/{}", fmt_num(v(a)), fmt_num(v(b)));
+                let red = if n.starts_with("precog") {
+                    format!(
+                        "{} / {}",
+                        pct(v("ideal_redundancy")),
+                        pct(v("observed_redundancy"))
+                    )
+                } else {
+                    "-".into()
+                };
+                let thesis = match n {
+                    "precog" => "23% saved, 9% efficiency",
+                    "precog+dedup" => "47% saved, 26% efficiency",
+                    _ => "",
+                };
+                let _ = writeln!(
+                    s,
+                    "| {n} | {} | {sv} | {} | {eff} | {} | {} | {} | {} | {red} | {thesis} |",
+                    show("cell_kB"),
+                    show("wifi_kB"),
+                    show("page_ms"),
+                    show("energy_J"),
+                    whole("cell_paths_whole", "cell_paths"),
+                    whole("prefetch_whole", "prefetch_paths"),
+                );
+            }
+            let _ = writeln!(s);
+            versus_url(&mut s, rows, app, sc);
+        }
+    }
+    if !m.notes.is_empty() {
+        let _ = writeln!(s, "## Unfinished and failed trials\n");
+        for n in &m.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+/// Cellular bytes saved per WiFi byte, Precog with the dedup cache against URL-based prefetch
+/// (the issue's target: at least 2x).
+pub fn saved_per_wifi_vs_url(rows: &[Row], app: &str, sc: &str) -> Option<f64> {
+    let ours = efficiency(rows, app, sc, "precog+dedup")?;
+    let url = efficiency(rows, app, sc, "url-prefetch")?;
+    (url > 0.0).then(|| ours / url)
+}
+
+fn versus_url(s: &mut String, rows: &[Row], app: &str, sc: &str) {
+    match saved_per_wifi_vs_url(rows, app, sc) {
+        Some(x) => {
+            let _ = writeln!(s, "**precog+dedup against url-prefetch, cellular bytes saved per WiFi byte**: {}x (target: at least 2x)\n", fmt_num(x));
+        }
+        None => {
+            let _ = writeln!(s, "**precog+dedup against url-prefetch, cellular bytes saved per WiFi byte**: not defined (URL-based prefetch saved nothing, or a side has no finished trial)\n");
+        }
+    }
+}
+
+/// Whether `p` is a crawl this lab kept (for `roam results`).
+pub fn is_universe(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("universe-") && n.ends_with(".json"))
+}

@@ -1,0 +1,561 @@
+//! One trial of `roam lab precog`: one synthetic user's week on one site, day 7 measured.
+//!
+//! In the emulator's server namespace: nginx serving the site, and two of `roam_net`'s
+//! relays, one per network (the thesis's multi-homed case: WiFi and cellular reach the
+//! server through different upstream nodes). In the client namespace: a `roam net proxy` per
+//! network, each using only its network, and headless Chromium (`roam_precog`'s replayer)
+//! whose every request goes through the proxy of the session's network. Every system runs the
+//! same browser through the same path; only what happens on WiFi, the browser's cache, and the
+//! dedup caches differ ([`PrecogSystem`]).
+//!
+//! The user's week ([`users::week`]) builds the action trees from hours 1-96 and day 7's
+//! cellular hours before the measured pair, without loading pages (the thesis's training).
+//! Then, with the site as it stands at each hour ([`news`]: new stories, a reordered front
+//! page, URLs that changed):
+//! 1. **the WiFi hour**: the system prefetches (Precog replays the top 25% of the trees'
+//!    nodes; URL-based prefetch loads the top 25% of the URLs the user's paths reached, as
+//!    the crawl saw them), over WiFi only;
+//! 2. **the cellular hour**: the user's own actions of that hour, replayed in the same browser
+//!    profile over cellular only, counted by the emulator.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use roam_dedup::destination::DestinationConfig;
+use roam_dedup::source::SourceConfig;
+use roam_dedup::{Destination, Source};
+use roam_emu::SERVER_ADDR;
+use roam_net::proxy::{Allow, Key, Proxy, ProxyConfig, Relay, RelayConfig};
+use roam_net::runtime::{LocalNetwork, Networks};
+use roam_precog::browser::replay::{replay_all, Outcome, ReplayConfig, SessionReport};
+use roam_precog::browser::BrowserConfig;
+use roam_precog::{plan, Forest, PlanConfig, Replay, Rules};
+
+use super::crawl::Crawled;
+use super::{news, users, PrecogSystem, Site};
+use crate::harness::trial::{Metric, Trial};
+use crate::servers::nginx;
+
+/// Where nginx listens (the server namespace's loopback: only the relays reach it).
+pub const HTTP_PORT: u16 = 8080;
+/// The relays (server namespace): WiFi's, cellular's.
+const RELAY_PORTS: [u16; 2] = [7600, 7601];
+/// The proxies (client namespace): WiFi's, cellular's.
+const SOCKS_PORTS: [u16; 2] = [1090, 1091];
+/// dd-src's memory at each relay (the thesis's ~1 MB), half regular and half feedback.
+const SOURCE_BYTES: u64 = 1 << 20;
+/// dd-dst's memory on the phone (the thesis's ~250 MB).
+const DESTINATION_BYTES: u64 = 256 << 20;
+/// The site's origin as the browser names it.
+pub fn base() -> String {
+    format!("http://127.0.0.1:{HTTP_PORT}")
+}
+
+/// nginx's server block: HTML revalidated on every use (`no-cache`, as news sites send it),
+/// scripts, styles and images cached for a week.
+pub fn server_block(root: &Path, port: u16) -> String {
+    format!(
+        "server {{ listen 127.0.0.1:{port}; root {}; \
+         types {{ text/html html; text/css css; application/javascript js; image/jpeg jpg; \
+         image/png png; image/gif gif; image/svg+xml svg; }} \
+         location / {{ add_header Cache-Control \"no-cache\"; }} \
+         location ~ \\.(css|js|jpg|png|gif|svg)$ {{ add_header Cache-Control \"max-age=604800\"; }} }}",
+        root.display()
+    )
+}
+
+/// The site's files: each hour's tree, and `current` pointing at the one served.
+struct Served {
+    dir: PathBuf,
+}
+
+impl Served {
+    fn new() -> Result<Served> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "roam-lab-precog-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Served { dir })
+    }
+
+    /// Serve `site` as it stands at `hour` from now on.
+    fn at(&self, site: &Site, hour: u32, seed: u64) -> Result<()> {
+        let tree = match site {
+            Site::News => {
+                let d = self.dir.join(format!("h{hour}"));
+                if !d.exists() {
+                    news::write_hour(&d, hour, seed)?;
+                }
+                d
+            }
+            Site::Docs(html) => html.clone(),
+        };
+        let tmp = self.dir.join("current.new");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&tree, &tmp)?;
+        std::fs::rename(&tmp, self.dir.join("current"))?;
+        Ok(())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A relay or proxy running on a namespace's thread until stopped.
+struct Running {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    fn end(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.thread.join();
+    }
+}
+
+fn start<B: Send + 'static>(
+    t: &Trial,
+    server: bool,
+    bind: impl FnOnce() -> Result<B> + Send + 'static,
+    serve: impl FnOnce(B, &AtomicBool) + Send + 'static,
+) -> Result<Running> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let flag = stop.clone();
+    let body = move || match bind() {
+        Ok(b) => {
+            tx.send(Ok(())).ok();
+            serve(b, &flag);
+        }
+        Err(e) => {
+            tx.send(Err(e)).ok();
+        }
+    };
+    let thread = if server {
+        t.emu.spawn_in_server(body)
+    } else {
+        t.emu.spawn_in_client(body)
+    };
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Ok(Running { stop, thread }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => bail!("did not start within 30 s"),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// dd-src of each relay (WiFi's, cellular's), to read their counters.
+type Sources = Vec<Arc<Mutex<Source>>>;
+
+/// The relays and proxies: one pair per network, the proxy using only that network.
+fn data_path(t: &Trial, sys: PrecogSystem) -> Result<(Vec<Running>, Sources)> {
+    let links = t.emu.links();
+    let destination = sys.dedups().then(|| {
+        Arc::new(Mutex::new(Destination::new(DestinationConfig {
+            cache_bytes: DESTINATION_BYTES,
+            feedback: true,
+            ..Default::default()
+        })))
+    });
+    let mut running = vec![];
+    let mut sources = vec![];
+    for (i, kind) in [roam_trace::LinkKind::Wifi, roam_trace::LinkKind::Cellular]
+        .into_iter()
+        .enumerate()
+    {
+        let link = links
+            .iter()
+            .find(|l| l.config.kind == kind)
+            .ok_or_else(|| anyhow!("the scenario has no {kind:?} link"))?;
+        let key = Key::generate();
+        let relay_at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, RELAY_PORTS[i]));
+        let mut relay = RelayConfig::new(
+            relay_at,
+            vec![format!("127.0.0.1:{HTTP_PORT}")
+                .parse::<Allow>()
+                .map_err(|e| anyhow!("{e}"))?],
+            key.clone(),
+        );
+        relay.options = crate::harness::channel::roam_options(t.system.clone(), &[]);
+        relay.zstd = false;
+        let mut proxy = ProxyConfig::new(
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, SOCKS_PORTS[i])),
+            relay_at,
+            Some(key),
+        );
+        proxy.options =
+            crate::harness::channel::roam_options(t.system.clone(), &t.client_links().cellular);
+        let kind_of = roam_net::proto::session::NetKind {
+            cellular: kind == roam_trace::LinkKind::Cellular,
+            ..Default::default()
+        };
+        proxy.options.networks = Networks::Explicit(vec![LocalNetwork {
+            name: link.name.clone(),
+            addr: std::net::IpAddr::V4(link.client_addr),
+            kind: kind_of,
+        }]);
+        if let Some(dst) = &destination {
+            let source = Source::new(SourceConfig {
+                regular_bytes: SOURCE_BYTES / 2,
+                feedback_bytes: SOURCE_BYTES / 2,
+                ..Default::default()
+            })
+            .map_err(|e| anyhow!("dd-src: {e}"))?;
+            let source = Arc::new(Mutex::new(source));
+            relay.dedup = Some(source.clone());
+            sources.push(source);
+            proxy.dedup = Some(dst.clone());
+        }
+        running.push(start(
+            t,
+            true,
+            move || Relay::bind(relay).context("starting a relay"),
+            |r, stop| {
+                let _ = r.run_until(stop, |_| {});
+            },
+        )?);
+        running.push(start(
+            t,
+            false,
+            move || Proxy::bind(proxy).context("starting a proxy"),
+            |p, stop| {
+                let _ = p.run_until(stop, |_| {});
+            },
+        )?);
+    }
+    Ok((running, sources))
+}
+
+/// Bytes the links of `kind` delivered so far, both ways.
+fn link_bytes(t: &Trial, kind: roam_trace::LinkKind) -> u64 {
+    t.emu
+        .links()
+        .iter()
+        .filter(|l| l.config.kind == kind)
+        .map(|l| {
+            l.down.delivered_bytes.load(Ordering::Relaxed)
+                + l.up.delivered_bytes.load(Ordering::Relaxed)
+        })
+        .sum()
+}
+
+/// The paths a user took in `hours` (cellular ones), as the forest records them.
+fn record(forest: &mut Forest, universe: &[Crawled], hours: &[&users::Hour]) {
+    for h in hours.iter().filter(|h| !h.wifi) {
+        for &(i, d) in &h.paths {
+            let c = &universe[i];
+            forest.record(
+                &roam_precog::Path {
+                    root: format!("{}{}", base(), c.root),
+                    actions: c.actions[..d.min(c.actions.len())].to_vec(),
+                },
+                u64::from(h.hour),
+            );
+        }
+    }
+}
+
+/// URL-based prefetch's list: the top `fraction` of the distinct URLs the user's cellular
+/// paths reached (the root, then each action's page, as the crawl saw them), by how often.
+fn top_urls(universe: &[Crawled], hours: &[&users::Hour], fraction: f64) -> Vec<Replay> {
+    let mut count: HashMap<String, u64> = HashMap::new();
+    for h in hours.iter().filter(|h| !h.wifi) {
+        for &(i, d) in &h.paths {
+            let c = &universe[i];
+            *count.entry(c.root.clone()).or_default() += 1;
+            for p in &c.pages[..d.min(c.pages.len())] {
+                *count.entry(p.clone()).or_default() += 1;
+            }
+        }
+    }
+    let mut urls: Vec<(String, u64)> = count.into_iter().collect();
+    urls.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let k = ((urls.len() as f64 * fraction).ceil() as usize).min(urls.len());
+    urls.into_iter()
+        .take(k)
+        .map(|(u, hits)| Replay {
+            site: "127.0.0.1".into(),
+            root: format!("{}{u}", base()),
+            actions: vec![],
+            hits,
+        })
+        .collect()
+}
+
+/// The share of `session`'s action nodes (root and action prefix) present among `known`.
+fn share(session: &[Replay], known: &HashSet<(String, Vec<String>)>) -> f64 {
+    let (mut n, mut hit) = (0usize, 0usize);
+    for r in session {
+        for k in 1..=r.actions.len() {
+            n += 1;
+            let key = (
+                r.root.clone(),
+                r.actions[..k].iter().map(|a| a.to_string()).collect(),
+            );
+            hit += usize::from(known.contains(&key));
+        }
+    }
+    if n == 0 {
+        f64::NAN
+    } else {
+        hit as f64 / n as f64
+    }
+}
+
+fn keys_of(
+    paths: impl Iterator<Item = (String, Vec<roam_precog::Action>)>,
+) -> HashSet<(String, Vec<String>)> {
+    let mut out = HashSet::new();
+    for (root, actions) in paths {
+        for k in 1..=actions.len() {
+            out.insert((
+                root.clone(),
+                actions[..k].iter().map(|a| a.to_string()).collect(),
+            ));
+        }
+    }
+    out
+}
+
+/// How much a user browses: `MAX_ACCESS` for a quick or a full run.
+pub fn max_access(t: &Trial) -> usize {
+    if t.duration <= Duration::from_secs(200) {
+        3
+    } else {
+        100
+    }
+}
+
+/// Run one trial of `site` for `t`'s system, with the universal set `universe`.
+pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> {
+    let sys = *t
+        .system
+        .get::<PrecogSystem>()
+        .ok_or_else(|| anyhow!("`{}` is not a system of roam lab precog", t.system.name()))?;
+    if universe.is_empty() {
+        bail!("the crawl found no paths");
+    }
+    let depths: Vec<usize> = universe.iter().map(|c| c.actions.len()).collect();
+    let week = users::week(&depths, max_access(t), t.seed);
+    let (w, c) = users::measured(&week).ok_or_else(|| {
+        anyhow!(
+            "day 7 has no cellular hour after a WiFi one for seed {}",
+            t.seed
+        )
+    })?;
+    let before: Vec<&users::Hour> = week.iter().filter(|h| h.hour < w).collect();
+    let mut forest = Forest::new();
+    record(&mut forest, universe, &before);
+    let rules = Rules::default();
+    let precog_plan = plan(&forest, &rules, &PlanConfig::default());
+    let prefetch: Vec<Replay> = match sys {
+        PrecogSystem::None | PrecogSystem::HttpCache => vec![],
+        PrecogSystem::UrlPrefetch => top_urls(universe, &before, 0.25),
+        PrecogSystem::Precog | PrecogSystem::PrecogDedup => precog_plan.paths.clone(),
+    };
+    let cellular: Vec<Replay> = week[c as usize - 1]
+        .paths
+        .iter()
+        .map(|&(i, d)| Replay {
+            site: "127.0.0.1".into(),
+            root: format!("{}{}", base(), universe[i].root),
+            actions: universe[i].actions[..d.min(universe[i].actions.len())].to_vec(),
+            hits: 0,
+        })
+        .collect();
+    // Action redundancy (the thesis's eqs. 44-45): of the cellular hour's actions, those in
+    // the trees (performed on cellular before) and those the prefetch replayed.
+    let known = keys_of(forest.reaches().into_iter().map(|r| (r.root, r.actions)));
+    let replayed = keys_of(
+        precog_plan
+            .paths
+            .iter()
+            .map(|r| (r.root.clone(), r.actions.clone())),
+    );
+    let ideal = share(&cellular, &known);
+    let observed = share(&cellular, &replayed);
+
+    let served = Served::new()?;
+    served.at(site, w, t.seed)?;
+    let nginx_dir = served.dir.join("nginx");
+    let block = server_block(&served.dir.join("current"), HTTP_PORT);
+    let probe = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, HTTP_PORT));
+    let mut nginx = t
+        .emu
+        .spawn_in_server(move || nginx::launch(&nginx_dir, &block, probe))
+        .join()
+        .map_err(|_| anyhow!("nginx's start panicked"))??
+        .context("starting nginx")?;
+    let result = data_path(t, sys).and_then(|(running, sources)| {
+        let r = sessions(t, sys, site, &served, (w, c), &prefetch, &cellular);
+        for x in running {
+            x.end();
+        }
+        r.map(|r| (r, sources))
+    });
+    let _ = nginx.kill();
+    let _ = nginx.wait();
+    let (s, sources) = result?;
+    let mut m = metrics(t, &s, ideal, observed, precog_plan.chosen);
+    if !sources.is_empty() {
+        let cell = lock(&sources[1]).stats();
+        m.push(Metric::new(
+            "dedup_regular_kB",
+            cell.regular_hit_bytes as f64 / 1e3,
+            "kB",
+        ));
+        m.push(Metric::new(
+            "dedup_feedback_kB",
+            cell.feedback_hit_bytes as f64 / 1e3,
+            "kB",
+        ));
+    }
+    Ok(m)
+}
+
+/// What the two sessions did.
+struct Sessions {
+    wifi: SessionReport,
+    wifi_bytes: u64,
+    wifi_secs: f64,
+    cell: SessionReport,
+    cell_bytes: u64,
+    cell_secs: f64,
+}
+
+fn sessions(
+    t: &Trial,
+    sys: PrecogSystem,
+    site: &Site,
+    served: &Served,
+    (w, c): (u32, u32),
+    prefetch: &[Replay],
+    cellular: &[Replay],
+) -> Result<Sessions> {
+    let profile = served.dir.join("profile");
+    let config = |port: u16| ReplayConfig {
+        browser: BrowserConfig {
+            profile: Some(profile.clone()),
+            proxy: Some(format!("socks5://127.0.0.1:{port}")),
+            ..BrowserConfig::default()
+        },
+        cache_disabled: sys == PrecogSystem::None,
+        ..ReplayConfig::default()
+    };
+    let rules = Rules::default();
+    let (wifi_cfg, cell_cfg) = (config(SOCKS_PORTS[0]), config(SOCKS_PORTS[1]));
+    let (prefetch, cellular) = (prefetch.to_vec(), cellular.to_vec());
+    let progress = t.progress.clone();
+    let started = Instant::now();
+    let wifi_before = link_bytes(t, roam_trace::LinkKind::Wifi);
+    let wifi = t.run_client("precog WiFi hour", move || {
+        replay_all(&wifi_cfg, &rules, &prefetch, &mut || Ok(()), &mut |_, _| {
+            progress(started.elapsed().as_secs())
+        })
+        .map_err(|e| anyhow!("{e}"))
+    })?;
+    let wifi_secs = started.elapsed().as_secs_f64();
+    let wifi_bytes = link_bytes(t, roam_trace::LinkKind::Wifi) - wifi_before;
+    served.at(site, c, t.seed)?;
+    let progress = t.progress.clone();
+    let rules = Rules::default();
+    let cell_started = Instant::now();
+    let cell_before = link_bytes(t, roam_trace::LinkKind::Cellular);
+    let cell = t.run_client("precog cellular hour", move || {
+        replay_all(&cell_cfg, &rules, &cellular, &mut || Ok(()), &mut |_, _| {
+            progress(started.elapsed().as_secs())
+        })
+        .map_err(|e| anyhow!("{e}"))
+    })?;
+    let _ = w;
+    Ok(Sessions {
+        wifi,
+        wifi_bytes,
+        wifi_secs,
+        cell_bytes: link_bytes(t, roam_trace::LinkKind::Cellular) - cell_before,
+        cell_secs: cell_started.elapsed().as_secs_f64(),
+        cell,
+    })
+}
+
+fn metrics(t: &Trial, s: &Sessions, ideal: f64, observed: f64, chosen: usize) -> Vec<Metric> {
+    let pages: usize = s.cell.paths.iter().map(|p| p.steps + 1).sum();
+    let secs: f64 = s.cell.paths.iter().map(|p| p.took.as_secs_f64()).sum();
+    let whole = |r: &SessionReport| {
+        r.paths
+            .iter()
+            .filter(|p| p.outcome == Outcome::Done)
+            .count()
+    };
+    for p in s
+        .cell
+        .paths
+        .iter()
+        .filter(|p| p.outcome != Outcome::Done)
+        .take(3)
+    {
+        t.note(format!(
+            "a cellular-hour path stopped: {} after {} steps: {:?}",
+            p.root, p.steps, p.outcome
+        ));
+    }
+    t.event_latencies(
+        super::EVENT,
+        s.cell
+            .paths
+            .iter()
+            .map(|p| p.took.as_secs_f64() * 1e3 / (p.steps + 1) as f64),
+    );
+    let energy = |profile: &str, bytes: u64, secs: f64| {
+        crate::harness::energy::radio_energy(
+            profile,
+            bytes,
+            secs,
+            roam_budget::radio::Direction::Down,
+        )
+        .unwrap_or(f64::NAN)
+    };
+    vec![
+        Metric::new("cell_kB", s.cell_bytes as f64 / 1e3, "kB"),
+        Metric::new("wifi_kB", s.wifi_bytes as f64 / 1e3, "kB"),
+        Metric::new(
+            "page_ms",
+            if pages > 0 {
+                secs * 1e3 / pages as f64
+            } else {
+                f64::NAN
+            },
+            "ms",
+        ),
+        Metric::new("cell_pages", pages as f64, ""),
+        Metric::new("cell_paths_whole", whole(&s.cell) as f64, ""),
+        Metric::new("cell_paths", s.cell.paths.len() as f64, ""),
+        Metric::new("prefetch_paths", s.wifi.paths.len() as f64, ""),
+        Metric::new("prefetch_whole", whole(&s.wifi) as f64, ""),
+        Metric::new("nodes_chosen", chosen as f64, ""),
+        Metric::new("ideal_redundancy", ideal, ""),
+        Metric::new("observed_redundancy", observed, ""),
+        Metric::new(
+            "energy_J",
+            energy("huang2012/wifi", s.wifi_bytes, s.wifi_secs)
+                + energy("huang2012/lte", s.cell_bytes, s.cell_secs),
+            "J",
+        ),
+    ]
+}
