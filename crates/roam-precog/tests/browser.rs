@@ -4,7 +4,7 @@
 
 use roam_core::Time;
 use roam_precog::browser::record::{Recorder, Report};
-use roam_precog::browser::replay::{replay_all, Outcome, ReplayConfig};
+use roam_precog::browser::replay::{replay_all, run_step, Outcome, ReplayConfig};
 use roam_precog::browser::{launch, BrowserConfig};
 use roam_precog::{Action, Event, Locator, Locators, PathCutter, Replay, Rules};
 use std::io::{BufRead, BufReader, Write};
@@ -67,6 +67,8 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                 lg.lock().unwrap().push(format!("{method} {path}"));
                 let page = match path {
                     "/" => ROOT.to_string(),
+                    // The front page with a box inserted before the others (a layout change).
+                    "/moved" => ROOT.replace("<div id=\"news\">", "<div id=\"news\"><div class=\"box\"><a class=\"headline\" href=\"/story/16\">Breaking</a></div>"),
                     "/autopost" => "<html><body><script>fetch('/edit',{method:'POST',body:'x'})</script>posting</body></html>".into(),
                     p => format!("<html><body><h1>{p}</h1></body></html>"),
                 };
@@ -276,4 +278,47 @@ fn replay_stops_when_the_conditions_do() {
     .unwrap();
     assert_eq!(report.paths.len(), 1);
     assert_eq!(report.stopped.as_deref(), Some("not on WiFi"));
+}
+
+#[test]
+fn an_element_is_found_by_what_stayed_put() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let browser = launch(&BrowserConfig::default()).unwrap();
+    let tab = browser.new_tab().unwrap();
+    let anchored = Locator::Anchored {
+        anchor: Some("news".into()),
+        path: vec![1, 0],
+        attr: Some(("class".into(), "headline".into())),
+    };
+    let text = |t: &str| Locator::Text {
+        tag: "a".into(),
+        text: t.into(),
+    };
+    let act = |l: Vec<Locator>| Action {
+        locators: Locators::new(l).unwrap(),
+        event: Event::Click,
+    };
+    let href = |page: &str, a: &Action| {
+        tab.navigate_to(&format!("{base}{page}"))
+            .unwrap()
+            .wait_until_navigated()
+            .unwrap();
+        let r = run_step(&tab, a, "127.0.0.1", true).unwrap();
+        (r.status, r.href)
+    };
+    let markets = act(vec![anchored.clone(), text("Markets rally")]);
+    // Nothing moved: both agree.
+    assert_eq!(href("/", &markets), ("done".into(), "/story/18".into()));
+    // The layout moved: the path now points at another box; the text still finds the story.
+    assert_eq!(
+        href("/moved", &markets),
+        ("done".into(), "/story/18".into())
+    );
+    // The content changed (the story is gone): the thesis's positional locator decides.
+    let gone = act(vec![anchored, text("Yesterday's story")]);
+    assert_eq!(href("/", &gone), ("done".into(), "/story/18".into()));
+    assert_eq!(href("/moved", &gone), ("done".into(), "/story/17".into()));
 }

@@ -151,13 +151,41 @@ pub struct Replayer {
     cfg: ReplayConfig,
 }
 
-#[derive(Deserialize)]
-struct StepResult {
-    status: String,
+/// What `js/replay.js` said of one step.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct StepResult {
+    /// `done`, `missing`, `ambiguous`, `off_domain` or `post`.
+    pub status: String,
+    /// Which candidate found the element, when done.
     #[serde(default)]
-    count: usize,
+    pub used: usize,
+    /// The most elements one candidate matched, when ambiguous.
     #[serde(default)]
-    url: String,
+    pub count: usize,
+    /// Where an off-domain step led.
+    #[serde(default)]
+    pub url: String,
+    /// In a dry run, the site-relative URL of the link the element is or is in (empty if none).
+    #[serde(default)]
+    pub href: String,
+}
+
+/// Run `js/replay.js` for action `a` on `tab`'s page (`site`: the replayed site's host);
+/// `dry`: find the element and stop (nothing is clicked or submitted).
+pub fn run_step(tab: &Tab, a: &Action, site: &str, dry: bool) -> Result<StepResult, BrowserError> {
+    let expr = format!(
+        "{REPLAY_JS}({}, {}, {}, {dry})",
+        serde_json::to_string(a.locators.candidates()).expect("locators serialize"),
+        serde_json::to_string(a).expect("an action serializes"),
+        serde_json::to_string(site).expect("a string serializes"),
+    );
+    let v = tab.evaluate(&expr, false).map_err(BrowserError::cdp)?;
+    v.value
+        .and_then(|v| {
+            v.as_str()
+                .and_then(|s| serde_json::from_str::<StepResult>(s).ok())
+        })
+        .ok_or_else(|| BrowserError::Cdp("the step's script gave no result".into()))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -318,7 +346,7 @@ impl Replayer {
         for (i, a) in r.actions.iter().enumerate() {
             let step = i + 1;
             let expr = format!(
-                "{REPLAY_JS}({}, {}, {site})",
+                "{REPLAY_JS}({}, {}, {site}, false)",
                 serde_json::to_string(a.locators.candidates()).expect("locators serialize"),
                 serde_json::to_string(a).expect("an action serializes"),
             );

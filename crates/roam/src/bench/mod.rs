@@ -7,6 +7,7 @@ mod dedup;
 mod emu;
 mod hostile;
 mod net;
+mod precog;
 mod prefetch;
 mod store;
 mod transfer;
@@ -29,6 +30,9 @@ pub enum BenchCmd {
     /// Intentional Networking: loopback cost against TCP, and the crowded hotspot against
     /// Linux MPTCP and TCP over idealized aggregation.
     Net(net::BenchNetArgs),
+    /// Precog: recorded actions that still resolve after a site's layout changed (roam's
+    /// locators against the thesis's), seconds per replayed action, and a lab run's bytes.
+    Precog(precog::BenchPrecogArgs),
     /// Informed Mobile Prefetching: decision time per hint, and the energy and data budgets'
     /// controllers over whole simulated periods (no network needed).
     Prefetch(prefetch::BenchPrefetchArgs),
@@ -64,6 +68,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Afc(a) => afc::afc(&a),
         BenchCmd::Net(a) => net::net(&a),
         BenchCmd::Prefetch(a) => prefetch::prefetch(&a),
+        BenchCmd::Precog(a) => precog::precog(&a),
         BenchCmd::Decide(a) => decide::decide(&a),
         BenchCmd::Dedup(a) => dedup::dedup(&a),
         BenchCmd::Store(a) => store::store(&a),

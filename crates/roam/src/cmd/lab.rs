@@ -15,8 +15,9 @@ use roam_lab::studies;
 pub struct LabArgs {
     /// The study: in-paper (Intentional Networking §7), imp (Informed Mobile Prefetching),
     /// meatballs (network selection and speech), fasthla (bulk transfers), horatio (a
-    /// phone carrying a VM's state) or afc (flow control with the read rate fed forward).
-    /// docs/lab.md describes each.
+    /// phone carrying a VM's state), afc (flow control with the read rate fed forward), dedup
+    /// (asymmetric caching) or precog (prefetching by the user's actions). docs/lab.md
+    /// describes each.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(studies::names()))]
     study: String,
     /// Reduced matrix for CI and a first look (a few minutes): short workloads, one trial,

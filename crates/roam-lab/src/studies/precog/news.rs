@@ -134,7 +134,17 @@ fn ranked(mut stories: Vec<Story>, hour: u32, seed: u64) -> Vec<Story> {
     keyed.into_iter().map(|k| k.1).collect()
 }
 
-fn page(title: &str, main: &str) -> String {
+/// The site's layout: as usual, or changed (a banner above the content, a new first link in
+/// the navigation bar, a sponsored box second in every list), as a redesign moves things.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// The layout every hour has.
+    Usual,
+    /// The changed one (`roam bench precog`'s test of locators).
+    Changed,
+}
+
+fn page(layout: Layout, title: &str, main: &str) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
@@ -143,19 +153,30 @@ fn page(title: &str, main: &str) -> String {
          </head><body><header id=\"masthead\"><a id=\"home\" href=\"/index.html\">The Lab Times</a></header>\
          <nav id=\"nav\">"
     );
+    if layout == Layout::Changed {
+        s.push_str("<a href=\"/live.html\">live</a> ");
+    }
     for sec in SECTIONS {
         let _ = write!(
             s,
             "<a id=\"nav-{sec}\" href=\"/{sec}/index.html\">{sec}</a> "
         );
     }
-    let _ = writeln!(s, "</nav><main id=\"main\">{main}</main><footer id=\"footer\">hour edition</footer></body></html>");
+    let banner = if layout == Layout::Changed {
+        "<div class=\"banner\"><a href=\"/live.html\">Breaking: follow live</a></div>"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "</nav><main id=\"main\">{banner}{main}</main><footer id=\"footer\">hour edition</footer></body></html>");
     s
 }
 
-fn boxes(list: &[Story], hour: u32, seed: u64) -> String {
+fn boxes(layout: Layout, list: &[Story], hour: u32, seed: u64) -> String {
     let mut s = String::new();
-    for st in list {
+    for (i, st) in list.iter().enumerate() {
+        if i == 1 && layout == Layout::Changed {
+            s.push_str("<div class=\"story sponsored\"><a class=\"headline\" href=\"/sponsored.html\">Sponsored</a></div>");
+        }
         let _ = write!(
             s,
             "<div class=\"story\"><a class=\"headline\" href=\"{}\">{}</a><img src=\"{}\" alt=\"\"></div>",
@@ -170,6 +191,11 @@ fn boxes(list: &[Story], hour: u32, seed: u64) -> String {
 /// Write the site as it stands at `hour` into `dir` (created): the front page, each
 /// section's page, every live story's page, the images and the shared files.
 pub fn write_hour(dir: &Path, hour: u32, seed: u64) -> Result<()> {
+    write_hour_as(dir, hour, seed, Layout::Usual)
+}
+
+/// [`write_hour`] with the given layout.
+pub fn write_hour_as(dir: &Path, hour: u32, seed: u64, layout: Layout) -> Result<()> {
     let put = |rel: &str, bytes: &[u8]| -> Result<()> {
         let p = dir.join(rel.trim_start_matches('/'));
         if let Some(d) = p.parent() {
@@ -184,8 +210,9 @@ pub fn write_hour(dir: &Path, hour: u32, seed: u64) -> Result<()> {
     put(
         "/index.html",
         page(
+            layout,
             "The Lab Times",
-            &format!("<div id=\"top\">{}</div>", boxes(&top, hour, seed)),
+            &format!("<div id=\"top\">{}</div>", boxes(layout, &top, hour, seed)),
         )
         .as_bytes(),
     )?;
@@ -199,10 +226,11 @@ pub fn write_hour(dir: &Path, hour: u32, seed: u64) -> Result<()> {
         put(
             &format!("/{sec}/index.html"),
             page(
+                layout,
                 sec,
                 &format!(
                     "<h1>{sec}</h1><div id=\"stories\">{}</div>",
-                    boxes(&list, hour, seed)
+                    boxes(layout, &list, hour, seed)
                 ),
             )
             .as_bytes(),
@@ -225,10 +253,20 @@ pub fn write_hour(dir: &Path, hour: u32, seed: u64) -> Result<()> {
             st.title(seed),
             st.image(),
             st.body(seed),
-            boxes(&related, hour, seed)
+            boxes(layout, &related, hour, seed)
         );
-        put(&st.url(hour, seed), page(&st.title(seed), &main).as_bytes())?;
+        put(
+            &st.url(hour, seed),
+            page(layout, &st.title(seed), &main).as_bytes(),
+        )?;
         put(&st.image(), &st.image_bytes(seed))?;
+    }
+    if layout == Layout::Changed {
+        put("/live.html", page(layout, "live", "<p>live</p>").as_bytes())?;
+        put(
+            "/sponsored.html",
+            page(layout, "sponsored", "<p>sponsored</p>").as_bytes(),
+        )?;
     }
     Ok(())
 }

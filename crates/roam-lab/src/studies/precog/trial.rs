@@ -333,6 +333,26 @@ fn keys_of(
     out
 }
 
+/// `a` with only its positional locators (the thesis's anchored path, the CSS path), when it
+/// has any: where the user's hand goes.
+fn by_habit(a: &roam_precog::Action) -> roam_precog::Action {
+    use roam_precog::Locator;
+    let positional: Vec<Locator> = a
+        .locators
+        .candidates()
+        .iter()
+        .filter(|l| matches!(l, Locator::Anchored { .. } | Locator::Css { .. }))
+        .cloned()
+        .collect();
+    match roam_precog::Locators::new(positional) {
+        Ok(locators) => roam_precog::Action {
+            locators,
+            event: a.event.clone(),
+        },
+        Err(_) => a.clone(),
+    }
+}
+
 /// How much a user browses: `MAX_ACCESS` for a quick or a full run.
 pub fn max_access(t: &Trial) -> usize {
     if t.duration <= Duration::from_secs(200) {
@@ -369,13 +389,18 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
         PrecogSystem::UrlPrefetch => top_urls(universe, &before, 0.25),
         PrecogSystem::Precog | PrecogSystem::PrecogDedup => precog_plan.paths.clone(),
     };
+    // The user acts by habit, as the thesis's users do: the same place on the page (its
+    // positional locators), whatever it holds this hour.
     let cellular: Vec<Replay> = week[c as usize - 1]
         .paths
         .iter()
         .map(|&(i, d)| Replay {
             site: "127.0.0.1".into(),
             root: format!("{}{}", base(), universe[i].root),
-            actions: universe[i].actions[..d.min(universe[i].actions.len())].to_vec(),
+            actions: universe[i].actions[..d.min(universe[i].actions.len())]
+                .iter()
+                .map(by_habit)
+                .collect(),
             hits: 0,
         })
         .collect();

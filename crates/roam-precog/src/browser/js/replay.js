@@ -1,14 +1,19 @@
 // Precog's replay step: find the element by its candidate locators and perform the recorded
-// event on it. Evaluated as `(function (cands, action, site) {...})(CANDS, ACTION, SITE)` with
-// the locators and the action as JSON (crate::locator::Locator, crate::action::Action), and the
-// replayed site's host. Returns a JSON string:
-//   {status: "done", used: i}         performed, found by candidate i
+// event on it. Evaluated as `(function (cands, action, site, dry) {...})(CANDS, ACTION, SITE,
+// DRY)` with the locators and the action as JSON (crate::locator::Locator,
+// crate::action::Action), the replayed site's host, and whether to stop once the element is
+// found (a dry run; `href` then says where it points). Returns a JSON string:
+//   {status: "done", used: i, href}   performed (or found, when dry), by candidate i
 //   {status: "missing"}               no candidate matched any element
 //   {status: "ambiguous", count: n}   candidates matched, but none exactly one element
 //   {status: "off_domain", url}       a link to another site: not followed
 //   {status: "post"}                  a form that would POST: not submitted
-// A candidate counts only when it matches exactly one element (never a guess).
-(function (cands, action, site) {
+// A candidate counts only when it matches exactly one element (never a guess). Which one
+// wins (docs/precog.md, "Finding an element again"): the id; else a content candidate (the
+// element's text or a stable attribute) that a positional one (the thesis's anchored path, the
+// CSS path) agrees with; else the first content candidate alone (the layout moved, the element
+// did not); else the first positional one (the content changed, the layout did not).
+(function (cands, action, site, dry) {
   const find = (c) => {
     try {
       switch (c.kind) {
@@ -29,13 +34,18 @@
     } catch (e) { /* a selector this page cannot parse */ }
     return [];
   };
-  let el = null, used = -1, most = 0;
-  for (let i = 0; i < cands.length && !el; i++) {
-    const found = find(cands[i]);
-    most = Math.max(most, found.length);
-    if (found.length === 1) { el = found[0]; used = i; }
+  const found = cands.map(find);
+  const most = Math.max(0, ...found.map((f) => f.length));
+  const unique = (kinds) => found.map((f, i) => (f.length === 1 && kinds.includes(cands[i].kind) ? i : -1)).filter((i) => i >= 0);
+  const ids = unique(['id']), content = unique(['text', 'attr']), positional = unique(['anchored', 'css']);
+  const agreed = content.find((i) => positional.some((j) => found[j][0] === found[i][0]));
+  const used = [ids[0], agreed, content[0], positional[0]].find((i) => i !== undefined);
+  if (used === undefined) return JSON.stringify(most > 1 ? { status: 'ambiguous', count: most } : { status: 'missing' });
+  const el = found[used][0];
+  if (dry) {
+    const link = el.closest('a[href]');
+    return JSON.stringify({ status: 'done', used, href: link ? link.pathname + link.search : '' });
   }
-  if (!el) return JSON.stringify(most > 1 ? { status: 'ambiguous', count: most } : { status: 'missing' });
   const sameSite = (url) => {
     try {
       const h = new URL(url, location.href).hostname.toLowerCase();
