@@ -4,7 +4,7 @@
 
 use roam_core::Time;
 use roam_precog::browser::record::{Recorder, Report};
-use roam_precog::browser::replay::{replay_all, run_step, Outcome, ReplayConfig};
+use roam_precog::browser::replay::{replay_all, run_step, Outcome, ReplayConfig, Replayer};
 use roam_precog::browser::{launch, BrowserConfig};
 use roam_precog::{Action, Event, Locator, Locators, PathCutter, Replay, Rules};
 use std::io::{BufRead, BufReader, Write};
@@ -40,6 +40,7 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
     let base = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
     let log = Arc::new(Mutex::new(vec![]));
     let lg = log.clone();
+    let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
@@ -65,6 +66,16 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                 let mut parts = line.split_whitespace();
                 let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
                 lg.lock().unwrap().push(format!("{method} {path}"));
+                if path == "/hang" {
+                    // Accepts, reads, never answers.
+                    std::thread::sleep(Duration::from_secs(8));
+                    return;
+                }
+                if path == "/away" {
+                    // Another site: the same server under another name.
+                    let _ = write!(s, "HTTP/1.1 302 Found\r\nLocation: http://localhost:{port}/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    return;
+                }
                 let page = match path {
                     "/" => ROOT.to_string(),
                     // The front page with a box inserted before the others (a layout change).
@@ -321,4 +332,90 @@ fn an_element_is_found_by_what_stayed_put() {
     let gone = act(vec![anchored, text("Yesterday's story")]);
     assert_eq!(href("/", &gone), ("done".into(), "/story/18".into()));
     assert_eq!(href("/moved", &gone), ("done".into(), "/story/17".into()));
+}
+
+#[test]
+fn faults_are_outcomes_and_the_replay_goes_on() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let path = |root: String| Replay {
+        site: "127.0.0.1".into(),
+        root,
+        actions: vec![],
+        hits: 1,
+    };
+    let paths = vec![
+        // A page that never answers.
+        path(format!("{base}/hang")),
+        // A redirect off the site.
+        path(format!("{base}/away")),
+        // A renderer that crashes.
+        path("chrome://crash".into()),
+        // And the replay goes on.
+        path(format!("{base}/")),
+    ];
+    let cfg = ReplayConfig {
+        step_timeout: Duration::from_secs(3),
+        idle: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let report = replay_all(
+        &cfg,
+        &Rules::default(),
+        &paths,
+        &mut || Ok(()),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let outcomes: Vec<&Outcome> = report.paths.iter().map(|p| &p.outcome).collect();
+    assert!(
+        matches!(
+            outcomes[0],
+            Outcome::Timeout { step: 0 } | Outcome::PageFailed { .. }
+        ),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[1], Outcome::OffDomain { step: 0, .. }),
+        "{outcomes:?}"
+    );
+    assert!(!matches!(outcomes[2], Outcome::Done), "{outcomes:?}");
+    assert_eq!(outcomes[3], &Outcome::Done, "{outcomes:?}");
+    assert_eq!(report.stopped, None);
+}
+
+#[test]
+fn a_killed_browser_is_an_outcome_not_a_panic() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let cfg = ReplayConfig {
+        step_timeout: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let r = Replayer::start(&cfg, &Rules::default()).unwrap();
+    let pid = r.pid().expect("roam started it");
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let p = Replay {
+        site: "127.0.0.1".into(),
+        root: format!("{base}/"),
+        actions: vec![],
+        hits: 1,
+    };
+    let out = r.replay(&p);
+    assert!(
+        matches!(
+            out.outcome,
+            Outcome::BrowserLost { .. } | Outcome::Timeout { .. }
+        ),
+        "{:?}",
+        out.outcome
+    );
 }

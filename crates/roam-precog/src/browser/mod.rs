@@ -97,6 +97,12 @@ pub fn launch(cfg: &BrowserConfig) -> Result<Browser, BrowserError> {
         "--no-first-run".into(),
         "--disable-component-update".into(),
         "--disable-sync".into(),
+        // Debian's Chromium otherwise reaches for its search engine, sign-in and updates.
+        "--disable-background-networking".into(),
+        "--disable-domain-reliability".into(),
+        "--no-pings".into(),
+        "--disable-features=OptimizationHints,MediaRouter,AutofillServerCommunication,Translate,InterestFeedContentSuggestions".into(),
+        "--homepage=about:blank".into(),
     ];
     if let Some(p) = &cfg.proxy {
         args.push(format!("--proxy-server={p}").into());

@@ -9,7 +9,8 @@
 //! - a locator that resolves to nothing ([`Outcome::Missing`]) or to several elements
 //!   ([`Outcome::Ambiguous`]): never a guess;
 //! - a link or a form that leaves the site ([`Outcome::OffDomain`]), or a redirect that did;
-//! - a page that does not go idle within [`ReplayConfig::step_timeout`] ([`Outcome::Timeout`]);
+//! - a page that does not go idle within [`ReplayConfig::step_timeout`] ([`Outcome::Timeout`]),
+//!   or a root page the network or server fails ([`Outcome::PageFailed`]);
 //! - a form that would POST ([`Outcome::Post`]). Every request the browser makes passes
 //!   through DevTools' Fetch interception, and a POST the user's rules do not allow (only a
 //!   sign-in they named may be sent) is failed before it leaves: the guarantee does not rest
@@ -93,10 +94,15 @@ pub enum Outcome {
         /// The step.
         step: usize,
     },
-    /// The page of step `step` failed to load or did not go idle in time.
+    /// The page of step `step` did not go idle in time.
     Timeout {
         /// The step.
         step: usize,
+    },
+    /// The root page of the path failed to load (the network or the server failed it).
+    PageFailed {
+        /// What the browser said (`net::ERR_...`).
+        why: String,
     },
     /// The browser failed at step `step`.
     BrowserLost {
@@ -136,6 +142,8 @@ pub struct PathReport {
 #[derive(Default)]
 struct Net {
     inflight: HashSet<String>,
+    /// Requests answered from the disk cache: their `encodedDataLength` is not network bytes.
+    from_cache: HashSet<String>,
     last: Option<Instant>,
     bytes: u64,
     cached: u64,
@@ -207,13 +215,26 @@ impl Replayer {
                     n.inflight.insert(r.params.request_id.clone());
                     n.last = Some(Instant::now());
                 }
+                Event::NetworkResponseReceived(r) => {
+                    let resp = &r.params.response;
+                    if resp.from_disk_cache == Some(true) || resp.from_prefetch_cache == Some(true)
+                    {
+                        n.from_cache.insert(r.params.request_id.clone());
+                    }
+                }
                 Event::NetworkLoadingFinished(f) => {
-                    n.inflight.remove(&f.params.request_id);
-                    n.bytes += f.params.encoded_data_length.max(0.0) as u64;
+                    let id = &f.params.request_id;
+                    n.inflight.remove(id);
+                    if n.from_cache.remove(id) {
+                        n.cached += 1;
+                    } else {
+                        n.bytes += f.params.encoded_data_length.max(0.0) as u64;
+                    }
                     n.last = Some(Instant::now());
                 }
                 Event::NetworkLoadingFailed(f) => {
                     n.inflight.remove(&f.params.request_id);
+                    n.from_cache.remove(&f.params.request_id);
                     n.last = Some(Instant::now());
                 }
                 Event::NetworkRequestServedFromCache(_) => n.cached += 1,
@@ -296,6 +317,11 @@ impl Replayer {
         (n.bytes, n.cached, n.refused)
     }
 
+    /// The browser's process id, if roam started it.
+    pub fn pid(&self) -> Option<u32> {
+        self._browser.get_process_id()
+    }
+
     /// Bytes fetched by this browser so far.
     pub fn bytes(&self) -> u64 {
         self.counts().0
@@ -322,13 +348,13 @@ impl Replayer {
 
     fn steps(&self, r: &Replay) -> (usize, Outcome) {
         if let Err(e) = self.tab.navigate_to(&r.root) {
-            return (
-                0,
-                Outcome::BrowserLost {
-                    step: 0,
-                    why: e.to_string(),
-                },
-            );
+            let why = e.to_string();
+            // A network error is the page's; anything else, the browser's.
+            return if why.contains("net::") {
+                (0, Outcome::PageFailed { why })
+            } else {
+                (0, Outcome::BrowserLost { step: 0, why })
+            };
         }
         if !self.settle() {
             return (0, Outcome::Timeout { step: 0 });
@@ -448,6 +474,14 @@ pub fn replay_all(
                 break;
             }
             restarts += 1;
+            // The old browser lets go of the profile before a new one takes it.
+            drop(replayer);
+            if let Some(p) = &cfg.browser.profile {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while super::profile_in_use(p) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
             replayer = Replayer::start(cfg, rules)?;
         }
     }

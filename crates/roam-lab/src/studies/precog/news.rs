@@ -10,7 +10,7 @@
 //!   "hotness" drawn per hour), so "the third headline box" holds another story each hour.
 //! - A story's page lives at a URL that **carries the hour** (`/world/h97/1234-...html`, as
 //!   editions and cache-busted URLs do): a URL seen yesterday is gone today, though the
-//!   story's text, and its image (`/img/1234.jpg`, a stable URL), are the same bytes.
+//!   story's text, and its image (`/img/1234.bmp`, a stable URL), are the same bytes.
 //! - The layout (the navigation bar, the boxes, the ids) never changes, so an action recorded
 //!   at one hour replays at any other.
 //!
@@ -81,7 +81,7 @@ impl Story {
 
     /// Its image's URL (stable).
     pub fn image(self) -> String {
-        format!("/img/{}.jpg", self.id)
+        format!("/img/{}.bmp", self.id)
     }
 
     fn body(self, seed: u64) -> String {
@@ -98,10 +98,29 @@ impl Story {
         s
     }
 
+    /// A valid image of random pixels (a 24-bit BMP): incompressible, as photographs in
+    /// JPEG are, and one a browser decodes. (Random bytes served as an image are not: Blink
+    /// gives up on such a load after its first bytes and leaves a truncated cache entry.)
     fn image_bytes(self, seed: u64) -> Vec<u8> {
         let mut r = self.rng(seed ^ 0x1a6e);
-        let n = r.gen_range(20_000..60_000);
-        (0..n).map(|_| r.gen()).collect()
+        let (w, h) = (100u32, r.gen_range(66..200u32));
+        let row = (w * 3).div_ceil(4) * 4;
+        let pixels = row * h;
+        let mut b = Vec::with_capacity(54 + pixels as usize);
+        b.extend_from_slice(b"BM");
+        b.extend_from_slice(&(54 + pixels).to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&54u32.to_le_bytes());
+        b.extend_from_slice(&40u32.to_le_bytes());
+        b.extend_from_slice(&w.to_le_bytes());
+        b.extend_from_slice(&h.to_le_bytes());
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&24u16.to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&pixels.to_le_bytes());
+        b.extend_from_slice(&[0; 16]);
+        b.extend((0..pixels).map(|_| r.gen::<u8>()));
+        b
     }
 }
 
@@ -304,7 +323,7 @@ mod tests {
         let s = now[0];
         assert_ne!(s.url(100, 7), s.url(101, 7));
         assert_eq!(s.title(7), s.title(7));
-        assert_eq!(s.image(), "/img".to_string() + &format!("/{}.jpg", s.id));
+        assert_eq!(s.image(), format!("/img/{}.bmp", s.id));
     }
 
     #[test]

@@ -62,9 +62,9 @@ pub fn server_block(root: &Path, port: u16) -> String {
     format!(
         "server {{ listen 127.0.0.1:{port}; root {}; \
          types {{ text/html html; text/css css; application/javascript js; image/jpeg jpg; \
-         image/png png; image/gif gif; image/svg+xml svg; }} \
+         image/png png; image/gif gif; image/bmp bmp; image/svg+xml svg; }} \
          location / {{ add_header Cache-Control \"no-cache\"; }} \
-         location ~ \\.(css|js|jpg|png|gif|svg)$ {{ add_header Cache-Control \"max-age=604800\"; }} }}",
+         location ~ \\.(css|js|jpg|png|gif|bmp|svg)$ {{ add_header Cache-Control \"max-age=604800\"; }} }}",
         root.display()
     )
 }
@@ -413,8 +413,19 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
             .iter()
             .map(|r| (r.root.clone(), r.actions.clone())),
     );
-    let ideal = share(&cellular, &known);
-    let observed = share(&cellular, &replayed);
+    // Measured on the actions as recorded (their primary locator names the tree's node).
+    let taken: Vec<Replay> = week[c as usize - 1]
+        .paths
+        .iter()
+        .map(|&(i, d)| Replay {
+            site: "127.0.0.1".into(),
+            root: format!("{}{}", base(), universe[i].root),
+            actions: universe[i].actions[..d.min(universe[i].actions.len())].to_vec(),
+            hits: 0,
+        })
+        .collect();
+    let ideal = share(&taken, &known);
+    let observed = share(&taken, &replayed);
 
     let served = Served::new()?;
     served.at(site, w, t.seed)?;
