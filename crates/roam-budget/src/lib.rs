@@ -27,4 +27,4 @@ pub use controller::{Budget, BudgetError, PriceController, Prices};
 pub use data::DataMeter;
 pub use energy::{Joules, Milliwatts};
 pub use profile::{profile, NetworkKind, RadioProfile, Status};
-pub use radio::{Direction, Radio, RadioState};
+pub use radio::{transfer_energy, Direction, Radio, RadioState};

@@ -65,6 +65,21 @@ pub struct Radio {
     bytes_down: Bytes,
 }
 
+/// The energy of moving `bytes` over `took` in direction `dir` on an idle radio of
+/// `profile`: the marginal energy of the transfer at its average rate, promotion and tail
+/// included ([`Radio::marginal_energy`] from idle). What a lab or a replay reports as a
+/// session's modelled energy.
+pub fn transfer_energy(
+    profile: Arc<RadioProfile>,
+    bytes: u64,
+    took: Duration,
+    dir: Direction,
+) -> Joules {
+    let radio = Radio::new(profile, Time::ZERO);
+    let bps = ((bytes as f64 * 8.0 / took.as_secs_f64().max(1e-3)) as u64).max(1);
+    radio.marginal_energy(Time::ZERO, Bytes(bytes), dir, BitRate::bps(bps))
+}
+
 impl Radio {
     /// A radio of `profile`, idle at `now`.
     pub fn new(profile: Arc<RadioProfile>, now: Time) -> Radio {

@@ -419,3 +419,40 @@ fn a_killed_browser_is_an_outcome_not_a_panic() {
         out.outcome
     );
 }
+
+#[test]
+fn replay_stops_when_its_energy_budget_is_spent() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let p = Replay {
+        site: "127.0.0.1".into(),
+        root: format!("{base}/"),
+        actions: vec![],
+        hits: 1,
+    };
+    // Any transfer on an idle WiFi radio costs more than a millijoule (modelled).
+    let cfg = ReplayConfig {
+        max_joules: Some(0.001),
+        ..Default::default()
+    };
+    let report = replay_all(
+        &cfg,
+        &Rules::default(),
+        &[p.clone(), p.clone(), p],
+        &mut || Ok(()),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.paths.len(), 1);
+    assert!(
+        report
+            .stopped
+            .as_deref()
+            .unwrap_or("")
+            .contains("energy budget"),
+        "{:?}",
+        report.stopped
+    );
+}

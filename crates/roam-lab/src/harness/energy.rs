@@ -16,14 +16,6 @@ pub fn radio_energy(
 ) -> Result<f64> {
     let p = roam_budget::profile::profile(profile)
         .map_err(|e| anyhow!("radio profile {profile}: {e}"))?;
-    let radio = roam_budget::radio::Radio::new(Arc::new(p), roam_core::Time::ZERO);
-    let bps = ((bytes as f64 * 8.0 / secs.max(1e-3)) as u64).max(1);
-    Ok(radio
-        .marginal_energy(
-            roam_core::Time::ZERO,
-            roam_core::Bytes(bytes),
-            dir,
-            roam_core::BitRate::bps(bps),
-        )
-        .0)
+    let took = roam_core::seconds(secs).unwrap_or_default();
+    Ok(roam_budget::transfer_energy(Arc::new(p), bytes, took, dir).0)
 }

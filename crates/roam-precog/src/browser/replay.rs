@@ -51,6 +51,12 @@ pub struct ReplayConfig {
     pub max_bytes: Option<u64>,
     /// Turn the browser's HTTP cache off (a baseline with no cache at all).
     pub cache_disabled: bool,
+    /// Stop the session once its modelled radio energy reaches this (an energy budget's
+    /// share), priced with [`ReplayConfig::radio`].
+    pub max_joules: Option<f64>,
+    /// The radio model the energy is priced with (a `roam_budget::profile` name; the
+    /// replay runs on WiFi).
+    pub radio: &'static str,
 }
 
 impl Default for ReplayConfig {
@@ -61,6 +67,8 @@ impl Default for ReplayConfig {
             idle: Duration::from_millis(500),
             max_bytes: None,
             cache_disabled: false,
+            max_joules: None,
+            radio: "huang2012/wifi",
         }
     }
 }
@@ -451,6 +459,13 @@ pub fn replay_all(
     progress: &mut dyn FnMut(usize, &PathReport),
 ) -> Result<SessionReport, BrowserError> {
     let mut report = SessionReport::default();
+    let radio = match cfg.max_joules {
+        Some(_) => Some(Arc::new(roam_budget::profile::profile(cfg.radio).map_err(
+            |e| BrowserError::Launch(format!("radio model {}: {e}", cfg.radio)),
+        )?)),
+        None => None,
+    };
+    let started = Instant::now();
     let mut replayer = Replayer::start(cfg, rules)?;
     let mut restarts = 0;
     let mut spent = 0;
@@ -462,6 +477,19 @@ pub fn replay_all(
         if cfg.max_bytes.is_some_and(|m| spent >= m) {
             report.stopped = Some(format!("the byte budget ({spent} B) is spent"));
             break;
+        }
+        if let (Some(max), Some(p), true) = (cfg.max_joules, &radio, spent > 0) {
+            let j = roam_budget::transfer_energy(
+                p.clone(),
+                spent,
+                started.elapsed(),
+                roam_budget::Direction::Down,
+            )
+            .0;
+            if j >= max {
+                report.stopped = Some(format!("the energy budget is spent ({j:.1} J modelled)"));
+                break;
+            }
         }
         let r = replayer.replay(p);
         spent += r.bytes;

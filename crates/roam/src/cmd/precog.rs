@@ -152,6 +152,10 @@ pub struct ReplayArgs {
     /// Stop once this many MB were fetched (the replay's data budget).
     #[arg(long, value_name = "MB")]
     max_mb: Option<f64>,
+    /// Stop once the replay's radio energy reaches this many joules (modelled with the
+    /// huang2012 WiFi radio: roam-budget's model, not a measurement).
+    #[arg(long, value_name = "J")]
+    max_joules: Option<f64>,
     /// Longest wait for one step's page to go idle.
     #[arg(long, value_name = "DURATION", value_parser = crate::parse_dur, default_value = "20s")]
     step_timeout: Duration,
@@ -374,6 +378,9 @@ fn replay(a: &ReplayArgs) -> Result<()> {
     if a.max_mb.is_some_and(|m| !(m.is_finite() && m > 0.0)) {
         bail!("--max-mb: a positive number of MB");
     }
+    if a.max_joules.is_some_and(|j| !(j.is_finite() && j > 0.0)) {
+        bail!("--max-joules: a positive number of joules");
+    }
     let state = a.state.state()?;
     let forest = state.forest()?;
     let rules = state.rules()?;
@@ -408,6 +415,7 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         browser: a.browser.config(&state, true),
         step_timeout: a.step_timeout,
         max_bytes: a.max_mb.map(|m| (m * 1e6) as u64),
+        max_joules: a.max_joules,
         ..ReplayConfig::default()
     };
     let bar = Progress::builder(Unit::Count("paths"))
