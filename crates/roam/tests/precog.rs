@@ -142,6 +142,15 @@ fn rules_status_forget_and_a_corrupt_state() {
     assert_eq!(replay[0]["root"], "http://news.example/");
     let o = roam(&d, &["forget", "news.example"]);
     assert!(text(&o).contains("forgot 2 nodes"), "{}", text(&o));
+    // A window needs a display; without one, browse says so before starting anything.
+    let o = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .args(["precog", "browse", "--state"])
+        .arg(&d)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    assert!(!o.status.success() && text(&o).contains("--headless"), "{}", text(&o));
     std::fs::write(d.join("forest.json"), b"{\"version\":1,\"forest\":[1,2]}").unwrap();
     let o = roam(&d, &["status"]);
     assert!(

@@ -225,6 +225,12 @@ fn browse(a: &BrowseArgs) -> Result<()> {
     let state = a.state.state()?;
     let rules = state.rules()?;
     let mut forest = state.forest()?;
+    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    if !a.headless && !display {
+        bail!("no display to open Chromium's window on (neither DISPLAY nor WAYLAND_DISPLAY is set): run it in your desktop session, or with --headless for a browser driven over DevTools");
+    }
     let browser = launch(&a.browser.config(&state, a.headless))?;
     let tab = browser.new_tab().context("opening a tab")?;
     let rec = Recorder::attach(&tab)?;
