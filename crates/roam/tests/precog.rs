@@ -150,7 +150,11 @@ fn rules_status_forget_and_a_corrupt_state() {
         .env_remove("WAYLAND_DISPLAY")
         .output()
         .unwrap();
-    assert!(!o.status.success() && text(&o).contains("--headless"), "{}", text(&o));
+    assert!(
+        !o.status.success() && text(&o).contains("--headless"),
+        "{}",
+        text(&o)
+    );
     std::fs::write(d.join("forest.json"), b"{\"version\":1,\"forest\":[1,2]}").unwrap();
     let o = roam(&d, &["status"]);
     assert!(

@@ -24,8 +24,10 @@
 
 use super::{launch, same_site, BrowserConfig, BrowserError};
 use crate::action::Action;
+use crate::action::Event as ActionEvent;
 use crate::plan::Replay;
 use crate::rules::Rules;
+use headless_chrome::browser::tab::point::Point;
 use headless_chrome::browser::tab::RequestPausedDecision;
 use headless_chrome::protocol::cdp::types::Event;
 use headless_chrome::protocol::cdp::{Fetch, Network};
@@ -57,6 +59,9 @@ pub struct ReplayConfig {
     /// The radio model the energy is priced with (a `roam_budget::profile` name; the
     /// replay runs on WiFi).
     pub radio: &'static str,
+    /// Rest the pointer on an element this long before clicking it, as a person's hand does
+    /// (what hover-triggered features, such as speculation rules' `moderate` eagerness, need).
+    pub hover: Option<Duration>,
 }
 
 impl Default for ReplayConfig {
@@ -69,6 +74,7 @@ impl Default for ReplayConfig {
             cache_disabled: false,
             max_joules: None,
             radio: "huang2012/wifi",
+            hover: None,
         }
     }
 }
@@ -145,6 +151,11 @@ pub struct PathReport {
     pub posts_refused: u64,
     /// How long it took.
     pub took: Duration,
+    /// Of that, how long the pointer rested on elements before clicks ([`ReplayConfig::hover`]).
+    pub hovered: Duration,
+    /// Requests the browser made speculatively (`Sec-Purpose: prefetch`, from the page's
+    /// speculation rules).
+    pub speculative: u64,
 }
 
 #[derive(Default)]
@@ -156,6 +167,8 @@ struct Net {
     bytes: u64,
     cached: u64,
     refused: u64,
+    /// Requests the browser made ahead of a click (`Sec-Purpose: prefetch`: speculation rules).
+    speculative: u64,
 }
 
 /// A browser set up for replay: one tab, network events counted, POSTs intercepted.
@@ -184,6 +197,12 @@ pub struct StepResult {
     /// In a dry run, the site-relative URL of the link the element is or is in (empty if none).
     #[serde(default)]
     pub href: String,
+    /// In a dry run, the element's centre in the viewport (CSS pixels), scrolled into view.
+    #[serde(default)]
+    pub x: f64,
+    /// See [`StepResult::x`].
+    #[serde(default)]
+    pub y: f64,
 }
 
 /// Run `js/replay.js` for action `a` on `tab`'s page (`site`: the replayed site's host);
@@ -220,6 +239,17 @@ impl Replayer {
             let mut n = lock(&n);
             match e {
                 Event::NetworkRequestWillBeSent(r) => {
+                    let purpose = r.params.request.headers.0.as_ref().and_then(|h| {
+                        h.as_object()?
+                            .iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case("sec-purpose"))
+                            .and_then(|(_, v)| v.as_str().map(str::to_string))
+                    });
+                    if purpose.is_some_and(|p| p.starts_with("prefetch"))
+                        && r.params.redirect_response.is_none()
+                    {
+                        n.speculative += 1;
+                    }
                     n.inflight.insert(r.params.request_id.clone());
                     n.last = Some(Instant::now());
                 }
@@ -320,9 +350,9 @@ impl Replayer {
         false
     }
 
-    fn counts(&self) -> (u64, u64, u64) {
+    fn counts(&self) -> (u64, u64, u64, u64) {
         let n = lock(&self.net);
-        (n.bytes, n.cached, n.refused)
+        (n.bytes, n.cached, n.refused, n.speculative)
     }
 
     /// The browser's process id, if roam started it.
@@ -340,7 +370,8 @@ impl Replayer {
         let start = Instant::now();
         let before = self.counts();
         lock(&self.rules).1 = r.site.clone();
-        let (steps, outcome) = self.steps(r);
+        let mut hovered = Duration::ZERO;
+        let (steps, outcome) = self.steps(r, &mut hovered);
         let after = self.counts();
         PathReport {
             root: r.root.clone(),
@@ -350,11 +381,13 @@ impl Replayer {
             bytes: after.0 - before.0,
             cached: after.1 - before.1,
             posts_refused: after.2 - before.2,
+            speculative: after.3 - before.3,
             took: start.elapsed(),
+            hovered,
         }
     }
 
-    fn steps(&self, r: &Replay) -> (usize, Outcome) {
+    fn steps(&self, r: &Replay, hovered: &mut Duration) -> (usize, Outcome) {
         if let Err(e) = self.tab.navigate_to(&r.root) {
             let why = e.to_string();
             // A network error is the page's; anything else, the browser's.
@@ -376,16 +409,25 @@ impl Replayer {
                 },
             );
         }
-        let site = serde_json::to_string(&r.site).expect("a string serializes");
         for (i, a) in r.actions.iter().enumerate() {
             let step = i + 1;
-            let expr = format!(
-                "{REPLAY_JS}({}, {}, {site}, false)",
-                serde_json::to_string(a.locators.candidates()).expect("locators serialize"),
-                serde_json::to_string(a).expect("an action serializes"),
-            );
-            let res = match self.tab.evaluate(&expr, false) {
-                Ok(v) => v.value.and_then(|v| v.as_str().map(str::to_string)),
+            if let (Some(rest), ActionEvent::Click) = (self.cfg.hover, &a.event) {
+                // The pointer goes to the element and rests there before the click.
+                if let Ok(found) = run_step(&self.tab, a, &r.site, true) {
+                    if found.status == "done" {
+                        let at = Point {
+                            x: found.x,
+                            y: found.y,
+                        };
+                        if self.tab.move_mouse_to_point(at).is_ok() {
+                            std::thread::sleep(rest);
+                            *hovered += rest;
+                        }
+                    }
+                }
+            }
+            let res = match run_step(&self.tab, a, &r.site, false) {
+                Ok(res) => res,
                 Err(e) => {
                     return (
                         i,
@@ -395,15 +437,6 @@ impl Replayer {
                         },
                     )
                 }
-            };
-            let Some(res) = res.and_then(|s| serde_json::from_str::<StepResult>(&s).ok()) else {
-                return (
-                    i,
-                    Outcome::BrowserLost {
-                        step,
-                        why: "the step's script gave no result".into(),
-                    },
-                );
             };
             match res.status.as_str() {
                 "done" => {}

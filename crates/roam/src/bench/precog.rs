@@ -57,7 +57,7 @@ impl Drop for Served {
 fn serve(layout: news::Layout, name: &str) -> Result<Served> {
     let dir = std::env::temp_dir().join(format!("roam-bench-precog-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    news::write_hour_as(&dir.join("site"), users::TRAIN, 1, layout)?;
+    news::write_hour_as(&dir.join("site"), users::TRAIN, 1, layout, false)?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();

@@ -11,6 +11,7 @@
 //! | `none` | nothing | the browser with its HTTP cache off |
 //! | `http-cache` | nothing | the browser's HTTP cache (what the session itself fetched) |
 //! | `url-prefetch` | loads the top 25% of the URLs the user's paths reached | the cache |
+//! | `speculation-rules` | nothing | the cache, and the site's speculation rules (`moderate`: a link the pointer rests on is prefetched; only `news` offers them) |
 //! | `precog` | replays the top 25% of the action trees' nodes | the cache |
 //! | `precog+dedup` | as `precog`, through asymmetric caching's relays and proxies | the cache, and the phone's dedup cache |
 //!
@@ -19,8 +20,7 @@
 //! crawler ([`crawl`]), run once per lab run. The scenario `home-and-away`: WiFi at 20 Mbit/s
 //! and an LTE drive.
 //!
-//! Not built yet (issue 47): the MediaWiki site, the speculation-rules baseline, the
-//! thesis's three redundancy levels in one run (a run uses one `MAX_ACCESS`:
+//! Not built yet (issue 47): the MediaWiki site, the thesis's three redundancy levels in one run (a run uses one `MAX_ACCESS`:
 //! [`trial::max_access`]), and the measure of locators after a layout change.
 
 pub mod crawl;
@@ -69,6 +69,8 @@ pub enum PrecogSystem {
     HttpCache,
     /// URL-based prefetch.
     UrlPrefetch,
+    /// The site's speculation rules, as Chrome runs them today.
+    SpeculationRules,
     /// Precog with the browser cache.
     Precog,
     /// Precog with the browser cache and the dedup cache.
@@ -77,10 +79,11 @@ pub enum PrecogSystem {
 
 impl PrecogSystem {
     /// Every system, baselines first.
-    pub const ALL: [PrecogSystem; 5] = [
+    pub const ALL: [PrecogSystem; 6] = [
         PrecogSystem::None,
         PrecogSystem::HttpCache,
         PrecogSystem::UrlPrefetch,
+        PrecogSystem::SpeculationRules,
         PrecogSystem::Precog,
         PrecogSystem::PrecogDedup,
     ];
@@ -91,6 +94,7 @@ impl PrecogSystem {
             PrecogSystem::None => "none",
             PrecogSystem::HttpCache => "http-cache",
             PrecogSystem::UrlPrefetch => "url-prefetch",
+            PrecogSystem::SpeculationRules => "speculation-rules",
             PrecogSystem::Precog => "precog",
             PrecogSystem::PrecogDedup => "precog+dedup",
         }

@@ -210,12 +210,34 @@ fn boxes(layout: Layout, list: &[Story], hour: u32, seed: u64) -> String {
 /// Write the site as it stands at `hour` into `dir` (created): the front page, each
 /// section's page, every live story's page, the images and the shared files.
 pub fn write_hour(dir: &Path, hour: u32, seed: u64) -> Result<()> {
-    write_hour_as(dir, hour, seed, Layout::Usual)
+    write_hour_as(dir, hour, seed, Layout::Usual, false)
 }
 
-/// [`write_hour`] with the given layout.
-pub fn write_hour_as(dir: &Path, hour: u32, seed: u64, layout: Layout) -> Result<()> {
+/// The speculation rules a page offers when the site uses them: prefetch any same-site link
+/// the pointer rests on (Chrome's `moderate` eagerness: about 200 ms of hover, or a press).
+pub const SPECULATION_RULES: &str = "<script type=\"speculationrules\">{\"prefetch\":[{\"where\":{\"href_matches\":\"/*\"},\"eagerness\":\"moderate\"}]}</script>";
+
+/// [`write_hour`] with the given layout, and with [`SPECULATION_RULES`] in every page if
+/// `speculation`.
+pub fn write_hour_as(
+    dir: &Path,
+    hour: u32,
+    seed: u64,
+    layout: Layout,
+    speculation: bool,
+) -> Result<()> {
     let put = |rel: &str, bytes: &[u8]| -> Result<()> {
+        let with_rules;
+        let bytes = if speculation && rel.ends_with(".html") {
+            with_rules = String::from_utf8_lossy(bytes).replacen(
+                "</head>",
+                &format!("{SPECULATION_RULES}</head>"),
+                1,
+            );
+            with_rules.as_bytes()
+        } else {
+            bytes
+        };
         let p = dir.join(rel.trim_start_matches('/'));
         if let Some(d) = p.parent() {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;

@@ -72,10 +72,12 @@ pub fn server_block(root: &Path, port: u16) -> String {
 /// The site's files: each hour's tree, and `current` pointing at the one served.
 struct Served {
     dir: PathBuf,
+    /// Whether the news site's pages offer speculation rules.
+    speculation: bool,
 }
 
 impl Served {
-    fn new() -> Result<Served> {
+    fn new(speculation: bool) -> Result<Served> {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "roam-lab-precog-{}-{}",
@@ -84,7 +86,7 @@ impl Served {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(Served { dir })
+        Ok(Served { dir, speculation })
     }
 
     /// Serve `site` as it stands at `hour` from now on.
@@ -93,7 +95,7 @@ impl Served {
             Site::News => {
                 let d = self.dir.join(format!("h{hour}"));
                 if !d.exists() {
-                    news::write_hour(&d, hour, seed)?;
+                    news::write_hour_as(&d, hour, seed, news::Layout::Usual, self.speculation)?;
                 }
                 d
             }
@@ -353,6 +355,10 @@ fn by_habit(a: &roam_precog::Action) -> roam_precog::Action {
     }
 }
 
+/// How long the user's pointer rests on a link before the click (Chrome's `moderate`
+/// speculation starts prefetching after 200 ms).
+const HOVER: Duration = Duration::from_millis(300);
+
 /// How much a user browses: `MAX_ACCESS` for a quick or a full run.
 pub fn max_access(t: &Trial) -> usize {
     if t.duration <= Duration::from_secs(200) {
@@ -385,7 +391,7 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
     let rules = Rules::default();
     let precog_plan = plan(&forest, &rules, &PlanConfig::default());
     let prefetch: Vec<Replay> = match sys {
-        PrecogSystem::None | PrecogSystem::HttpCache => vec![],
+        PrecogSystem::None | PrecogSystem::HttpCache | PrecogSystem::SpeculationRules => vec![],
         PrecogSystem::UrlPrefetch => top_urls(universe, &before, 0.25),
         PrecogSystem::Precog | PrecogSystem::PrecogDedup => precog_plan.paths.clone(),
     };
@@ -427,7 +433,7 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
     let ideal = share(&taken, &known);
     let observed = share(&taken, &replayed);
 
-    let served = Served::new()?;
+    let served = Served::new(sys == PrecogSystem::SpeculationRules)?;
     served.at(site, w, t.seed)?;
     let nginx_dir = served.dir.join("nginx");
     let block = server_block(&served.dir.join("current"), HTTP_PORT);
@@ -495,7 +501,15 @@ fn sessions(
         ..ReplayConfig::default()
     };
     let rules = Rules::default();
-    let (wifi_cfg, cell_cfg) = (config(SOCKS_PORTS[0]), config(SOCKS_PORTS[1]));
+    // The user's hand rests on what they click for a moment, whatever the system (only the
+    // speculation rules' site does anything with it); prefetching replays click at once.
+    let (wifi_cfg, cell_cfg) = (
+        config(SOCKS_PORTS[0]),
+        ReplayConfig {
+            hover: Some(HOVER),
+            ..config(SOCKS_PORTS[1])
+        },
+    );
     let (prefetch, cellular) = (prefetch.to_vec(), cellular.to_vec());
     let progress = t.progress.clone();
     let started = Instant::now();
@@ -532,7 +546,13 @@ fn sessions(
 
 fn metrics(t: &Trial, s: &Sessions, ideal: f64, observed: f64, chosen: usize) -> Vec<Metric> {
     let pages: usize = s.cell.paths.iter().map(|p| p.steps + 1).sum();
-    let secs: f64 = s.cell.paths.iter().map(|p| p.took.as_secs_f64()).sum();
+    // Page load time: what the user waited, the pointer's rests left out.
+    let secs: f64 = s
+        .cell
+        .paths
+        .iter()
+        .map(|p| p.took.saturating_sub(p.hovered).as_secs_f64())
+        .sum();
     let whole = |r: &SessionReport| {
         r.paths
             .iter()
@@ -556,7 +576,7 @@ fn metrics(t: &Trial, s: &Sessions, ideal: f64, observed: f64, chosen: usize) ->
         s.cell
             .paths
             .iter()
-            .map(|p| p.took.as_secs_f64() * 1e3 / (p.steps + 1) as f64),
+            .map(|p| p.took.saturating_sub(p.hovered).as_secs_f64() * 1e3 / (p.steps + 1) as f64),
     );
     let energy = |profile: &str, bytes: u64, secs: f64| {
         crate::harness::energy::radio_energy(
@@ -585,6 +605,11 @@ fn metrics(t: &Trial, s: &Sessions, ideal: f64, observed: f64, chosen: usize) ->
         Metric::new("prefetch_paths", s.wifi.paths.len() as f64, ""),
         Metric::new("prefetch_whole", whole(&s.wifi) as f64, ""),
         Metric::new("nodes_chosen", chosen as f64, ""),
+        Metric::new(
+            "speculative_requests",
+            s.cell.paths.iter().map(|p| p.speculative).sum::<u64>() as f64,
+            "",
+        ),
         Metric::new("ideal_redundancy", ideal, ""),
         Metric::new("observed_redundancy", observed, ""),
         Metric::new(

@@ -2,7 +2,8 @@
 // event on it. Evaluated as `(function (cands, action, site, dry) {...})(CANDS, ACTION, SITE,
 // DRY)` with the locators and the action as JSON (crate::locator::Locator,
 // crate::action::Action), the replayed site's host, and whether to stop once the element is
-// found (a dry run; `href` then says where it points). Returns a JSON string:
+// found (a dry run; `href` then says where it points, `x` and `y` where it is on the screen,
+// scrolled into view). Returns a JSON string:
 //   {status: "done", used: i, href}   performed (or found, when dry), by candidate i
 //   {status: "missing"}               no candidate matched any element
 //   {status: "ambiguous", count: n}   candidates matched, but none exactly one element
@@ -44,7 +45,10 @@
   const el = found[used][0];
   if (dry) {
     const link = el.closest('a[href]');
-    return JSON.stringify({ status: 'done', used, href: link ? link.pathname + link.search : '' });
+    el.scrollIntoView({ block: 'center' });
+    const r = el.getBoundingClientRect();
+    return JSON.stringify({ status: 'done', used, href: link ? link.pathname + link.search : '',
+      x: r.x + r.width / 2, y: r.y + r.height / 2 });
   }
   const sameSite = (url) => {
     try {
