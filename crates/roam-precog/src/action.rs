@@ -89,17 +89,18 @@ impl fmt::Display for Action {
     }
 }
 
+/// A click on the element with id `id`: the tests' action.
+#[cfg(test)]
+pub(crate) fn click(id: &str) -> Action {
+    Action {
+        locators: Locators::new(vec![crate::locator::Locator::Id { id: id.into() }]).unwrap(),
+        event: Event::Click,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locator::Locator;
-
-    fn click(id: &str) -> Action {
-        Action {
-            locators: Locators::new(vec![Locator::Id { id: id.into() }]).unwrap(),
-            event: Event::Click,
-        }
-    }
 
     #[test]
     fn json_shape_is_flat() {

@@ -267,15 +267,8 @@ fn leaves(n: &Node, at: &mut Vec<usize>, f: &mut dyn FnMut(&Node, &[usize])) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::action::Event;
-    use crate::locator::{Locator, Locators};
+    use crate::action::click;
 
-    pub(crate) fn click(id: &str) -> Action {
-        Action {
-            locators: Locators::new(vec![Locator::Id { id: id.into() }]).unwrap(),
-            event: Event::Click,
-        }
-    }
     fn path(root: &str, ids: &[&str]) -> Path {
         Path {
             root: root.into(),

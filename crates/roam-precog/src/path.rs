@@ -117,15 +117,8 @@ impl PathCutter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::action::Event;
-    use crate::locator::{Locator, Locators};
+    use crate::action::click;
 
-    fn click(id: &str) -> Action {
-        Action {
-            locators: Locators::new(vec![Locator::Id { id: id.into() }]).unwrap(),
-            event: Event::Click,
-        }
-    }
     fn t(s: u64) -> Time {
         Time::from_millis(s * 1000)
     }

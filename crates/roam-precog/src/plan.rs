@@ -107,16 +107,9 @@ fn key(actions: &[Action]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::action::Event;
-    use crate::locator::{Locator, Locators};
+    use crate::action::click;
     use crate::path::Path;
 
-    fn click(id: &str) -> Action {
-        Action {
-            locators: Locators::new(vec![Locator::Id { id: id.into() }]).unwrap(),
-            event: Event::Click,
-        }
-    }
     fn record(f: &mut Forest, root: &str, ids: &[&str], times: usize) {
         for _ in 0..times {
             f.record(

@@ -10,6 +10,7 @@ pub mod matrix;
 pub mod plan;
 pub mod results;
 pub mod seeds;
+pub mod service;
 pub mod setup;
 pub mod study;
 pub mod sweep;

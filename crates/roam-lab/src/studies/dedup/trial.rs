@@ -26,8 +26,8 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -44,6 +44,7 @@ use roam_net::proxy::{Allow, Compression, Key, Proxy, ProxyConfig, Relay, RelayC
 
 use super::corpus::{self, Docs};
 use super::DedupSystem;
+use crate::harness::service::{lock, point, start};
 use crate::harness::trial::{Metric, Trial};
 use crate::servers::nginx;
 
@@ -131,20 +132,9 @@ impl Site {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        serve(&dir, old)?;
+        point(&dir, old)?;
         Ok(Site { dir })
     }
-}
-
-/// Have the site in `dir` serve `html` from now on (a new link renamed over the old: nginx
-/// sees one or the other).
-fn serve(dir: &Path, html: &Path) -> Result<()> {
-    let tmp = dir.join("current.new");
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(html, &tmp).with_context(|| format!("linking {}", tmp.display()))?;
-    std::fs::rename(&tmp, dir.join("current"))
-        .with_context(|| format!("renaming {}", tmp.display()))?;
-    Ok(())
 }
 
 impl Drop for Site {
@@ -153,59 +143,10 @@ impl Drop for Site {
     }
 }
 
-/// A thread running in a namespace until its flag is set.
-struct Running {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<std::io::Result<()>>,
-}
-
-impl Running {
-    fn end(self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = self.thread.join();
-    }
-}
-
-/// Start `serve` (after `bind`, whose error comes back) on a thread of the server namespace
-/// (`server`) or the client's.
-fn start<B: Send + 'static>(
-    t: &Trial,
-    server: bool,
-    bind: impl FnOnce() -> Result<B> + Send + 'static,
-    serve: impl FnOnce(B, &AtomicBool) + Send + 'static,
-) -> Result<Running> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    let flag = stop.clone();
-    let body = move || match bind() {
-        Ok(b) => {
-            tx.send(Ok(())).ok();
-            serve(b, &flag);
-        }
-        Err(e) => {
-            tx.send(Err(e)).ok();
-        }
-    };
-    let thread = if server {
-        t.emu.spawn_in_server(body)
-    } else {
-        t.emu.spawn_in_client(body)
-    };
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(())) => Ok(Running { stop, thread }),
-        Ok(Err(e)) => Err(e),
-        Err(_) => bail!("did not start within 30 s"),
-    }
-}
-
 /// What the relays and the proxies of a system hold, kept to read their counters.
 struct Ends {
     sources: Vec<Arc<Mutex<Source>>>,
     destination: Option<Arc<Mutex<Destination>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The relay and proxy configurations of `sys`, one pair per place.
@@ -409,7 +350,7 @@ fn read_pages(
         let mut upgraded = false;
         for (after, page, pause) in plan {
             if after && !upgraded {
-                serve(&site_dir, &newer)?;
+                point(&site_dir, &newer)?;
                 upgraded = true;
             }
             std::thread::sleep(pause);

@@ -21,8 +21,8 @@
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -38,6 +38,7 @@ use roam_precog::{plan, Forest, PlanConfig, Replay, Rules};
 
 use super::crawl::Crawled;
 use super::{news, users, PrecogSystem, Site};
+use crate::harness::service::{lock, point, start, Running};
 use crate::harness::trial::{Metric, Trial};
 use crate::servers::nginx;
 
@@ -101,11 +102,7 @@ impl Served {
             }
             Site::Docs(html) => html.clone(),
         };
-        let tmp = self.dir.join("current.new");
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&tree, &tmp)?;
-        std::fs::rename(&tmp, self.dir.join("current"))?;
-        Ok(())
+        point(&self.dir, &tree)
     }
 }
 
@@ -113,53 +110,6 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// A relay or proxy running on a namespace's thread until stopped.
-struct Running {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<std::io::Result<()>>,
-}
-
-impl Running {
-    fn end(self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = self.thread.join();
-    }
-}
-
-fn start<B: Send + 'static>(
-    t: &Trial,
-    server: bool,
-    bind: impl FnOnce() -> Result<B> + Send + 'static,
-    serve: impl FnOnce(B, &AtomicBool) + Send + 'static,
-) -> Result<Running> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    let flag = stop.clone();
-    let body = move || match bind() {
-        Ok(b) => {
-            tx.send(Ok(())).ok();
-            serve(b, &flag);
-        }
-        Err(e) => {
-            tx.send(Err(e)).ok();
-        }
-    };
-    let thread = if server {
-        t.emu.spawn_in_server(body)
-    } else {
-        t.emu.spawn_in_client(body)
-    };
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(())) => Ok(Running { stop, thread }),
-        Ok(Err(e)) => Err(e),
-        Err(_) => bail!("did not start within 30 s"),
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// dd-src of each relay (WiFi's, cellular's), to read their counters.
