@@ -282,18 +282,24 @@ fn browse(a: &BrowseArgs) -> Result<()> {
     Ok(())
 }
 
-fn status(a: &StatusArgs) -> Result<()> {
-    let state = a.state.state()?;
+/// The state at `args`, its trees and rules, and what a replay of `fraction` would take.
+fn planned(args: &StateArgs, fraction: f64) -> Result<(State, Forest, Rules, roam_precog::Plan)> {
+    let state = args.state()?;
     let forest = state.forest()?;
     let rules = state.rules()?;
     let p = plan(
         &forest,
         &rules,
         &PlanConfig {
-            fraction: a.fraction,
+            fraction,
             ..Default::default()
         },
     );
+    Ok((state, forest, rules, p))
+}
+
+fn status(a: &StatusArgs) -> Result<()> {
+    let (state, forest, rules, p) = planned(&a.state, a.fraction)?;
     let reaches = forest.reaches();
     let sites: Vec<serde_json::Value> = forest
         .sites
@@ -387,17 +393,7 @@ fn replay(a: &ReplayArgs) -> Result<()> {
     if a.max_joules.is_some_and(|j| !(j.is_finite() && j > 0.0)) {
         bail!("--max-joules: a positive number of joules");
     }
-    let state = a.state.state()?;
-    let forest = state.forest()?;
-    let rules = state.rules()?;
-    let p = plan(
-        &forest,
-        &rules,
-        &PlanConfig {
-            fraction: a.fraction,
-            ..Default::default()
-        },
-    );
+    let (state, _, rules, p) = planned(&a.state, a.fraction)?;
     if p.paths.is_empty() {
         eprintln!("roam precog: nothing to replay (record with `roam precog browse` first)");
         return Ok(());
