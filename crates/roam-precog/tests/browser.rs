@@ -456,3 +456,55 @@ fn replay_stops_when_its_energy_budget_is_spent() {
         report.stopped
     );
 }
+
+#[test]
+fn the_recorder_keeps_a_typed_search_and_ends_a_path_at_a_post() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let browser = launch(&BrowserConfig::default()).unwrap();
+    let tab = browser.new_tab().unwrap();
+    let rec = Recorder::attach(&tab).unwrap();
+    tab.navigate_to(&format!("{base}/"))
+        .unwrap()
+        .wait_until_navigated()
+        .unwrap();
+    tab.wait_for_element("input[name=q]")
+        .unwrap()
+        .click()
+        .unwrap();
+    tab.type_str("weather").unwrap().press_key("Enter").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    tab.navigate_to(&format!("{base}/"))
+        .unwrap()
+        .wait_until_navigated()
+        .unwrap();
+    tab.wait_for_element("#save").unwrap().click().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let reports = rec.drain();
+    let submits: Vec<&Action> = reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::Action(a) if matches!(a.event, Event::Submit { .. }) => Some(a),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(submits.len(), 1, "{reports:?}");
+    assert_eq!(
+        submits[0].event,
+        Event::Submit {
+            fields: vec![("q".into(), "weather".into())]
+        }
+    );
+    assert_eq!(
+        submits[0].locators.primary(),
+        &Locator::Id {
+            id: "search".into()
+        }
+    );
+    assert!(
+        reports.contains(&Report::Post),
+        "the POST form ends the path: {reports:?}"
+    );
+}

@@ -93,6 +93,8 @@
     if (!(form instanceof HTMLFormElement)) return;
     const method = ((e.submitter && e.submitter.getAttribute('formmethod')) || form.method || 'get').toLowerCase();
     if (method !== 'get') { send({ type: 'post' }); return; }
+    // A submission the page's script made is not the user's action (a POST still ends the path).
+    if (!e.isTrusted) return;
     const fields = [];
     for (const f of form.elements) {
       if (!f.name || f.disabled || f.type === 'password' || f.type === 'file') continue;
