@@ -395,7 +395,7 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
         .map_err(|_| anyhow!("nginx's start panicked"))??
         .context("starting nginx")?;
     let result = data_path(t, sys).and_then(|(running, sources)| {
-        let r = sessions(t, sys, site, &served, (w, c), &prefetch, &cellular);
+        let r = sessions(t, sys, site, &served, c, &prefetch, &cellular);
         for x in running {
             x.end();
         }
@@ -436,7 +436,7 @@ fn sessions(
     sys: PrecogSystem,
     site: &Site,
     served: &Served,
-    (w, c): (u32, u32),
+    cellular_hour: u32,
     prefetch: &[Replay],
     cellular: &[Replay],
 ) -> Result<Sessions> {
@@ -472,7 +472,7 @@ fn sessions(
     })?;
     let wifi_secs = started.elapsed().as_secs_f64();
     let wifi_bytes = link_bytes(t, roam_trace::LinkKind::Wifi) - wifi_before;
-    served.at(site, c, t.seed)?;
+    served.at(site, cellular_hour, t.seed)?;
     let progress = t.progress.clone();
     let rules = Rules::default();
     let cell_started = Instant::now();
@@ -483,7 +483,6 @@ fn sessions(
         })
         .map_err(|e| anyhow!("{e}"))
     })?;
-    let _ = w;
     Ok(Sessions {
         wifi,
         wifi_bytes,
