@@ -98,19 +98,31 @@ fn loc(l: Locator) -> Locators {
     Locators::new(vec![l]).unwrap()
 }
 
+/// A browser with one tab recorded, opened at `url`.
+fn recording(
+    url: &str,
+) -> (
+    headless_chrome::Browser,
+    std::sync::Arc<headless_chrome::Tab>,
+    Recorder,
+) {
+    let browser = launch(&BrowserConfig::default()).unwrap();
+    let tab = browser.new_tab().unwrap();
+    let rec = Recorder::attach(&tab).unwrap();
+    tab.navigate_to(url)
+        .unwrap()
+        .wait_until_navigated()
+        .unwrap();
+    (browser, tab, rec)
+}
+
 #[test]
 fn the_recorder_turns_clicks_into_a_path() {
     if !chromium() {
         return;
     }
     let (base, _log) = serve();
-    let browser = launch(&BrowserConfig::default()).unwrap();
-    let tab = browser.new_tab().unwrap();
-    let rec = Recorder::attach(&tab).unwrap();
-    tab.navigate_to(&format!("{base}/"))
-        .unwrap()
-        .wait_until_navigated()
-        .unwrap();
+    let (_browser, tab, rec) = recording(&format!("{base}/"));
     // A trusted click, as a user's (DevTools input events).
     tab.wait_for_element("#sports").unwrap().click().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
@@ -463,13 +475,7 @@ fn the_recorder_keeps_a_typed_search_and_ends_a_path_at_a_post() {
         return;
     }
     let (base, _log) = serve();
-    let browser = launch(&BrowserConfig::default()).unwrap();
-    let tab = browser.new_tab().unwrap();
-    let rec = Recorder::attach(&tab).unwrap();
-    tab.navigate_to(&format!("{base}/"))
-        .unwrap()
-        .wait_until_navigated()
-        .unwrap();
+    let (_browser, tab, rec) = recording(&format!("{base}/"));
     tab.wait_for_element("input[name=q]")
         .unwrap()
         .click()
