@@ -1,25 +1,21 @@
 //! One trial of `roam lab afc`: a server that always has data to send, and a client
 //! application that reads it at the scenario's read rate (the Sanadhya thesis's set-up, ch. III
-//! §3.5, on real sockets in the emulator).
-//!
-//! **The reader** wakes every [`TICK`] and reads what its rate allows in that tick, and no
-//! more: a slot of the profile at 0 Mbit/s reads nothing, and time the reader found nothing
-//! to read is not made up later (no banking), as the thesis's receiving application does. A
-//! roam delivery can be larger than a tick's allowance: the excess is owed and repaid from
-//! the next ticks, so the mean rate is the profile's.
+//! §3.5, on real sockets in the emulator), paced (`bulk`) or CPU-bound in a cgroup whose share
+//! follows the profile (`bulk-cpu`); the reader is [`super::reader`].
 //!
 //! **Metrics**: goodput (bytes the application read over the run) as a fraction of the ideal,
 //! the smaller of the scenario's mean network and read rates; the peak of what the receiver
-//! held unread (TCP: the socket's receive queue, `FIONREAD`, sampled every tick; roam: the
-//! acknowledged bytes the application had not read, `FlowStats::peak_unread`, which leaves
+//! held unread (TCP: the socket's receive queue, `FIONREAD`, sampled before each read; roam:
+//! the acknowledged bytes the application had not read, `FlowStats::peak_unread`, which leaves
 //! out what sits in the kernel beneath roam); for roam, how often and how long the sender
-//! waited for credit, and the credits sent.
+//! waited for credit, and the credits sent; for the CPU-bound reader, the CPU it used, the
+//! share it was granted and how long its cgroup was throttled.
 
 use std::net::{SocketAddr, SocketAddrV4, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -30,12 +26,10 @@ use roam_net::runtime::blocking::{Listener, MultiSocket};
 use roam_net::runtime::{Error as NetError, Networks, Options};
 
 use super::paper::{table4, Table4};
+use super::reader::{read, Read, Reading};
 use super::systems::AfcSystem;
 use crate::harness::channel::CC;
 use crate::harness::trial::{Metric, Trial};
-
-/// How often the reader wakes.
-pub const TICK: Duration = Duration::from_millis(10);
 
 /// The port the trial's server listens on.
 pub(super) const PORT: u16 = 7300;
@@ -46,17 +40,17 @@ pub(super) const CONNECT_WAIT: Duration = Duration::from_secs(20);
 /// Bytes per send of the roam server: one IROB, streamed (foreground-large).
 const IROB: usize = 64 << 10;
 
-/// What the reader measured.
-#[derive(Debug, Default)]
-pub(super) struct Read {
-    bytes: u64,
-    seconds: f64,
-    peak_unread: u64,
-    flow: Option<FlowStats>,
+/// Run one trial of `bulk`: the paced reader.
+pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+    trial(t, Reading::Paced)
 }
 
-/// Run one trial.
-pub fn run(t: &Trial) -> Result<Vec<Metric>> {
+/// Run one trial of `bulk-cpu`: the CPU-bound reader.
+pub fn run_cpu(t: &Trial) -> Result<Vec<Metric>> {
+    trial(t, Reading::Cpu)
+}
+
+fn trial(t: &Trial, reading: Reading) -> Result<Vec<Metric>> {
     let Some(&system) = t.system.get::<AfcSystem>() else {
         bail!(
             "the AFC study runs its own systems, not `{}`",
@@ -76,6 +70,7 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         buffer: shape.buffer,
         duration: t.duration,
         slot: shape.slot,
+        reading,
     };
     let (read, sender) = one_flow(t, system, table, flow)?;
     let goodput = read.goodput_mbps();
@@ -85,6 +80,13 @@ pub fn run(t: &Trial) -> Result<Vec<Metric>> {
         Metric::new("peak_unread_kb", read.peak_unread as f64 / 1e3, "kB"),
         Metric::new("buffer_kb", shape.buffer as f64 / 1e3, "kB"),
     ];
+    if let Some((used, granted, throttled)) = read.cpu {
+        m.extend([
+            Metric::new("reader_cpu_s", used, "s"),
+            Metric::new("reader_share_s", granted, "s"),
+            Metric::new("throttled_s", throttled, "s"),
+        ]);
+    }
     if let (Some(rx), Some(tx)) = (read.flow, sender) {
         m.extend([
             Metric::new("sender_waits", tx.blocked as f64, ""),
@@ -111,6 +113,8 @@ pub(super) struct Flow {
     pub(super) duration: Duration,
     /// How long each slot of its read profile lasts: one round trip.
     pub(super) slot: Duration,
+    /// How its application reads.
+    pub(super) reading: Reading,
 }
 
 /// A scenario's read slot, buffer and ideal: Table 4's; where the scenario's name changes
@@ -153,13 +157,6 @@ impl Shape {
     }
 }
 
-impl Read {
-    /// What the application read, Mbit/s.
-    pub(super) fn goodput_mbps(&self) -> f64 {
-        self.bytes as f64 * 8.0 / 1e6 / self.seconds
-    }
-}
-
 /// One flow of `system`: what its reader measured, and for roam its sender's flow statistics.
 pub(super) fn one_flow(
     t: &Trial,
@@ -167,66 +164,19 @@ pub(super) fn one_flow(
     table: &'static Table4,
     flow: Flow,
 ) -> Result<(Read, Option<FlowStats>)> {
-    let rtt = flow.slot;
     Ok(match system {
-        AfcSystem::TcpFixed | AfcSystem::TcpAuto => (tcp(t, system, table, rtt, flow)?, None),
-        AfcSystem::Quic => (super::quic::run(t, table, rtt, flow)?, None),
+        AfcSystem::TcpFixed | AfcSystem::TcpAuto => (tcp(t, system, table, flow)?, None),
+        AfcSystem::Quic => (super::quic::run(t, table, flow)?, None),
         AfcSystem::Roam(policy) => {
-            let (r, s) = roam(t, system, policy, table, rtt, flow)?;
+            let (r, s) = roam(t, system, policy, table, flow)?;
             (r, Some(s))
         }
     })
 }
 
-/// The application's read rate at `t` seconds into the run, bytes a second.
-fn read_rate(table: &Table4, rtt: Duration, t: f64) -> f64 {
-    let slot = (t / rtt.as_secs_f64()) as usize % table.read_mbps.len();
-    table.read_mbps[slot] * 1e6 / 8.0
-}
-
-/// The reader's loop: every tick, `take(allowance)` reads up to that many bytes and returns
-/// what it read (possibly more, for a roam delivery: owed), and `unread()` what waits.
-pub(super) fn paced(
-    table: &Table4,
-    rtt: Duration,
-    duration: Duration,
-    mut take: impl FnMut(u64) -> Result<u64>,
-    mut unread: impl FnMut() -> u64,
-) -> Result<Read> {
-    let start = Instant::now();
-    let mut out = Read::default();
-    let mut owed = 0.0f64;
-    let mut next = start;
-    while start.elapsed() < duration {
-        next += TICK;
-        if let Some(d) = next.checked_duration_since(Instant::now()) {
-            std::thread::sleep(d);
-        }
-        let t = start.elapsed().as_secs_f64();
-        let allowance = read_rate(table, rtt, t) * TICK.as_secs_f64() - owed;
-        out.peak_unread = out.peak_unread.max(unread());
-        if allowance <= 0.0 {
-            owed = -allowance;
-            continue;
-        }
-        let got = take(allowance as u64)?;
-        out.bytes += got;
-        // A tick's allowance not used is lost (no banking); one overdrawn is owed.
-        owed = (got as f64 - allowance).max(0.0);
-    }
-    out.seconds = start.elapsed().as_secs_f64();
-    Ok(out)
-}
-
 /// Kernel TCP: the emulator's bulk server, and a reader whose socket has the scenario's
 /// buffer (`tcp-fixed`) or Linux's autotuning (`tcp-auto`).
-fn tcp(
-    t: &Trial,
-    system: AfcSystem,
-    table: &'static Table4,
-    rtt: Duration,
-    flow: Flow,
-) -> Result<Read> {
+fn tcp(t: &Trial, system: AfcSystem, table: &'static Table4, flow: Flow) -> Result<Read> {
     let server = roam_emu::traffic::bulk_server_with(&t.emu, flow.port, false, Some(CC))
         .context("starting the bulk server")?;
     let local = t.emu.links()[0].client_addr;
@@ -249,9 +199,10 @@ fn tcp(
             stream.set_nonblocking(true)?;
             let fd = stream.as_raw_fd();
             let mut buf = vec![0u8; 256 << 10];
-            paced(
+            read(
+                flow.reading,
                 table,
-                rtt,
+                flow.slot,
                 duration,
                 |want| {
                     use std::io::Read as _;
@@ -319,7 +270,6 @@ fn roam(
     system: AfcSystem,
     policy: FlowPolicy,
     table: &'static Table4,
-    rtt: Duration,
     flow: Flow,
 ) -> Result<(Read, FlowStats)> {
     let sender_policy = system.sender_policy().unwrap_or(policy);
@@ -368,9 +318,10 @@ fn roam(
         .emu
         .spawn_in_client(move || -> Result<Read> {
             let ms = MultiSocket::connect(addr, options(policy, buffer))?;
-            let mut r = paced(
+            let mut r = read(
+                flow.reading,
                 table,
-                rtt,
+                flow.slot,
                 duration,
                 |want| {
                     let mut got = 0u64;

@@ -14,6 +14,7 @@ use roam_net::proto::session::FlowPolicy;
 
 use super::bulk::{one_flow, Flow, Shape, PORT};
 use super::paper::table4;
+use super::reader::Reading;
 use super::systems::AfcSystem;
 use crate::harness::trial::{Metric, Trial};
 
@@ -101,6 +102,7 @@ fn flows(
                     buffer: BUFFER,
                     duration,
                     slot,
+                    reading: Reading::Paced,
                 };
                 s.spawn(move || one_flow(t, sys, table, flow).map(|(r, _)| r.goodput_mbps()))
             })

@@ -4,16 +4,19 @@
 //! Each trial is one link at a scenario of the thesis's Table 4 (`afc-s1` .. `afc-s5`: RTT
 //! 530 ms, the network's rate changing every round trip) with a server that always has data
 //! and a client application that reads at the scenario's rate, ⟨0, 6, 6⟩ or ⟨0, 18, 18⟩ Mbit/s
-//! per round trip (`bulk`). The systems (`systems`) are kernel TCP with the scenario's
+//! per round trip (`bulk`: paced reads; `bulk-cpu`: a CPU-bound reader whose share of a CPU
+//! follows the profile, in a cgroup: `reader`, `cgroup`). The systems (`systems`) are kernel TCP with the scenario's
 //! buffer as `SO_RCVBUF` and with Linux's autotuning, and roam-net with each flow control at
 //! the same buffer. The report gives each system's goodput as a fraction of the ideal beside
 //! the thesis's figures (`paper`), what the receiver held unread, and AFC's advantage as the
 //! ratio of means over each baseline.
 
 pub mod bulk;
+pub mod cgroup;
 pub mod dumbbell;
 pub mod paper;
 mod quic;
+pub mod reader;
 pub mod sim;
 pub mod systems;
 
@@ -38,8 +41,14 @@ use systems::AfcSystem;
 /// The study.
 pub struct Afc;
 
-/// The one application: a bulk stream read at the scenario's rate.
+/// The application: a bulk stream read at the scenario's rate, paced.
 pub const APP: &str = "bulk";
+
+/// The same stream read by a CPU-bound reader whose CPU share follows the rate.
+pub const CPU_APP: &str = "bulk-cpu";
+
+/// The applications that read one stream, each reported per scenario.
+const READERS: [&str; 2] = [APP, CPU_APP];
 
 /// The scenarios of a full run, and of a quick one.
 const SCENARIOS: [&str; 5] = ["afc-s1", "afc-s2", "afc-s3", "afc-s4", "afc-s5"];
@@ -73,6 +82,11 @@ pub fn apps() -> Vec<App> {
         interactive_floor: None,
         stagger: None,
     }];
+    all.push(App {
+        name: CPU_APP,
+        run: bulk::run_cpu,
+        ..all[0]
+    });
     all.push(dumbbell);
     all
 }
@@ -178,8 +192,31 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
     if plan.apps.iter().any(|a| a == "dumbbell") {
         md.push_str(&fairness(plan, rows, &systems));
     }
-    if !plan.apps.iter().any(|a| a == APP) {
-        return md;
+    for app in READERS
+        .into_iter()
+        .filter(|r| plan.apps.iter().any(|a| a == r))
+    {
+        md.push_str(&readers(plan, rows, app, &systems));
+    }
+    md
+}
+
+/// The sections of one reading application (`bulk` or `bulk-cpu`): per scenario, each
+/// system's row and AFC's advantages.
+fn readers(plan: &Plan, rows: &[Row], app: &str, systems: &[String]) -> String {
+    let cpu = app == CPU_APP;
+    let mut md = String::new();
+    if cpu {
+        let _ = writeln!(
+            md,
+            "## The CPU-bound reader (`{CPU_APP}`)\n\nThe reader reads whatever is there and \
+             spends a fixed CPU cost on every byte; its thread's share of one CPU (a cgroup's \
+             quota) follows the profile, its full speed {}x the profile's peak. \"CPU used of \
+             share\" is the reader's CPU time over the share it was granted (below 1: it \
+             waited for data, or other load took its share); \"throttled\" is how long its \
+             cgroup held it.\n",
+            reader::FULL_OVER_PEAK
+        );
     }
     for sc in &plan.scenarios {
         let Some(t) = table4(sc.split('+').next().unwrap_or_default()) else {
@@ -188,34 +225,45 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
         let shape = bulk::Shape::of(sc, t).ok();
         let _ = writeln!(
             md,
-            "### {sc}: network {:?} Mbit/s per 530 ms, reads {:?} per {} ms, buffer {} kB, ideal {} Mbit/s\n",
+            "### {sc}{}: network {:?} Mbit/s per 530 ms, reads {:?} per {} ms, buffer {} kB, ideal {} Mbit/s\n",
+            if cpu { " (CPU-bound reader)" } else { "" },
             roam_trace::scenario::afc_network(t.scenario).unwrap_or(&[]),
             t.read_mbps,
             shape.map_or(530, |s| s.slot.as_millis()),
             shape.map_or(t.buffer, |s| s.buffer) / 1000,
             fmt_num(shape.map_or(t.ideal_mbps, |s| s.ideal_mbps))
         );
-        md.push_str(
-            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender waits (s) | thesis |\n|---|---|---|---|---|---|\n",
-        );
-        for sys in &systems {
-            let c = |m: &str| cell(rows, APP, sc, sys, m).cell();
+        md.push_str(if cpu {
+            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender waits (s) | CPU used of share | throttled (s) |\n|---|---|---|---|---|---|---|\n"
+        } else {
+            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender waits (s) | thesis |\n|---|---|---|---|---|---|\n"
+        });
+        for sys in systems {
+            let c = |m: &str| cell(rows, app, sc, sys, m).cell();
             let waits = if sys.starts_with("roam") {
                 c("sender_wait_s")
             } else {
                 "-".into()
             };
-            let thesis = Afc.paper_figure(APP, t.scenario, sys).unwrap_or("-".into());
+            let last = if cpu {
+                let used = by_seed(rows, app, sc, sys, "reader_cpu_s");
+                let share = by_seed(rows, app, sc, sys, "reader_share_s");
+                let of =
+                    ratio_of_means(&used, &share).map_or("-".to_string(), |r| fmt_num(r.ratio));
+                format!("{of} | {}", c("throttled_s"))
+            } else {
+                Afc.paper_figure(app, t.scenario, sys).unwrap_or("-".into())
+            };
             let _ = writeln!(
                 md,
-                "| {sys} | {} | {} | {} | {waits} | {thesis} |",
+                "| {sys} | {} | {} | {} | {waits} | {last} |",
                 c("fraction_of_ideal"),
                 c("goodput_mbps"),
                 c("peak_unread_kb"),
             );
         }
         md.push('\n');
-        md.push_str(&advantages(rows, sc, &systems));
+        md.push_str(&advantages(rows, app, sc, systems));
         md.push('\n');
     }
     md
@@ -258,7 +306,7 @@ fn fairness(plan: &Plan, rows: &[Row], systems: &[String]) -> String {
 
 /// "AFC over X: 2.10x [1.90-2.30x]" for each baseline run in `scenario`, on goodput, and the
 /// peak unread of Linux's autotuning over AFC's.
-fn advantages(rows: &[Row], scenario: &str, systems: &[String]) -> String {
+fn advantages(rows: &[Row], app: &str, scenario: &str, systems: &[String]) -> String {
     let afc = "roam-afc";
     if !systems.iter().any(|s| s == afc) {
         return String::new();
@@ -266,7 +314,7 @@ fn advantages(rows: &[Row], scenario: &str, systems: &[String]) -> String {
     let finished = |v: Vec<(u64, f64)>| -> Vec<(u64, f64)> {
         v.into_iter().filter(|x| x.1.is_finite()).collect()
     };
-    let of = |sys: &str, m: &str| finished(by_seed(rows, APP, scenario, sys, m));
+    let of = |sys: &str, m: &str| finished(by_seed(rows, app, scenario, sys, m));
     let text = |num: &[(u64, f64)], den: &[(u64, f64)]| match ratio_of_means(num, den) {
         Some(r) => match r.interval {
             Some((lo, hi)) => format!("{}x [{}-{}x]", fmt_num(r.ratio), fmt_num(lo), fmt_num(hi)),

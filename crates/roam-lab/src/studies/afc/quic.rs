@@ -2,7 +2,7 @@
 //! scenario's buffer as both its connection and its stream receive window, as a careful user
 //! sizes them; its congestion control is its default, CUBIC, as the kernel's is here. The
 //! server streams on one unidirectional stream; the client reads it at the scenario's rate
-//! (`bulk::paced`).
+//! (`reader`).
 //!
 //! "Unread" for QUIC is approximate: the bytes of UDP datagrams received (headers and any
 //! retransmissions included) less what the application read, so it overstates a little.
@@ -17,8 +17,9 @@ use quinn::rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use quinn::{ClientConfig, Endpoint, ServerConfig, TransportConfig, VarInt};
 use roam_emu::SERVER_ADDR;
 
-use super::bulk::{paced, Flow, Read, CONNECT_WAIT};
+use super::bulk::{Flow, CONNECT_WAIT};
 use super::paper::Table4;
+use super::reader::{read, Read};
 use crate::harness::trial::Trial;
 
 /// The server's name in its self-signed certificate.
@@ -28,7 +29,7 @@ const NAME: &str = "afc.roam.lab";
 const BLOCK: usize = 64 << 10;
 
 /// One trial over quinn: the reader's measurements.
-pub(super) fn run(t: &Trial, table: &'static Table4, rtt: Duration, flow: Flow) -> Result<Read> {
+pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<Read> {
     let cert = rcgen::generate_simple_self_signed(vec![NAME.into()])?;
     let der = CertificateDer::from(cert.cert);
     let key = PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
@@ -111,9 +112,10 @@ pub(super) fn run(t: &Trial, table: &'static Table4, rtt: Duration, flow: Flow) 
             })?;
             let mut buf = vec![0u8; 256 << 10];
             let read_total = std::cell::Cell::new(0u64);
-            paced(
+            read(
+                flow.reading,
                 table,
-                rtt,
+                flow.slot,
                 duration,
                 |want| {
                     let got = rt.block_on(async {

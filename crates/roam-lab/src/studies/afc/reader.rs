@@ -1,0 +1,293 @@
+//! The receiving application of `roam lab afc`: a loop that reads the stream at the scenario's
+//! read rate, one slot of the profile per round trip, in one of two ways ([`Reading`]).
+//!
+//! **Paced** (the thesis's application, ch. III §3.5): the reader wakes every [`TICK`] and
+//! reads what its rate allows in that tick, and no more: a slot at 0 Mbit/s reads nothing,
+//! and time the reader found nothing to read is not made up later (no banking). A roam
+//! delivery can be larger than a tick's allowance: the excess is owed and repaid from the
+//! next ticks, so the mean rate is the profile's.
+//!
+//! **CPU-bound** (contention, as on a phone, §3.1): the reader reads whatever is there and
+//! spends a fixed amount of CPU on every byte (a checksum, [`Work`]), so how fast it reads is
+//! the CPU it gets. Its thread sits in a cgroup (`cgroup`) whose share of one CPU follows the
+//! profile: the slot's rate over the reader's full speed, which is [`FULL_OVER_PEAK`] times the
+//! profile's peak. The cost per byte is calibrated against the thread's own CPU clock, so
+//! other load on the machine does not change it; other load can still leave the reader less
+//! than its share, which the trial reports (`reader_cpu_s` beside the share it was granted).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+
+use super::cgroup::CpuGroup;
+use super::paper::Table4;
+use roam_net::proto::session::FlowStats;
+
+/// How often the paced reader wakes.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// The CPU-bound reader's full speed (a whole CPU) over the profile's peak rate: the share a
+/// slot at the peak asks for is its inverse. Small shares leave room for the lab's other
+/// trials on the same cores.
+pub const FULL_OVER_PEAK: f64 = 8.0;
+
+/// The most the CPU-bound reader takes from the socket at once.
+const CHUNK: u64 = 64 << 10;
+
+/// How the application's read rate follows the profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// Every tick, what the slot's rate allows.
+    Paced,
+    /// As fast as a CPU share that follows the profile lets it.
+    Cpu,
+}
+
+/// What the reader measured.
+#[derive(Debug, Default)]
+pub struct Read {
+    /// Bytes the application read.
+    pub bytes: u64,
+    /// Over how long.
+    pub seconds: f64,
+    /// The most the receiver held that the application had not read (as sampled).
+    pub peak_unread: u64,
+    /// roam's receiver statistics.
+    pub flow: Option<FlowStats>,
+    /// The CPU-bound reader's CPU: (used, granted, throttled) seconds.
+    pub cpu: Option<(f64, f64, f64)>,
+}
+
+impl Read {
+    /// What the application read, Mbit/s.
+    pub fn goodput_mbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / 1e6 / self.seconds
+    }
+}
+
+/// The application's read rate at `t` seconds into the run, bytes a second.
+pub fn read_rate(table: &Table4, slot: Duration, t: f64) -> f64 {
+    let i = (t / slot.as_secs_f64()) as usize % table.read_mbps.len();
+    table.read_mbps[i] * 1e6 / 8.0
+}
+
+/// Run the reader for `duration`: `take(most)` reads up to that many bytes without blocking
+/// and returns what it read (a roam delivery may make it more), and `unread()` what waits.
+pub fn read(
+    reading: Reading,
+    table: &Table4,
+    slot: Duration,
+    duration: Duration,
+    take: impl FnMut(u64) -> Result<u64>,
+    unread: impl FnMut() -> u64,
+) -> Result<Read> {
+    match reading {
+        Reading::Paced => paced(table, slot, duration, take, unread),
+        Reading::Cpu => cpu_bound(table, slot, duration, take, unread),
+    }
+}
+
+fn paced(
+    table: &Table4,
+    slot: Duration,
+    duration: Duration,
+    mut take: impl FnMut(u64) -> Result<u64>,
+    mut unread: impl FnMut() -> u64,
+) -> Result<Read> {
+    let start = Instant::now();
+    let mut out = Read::default();
+    let mut owed = 0.0f64;
+    let mut next = start;
+    while start.elapsed() < duration {
+        next += TICK;
+        if let Some(d) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        let t = start.elapsed().as_secs_f64();
+        let allowance = read_rate(table, slot, t) * TICK.as_secs_f64() - owed;
+        out.peak_unread = out.peak_unread.max(unread());
+        if allowance <= 0.0 {
+            owed = -allowance;
+            continue;
+        }
+        let got = take(allowance as u64)?;
+        out.bytes += got;
+        // A tick's allowance not used is lost (no banking); one overdrawn is owed.
+        owed = (got as f64 - allowance).max(0.0);
+    }
+    out.seconds = start.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+fn cpu_bound(
+    table: &Table4,
+    slot: Duration,
+    duration: Duration,
+    mut take: impl FnMut(u64) -> Result<u64>,
+    mut unread: impl FnMut() -> u64,
+) -> Result<Read> {
+    let peak = table.read_mbps.iter().fold(0.0f64, |a, &b| a.max(b)) * 1e6 / 8.0;
+    let full = FULL_OVER_PEAK * peak;
+    let work = Work::calibrated(full);
+    // One group per reader, however many trials run at once.
+    static READERS: AtomicU64 = AtomicU64::new(0);
+    let n = READERS.fetch_add(1, Ordering::Relaxed);
+    let group = CpuGroup::create(&format!("roam-afc-{}-{n}", std::process::id()))?;
+    let share = |t: f64| read_rate(table, slot, t) / full;
+    group.set_share(share(0.0))?;
+    let start = Instant::now();
+    let over = Arc::new(AtomicBool::new(false));
+    let mut out = Read::default();
+    let (used, granted) = std::thread::scope(|s| -> Result<(f64, f64)> {
+        // The controller, outside the group: each slot's share at the slot's start.
+        let stop = over.clone();
+        let group = &group;
+        let controller = s.spawn(move || -> Result<f64> {
+            let mut granted = 0.0;
+            let mut k = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                let at = slot * k;
+                if let Some(d) = (start + at).checked_duration_since(Instant::now()) {
+                    std::thread::sleep(d.min(Duration::from_millis(20)));
+                    continue;
+                }
+                let f = share(at.as_secs_f64());
+                group.set_share(f)?;
+                granted += f.min(1.0) * slot.as_secs_f64();
+                k += 1;
+            }
+            Ok(granted)
+        });
+        let run = (|| -> Result<f64> {
+            let _inside = group.enter()?;
+            let cpu0 = thread_cpu();
+            while start.elapsed() < duration {
+                out.peak_unread = out.peak_unread.max(unread());
+                let got = take(CHUNK)?;
+                if got == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                work.spend(got);
+                out.bytes += got;
+            }
+            Ok(thread_cpu() - cpu0)
+        })();
+        over.store(true, Ordering::SeqCst);
+        let granted = controller
+            .join()
+            .map_err(|_| anyhow!("the reader's CPU controller panicked"))??;
+        Ok((run?, granted))
+    })?;
+    out.seconds = start.elapsed().as_secs_f64();
+    let throttled = group.throttled()?.as_secs_f64();
+    out.cpu = Some((used, granted, throttled));
+    Ok(out)
+}
+
+/// CPU spent per byte read: passes of a rotate-and-xor checksum over a scratch buffer.
+#[derive(Debug)]
+pub struct Work {
+    passes: u32,
+    scratch: Vec<u8>,
+}
+
+impl Work {
+    /// Passes per byte such that one CPU reads `bytes_per_s`, timed on this thread's clock.
+    pub fn calibrated(bytes_per_s: f64) -> Work {
+        let mut w = Work {
+            passes: 1,
+            scratch: (0..CHUNK).map(|i| i as u8).collect(),
+        };
+        // 64 passes over 64 KiB: a few milliseconds, long enough for the clock.
+        let trial = 64;
+        w.passes = trial;
+        let t0 = thread_cpu();
+        w.spend(CHUNK);
+        let per_pass_byte = (thread_cpu() - t0).max(1e-9) / (trial as f64 * CHUNK as f64);
+        let want = 1.0 / bytes_per_s.max(1.0);
+        w.passes = (want / per_pass_byte).round().clamp(1.0, 1e6) as u32;
+        w
+    }
+
+    /// Spend the CPU of reading `bytes`.
+    pub fn spend(&self, bytes: u64) {
+        let mut left = bytes as usize;
+        let mut h = 0u64;
+        while left > 0 {
+            let n = left.min(self.scratch.len());
+            for _ in 0..self.passes {
+                for &b in std::hint::black_box(&self.scratch[..n]) {
+                    h = h.rotate_left(5) ^ u64::from(b);
+                }
+            }
+            left -= n;
+        }
+        std::hint::black_box(h);
+    }
+}
+
+/// This thread's CPU time, seconds.
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through the pointer, which is valid for it.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_work_is_calibrated_to_the_speed_asked_for() {
+        let slow = Work::calibrated(1e6);
+        let fast = Work::calibrated(1e8);
+        assert!(
+            slow.passes > 10 * fast.passes,
+            "{} vs {}",
+            slow.passes,
+            fast.passes
+        );
+    }
+
+    /// The cgroup holds a reader that could read 8x the profile's peak to the profile: an
+    /// endless source, Table 4's <0, 6, 6> Mbit/s per 200 ms slot, 3 s.
+    #[test]
+    fn the_cpu_bound_reader_reads_at_the_profiles_rate() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: the CPU-bound reader's cgroup needs root");
+            return;
+        }
+        if let Err(e) = CpuGroup::create("roam-afc-probe") {
+            eprintln!("skipped: {e:#}");
+            return;
+        }
+        let table = super::super::paper::table4("afc-s2").unwrap();
+        let slot = Duration::from_millis(200);
+        let r = read(
+            Reading::Cpu,
+            table,
+            slot,
+            Duration::from_secs(3),
+            Ok,
+            || 0,
+        )
+        .unwrap();
+        let (used, granted, throttled) = r.cpu.unwrap();
+        // The profile's mean is 4 Mbit/s; unlimited, the reader would reach 48.
+        let mbps = r.goodput_mbps();
+        assert!(mbps < 8.0, "read {mbps} Mbit/s: the share did not hold it");
+        assert!(mbps > 1.0, "read {mbps} Mbit/s");
+        assert!(throttled > 0.0, "never throttled");
+        assert!(
+            used <= granted * 1.5 + 0.05,
+            "used {used} s of {granted} s granted"
+        );
+    }
+}
