@@ -43,6 +43,11 @@
 // The bottleneck's queue (--queue, default 1000 packets, Linux's default txqueuelen and the
 // deep buffers of cellular links) is not given by the thesis; `roam lab afc --sim` also runs
 // Table 4 with 100 packets, where network losses, not flow control, limit every system.
+// --qdisc: ns-3's Ipv4AddressHelper::Assign puts its default queue disc, FQ-CoDel, above every
+// device that has none; NS2, the thesis's simulator, has only the link's drop-tail queue. So
+// `droptail` (the default) removes the queue discs after the addresses are assigned, and the
+// device's drop-tail queue of --queue packets is the bottleneck's only buffer, as in NS2;
+// `fqcodel` keeps ns-3's default (what runs before 2026-11-27 had, unknowingly).
 //
 // Topologies: `link` (one sender, one receiver, the network's rate pattern on the link, one-way
 // delay rtt/2) and `dumbbell` (the thesis's Fig. 4: n senders at 10 Mbit/s, 5 ms to router 1,
@@ -55,6 +60,7 @@
 #include "ns3/internet-module.h"
 #include "ns3/network-module.h"
 #include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
 
 #include <algorithm>
 #include <cmath>
@@ -774,6 +780,7 @@ main(int argc, char* argv[])
     double lower = 0.8;
     double history = 0.5;
     bool trace = false;
+    std::string qdisc = "droptail";
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("topology", "link or dumbbell", topology);
@@ -789,6 +796,8 @@ main(int argc, char* argv[])
     cmd.AddValue("duration", "simulated seconds", duration);
     cmd.AddValue("seed", "trial seed: the reader's offset into its profile", seed);
     cmd.AddValue("queue", "bottleneck queue (packets)", queuePackets);
+    cmd.AddValue("qdisc", "droptail (NS2's: the device queue only) or fqcodel (ns-3's default)",
+                 qdisc);
     cmd.AddValue("upper", "AFC proactive update's upper factor", upper);
     cmd.AddValue("lower", "AFC proactive update's lower factor", lower);
     cmd.AddValue("history", "AFC's EWMA history factor h", history);
@@ -803,6 +812,10 @@ main(int argc, char* argv[])
     if (!known(system) || !known(others))
     {
         return Fail("--system/--others: expected ns3, tcp or afc");
+    }
+    if (qdisc != "droptail" && qdisc != "fqcodel")
+    {
+        return Fail("--qdisc: `" + qdisc + "` (expected droptail or fqcodel)");
     }
     if (!(rttS >= 0.002 && rttS <= 10) || !(duration > 0 && duration <= 1e5) ||
         !(readSlotRtts > 0 && readSlotRtts <= 1000) || buffer < 1448 || flows == 0 ||
@@ -887,6 +900,23 @@ main(int argc, char* argv[])
             receiverAddr[i] = ip.Assign(b).GetAddress(1);
         }
         Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    }
+    if (qdisc == "droptail")
+    {
+        // See --qdisc above: every device's drop-tail queue alone, as NS2's links have.
+        for (uint32_t i = 0; i < NodeList::GetNNodes(); i++)
+        {
+            Ptr<Node> node = NodeList::GetNode(i);
+            Ptr<TrafficControlLayer> tc = node->GetObject<TrafficControlLayer>();
+            for (uint32_t j = 0; tc && j < node->GetNDevices(); j++)
+            {
+                Ptr<NetDevice> dev = node->GetDevice(j);
+                if (tc->GetRootQueueDiscOnDevice(dev))
+                {
+                    tc->DeleteRootQueueDiscOnDevice(dev);
+                }
+            }
+        }
     }
     for (auto& dev : bottleneck)
     {

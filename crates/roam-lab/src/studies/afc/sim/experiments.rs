@@ -174,6 +174,18 @@ pub fn all() -> Vec<Experiment> {
             dumbbell: true,
         },
         Experiment {
+            name: "fairness-ns2",
+            title: "Fairness with NS2's default bottleneck queue (50 packets of 1000 bytes: 34 of 1448)",
+            thesis: "(as Fig. 5b; NS2's default drop-tail queue, which the thesis's set-up \
+                     presumably kept)",
+            axis: "AFC flows of 10",
+            systems: &["mix"],
+            points: (0..=10)
+                .map(|k| dumbbell(format!("afc={k}"), 10, k, 22_000, 34))
+                .collect(),
+            dumbbell: true,
+        },
+        Experiment {
             name: "afc-afc",
             title: "AFC with itself: 1 to 10 AFC flows (Fig. 5c)",
             thesis: "per-flow throughputs cluster around the mean; buffers from 213 KB for one \
