@@ -270,15 +270,7 @@ mod tests {
         }
         let table = super::super::paper::table4("afc-s2").unwrap();
         let slot = Duration::from_millis(200);
-        let r = read(
-            Reading::Cpu,
-            table,
-            slot,
-            Duration::from_secs(3),
-            Ok,
-            || 0,
-        )
-        .unwrap();
+        let r = read(Reading::Cpu, table, slot, Duration::from_secs(3), Ok, || 0).unwrap();
         let (used, granted, throttled) = r.cpu.unwrap();
         // The profile's mean is 4 Mbit/s; unlimited, the reader would reach 48.
         let mbps = r.goodput_mbps();
