@@ -373,6 +373,18 @@ NS_OBJECT_ENSURE_REGISTERED(TcpSocketPlain);
 // ---------------------------------------------------------------------------------------------
 // AfcTcpSocket: the thesis's Algorithms 1-4.
 
+/// AFC's parameters from the command line (--history, --upper, --lower), read by every AFC
+/// socket when it is made (before 2026-11-27 the options were parsed but never applied; no
+/// experiment had varied them).
+struct AfcParams
+{
+    double history = 0.5;
+    double upper = 1.25;
+    double lower = 0.8;
+};
+
+AfcParams g_afc;
+
 class AfcTcpSocket : public TcpSocketWu
 {
   public:
@@ -406,9 +418,9 @@ class AfcTcpSocket : public TcpSocketWu
         m_txBuffer->SetRWndCallback(MakeCallback(&AfcTcpSocket::FlowWindow32, this));
     }
 
-    double history = 0.5; // h of Alg. 2
-    double upper = 1.25;  // proactive update when smooth_rx > upper * advertised
-    double lower = 0.8;   // ... or < lower * advertised
+    double history = g_afc.history; // h of Alg. 2
+    double upper = g_afc.upper;     // proactive update when smooth_rx > upper * advertised
+    double lower = g_afc.lower;     // ... or < lower * advertised
     uint32_t burstSegments = 4;
 
     uint64_t proactiveAcks = 0;
@@ -826,6 +838,7 @@ main(int argc, char* argv[])
                     "1448, flows 1-100, afcFlows <= flows, 0 <= history < 1, upper >= 1, 0 < "
                     "lower <= 1, queue > 0)");
     }
+    g_afc = AfcParams{history, upper, lower};
     Pattern read;
     Pattern net;
     std::string err;
