@@ -81,9 +81,13 @@ impl From<Option<u64>> for Total {
 }
 
 /// The rate a position moves at, smoothed over the last few seconds: each update weighs the
-/// newest interval's rate 0.3 against the rate before.
+/// newest interval's rate 0.3 against the rate before. Work that moves in whole steps (a
+/// count of trials, each minutes long) reads a smoothed rate of nearly nothing between steps,
+/// and a time left of days; its bar shows the mean rate since the first update instead
+/// ([`Meter::shown`]).
 #[derive(Debug, Clone, Default)]
 pub struct Meter {
+    first: Option<(Duration, u64)>,
     last: Option<(Duration, u64)>,
     rate: Option<f64>,
 }
@@ -99,11 +103,28 @@ impl Meter {
         let now = position.saturating_sub(p0) as f64 / dt;
         self.rate = Some(self.rate.map_or(now, |r| 0.7 * r + 0.3 * now));
         self.last = Some((at, position));
+        self.first.get_or_insert((at, position));
     }
 
     /// Units a second, once an interval has been measured.
     pub fn rate(&self) -> Option<f64> {
         self.rate
+    }
+
+    /// Units a second since the first update, once there has been progress since it.
+    pub fn mean(&self) -> Option<f64> {
+        let ((t0, p0), (t1, p1)) = (self.first?, self.last?);
+        let dt = t1.saturating_sub(t0).as_secs_f64();
+        (dt > 0.0 && p1 > p0).then(|| (p1 - p0) as f64 / dt)
+    }
+
+    /// The rate a bar of `unit` shows: bytes flow, so the smoothed rate (a stall shows as
+    /// one); counts move in steps, so the mean, falling back to the smoothed rate.
+    pub fn shown(&self, unit: Unit) -> Option<f64> {
+        match unit {
+            Unit::Bytes => self.rate(),
+            Unit::Count(_) => self.mean().or(self.rate()),
+        }
     }
 }
 
@@ -426,7 +447,7 @@ impl Progress {
     pub fn snapshot(&self) -> Snapshot {
         let s = self.state();
         Snapshot {
-            rate: s.meter.rate(),
+            rate: s.meter.shown(s.snapshot.unit),
             ..s.snapshot.clone()
         }
     }
@@ -489,7 +510,7 @@ impl Progress {
     /// wrapped), a whole line elsewhere.
     fn draw(&self, s: &mut State) {
         let text = Snapshot {
-            rate: s.meter.rate(),
+            rate: s.meter.shown(s.snapshot.unit),
             ..s.snapshot.clone()
         }
         .line();
@@ -587,6 +608,23 @@ mod tests {
             (m.rate().unwrap() - 109.0).abs() < 1e-9,
             "no time, no update"
         );
+    }
+
+    #[test]
+    fn counts_show_the_mean_rate_so_a_step_does_not_make_days_left() {
+        let mut m = Meter::default();
+        let trials = Unit::Count("trials");
+        m.update(Duration::from_secs(1), 0);
+        m.update(Duration::from_secs(61), 1);
+        // Nine minutes with no trial finished: the smoothed rate all but vanishes.
+        for k in 0..9 {
+            m.update(Duration::from_secs(121 + 60 * k), 1);
+        }
+        assert!(m.rate().unwrap() < 0.001);
+        // One trial in the ten minutes since the first update.
+        assert!((m.shown(trials).unwrap() - 1.0 / 600.0).abs() < 1e-9);
+        assert_eq!(m.shown(Unit::Bytes), m.rate());
+        assert_eq!(Meter::default().shown(trials), None);
     }
 
     #[test]
