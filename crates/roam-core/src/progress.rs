@@ -119,11 +119,11 @@ impl Meter {
     }
 
     /// The rate a bar of `unit` shows: bytes flow, so the smoothed rate (a stall shows as
-    /// one); counts move in steps, so the mean, falling back to the smoothed rate.
+    /// one); counts move in steps, so the mean since the first update (none before a step).
     pub fn shown(&self, unit: Unit) -> Option<f64> {
         match unit {
             Unit::Bytes => self.rate(),
-            Unit::Count(_) => self.mean().or(self.rate()),
+            Unit::Count(_) => self.mean(),
         }
     }
 }

@@ -15,8 +15,11 @@
 //! **Shares.** Linux takes quotas of at least 1 ms and periods of 1 ms to 1 s. A share is a
 //! quota per 50 ms period (2% is the least); a share of zero, which a slot of the profile at
 //! 0 Mbit/s asks for, is 1 ms per second, 0.1%: the nearest to a stopped application the
-//! controller allows without freezing the thread (a frozen thread holding a lock of the
-//! socket beneath would stall the network side too).
+//! controller allows. A caveat of limiting one thread: one throttled while it holds a lock it
+//! shares with the network side (roam's session in `try_recv`, quinn's connection) holds that
+//! side up until its next period, up to a second in a 0 Mbit/s slot. The reader spends almost
+//! all its time in its own work, outside any such lock, so this is rare; freezing the thread
+//! instead would make it likelier.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -50,12 +53,20 @@ pub fn quota(share: f64) -> (u64, Option<u64>) {
     (period, Some(q.max(MIN_QUOTA_US)))
 }
 
+/// The share of one CPU Linux grants for `share` (its floors applied).
+pub fn granted(share: f64) -> f64 {
+    match quota(share) {
+        (_, None) => 1.0,
+        (period, Some(q)) => q as f64 / period as f64,
+    }
+}
+
 impl CpuGroup {
     /// Make the cgroup `name` beside this process's own in the v1 `cpu` hierarchy.
     pub fn create(name: &str) -> Result<CpuGroup> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
             .context("reading /proc/self/mountinfo")?;
-        let Some(mount) = cpu_mount(&mountinfo) else {
+        let Some((mount, root)) = cpu_mount(&mountinfo) else {
             bail!(
                 "the CPU-bound reader needs cgroup v1's `cpu` controller mounted (it places one \
                  thread in a cgroup; v2 places only whole processes), and /proc/self/mountinfo \
@@ -64,19 +75,23 @@ impl CpuGroup {
         };
         let own =
             std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
-        let rel = own_path(&own).unwrap_or("/");
+        // The process's path is the hierarchy's; the mount may show only a subtree of it (a
+        // container's), whose root mountinfo gives.
+        let path = own_path(&own).unwrap_or("/");
+        let rel = path.strip_prefix(root.as_str()).unwrap_or(path);
         let parent = mount.join(rel.trim_start_matches('/'));
         let dir = parent.join(name);
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                return Err(e).with_context(|| {
-                    format!(
-                        "making the reader's cgroup {} (the CPU-bound reader needs root)",
-                        dir.display()
-                    )
-                })
+                let why = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    " (the CPU-bound reader needs root)"
+                } else {
+                    ""
+                };
+                return Err(e)
+                    .with_context(|| format!("making the reader's cgroup {}{why}", dir.display()));
             }
         }
         Ok(CpuGroup { dir, parent })
@@ -145,9 +160,10 @@ fn gettid() -> libc::pid_t {
     unsafe { libc::gettid() }
 }
 
-/// The mount point of the v1 hierarchy with the `cpu` controller, from mountinfo's lines
-/// (`... - cgroup cgroup rw,cpu,cpuacct`).
-fn cpu_mount(mountinfo: &str) -> Option<PathBuf> {
+/// The mount point of the v1 hierarchy with the `cpu` controller and the hierarchy's path
+/// mounted there, from mountinfo's lines (`ID PARENT DEV ROOT POINT ... - cgroup cgroup
+/// rw,cpu,cpuacct`).
+fn cpu_mount(mountinfo: &str) -> Option<(PathBuf, String)> {
     mountinfo.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
         let mut r = right.split_whitespace();
@@ -155,10 +171,12 @@ fn cpu_mount(mountinfo: &str) -> Option<PathBuf> {
             return None;
         }
         let options = r.nth(1)?;
-        options
-            .split(',')
-            .any(|o| o == "cpu")
-            .then(|| PathBuf::from(left.split_whitespace().nth(4).unwrap_or_default()))
+        if !options.split(',').any(|o| o == "cpu") {
+            return None;
+        }
+        let mut f = left.split_whitespace().skip(3);
+        let (root, point) = (f.next()?, f.next()?);
+        Some((PathBuf::from(point), root.to_string()))
     })
 }
 
@@ -192,7 +210,12 @@ mod tests {
                     32 25 0:28 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n";
         assert_eq!(
             cpu_mount(info),
-            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"))
+            Some((PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"), "/".into()))
+        );
+        let container = "40 30 0:28 /docker/abc /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n";
+        assert_eq!(
+            cpu_mount(container),
+            Some((PathBuf::from("/sys/fs/cgroup/cpu"), "/docker/abc".into()))
         );
         assert_eq!(
             cpu_mount("30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"),

@@ -16,12 +16,11 @@
 //! than its share, which the trial reports (`reader_cpu_s` beside the share it was granted).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
-use super::cgroup::CpuGroup;
+use super::cgroup::{self, CpuGroup};
 use super::paper::Table4;
 use roam_net::proto::session::FlowStats;
 
@@ -33,8 +32,9 @@ pub const TICK: Duration = Duration::from_millis(10);
 /// trials on the same cores.
 pub const FULL_OVER_PEAK: f64 = 8.0;
 
-/// The most the CPU-bound reader takes from the socket at once.
-const CHUNK: u64 = 64 << 10;
+/// The most the CPU-bound reader takes from the socket at once: a roam delivery's size in the
+/// lab (`bulk::options`), so each take is one read-rate sample of one delivery.
+const CHUNK: u64 = 16 << 10;
 
 /// How the application's read rate follows the profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,35 +135,40 @@ fn cpu_bound(
     static READERS: AtomicU64 = AtomicU64::new(0);
     let n = READERS.fetch_add(1, Ordering::Relaxed);
     let group = CpuGroup::create(&format!("roam-afc-{}-{n}", std::process::id()))?;
-    let share = |t: f64| read_rate(table, slot, t) / full;
-    group.set_share(share(0.0))?;
+    // Slot k's share, indexed by k itself: `read_rate` at k * slot can land in slot k - 1
+    // by rounding (0.6 / 0.2 is 2.9999999999999996).
+    let len = table.read_mbps.len();
+    let share = |k: usize| table.read_mbps[k % len] * 1e6 / 8.0 / full;
+    group.set_share(share(0))?;
     let start = Instant::now();
-    let over = Arc::new(AtomicBool::new(false));
+    let over = AtomicBool::new(false);
     let mut out = Read::default();
-    let (used, granted) = std::thread::scope(|s| -> Result<(f64, f64)> {
-        // The controller, outside the group: each slot's share at the slot's start.
-        let stop = over.clone();
-        let group = &group;
-        let controller = s.spawn(move || -> Result<f64> {
-            let mut granted = 0.0;
-            let mut k = 0u32;
-            while !stop.load(Ordering::SeqCst) {
-                let at = slot * k;
+    let (used, ran, shares) = std::thread::scope(|s| -> Result<(f64, Duration, Vec<_>)> {
+        // Ends the controller however the reader ends, a panic included.
+        let _stop = SetOnDrop(&over);
+        // The controller, outside the group: each slot's share at the slot's start, and when
+        // each was set with the ratio Linux grants for it. A failure stops the reader too.
+        let (over, group) = (&over, &group);
+        let controller = s.spawn(move || -> Result<Vec<(Duration, f64)>> {
+            let _stop = SetOnDrop(over);
+            let mut shares = Vec::new();
+            let mut k = 0usize;
+            while !over.load(Ordering::SeqCst) {
+                let at = slot * k as u32;
                 if let Some(d) = (start + at).checked_duration_since(Instant::now()) {
                     std::thread::sleep(d.min(Duration::from_millis(20)));
                     continue;
                 }
-                let f = share(at.as_secs_f64());
-                group.set_share(f)?;
-                granted += f.min(1.0) * slot.as_secs_f64();
+                group.set_share(share(k))?;
+                shares.push((start.elapsed(), cgroup::granted(share(k))));
                 k += 1;
             }
-            Ok(granted)
+            Ok(shares)
         });
-        let run = (|| -> Result<f64> {
+        let run = (|| -> Result<(f64, Duration)> {
             let _inside = group.enter()?;
             let cpu0 = thread_cpu();
-            while start.elapsed() < duration {
+            while start.elapsed() < duration && !over.load(Ordering::SeqCst) {
                 out.peak_unread = out.peak_unread.max(unread());
                 let got = take(CHUNK)?;
                 if got == 0 {
@@ -173,18 +178,50 @@ fn cpu_bound(
                 work.spend(got);
                 out.bytes += got;
             }
-            Ok(thread_cpu() - cpu0)
+            Ok((thread_cpu() - cpu0, start.elapsed()))
         })();
         over.store(true, Ordering::SeqCst);
-        let granted = controller
+        let shares = controller
             .join()
-            .map_err(|_| anyhow!("the reader's CPU controller panicked"))??;
-        Ok((run?, granted))
+            .map_err(|_| anyhow!("the reader's CPU controller panicked"))?
+            .context("setting the reader's CPU share")?;
+        let (used, ran) = run?;
+        if ran < duration {
+            bail!(
+                "the reader stopped after {:.1} s of {} s",
+                ran.as_secs_f64(),
+                duration.as_secs()
+            );
+        }
+        Ok((used, ran, shares))
     })?;
+    let granted = granted_seconds(&shares, ran);
     out.seconds = start.elapsed().as_secs_f64();
     let throttled = group.throttled()?.as_secs_f64();
     out.cpu = Some((used, granted, throttled));
     Ok(out)
+}
+
+/// Sets the flag when dropped.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// CPU seconds granted over `[0, end]` by `shares`, each (when it was set, the ratio granted)
+/// and lasting until the next.
+fn granted_seconds(shares: &[(Duration, f64)], end: Duration) -> f64 {
+    shares
+        .iter()
+        .enumerate()
+        .map(|(i, &(from, ratio))| {
+            let to = shares.get(i + 1).map_or(end, |n| n.0).min(end);
+            ratio * to.saturating_sub(from).as_secs_f64()
+        })
+        .sum()
 }
 
 /// CPU spent per byte read: passes of a rotate-and-xor checksum over a scratch buffer.
@@ -243,6 +280,23 @@ fn thread_cpu() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn granted_seconds_charge_each_share_until_the_next_or_the_end() {
+        let s = |ms| Duration::from_millis(ms);
+        let shares = [
+            (s(0), 0.001),
+            (s(530), 0.25),
+            (s(1060), 0.25),
+            (s(1590), 0.001),
+        ];
+        let g = granted_seconds(&shares, s(1600));
+        assert!(
+            (g - (0.53 * 0.001 + 1.06 * 0.25 + 0.01 * 0.001)).abs() < 1e-12,
+            "{g}"
+        );
+        assert_eq!(granted_seconds(&[], s(1000)), 0.0);
+    }
 
     #[test]
     fn the_work_is_calibrated_to_the_speed_asked_for() {
