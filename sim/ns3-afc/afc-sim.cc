@@ -28,9 +28,9 @@
 //          the cumulative ACK is marked lost so sending restarts there (snd_nxt = highest ack),
 //          the retransmit timer is reset, and duplicate ACKs count only if their timestamp echo
 //          is after ts_recover; persist probes only when the flow window is 0;
-//        - burst control: when (snd_una + window) - snd_nxt exceeds 4 segments the sender
-//          paces, its pacing rate capped at window / srtt (ns-3's pacer; the threshold is ours:
-//          the thesis gives none).
+//        - burst control: when (snd_una + window) - snd_nxt exceeds --burst segments (4 by
+//          default: the thesis gives no threshold) the sender paces, its pacing rate capped
+//          at window / srtt (ns-3's pacer).
 //        Overflow is ns-3's own: TcpRxBuffer refuses bytes past its buffer and the socket still
 //        ACKs (Alg. 1 l.3-4).
 //
@@ -373,14 +373,15 @@ NS_OBJECT_ENSURE_REGISTERED(TcpSocketPlain);
 // ---------------------------------------------------------------------------------------------
 // AfcTcpSocket: the thesis's Algorithms 1-4.
 
-/// AFC's parameters from the command line (--history, --upper, --lower), read by every AFC
-/// socket when it is made (before 2026-11-27 the options were parsed but never applied; no
-/// experiment had varied them).
+/// AFC's parameters from the command line (--history, --upper, --lower, --burst), read by
+/// every AFC socket when it is made (before 2026-11-27 the first three were parsed but never
+/// applied; no experiment had varied them).
 struct AfcParams
 {
     double history = 0.5;
     double upper = 1.25;
     double lower = 0.8;
+    uint32_t burstSegments = 4;
 };
 
 AfcParams g_afc;
@@ -421,7 +422,7 @@ class AfcTcpSocket : public TcpSocketWu
     double history = g_afc.history; // h of Alg. 2
     double upper = g_afc.upper;     // proactive update when smooth_rx > upper * advertised
     double lower = g_afc.lower;     // ... or < lower * advertised
-    uint32_t burstSegments = 4;
+    uint32_t burstSegments = g_afc.burstSegments;
 
     uint64_t proactiveAcks = 0;
     uint64_t zeroWindowEvents = 0;
@@ -813,6 +814,11 @@ main(int argc, char* argv[])
     cmd.AddValue("upper", "AFC proactive update's upper factor", upper);
     cmd.AddValue("lower", "AFC proactive update's lower factor", lower);
     cmd.AddValue("history", "AFC's EWMA history factor h", history);
+    uint32_t burst = 4;
+    cmd.AddValue("burst",
+                 "AFC's burst control: pace when the window opens by more than this many "
+                 "segments (the thesis gives no threshold)",
+                 burst);
     cmd.AddValue("trace", "print the first flow's state every RTT on stderr", trace);
     cmd.Parse(argc, argv);
 
@@ -838,7 +844,11 @@ main(int argc, char* argv[])
                     "1448, flows 1-100, afcFlows <= flows, 0 <= history < 1, upper >= 1, 0 < "
                     "lower <= 1, queue > 0)");
     }
-    g_afc = AfcParams{history, upper, lower};
+    if (burst == 0)
+    {
+        return Fail("--burst: at least 1 segment");
+    }
+    g_afc = AfcParams{history, upper, lower, burst};
     Pattern read;
     Pattern net;
     std::string err;
