@@ -4,7 +4,7 @@
 //! application gets).
 //!
 //! **Why cgroup v1.** The share is the CFS bandwidth limit, `cpu.cfs_quota_us` of CPU time per
-//! `cpu.cfs_period_us`. Only the reading thread is limited: the network stack beneath it (the
+//! `cpu.cfs_period_us`. Only the application's worker thread is limited: the network stack beneath it (the
 //! kernel's TCP, roam-net's driver threads, quinn's endpoint task) is not, as a phone's kernel
 //! and radio stack are not charged to the application. Version 1's `tasks` file takes a single
 //! thread; version 2 takes only whole processes outside a threaded subtree, which would need the
@@ -15,11 +15,9 @@
 //! **Shares.** Linux takes quotas of at least 1 ms and periods of 1 ms to 1 s. A share is a
 //! quota per 50 ms period (2% is the least); a share of zero, which a slot of the profile at
 //! 0 Mbit/s asks for, is 1 ms per second, 0.1%: the nearest to a stopped application the
-//! controller allows. A caveat of limiting one thread: one throttled while it holds a lock it
-//! shares with the network side (roam's session in `try_recv`, quinn's connection) holds that
-//! side up until its next period, up to a second in a 0 Mbit/s slot. The reader spends almost
-//! all its time in its own work, outside any such lock, so this is rare; freezing the thread
-//! instead would make it likelier.
+//! controller allows. A thread throttled while it holds a lock shares that stall with whoever
+//! waits on the lock, so the limited thread holds none of the network stack's
+//! (`reader::Reading::Cpu` reads the socket in another thread).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -7,11 +7,16 @@
 //! delivery can be larger than a tick's allowance: the excess is owed and repaid from the
 //! next ticks, so the mean rate is the profile's.
 //!
-//! **CPU-bound** (contention, as on a phone, §3.1): the reader reads whatever is there and
-//! spends a fixed amount of CPU on every byte (a checksum, [`Work`]), so how fast it reads is
-//! the CPU it gets. Its thread sits in a cgroup (`cgroup`) whose share of one CPU follows the
-//! profile: the slot's rate over the reader's full speed, which is [`FULL_OVER_PEAK`] times the
-//! profile's peak. The cost per byte is calibrated against the thread's own CPU clock, so
+//! **CPU-bound** (contention, as on a phone, §3.1): the application spends a fixed amount of
+//! CPU on every byte it reads (a checksum, [`Work`]), so how fast it reads is the CPU it gets.
+//! Its worker thread sits in a cgroup (`cgroup`) whose share of one CPU follows the profile:
+//! the slot's rate over the worker's full speed, which is [`FULL_OVER_PEAK`] times the
+//! profile's peak. The socket is read by a second thread outside the group that hands each
+//! chunk to the worker by rendezvous: the socket is read no faster than the worker works, and
+//! a throttled thread never holds a lock it shares with the network stack (roam's session,
+//! quinn's connection). A first version read the socket in the throttled thread itself, and
+//! its roam and quinn trials read far less than kernel TCP's, we think because it was
+//! throttled inside one (kept as docs/results/afc-cpu-quick5-aae61a4). The cost per byte is calibrated against the thread's own CPU clock, so
 //! other load on the machine does not change it; other load can still leave the reader less
 //! than its share, which the trial reports (`reader_cpu_s` beside the share it was granted).
 
@@ -165,9 +170,25 @@ fn cpu_bound(
             }
             Ok(shares)
         });
-        let run = (|| -> Result<(f64, Duration)> {
+        // The application's work, in the group; it takes each chunk from the socket side
+        // by rendezvous, so the socket is read only as fast as the work goes, and at most one
+        // chunk is held outside it.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(0);
+        let work = &work;
+        let worker = s.spawn(move || -> Result<(f64, u64)> {
+            let _stop = SetOnDrop(over);
             let _inside = group.enter()?;
             let cpu0 = thread_cpu();
+            let mut bytes = 0;
+            while let Ok(n) = rx.recv() {
+                work.spend(n);
+                bytes += n;
+            }
+            Ok((thread_cpu() - cpu0, bytes))
+        });
+        // The socket side, outside the group: it never holds a lock of the network stack
+        // while throttled.
+        let run = (|| -> Result<Duration> {
             while start.elapsed() < duration && !over.load(Ordering::SeqCst) {
                 out.peak_unread = out.peak_unread.max(unread());
                 let got = take(CHUNK)?;
@@ -175,17 +196,24 @@ fn cpu_bound(
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 }
-                work.spend(got);
-                out.bytes += got;
+                if tx.send(got).is_err() {
+                    break; // the worker ended: its error says why
+                }
             }
-            Ok((thread_cpu() - cpu0, start.elapsed()))
+            Ok(start.elapsed())
         })();
+        drop(tx);
+        let worked = worker
+            .join()
+            .map_err(|_| anyhow!("the reader's worker panicked"))?;
         over.store(true, Ordering::SeqCst);
         let shares = controller
             .join()
             .map_err(|_| anyhow!("the reader's CPU controller panicked"))?
             .context("setting the reader's CPU share")?;
-        let (used, ran) = run?;
+        let (used, bytes) = worked?;
+        let ran = run?;
+        out.bytes = bytes;
         if ran < duration {
             bail!(
                 "the reader stopped after {:.1} s of {} s",
