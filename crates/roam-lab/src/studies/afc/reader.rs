@@ -15,8 +15,8 @@
 //! chunk to the worker by rendezvous: the socket is read no faster than the worker works, and
 //! a throttled thread never holds a lock it shares with the network stack (roam's session,
 //! quinn's connection). A first version read the socket in the throttled thread itself, and
-//! its roam and quinn trials read far less than kernel TCP's, we think because it was
-//! throttled inside one (kept as docs/results/afc-cpu-quick5-aae61a4). The cost per byte is calibrated against the thread's own CPU clock, so
+//! its roam and quinn trials read about half what they do now (kernel TCP's unchanged): it
+//! was throttled inside one (docs/results/afc-cpu-quick5-aae61a4 and -823010a). The cost per byte is calibrated against the thread's own CPU clock, so
 //! other load on the machine does not change it; other load can still leave the reader less
 //! than its share, which the trial reports (`reader_cpu_s` beside the share it was granted).
 
