@@ -80,11 +80,11 @@ fn trial(t: &Trial, reading: Reading) -> Result<Vec<Metric>> {
         Metric::new("peak_unread_kb", read.peak_unread as f64 / 1e3, "kB"),
         Metric::new("buffer_kb", shape.buffer as f64 / 1e3, "kB"),
     ];
-    if let Some((used, granted, throttled)) = read.cpu {
+    if let Some(cpu) = read.cpu {
         m.extend([
-            Metric::new("reader_cpu_s", used, "s"),
-            Metric::new("reader_share_s", granted, "s"),
-            Metric::new("throttled_s", throttled, "s"),
+            Metric::new("reader_cpu_s", cpu.used_s, "s"),
+            Metric::new("reader_share_s", cpu.granted_s, "s"),
+            Metric::new("throttled_s", cpu.throttled_s, "s"),
         ]);
     }
     if let (Some(rx), Some(tx)) = (read.flow, sender) {

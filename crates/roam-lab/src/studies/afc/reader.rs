@@ -61,8 +61,19 @@ pub struct Read {
     pub peak_unread: u64,
     /// roam's receiver statistics.
     pub flow: Option<FlowStats>,
-    /// The CPU-bound reader's CPU: (used, granted, throttled) seconds.
-    pub cpu: Option<(f64, f64, f64)>,
+    /// The CPU-bound reader's CPU.
+    pub cpu: Option<CpuUse>,
+}
+
+/// What the CPU-bound reader's worker had of the CPU, seconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuUse {
+    /// CPU time it used.
+    pub used_s: f64,
+    /// CPU time its cgroup's quotas granted over the run.
+    pub granted_s: f64,
+    /// How long its cgroup was throttled.
+    pub throttled_s: f64,
 }
 
 impl Read {
@@ -74,8 +85,12 @@ impl Read {
 
 /// The application's read rate at `t` seconds into the run, bytes a second.
 pub fn read_rate(table: &Table4, slot: Duration, t: f64) -> f64 {
-    let i = (t / slot.as_secs_f64()) as usize % table.read_mbps.len();
-    table.read_mbps[i] * 1e6 / 8.0
+    slot_rate(table, (t / slot.as_secs_f64()) as usize)
+}
+
+/// The read rate of the profile's `k`th slot from the start, bytes a second.
+fn slot_rate(table: &Table4, k: usize) -> f64 {
+    table.read_mbps[k % table.read_mbps.len()] * 1e6 / 8.0
 }
 
 /// Run the reader for `duration`: `take(most)` reads up to that many bytes without blocking
@@ -142,8 +157,7 @@ fn cpu_bound(
     let group = CpuGroup::create(&format!("roam-afc-{}-{n}", std::process::id()))?;
     // Slot k's share, indexed by k itself: `read_rate` at k * slot can land in slot k - 1
     // by rounding (0.6 / 0.2 is 2.9999999999999996).
-    let len = table.read_mbps.len();
-    let share = |k: usize| table.read_mbps[k % len] * 1e6 / 8.0 / full;
+    let share = |k: usize| slot_rate(table, k) / full;
     group.set_share(share(0))?;
     let start = Instant::now();
     let over = AtomicBool::new(false);
@@ -225,8 +239,11 @@ fn cpu_bound(
     })?;
     let granted = granted_seconds(&shares, ran);
     out.seconds = start.elapsed().as_secs_f64();
-    let throttled = group.throttled()?.as_secs_f64();
-    out.cpu = Some((used, granted, throttled));
+    out.cpu = Some(CpuUse {
+        used_s: used,
+        granted_s: granted,
+        throttled_s: group.throttled()?.as_secs_f64(),
+    });
     Ok(out)
 }
 
@@ -353,7 +370,11 @@ mod tests {
         let table = super::super::paper::table4("afc-s2").unwrap();
         let slot = Duration::from_millis(200);
         let r = read(Reading::Cpu, table, slot, Duration::from_secs(3), Ok, || 0).unwrap();
-        let (used, granted, throttled) = r.cpu.unwrap();
+        let CpuUse {
+            used_s: used,
+            granted_s: granted,
+            throttled_s: throttled,
+        } = r.cpu.unwrap();
         // The profile's mean is 4 Mbit/s; unlimited, the reader would reach 48.
         let mbps = r.goodput_mbps();
         assert!(mbps < 8.0, "read {mbps} Mbit/s: the share did not hold it");
