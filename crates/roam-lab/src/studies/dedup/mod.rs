@@ -15,17 +15,19 @@
 //! | `ac` | asymmetric caching: regular and feedback caches at dd-src, the phone's flowlets steering feedback |
 //! | `ac+zstd` | asymmetric caching, its records compressed with zstd |
 //!
-//! dd-src has the thesis's ~1 MB ([`trial::SOURCE_BYTES`]) and dd-dst 256 MB. The corpus
-//! ([`corpus`]): two point releases of Debian's PostgreSQL manual, read before and after the
-//! site's upgrade. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
+//! dd-src has the thesis's ~1 MB ([`trial::SOURCE_BYTES`]) and dd-dst 256 MB. The corpora
+//! (applications): `docs` ([`corpus`]), two point releases of Debian's PostgreSQL manual as
+//! static pages, read before and after the site's upgrade; `wiki` ([`wiki`]), the same
+//! manual's pages as the articles of a real MediaWiki, read before and after a week of edits. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
 //! move between WiFi and cellular) at 0% and 1% loss (`+loss=1%`).
 //!
-//! What is not built yet (issue 46): the MediaWiki and Dovecot corpora, Precog's browsing, and
+//! What is not built yet (issue 46): a Dovecot corpus, Precog's browsing, and
 //! a second relay per network (the thesis's multi-homed case): one relay serves both
 //! networks here, so the source's caches see every connection.
 
 pub mod corpus;
 pub mod trial;
+pub mod wiki;
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -42,6 +44,7 @@ use crate::harness::study::{report_lines, Defaults, Request, Study};
 use crate::harness::system::{System, SystemUnderTest, Transport};
 use crate::report::compare::{best_baseline, by_seed, cell};
 use crate::report::{fmt_num, stats, Row};
+use crate::servers::mediawiki;
 
 /// The interactive event every trial records: one page's fetch.
 pub const EVENT: &str = "fetch";
@@ -132,18 +135,39 @@ impl SystemUnderTest for DedupSystem {
 
 /// The study's applications: one per corpus.
 pub fn apps() -> Vec<App> {
-    vec![App {
-        name: "docs",
-        run: trial::run_docs,
-        full: Duration::from_secs(30 * 60),
-        quick: Duration::from_secs(100),
-        interactive: ("fetch_ms", "mean page fetch time (ms)"),
-        background: ("cell_kB", "cellular bytes, both ways (kB)", false),
-        event: (EVENT, "page fetch time (ms)"),
-        needs: &[NGINX, CURL],
-        interactive_floor: None,
-        stagger: None,
-    }]
+    vec![
+        App {
+            name: "docs",
+            run: trial::run_docs,
+            full: Duration::from_secs(30 * 60),
+            quick: Duration::from_secs(100),
+            interactive: ("fetch_ms", "mean page fetch time (ms)"),
+            background: ("cell_kB", "cellular bytes, both ways (kB)", false),
+            event: (EVENT, "page fetch time (ms)"),
+            needs: &[NGINX, CURL],
+            interactive_floor: None,
+            stagger: None,
+        },
+        App {
+            name: "wiki",
+            run: trial::run_wiki,
+            full: Duration::from_secs(30 * 60),
+            quick: Duration::from_secs(150),
+            interactive: ("fetch_ms", "mean page fetch time (ms)"),
+            background: ("cell_kB", "cellular bytes, both ways (kB)", false),
+            event: (EVENT, "page fetch time (ms)"),
+            needs: &[
+                NGINX,
+                CURL,
+                mediawiki::MEDIAWIKI,
+                mediawiki::PHP_FPM,
+                mediawiki::PHP_CLI,
+                mediawiki::PHP_SQLITE,
+            ],
+            interactive_floor: None,
+            stagger: None,
+        },
+    ]
 }
 
 /// `roam lab dedup`.
@@ -163,7 +187,7 @@ impl Study for Dedup {
         Defaults {
             scenarios: SCENARIOS.map(String::from).to_vec(),
             quick_scenarios: vec!["walking-campus".into()],
-            apps: vec!["docs".into()],
+            apps: vec!["docs".into(), "wiki".into()],
             quick_apps: vec!["docs".into()],
             jobs: 3,
             quick_jobs: Some(3),
@@ -199,16 +223,23 @@ impl Study for Dedup {
             // Fetched once, before any trial (trials run side by side).
             let d = corpus::docs()?;
             std::fs::create_dir_all(&plan.out)?;
-            std::fs::write(
-                plan.out.join("corpus.txt"),
-                format!(
-                    "docs: Debian {} {} (before the upgrade) and {} (after), {} pages\n",
-                    corpus::PACKAGE,
+            let mut text = format!(
+                "docs: Debian {} {} (before the upgrade) and {} (after), {} pages\n",
+                corpus::PACKAGE,
+                d.old.0,
+                d.new.0,
+                d.pages.len()
+            );
+            if plan.apps.iter().any(|a| a == "wiki") {
+                text.push_str(&format!(
+                    "wiki: the {} pages of {} as the articles of MediaWiki {}, a seeded third \
+                     edited between the readings\n",
+                    d.pages.len(),
                     d.old.0,
-                    d.new.0,
-                    d.pages.len()
-                ),
-            )?;
+                    mediawiki::version()
+                ));
+            }
+            std::fs::write(plan.out.join("corpus.txt"), text)?;
         }
         let m = matrix::measure(plan, &all)?;
         let md = markdown(plan, &m);

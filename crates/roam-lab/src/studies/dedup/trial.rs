@@ -1,7 +1,8 @@
-//! One trial of `roam lab dedup`: a reader of the PostgreSQL manual, through the real data
-//! path.
+//! One trial of `roam lab dedup`: a reader of the PostgreSQL manual, as static pages (`docs`)
+//! or as a MediaWiki's articles (`wiki`), through the real data path.
 //!
-//! In the emulator's server namespace: nginx serving the manual's older version, and two
+//! In the emulator's server namespace: nginx serving the manual's older version (`wiki`: php-fpm
+//! running MediaWiki behind nginx, [`Site`] says what differs), and two
 //! of `roam_net`'s [`Relay`]s (dd-src for the systems that deduplicate, the zstd compressor
 //! for those that compress), each with caches of its own: the upstream nodes of two places.
 //! In the client namespace: a `roam_net` [`Proxy`] for each (the SOCKS5 proxy, dd-dst, the
@@ -18,13 +19,13 @@
 //!
 //! The reader's week: **before the upgrade** they read [`Workload::pages`] pages drawn from
 //! the manual; then the site is upgraded to the newer version (its root swapped under
-//! nginx); **after** they read as many again, half of them pages they read before (the
+//! nginx; the wiki instead gets a week's edits, [`wiki::edits`]); **after** they read as many again, half of them pages they read before (the
 //! sections one keeps coming back to) and half new ones. Between pages they think for an
 //! exponential time ([`Workload::think`]). The same seed draws the same pages and pauses for
 //! every system.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -43,10 +44,10 @@ use roam_net::proxy::compress::{Dictionaries, DictionaryConfig};
 use roam_net::proxy::{Allow, Compression, Key, Proxy, ProxyConfig, Relay, RelayConfig};
 
 use super::corpus::{self, Docs};
-use super::DedupSystem;
+use super::{wiki, DedupSystem};
 use crate::harness::service::{lock, point, start};
 use crate::harness::trial::{Metric, Trial};
-use crate::servers::nginx;
+use crate::servers::{mediawiki, nginx};
 
 /// Where the relays listen (server namespace): before the move, and after.
 const RELAY_PORTS: [u16; 2] = [7500, 7501];
@@ -91,11 +92,11 @@ impl Workload {
     }
 }
 
-/// The pages of each phase, and the pause before each, for `seed`.
-pub fn reading(docs: &Docs, w: Workload, seed: u64) -> Vec<(bool, String, Duration)> {
+/// The pages of each phase (drawn from `pages`), and the pause before each, for `seed`.
+pub fn reading(pages: &[String], w: Workload, seed: u64) -> Vec<(bool, String, Duration)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xded0);
-    let n = w.pages.min(docs.pages.len());
-    let mut pool = docs.pages.clone();
+    let n = w.pages.min(pages.len());
+    let mut pool = pages.to_vec();
     pool.shuffle(&mut rng);
     let before: Vec<String> = pool[..n].to_vec();
     let mut after: Vec<String> = before.choose_multiple(&mut rng, n / 2).cloned().collect();
@@ -117,27 +118,177 @@ pub fn reading(docs: &Docs, w: Workload, seed: u64) -> Vec<(bool, String, Durati
     out
 }
 
-/// nginx's site: a root whose `current` link is swapped from one version to the other.
-struct Site {
-    dir: PathBuf,
+/// What the reader reads: a site nginx serves in the server namespace, how a page is asked
+/// for and checked, and what changes between the two readings.
+trait Site: Send + Sync + 'static {
+    /// nginx's `server` block (listening on `127.0.0.1:HTTP_PORT`).
+    fn nginx_server(&self) -> String;
+    /// nginx's state directory.
+    fn nginx_dir(&self) -> PathBuf;
+    /// The request path of `page`.
+    fn path(&self, page: &str) -> String;
+    /// Between the readings: the upgrade, or the week's edits.
+    fn change(&self) -> Result<()>;
+    /// `body` is what the site serves for `page` now, byte for byte (else the trial fails:
+    /// whatever a system does on the way, the reader must get the page as served).
+    fn check(&self, page: &str, body: &[u8]) -> Result<()>;
 }
 
-impl Site {
-    fn new(old: &Path) -> Result<Site> {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "roam-lab-dedup-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        point(&dir, old)?;
-        Ok(Site { dir })
+/// A fresh directory for one trial's site.
+fn site_dir(what: &str) -> Result<PathBuf> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "roam-lab-{what}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The manual as static files: a root whose `current` link is swapped from one version to the
+/// other.
+struct DocsSite {
+    dir: PathBuf,
+    old: PathBuf,
+    new: PathBuf,
+    upgraded: std::sync::atomic::AtomicBool,
+}
+
+impl DocsSite {
+    fn new(docs: &Docs) -> Result<DocsSite> {
+        let dir = site_dir("dedup")?;
+        point(&dir, &docs.old.1)?;
+        Ok(DocsSite {
+            dir,
+            old: docs.old.1.clone(),
+            new: docs.new.1.clone(),
+            upgraded: false.into(),
+        })
     }
 }
 
-impl Drop for Site {
+impl Site for DocsSite {
+    fn nginx_server(&self) -> String {
+        format!(
+            "server {{ listen 127.0.0.1:{HTTP_PORT}; root {}/current; }}",
+            self.dir.display()
+        )
+    }
+
+    fn nginx_dir(&self) -> PathBuf {
+        self.dir.join("nginx")
+    }
+
+    fn path(&self, page: &str) -> String {
+        page.to_string()
+    }
+
+    fn change(&self) -> Result<()> {
+        point(&self.dir, &self.new)?;
+        self.upgraded.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn check(&self, page: &str, body: &[u8]) -> Result<()> {
+        let served = if self.upgraded.load(Ordering::Relaxed) {
+            &self.new
+        } else {
+            &self.old
+        };
+        let file = served.join(page);
+        let want = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+        if body != want {
+            bail!(
+                "{} arrived altered: {} bytes, {} served",
+                file.display(),
+                body.len(),
+                want.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DocsSite {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The wiki: MediaWiki with the manual's pages as articles, edited between the readings
+/// ([`wiki`](super::wiki)).
+struct WikiSite {
+    dir: PathBuf,
+    wiki: Mutex<mediawiki::Wiki>,
+    edits: Vec<(String, String)>,
+}
+
+impl WikiSite {
+    /// Install the wiki with `articles`; `seed` draws the week's edits.
+    fn new(articles: &[(String, String)], seed: u64) -> Result<WikiSite> {
+        let dir = site_dir("dedup-wiki")?;
+        let wiki = mediawiki::Wiki::install(
+            &dir.join("wiki"),
+            &format!("127.0.0.1:{HTTP_PORT}"),
+            articles,
+        )?;
+        Ok(WikiSite {
+            dir,
+            wiki: Mutex::new(wiki),
+            edits: wiki::edits(articles, seed),
+        })
+    }
+}
+
+impl Site for WikiSite {
+    fn nginx_server(&self) -> String {
+        lock(&self.wiki).nginx_server(&format!("127.0.0.1:{HTTP_PORT}"))
+    }
+
+    fn nginx_dir(&self) -> PathBuf {
+        self.dir.join("nginx")
+    }
+
+    fn path(&self, page: &str) -> String {
+        mediawiki::page_path(&wiki::title(page))
+    }
+
+    fn change(&self) -> Result<()> {
+        lock(&self.wiki).import(&self.edits, "an editor's week")
+    }
+
+    fn check(&self, page: &str, body: &[u8]) -> Result<()> {
+        // The same page fetched directly (nginx's Unix socket: no emulated link on the way),
+        // compared with what MediaWiki computes per request blanked.
+        let socket = lock(&self.wiki).direct_socket();
+        let url = format!("http://127.0.0.1:{HTTP_PORT}/{}", self.path(page));
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "60", "--unix-socket"])
+            .arg(&socket)
+            .arg(&url)
+            .stdin(Stdio::null())
+            .output()
+            .context("running curl")?;
+        if !out.status.success() {
+            bail!(
+                "fetching {url} directly: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        if mediawiki::masked(body) != mediawiki::masked(&out.stdout) {
+            bail!(
+                "{url} arrived altered: {} bytes, {} served directly",
+                body.len(),
+                out.stdout.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WikiSite {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -221,7 +372,7 @@ fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<(RelayConfig, ProxyConfig
 }
 
 /// One fetch: whether it worked, its bytes (headers and body), how long it took.
-fn fetch(page: &str, socks_port: u16) -> (Result<Vec<u8>>, Duration) {
+fn fetch(path: &str, socks_port: u16) -> (Result<Vec<u8>>, Duration) {
     let started = Instant::now();
     let out = Command::new("curl")
         .args([
@@ -231,7 +382,7 @@ fn fetch(page: &str, socks_port: u16) -> (Result<Vec<u8>>, Duration) {
             &FETCH_TIMEOUT.as_secs().to_string(),
             "--socks5-hostname",
             &format!("127.0.0.1:{socks_port}"),
-            &format!("http://127.0.0.1:{HTTP_PORT}/{page}"),
+            &format!("http://127.0.0.1:{HTTP_PORT}/{path}"),
         ])
         .stdin(Stdio::null())
         .output();
@@ -239,12 +390,12 @@ fn fetch(page: &str, socks_port: u16) -> (Result<Vec<u8>>, Duration) {
     let r = match out {
         Err(e) => Err(anyhow!("running curl: {e}")),
         Ok(o) if !o.status.success() => Err(anyhow!(
-            "curl {page}: {} ({})",
+            "curl {path}: {} ({})",
             String::from_utf8_lossy(&o.stderr).trim(),
             o.status
         )),
         Ok(o) if !o.stdout.starts_with(b"HTTP/1.1 200") => Err(anyhow!(
-            "curl {page}: {}",
+            "curl {path}: {}",
             String::from_utf8_lossy(&o.stdout[..o.stdout.len().min(40)])
         )),
         Ok(o) => Ok(o.stdout),
@@ -262,17 +413,39 @@ struct Read {
 
 /// Run the `docs` reader of `t` under its system.
 pub fn run_docs(t: &Trial) -> Result<Vec<Metric>> {
+    let docs = corpus::docs()?;
+    let site = Arc::new(DocsSite::new(&docs)?);
+    run_site(t, site, &docs.pages)
+}
+
+/// Run the `wiki` reader of `t` under its system.
+pub fn run_wiki(t: &Trial) -> Result<Vec<Metric>> {
+    let docs = corpus::docs()?;
+    let articles = wiki::articles(&docs)?;
+    let site = Arc::new(WikiSite::new(&articles, t.seed)?);
+    let pages: Vec<String> = docs.pages.clone();
+    let fpm_site = site.clone();
+    let mut fpm = t
+        .emu
+        .spawn_in_server(move || lock(&fpm_site.wiki).serve())
+        .join()
+        .map_err(|_| anyhow!("php-fpm's start panicked"))??
+        .context("starting php-fpm")?;
+    let r = run_site(t, site, &pages);
+    let _ = fpm.kill();
+    let _ = fpm.wait();
+    r
+}
+
+/// Run a reader of `site`'s `pages` under `t`'s system: nginx in the server namespace, the
+/// system's relays and proxies, the reading, the metrics.
+fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metric>> {
     let sys = *t
         .system
         .get::<DedupSystem>()
         .ok_or_else(|| anyhow!("`{}` is not a system of roam lab dedup", t.system.name()))?;
-    let docs = corpus::docs()?;
-    let site = Site::new(&docs.old.1)?;
-    let servers = format!(
-        "server {{ listen 127.0.0.1:{HTTP_PORT}; root {}/current; }}",
-        site.dir.display()
-    );
-    let nginx_dir = site.dir.join("nginx");
+    let servers = site.nginx_server();
+    let nginx_dir = site.nginx_dir();
     let probe = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, HTTP_PORT));
     let mut nginx = t
         .emu
@@ -316,8 +489,8 @@ pub fn run_docs(t: &Trial) -> Result<Vec<Metric>> {
         }
     }
     let read = started.and_then(|()| {
-        let plan = reading(&docs, Workload::for_duration(t.duration), t.seed);
-        read_pages(t, &site, &docs, plan)
+        let plan = reading(pages, Workload::for_duration(t.duration), t.seed);
+        read_pages(t, site, plan)
     });
     for r in running {
         r.end();
@@ -328,18 +501,10 @@ pub fn run_docs(t: &Trial) -> Result<Vec<Metric>> {
     Ok(metrics(t, &read, &ends))
 }
 
-/// Read `plan`'s pages in the client namespace, upgrading the site between the phases.
-fn read_pages(
-    t: &Trial,
-    site: &Site,
-    docs: &Docs,
-    plan: Vec<(bool, String, Duration)>,
-) -> Result<Read> {
+/// Read `plan`'s pages in the client namespace, changing the site between the phases.
+fn read_pages(t: &Trial, site: Arc<dyn Site>, plan: Vec<(bool, String, Duration)>) -> Result<Read> {
     let limit = t.duration;
     let progress = t.progress.clone();
-    let newer = docs.new.1.clone();
-    let older = docs.old.1.clone();
-    let site_dir = site.dir.clone();
     t.run_client("dedup reader", move || {
         let started = Instant::now();
         let mut read = Read {
@@ -347,24 +512,21 @@ fn read_pages(
             failures: Vec::new(),
             unfinished: false,
         };
-        let mut upgraded = false;
+        let mut changed = false;
         for (after, page, pause) in plan {
-            if after && !upgraded {
-                point(&site_dir, &newer)?;
-                upgraded = true;
+            if after && !changed {
+                site.change()?;
+                changed = true;
             }
             std::thread::sleep(pause);
             if started.elapsed() > limit {
                 read.unfinished = true;
                 break;
             }
-            let (r, took) = fetch(&page, SOCKS_PORTS[usize::from(after)]);
+            let (r, took) = fetch(&site.path(&page), SOCKS_PORTS[usize::from(after)]);
             match r {
                 Ok(bytes) => {
-                    // What arrived must be the page as served, byte for byte, whatever the
-                    // system did to it on the way: else the trial fails.
-                    let served = if after { &newer } else { &older };
-                    check_body(&bytes, &served.join(&page))?;
+                    site.check(&page, body(&bytes, &page)?)?;
                     read.responses.push((after, bytes, took));
                 }
                 Err(e) => read.failures.push(format!("{e:#}")),
@@ -375,23 +537,13 @@ fn read_pages(
     })
 }
 
-/// `response`'s body (after its headers) is `file`'s bytes.
-fn check_body(response: &[u8], file: &Path) -> Result<()> {
-    let body = response
+/// `response`'s body (after its headers).
+fn body<'a>(response: &'a [u8], page: &str) -> Result<&'a [u8]> {
+    response
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map(|i| &response[i + 4..])
-        .ok_or_else(|| anyhow!("the response for {} has no end of headers", file.display()))?;
-    let want = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    if body != want {
-        bail!(
-            "{} arrived altered: {} bytes, {} served",
-            file.display(),
-            body.len(),
-            want.len()
-        );
-    }
-    Ok(())
+        .ok_or_else(|| anyhow!("the response for {page} has no end of headers"))
 }
 
 /// The trial's metrics.
