@@ -112,6 +112,18 @@ impl Wiki {
             ADMIN,
         ])
         .context("installing MediaWiki")?;
+        // Jobs (re-rendering the pages that link to a new one, ...) run after each import
+        // (`import`), never during a page view: a page parsed again between two fetches
+        // would differ in its parser report's times.
+        let mut settings = std::fs::OpenOptions::new()
+            .append(true)
+            .open(w.settings())
+            .with_context(|| format!("opening {}", w.settings().display()))?;
+        std::io::Write::write_all(
+            &mut settings,
+            b"\n# roam lab: jobs run by the lab, not by page views; errors in full.\n\
+              $wgJobRunRate = 0;\n$wgShowExceptionDetails = true;\n",
+        )?;
         w.import(articles, "the manual's page")?;
         Ok(w)
     }
@@ -155,7 +167,8 @@ impl Wiki {
     }
 
     /// Save `articles` (title, wikitext) as new revisions, with edit summary `summary`, by
-    /// MediaWiki's `importTextFiles.php` (an article whose text is unchanged gets no revision).
+    /// MediaWiki's `importTextFiles.php` (an article whose text is unchanged gets no revision),
+    /// then run the jobs the import queued (`runJobs.php`).
     pub fn import(&mut self, articles: &[(String, String)], summary: &str) -> Result<()> {
         if articles.is_empty() {
             return Ok(());
@@ -168,7 +181,8 @@ impl Wiki {
             if title.is_empty() || title.contains('/') || title.starts_with('.') {
                 bail!("{title:?} cannot be a wiki article's file name");
             }
-            let f = staging.join(title);
+            // importTextFiles.php names an article by its file name without the extension.
+            let f = staging.join(format!("{title}.txt"));
             std::fs::write(&f, text).with_context(|| format!("writing {}", f.display()))?;
             files.push(f.to_string_lossy().into_owned());
         }
@@ -182,6 +196,8 @@ impl Wiki {
         if !out.contains("Done!") {
             bail!("importTextFiles.php did not finish: {}", out.trim());
         }
+        self.php(&[&format!("{ROOT}/maintenance/runJobs.php")])
+            .context("running the jobs MediaWiki queued")?;
         Ok(())
     }
 
@@ -196,9 +212,9 @@ impl Wiki {
         self.dir.join("direct.sock")
     }
 
-    /// Start php-fpm for this wiki (it dies with this process), once its socket exists (at
-    /// most 15 s), else the error it gave.
-    pub fn serve(&self) -> Result<Child> {
+    /// Start php-fpm for this wiki, once its socket exists (at most 15 s), else the error it
+    /// gave. It stops, workers and all, when the [`Fpm`] is dropped.
+    pub fn serve(&self) -> Result<Fpm> {
         let bin = PHP_FPM
             .paths
             .iter()
@@ -240,7 +256,7 @@ impl Wiki {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(child)
+        Ok(Fpm { child })
     }
 
     /// nginx's `server` block for the wiki (and a `map` before it, in nginx's `http` block):
@@ -262,6 +278,27 @@ impl Wiki {
     }
 }
 
+/// A running php-fpm. Dropping it stops the master with SIGTERM, which stops its workers
+/// (SIGKILL would leave them running), then kills it if it has not ended within 5 s.
+pub struct Fpm {
+    child: Child,
+}
+
+impl Drop for Fpm {
+    fn drop(&mut self) {
+        roam_emu::sys::kill(self.child.id() as i32, 15);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The request path of article `title`.
 pub fn page_path(title: &str) -> String {
     let mut p = String::from("index.php?title=");
@@ -277,27 +314,60 @@ pub fn page_path(title: &str) -> String {
     p
 }
 
-/// `page` with what MediaWiki computes per request blanked: the values of `wgRequestId`,
-/// `wgBackendResponseTime`, and the parser report's `cputime`, `walltime` and cache
-/// `timestamp` (so two fetches of one revision compare equal).
+/// `page` with what MediaWiki computes per request blanked, so two fetches of one revision
+/// compare equal: its HTML comments dropped (the parser's limit report and parser-cache note,
+/// with their times; an article cannot make a comment, its `<` is escaped) and, inside
+/// `<script>` elements only, the values of `wgRequestId`, `wgBackendResponseTime`, and the
+/// parser report's `cputime`, `walltime`, `timingprofile` and cache `timestamp`. Everything
+/// else, the article above all, must match byte for byte.
 pub fn masked(page: &[u8]) -> Vec<u8> {
-    let mut out = page.to_vec();
+    let mut out = Vec::with_capacity(page.len());
+    let mut rest = page;
+    while let Some(i) = find(rest, b"<!--") {
+        let Some(j) = find(&rest[i + 4..], b"-->") else {
+            break; // not closed: left as it is, to be compared
+        };
+        out.extend_from_slice(&rest[..i]);
+        rest = &rest[i + 4 + j + 3..];
+    }
+    out.extend_from_slice(rest);
+    let mut masked = Vec::with_capacity(out.len());
+    let mut rest = &out[..];
+    while let Some(i) = find(rest, b"<script") {
+        let Some(j) = find(&rest[i..], b"</script>") else {
+            break;
+        };
+        masked.extend_from_slice(&rest[..i]);
+        masked.extend_from_slice(&mask_values(&rest[i..i + j]));
+        rest = &rest[i + j..];
+    }
+    masked.extend_from_slice(rest);
+    masked
+}
+
+/// `script` with the values of the per-request keys removed (a string to its closing quote, a
+/// list to its `]`, anything else to the next `,` or `}`).
+fn mask_values(script: &[u8]) -> Vec<u8> {
+    let mut out = script.to_vec();
     for key in [
         &b"\"wgRequestId\":"[..],
         b"\"wgBackendResponseTime\":",
         b"\"cputime\":",
         b"\"walltime\":",
+        b"\"timingprofile\":",
         b"\"timestamp\":",
     ] {
         let mut from = 0;
         while let Some(i) = find(&out[from..], key) {
             let start = from + i + key.len();
-            let end = start
-                + out[start..]
-                    .iter()
-                    .position(|&c| c == b',' || c == b'}')
-                    .unwrap_or(out.len() - start);
-            out.splice(start..end, std::iter::empty());
+            let v = &out[start..];
+            let len = match v.first() {
+                Some(b'"') => v[1..].iter().position(|&c| c == b'"').map(|k| k + 2),
+                Some(b'[') => v.iter().position(|&c| c == b']').map(|k| k + 1),
+                _ => v.iter().position(|&c| c == b',' || c == b'}'),
+            }
+            .unwrap_or(v.len());
+            out.splice(start..start + len, std::iter::empty());
             from = start;
         }
     }
@@ -314,16 +384,39 @@ mod tests {
 
     #[test]
     fn masking_blanks_only_what_changes_per_request() {
-        let a = br#"RLCONF={"wgRequestId":"e65698be","wgCSPNonce":false};"limitreport":{"cputime":"0.007","walltime":"0.008"},"cachereport":{"timestamp":"20261128235106","ttl":86400}mw.config.set({"wgBackendResponseTime":622});"#;
-        let b = br#"RLCONF={"wgRequestId":"b8368880","wgCSPNonce":false};"limitreport":{"cputime":"0.009","walltime":"0.010"},"cachereport":{"timestamp":"20261128235107","ttl":86400}mw.config.set({"wgBackendResponseTime":107});"#;
+        let a = br#"<p>"cputime":"1",x</p><script>RLCONF={"wgRequestId":"e65698be","wgCSPNonce":false};"limitreport":{"cputime":"0.007","walltime":"0.008","timingprofile":["100.00%    0.000      1 -total","x"]},"cachereport":{"timestamp":"20261128235106","ttl":86400}mw.config.set({"wgBackendResponseTime":622});</script><!--
+NewPP limit report
+CPU time usage: 0.007 seconds
+--><p>end</p>"#;
+        let b = br#"<p>"cputime":"1",x</p><script>RLCONF={"wgRequestId":"b8368880","wgCSPNonce":false};"limitreport":{"cputime":"0.009","walltime":"0.010","timingprofile":["99.00%    0.001      1 -total","y"]},"cachereport":{"timestamp":"20261128235107","ttl":86400}mw.config.set({"wgBackendResponseTime":107});</script><!--
+NewPP limit report
+CPU time usage: 0.009 seconds
+--><p>end</p>"#;
         assert_eq!(masked(a), masked(b));
         let m = String::from_utf8(masked(a)).unwrap();
         assert!(
             m.contains(r#""wgCSPNonce":false"#) && m.contains(r#""ttl":86400"#),
             "{m}"
         );
-        let c = br#"RLCONF={"wgRequestId":"e65698be","wgCSPNonce":true};"#;
-        assert_ne!(masked(a), masked(c));
+        // The article's text is never masked, only the scripts' values.
+        assert!(
+            m.starts_with(r#"<p>"cputime":"1",x</p>"#) && m.ends_with("<p>end</p>"),
+            "{m}"
+        );
+        let text = String::from_utf8(a.to_vec()).unwrap();
+        let c = text.replace(r#""wgCSPNonce":false"#, r#""wgCSPNonce":true"#);
+        assert_ne!(masked(a), masked(c.as_bytes()));
+        let d = text.replace("<p>end", "<p>End");
+        assert_ne!(masked(a), masked(d.as_bytes()));
+        // Odd input: keys at the end, comments and scripts never closed.
+        for odd in [
+            &br#"<script>"wgRequestId":"#[..],
+            b"<!-- x",
+            br#"<script>"timestamp":"1"#,
+            b"<script>",
+        ] {
+            let _ = masked(odd);
+        }
     }
 
     #[test]
@@ -362,7 +455,7 @@ mod tests {
             &[("Alpha".into(), "== Head ==\n\nfirst words\n".into())],
         )
         .unwrap();
-        let mut fpm = w.serve().unwrap();
+        let fpm = w.serve().unwrap();
         let ng = crate::servers::nginx::launch(
             &dir.join("nginx"),
             &w.nginx_server(&at),
@@ -393,9 +486,29 @@ mod tests {
         let second = get();
         assert!(second.contains("second words"), "{second}");
         let mut ng = ng;
-        for c in [&mut fpm, &mut ng] {
-            let _ = c.kill();
-            let _ = c.wait();
+        let _ = ng.kill();
+        let _ = ng.wait();
+        // Stopping php-fpm stops its workers too.
+        let master = fpm.child.id();
+        let workers: Vec<String> =
+            std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+        drop(fpm);
+        std::thread::sleep(Duration::from_millis(300));
+        for w in workers {
+            let state = std::fs::read_to_string(format!("/proc/{w}/stat")).unwrap_or_default();
+            let running = state
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                .is_some_and(|s| s != "Z");
+            assert!(
+                !running,
+                "php-fpm's worker {w} outlived its master: {state}"
+            );
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

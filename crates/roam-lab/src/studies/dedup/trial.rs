@@ -129,8 +129,9 @@ trait Site: Send + Sync + 'static {
     fn path(&self, page: &str) -> String;
     /// Between the readings: the upgrade, or the week's edits.
     fn change(&self) -> Result<()>;
-    /// `body` is what the site serves for `page` now, byte for byte (else the trial fails:
-    /// whatever a system does on the way, the reader must get the page as served).
+    /// `body` is what the site serves for `page` now, byte for byte (the wiki: but for what
+    /// MediaWiki computes per request, [`mediawiki::masked`]); else the trial fails: whatever a
+    /// system does on the way, the reader must get the page as served.
     fn check(&self, page: &str, body: &[u8]) -> Result<()>;
 }
 
@@ -233,7 +234,10 @@ impl WikiSite {
             &dir.join("wiki"),
             &format!("127.0.0.1:{HTTP_PORT}"),
             articles,
-        )?;
+        )
+        .inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&dir);
+        })?;
         Ok(WikiSite {
             dir,
             wiki: Mutex::new(wiki),
@@ -425,15 +429,16 @@ pub fn run_wiki(t: &Trial) -> Result<Vec<Metric>> {
     let site = Arc::new(WikiSite::new(&articles, t.seed)?);
     let pages: Vec<String> = docs.pages.clone();
     let fpm_site = site.clone();
-    let mut fpm = t
+    let fpm = t
         .emu
         .spawn_in_server(move || lock(&fpm_site.wiki).serve())
         .join()
         .map_err(|_| anyhow!("php-fpm's start panicked"))??
         .context("starting php-fpm")?;
-    let r = run_site(t, site, &pages);
-    let _ = fpm.kill();
-    let _ = fpm.wait();
+    let r = run_site(t, site.clone(), &pages);
+    // php-fpm stops before the site's directory goes (with the last `site`).
+    drop(fpm);
+    drop(site);
     r
 }
 
@@ -490,20 +495,22 @@ fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metr
     }
     let read = started.and_then(|()| {
         let plan = reading(pages, Workload::for_duration(t.duration), t.seed);
-        read_pages(t, site, plan)
+        read_pages(t, site.clone(), plan)
     });
     for r in running {
         r.end();
     }
     let _ = nginx.kill();
     let _ = nginx.wait();
+    // The site's directory goes only now that nginx no longer serves it.
+    drop(site);
     let read = read?;
     Ok(metrics(t, &read, &ends))
 }
 
 /// Read `plan`'s pages in the client namespace, changing the site between the phases.
 fn read_pages(t: &Trial, site: Arc<dyn Site>, plan: Vec<(bool, String, Duration)>) -> Result<Read> {
-    let limit = t.duration;
+    let mut limit = t.duration;
     let progress = t.progress.clone();
     t.run_client("dedup reader", move || {
         let started = Instant::now();
@@ -515,7 +522,10 @@ fn read_pages(t: &Trial, site: Arc<dyn Site>, plan: Vec<(bool, String, Duration)
         let mut changed = false;
         for (after, page, pause) in plan {
             if after && !changed {
+                // The change (the wiki's imports take seconds) is not the reader's time.
+                let began = Instant::now();
                 site.change()?;
+                limit += began.elapsed();
                 changed = true;
             }
             std::thread::sleep(pause);

@@ -74,9 +74,12 @@ pub fn wikitext(html: &str) -> String {
     let mut skip = 0usize;
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('<') {
-            let end = after.find('>').map_or(after.len(), |i| i + 1);
-            let tag = &after[..end.saturating_sub(1)];
-            rest = &after[end.min(after.len())..];
+            // A tag runs to its `>`; one never closed runs to the end of the page.
+            let (tag, next) = match after.find('>') {
+                Some(i) => (&after[..i], &after[i + 1..]),
+                None => (after, ""),
+            };
+            rest = next;
             let closing = tag.starts_with('/');
             let name: String = tag
                 .trim_start_matches('/')
@@ -93,7 +96,7 @@ pub fn wikitext(html: &str) -> String {
                     skip = if closing { skip - 1 } else { skip + 1 };
                 }
                 _ if skip > 0 => {}
-                "h1" | "h2" | "h3" | "h4" => {
+                "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
                     if closing {
                         out.end_heading();
                     } else {
@@ -101,6 +104,8 @@ pub fn wikitext(html: &str) -> String {
                     }
                 }
                 "p" | "dt" | "dd" | "tr" | "div" | "table" | "br" => out.start(Block::Paragraph),
+                // A table's cells, side by side in their row's paragraph.
+                "td" | "th" if !closing => out.text(" "),
                 "li" if !closing => out.start(Block::Item),
                 "li" => {}
                 "pre" => {
@@ -199,7 +204,8 @@ fn unescape(s: &str) -> String {
 }
 
 /// `s` with what wikitext reads as markup written as character references; `line_start`:
-/// `s` begins a line (where `*`, `#`, `:`, `;`, `=` and a space are markup too).
+/// `s` begins a line (where `*`, `#`, `:`, `;`, `=` and `-` are markup too; a leading space,
+/// also markup there, is trimmed by the caller).
 fn escape(s: &str, line_start: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for (i, c) in s.chars().enumerate() {
@@ -234,8 +240,12 @@ struct Blocks {
 }
 
 impl Blocks {
-    /// End the current block and begin one of `kind`.
+    /// End the current block and begin one of `kind`. A paragraph that opens a list item
+    /// (DocBook's `<li><p>`) stays the item.
     fn start(&mut self, kind: Block) {
+        if kind == Block::Paragraph && self.kind == Block::Item && self.current.trim().is_empty() {
+            return;
+        }
         self.flush();
         self.kind = kind;
     }
@@ -285,13 +295,9 @@ impl Blocks {
         }
     }
 
-    /// Wikitext as it is.
+    /// Wikitext as it is (the spaces around it are the text's own).
     fn raw(&mut self, s: &str) {
-        if !self.current.ends_with(' ') && !self.current.is_empty() {
-            self.current.push(' ');
-        }
         self.current.push_str(s);
-        self.current.push(' ');
     }
 
     fn finish(mut self) -> String {
@@ -303,9 +309,10 @@ impl Blocks {
 }
 
 /// The week's edits: for a seeded third of `articles` (title, wikitext), the article's new
-/// text. Each edited article gets one or two edits: a paragraph (not its first) deleted, a
-/// paragraph of another article copied in at a random place, or two neighbouring paragraphs
-/// swapped.
+/// text. Each drawn article gets one or two edits, each one of: a paragraph (not its first)
+/// deleted, a paragraph of another article copied in at a random place, or two neighbouring
+/// paragraphs swapped (deleting and swapping need three paragraphs: an article with fewer
+/// gets a copied paragraph instead, and one whose draws changed nothing is left out).
 pub fn edits(articles: &[(String, String)], seed: u64) -> Vec<(String, String)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3d17);
     let mut out = Vec::new();
@@ -327,7 +334,11 @@ pub fn edits(articles: &[(String, String)], seed: u64) -> Vec<(String, String)> 
                     let k = rng.gen_range(1..paras.len());
                     paras.remove(k);
                 }
-                1 | 0 => {
+                2 if paras.len() > 2 => {
+                    let k = rng.gen_range(1..paras.len() - 1);
+                    paras.swap(k, k + 1);
+                }
+                _ => {
                     let mut j = rng.gen_range(0..articles.len() - 1);
                     if j >= i {
                         j += 1;
@@ -342,11 +353,6 @@ pub fn edits(articles: &[(String, String)], seed: u64) -> Vec<(String, String)> 
                         paras.insert(at, p.trim_end().to_string());
                     }
                 }
-                _ if paras.len() > 2 => {
-                    let k = rng.gen_range(1..paras.len() - 1);
-                    paras.swap(k, k + 1);
-                }
-                _ => {}
             }
         }
         let mut s = paras.join("\n\n");
@@ -366,7 +372,8 @@ mod tests {
         <div class=\"navheader\"><table><tr><td><a href=\"prev.html\">Prev</a></td></tr></table></div>\
         <h2>Synopsis</h2><p>Use <a href=\"sql-insert.html#x\">INSERT</a> for rows; a &lt; b &amp; c's [x].</p>\
         <pre class=\"synopsis\">SELECT *\n  FROM t;</pre>\
-        <ul><li><p>one</p></li><li>two</li></ul>\
+        <ul><li class=\"listitem\"><p>one</p></li><li>two</li></ul>\
+        <table><tr><td>smallint</td><td>2 bytes</td></tr></table><h5>Small</h5>\
         <div class=\"navfooter\"><a href=\"next.html\">Next</a></div></body></html>";
 
     #[test]
@@ -374,11 +381,25 @@ mod tests {
         let w = wikitext(PAGE);
         assert!(!w.contains("Prev") && !w.contains("Next"), "{w}");
         assert!(w.contains("== Synopsis =="), "{w}");
-        assert!(w.contains("[[Sql-insert|INSERT]]"), "{w}");
+        assert!(w.contains("Use [[Sql-insert|INSERT]] for rows;"), "{w}");
         // Markup characters of the text are references, so they show as text.
         assert!(w.contains("a &#60; b &#38; c&#39;s &#91;x&#93;."), "{w}");
         assert!(w.contains(" SELECT *\n   FROM t;"), "{w}");
-        assert!(w.contains("* two"), "{w}");
+        assert!(w.contains("* one\n\n* two"), "{w}");
+        assert!(w.contains("smallint 2 bytes"), "{w}");
+        assert!(w.contains("== Small =="), "{w}");
+    }
+
+    #[test]
+    fn malformed_html_gives_text_not_a_panic() {
+        for page in [
+            "<body><p>caf\u{e9}<a title=\"caf\u{e9}",
+            "<body>&#xZZ; &; &#99999999; <",
+            "<",
+        ] {
+            let _ = wikitext(page);
+        }
+        assert!(wikitext("<body><p>caf\u{e9} &#233;</p>").contains("caf\u{e9} \u{e9}"));
     }
 
     #[test]
