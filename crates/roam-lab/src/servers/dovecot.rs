@@ -236,17 +236,7 @@ service imap-login {{
 
 impl Drop for Dovecot {
     fn drop(&mut self) {
-        // SIGTERM lets the master stop its login and mail processes.
-        roam_emu::sys::kill(self.child.id() as i32, 15);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::terminate(&mut self.child);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -286,16 +286,7 @@ pub struct Fpm {
 
 impl Drop for Fpm {
     fn drop(&mut self) {
-        roam_emu::sys::kill(self.child.id() as i32, 15);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::terminate(&mut self.child);
     }
 }
 

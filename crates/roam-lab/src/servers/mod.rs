@@ -7,3 +7,22 @@ pub mod imap;
 pub mod mediawiki;
 pub mod nginx;
 pub mod speech;
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// Stop a server that has processes of its own (Dovecot's login and mail processes,
+/// php-fpm's workers): SIGTERM lets its master stop them (SIGKILL would leave them running);
+/// if it has not ended within 5 s it is killed. Then reaped.
+pub fn terminate(child: &mut Child) {
+    roam_emu::sys::kill(child.id() as i32, 15);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
