@@ -19,8 +19,9 @@
 //!
 //! The reader's week: **before the upgrade** they read [`Workload::pages`] pages drawn from
 //! the manual; then the site is upgraded to the newer version (its root swapped under
-//! nginx; the wiki instead gets a week's edits, [`wiki::edits`]); **after** they read as many again, half of them pages they read before (the
-//! sections one keeps coming back to) and half new ones. Between pages they think for an
+//! nginx; the wiki instead gets a week's edits, [`wiki::edits`]); **after** they read as
+//! many again, half of them pages they read before (the sections one keeps coming back to)
+//! and half new ones. Between pages they think for an
 //! exponential time ([`Workload::think`]). The same seed draws the same pages and pauses for
 //! every system.
 
