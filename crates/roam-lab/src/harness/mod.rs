@@ -9,6 +9,7 @@ pub mod index;
 pub mod matrix;
 pub mod plan;
 pub mod results;
+pub mod scratch;
 pub mod seeds;
 pub mod service;
 pub mod setup;

@@ -11,12 +11,13 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+use crate::harness::scratch::Scratch;
 
 use crate::servers::imap;
 
@@ -87,7 +88,7 @@ fn nobody() -> Result<(u32, u32)> {
 /// A running Dovecot with the lab mailbox. Stopped (and its files removed) on drop.
 pub struct Dovecot {
     child: Child,
-    dir: PathBuf,
+    dir: Scratch,
 }
 
 impl Dovecot {
@@ -97,13 +98,7 @@ impl Dovecot {
         let bin = binary().ok_or_else(|| {
             anyhow!("Dovecot is not installed (apt-get install -y dovecot-imapd)")
         })?;
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "roam-lab-dovecot-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("dovecot")?;
         let maildir = dir.join("Maildir");
         for sub in ["cur", "new", "tmp"] {
             std::fs::create_dir_all(maildir.join(sub))
@@ -237,7 +232,6 @@ service imap-login {{
 impl Drop for Dovecot {
     fn drop(&mut self) {
         super::terminate(&mut self.child);
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -9,12 +9,13 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+use crate::harness::scratch::Scratch;
 
 /// Feeds on the site.
 pub const FEEDS: usize = 5;
@@ -57,14 +58,13 @@ pub fn article_sizes(seed: u64) -> Vec<Vec<u64>> {
 /// A running nginx; stopped (and its directory removed) when dropped.
 pub struct Nginx {
     child: Child,
-    dir: PathBuf,
+    dir: Scratch,
 }
 
 impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -77,13 +77,7 @@ impl Nginx {
     /// Write the site for `seed` and start nginx; call from inside the namespace it should
     /// serve. Returns once it accepts connections on 127.0.0.1:[`HTTP_PORT`].
     pub fn start(seed: u64) -> Result<Nginx> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "roam-lab-nginx-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("nginx")?;
         let www = dir.join("www");
         for (f, sizes) in article_sizes(seed).into_iter().enumerate() {
             let feed = www.join(format!("feed{f}"));

@@ -46,6 +46,7 @@ use roam_net::proxy::{Allow, Compression, Key, Proxy, ProxyConfig, Relay, RelayC
 
 use super::corpus::{self, Docs};
 use super::{wiki, DedupSystem};
+use crate::harness::scratch::Scratch;
 use crate::harness::service::{lock, point, start};
 use crate::harness::trial::{Metric, Trial};
 use crate::servers::{mediawiki, nginx};
@@ -137,23 +138,10 @@ trait Site: Send + Sync + 'static {
     fn check(&self, page: &str, body: &[u8]) -> Result<()>;
 }
 
-/// A fresh directory for one trial's site.
-fn site_dir(what: &str) -> Result<PathBuf> {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "roam-lab-{what}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
-}
-
 /// The manual as static files: a root whose `current` link is swapped from one version to the
 /// other.
 struct DocsSite {
-    dir: PathBuf,
+    dir: Scratch,
     old: PathBuf,
     new: PathBuf,
     upgraded: std::sync::atomic::AtomicBool,
@@ -161,7 +149,7 @@ struct DocsSite {
 
 impl DocsSite {
     fn new(docs: &Docs) -> Result<DocsSite> {
-        let dir = site_dir("dedup")?;
+        let dir = Scratch::new("dedup-docs")?;
         point(&dir, &docs.old.1)?;
         Ok(DocsSite {
             dir,
@@ -214,36 +202,28 @@ impl Site for DocsSite {
     }
 }
 
-impl Drop for DocsSite {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// The wiki: MediaWiki with the manual's pages as articles, edited between the readings
 /// ([`wiki`](super::wiki)).
 struct WikiSite {
-    dir: PathBuf,
     wiki: Mutex<mediawiki::Wiki>,
     edits: Vec<(String, String)>,
+    /// Last: removed after everything that uses it.
+    dir: Scratch,
 }
 
 impl WikiSite {
     /// Install the wiki with `articles`; `seed` draws the week's edits.
     fn new(articles: &[(String, String)], seed: u64) -> Result<WikiSite> {
-        let dir = site_dir("dedup-wiki")?;
+        let dir = Scratch::new("dedup-wiki")?;
         let wiki = mediawiki::Wiki::install(
             &dir.join("wiki"),
             &format!("127.0.0.1:{HTTP_PORT}"),
             articles,
-        )
-        .inspect_err(|_| {
-            let _ = std::fs::remove_dir_all(&dir);
-        })?;
+        )?;
         Ok(WikiSite {
-            dir,
             wiki: Mutex::new(wiki),
             edits: wiki::edits(articles, seed),
+            dir,
         })
     }
 }
@@ -291,12 +271,6 @@ impl Site for WikiSite {
             );
         }
         Ok(())
-    }
-}
-
-impl Drop for WikiSite {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -18,9 +18,9 @@
 //! broker models its own transfers; the CPU is not counted.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,7 @@ use roam_transfer::model::Condition;
 use roam_transfer::session::{self, Network, Options, Outcome, Session, Tuning};
 use roam_transfer::{FileSpec, Params, Protocol};
 
+use crate::harness::scratch::Scratch;
 use crate::harness::system::{one_link, SystemUnderTest, Transport};
 use crate::harness::trial::{Metric, Trial};
 use roam_emu::queue::QueueLimit;
@@ -307,30 +308,6 @@ fn start_nginx(dir: &Path, addr: std::net::Ipv4Addr) -> Result<Server> {
     Ok(Server { child })
 }
 
-/// A fresh scratch directory, removed with everything in it when dropped (a failed trial
-/// leaves no 152 MB video behind).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(what: &str) -> Result<Scratch> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let d = std::env::temp_dir().join(format!(
-            "roam-lab-bulk-{what}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-        Ok(Scratch(d))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Run `cmd` to its end, or kill it after `limit`: its output.
 fn output_within(cmd: &mut Command, limit: Duration, what: &str) -> Result<std::process::Output> {
     cmd.stdin(Stdio::null())
@@ -362,8 +339,8 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
         );
     };
     let sizes = dataset.sizes(t.seed, quick);
-    let site = Scratch::new("site")?;
-    let www = site.0.join("www");
+    let site = Scratch::new("bulk-site")?;
+    let www = site.join("www");
     std::fs::create_dir_all(&www).with_context(|| format!("creating {}", www.display()))?;
     let names: Vec<String> = (0..sizes.len())
         .map(|i| format!("{}-{i:03}.bin", dataset.name()))
@@ -375,14 +352,14 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     }
     let link = &t.emu.links()[0];
     let addr = link.peer_addr;
-    let (dir, a) = (site.0.clone(), addr);
+    let (dir, a) = (site.to_path_buf(), addr);
     let server = t
         .emu
         .spawn_in_server(move || start_nginx(&dir, a))
         .join()
         .map_err(|_| anyhow!("the nginx starter panicked"))?
         .context("entering the server namespace")??;
-    let out = Scratch::new("out")?;
+    let out = Scratch::new("bulk-out")?;
     // nghttp can check no file (it saves none); FastHLA's engine over HTTP/2 saves them.
     let h2 = matches!(tool, Tool::Nghttp | Tool::NghttpWide);
     let port = match tool {
@@ -397,7 +374,7 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     let mean = sizes.iter().sum::<u64>() as f64 / sizes.len() as f64;
     let cond = condition_of(t, mean);
     let down0 = link.down.delivered_bytes.load(Ordering::Relaxed);
-    let (o, u, listing) = (out.0.clone(), urls.clone(), sizes.clone());
+    let (o, u, listing) = (out.to_path_buf(), urls.clone(), sizes.clone());
     let update = learnt();
     let limit = t.duration;
     let started = Instant::now();
@@ -420,9 +397,7 @@ pub fn run(t: &Trial, dataset: Dataset, quick: bool) -> Result<Vec<Metric>> {
     }
     // Every byte of every file, under its name.
     for (n, &s) in names.iter().zip(&sizes).filter(|_| !h2) {
-        let got = std::fs::metadata(out.0.join(n))
-            .map(|m| m.len())
-            .unwrap_or(0);
+        let got = std::fs::metadata(out.join(n)).map(|m| m.len()).unwrap_or(0);
         if got != s {
             bail!("{}: {n} has {got} of its {s} bytes", tool.name());
         }
@@ -670,7 +645,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_that_hangs_is_killed_at_its_limit_and_a_scratch_directory_goes() {
+    fn a_tool_that_hangs_is_killed_at_its_limit() {
         let e = output_within(
             Command::new("sleep").arg("5"),
             Duration::from_millis(100),
@@ -689,11 +664,6 @@ mod tests {
             (o.status.code(), o.stdout.as_slice()),
             (Some(3), &b"hi\n"[..])
         );
-        let s = Scratch::new("test").unwrap();
-        let p = s.0.clone();
-        std::fs::write(p.join("f"), b"x").unwrap();
-        drop(s);
-        assert!(!p.exists());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,6 +38,7 @@ use roam_precog::{plan, Forest, PlanConfig, Replay, Rules};
 
 use super::crawl::Crawled;
 use super::{news, users, PrecogSystem, Site};
+use crate::harness::scratch::Scratch;
 use crate::harness::service::{lock, point, start, Running};
 use crate::harness::trial::{Metric, Trial};
 use crate::servers::nginx;
@@ -72,21 +73,14 @@ pub fn server_block(root: &Path, port: u16) -> String {
 
 /// The site's files: each hour's tree, and `current` pointing at the one served.
 struct Served {
-    dir: PathBuf,
+    dir: Scratch,
     /// Whether the news site's pages offer speculation rules.
     speculation: bool,
 }
 
 impl Served {
     fn new(speculation: bool) -> Result<Served> {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "roam-lab-precog-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = Scratch::new("precog")?;
         Ok(Served { dir, speculation })
     }
 
@@ -103,12 +97,6 @@ impl Served {
             Site::Docs(html) => html.clone(),
         };
         point(&self.dir, &tree)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
