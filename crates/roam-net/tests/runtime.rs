@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use roam_core::BitRate;
 use roam_net::proto::wire::{Decoder, Frame};
 use roam_net::proto::{Deps, Failure, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
-use roam_net::runtime::{Error, LocalNetwork, Networks, Options, Thunk};
+use roam_net::runtime::{Error, LocalNetwork, Networks, Options, PathMemory, Thunk};
 
 fn lo_options() -> Options {
     Options {
@@ -472,4 +473,36 @@ fn credit_holds_a_fast_sender_to_a_slow_reader() {
     assert!(tx.peer_read_rate > 0, "{tx:?}");
     // Unread, acknowledged: the window and the feed-forward, plus an IROB in flight.
     assert!(rx.peak_unread <= (128 << 10) + (256 << 10), "{rx:?}");
+}
+
+/// A multi-socket given a path memory that knows its path starts from what it holds (a
+/// bandwidth estimate of 1 Mbit/s on loopback, which nothing else would give it: on loopback
+/// the probes' fit finds no bandwidth), and writes its estimates back. (That it then sends no
+/// probe at once is `session::tests::a_recalled_path_is_not_probed_at_once`.)
+#[test]
+fn a_multi_socket_starts_from_the_path_memory() {
+    let lo = std::net::IpAddr::from(Ipv4Addr::LOCALHOST);
+    let memory = Arc::new(PathMemory::new());
+    let remembered = BitRate::mbps(1);
+    memory.remember(
+        (lo, lo),
+        Some(Duration::from_millis(1)),
+        Some(remembered),
+        Instant::now(),
+    );
+    let client = Options {
+        paths: Some(memory.clone()),
+        ..lo_options()
+    };
+    let (c, s, _l) = pair(client, lo_options());
+    std::thread::sleep(Duration::from_secs(1));
+    let bw = |m: &MultiSocket| m.estimates().first().and_then(|v| v.bandwidth);
+    assert_eq!(bw(&c), Some(remembered), "{:?}", c.estimates());
+    let r = memory.recall((lo, lo), Instant::now()).unwrap();
+    assert_eq!(r.bandwidth, remembered);
+    assert!(
+        r.age >= Duration::from_secs(1),
+        "written back unchanged, so it ages"
+    );
+    drop((c, s));
 }

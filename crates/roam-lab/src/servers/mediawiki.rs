@@ -263,7 +263,8 @@ impl Wiki {
     /// `listen` on `at` and on [`Wiki::direct_socket`], PHP entry points to php-fpm,
     /// MediaWiki's static files from its install. A request over the Unix socket has no
     /// client address, which MediaWiki refuses ("Unable to determine IP"): it is given
-    /// 127.0.0.1.
+    /// 127.0.0.1. PHP may take 5 minutes over a page (nginx's default, 60 s, answered a first
+    /// view with 504 on a machine running a dozen emulators besides).
     pub fn nginx_server(&self, at: &str) -> String {
         format!(
             "map $remote_addr $wiki_client {{ \"unix:\" 127.0.0.1; default $remote_addr; }} \
@@ -271,7 +272,7 @@ impl Wiki {
              location ~ \\.php$ {{ include /etc/nginx/fastcgi_params; \
              fastcgi_param REMOTE_ADDR $wiki_client; \
              fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; \
-             fastcgi_pass unix:{fpm}; }} }}",
+             fastcgi_read_timeout 300s; fastcgi_pass unix:{fpm}; }} }}",
             direct = self.direct_socket().display(),
             fpm = self.fpm_socket().display()
         )

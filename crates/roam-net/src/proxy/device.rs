@@ -59,7 +59,9 @@ pub struct ProxyConfig {
     /// A carried connection with no byte moving either way for this long is closed
     /// ([`IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
-    /// The multi-sockets' options (networks, TLS, timeouts).
+    /// The multi-sockets' options (networks, TLS, timeouts). Their path memory
+    /// ([`Options::paths`]) is shared by all of them: the proxy gives them a new one unless one
+    /// is given, so a carried connection does not probe what the one before it measured.
     pub options: Options,
     /// Asymmetric caching's destination (the phone's cache), shared by every connection;
     /// asked of the relay for every destination port not in `no_dedup_ports` (`None`: off).
@@ -116,7 +118,8 @@ pub struct Proxy {
 
 impl Proxy {
     /// Listen as `config` says (nothing is carried until [`Proxy::run`]).
-    pub fn bind(config: ProxyConfig) -> Result<Proxy, Error> {
+    pub fn bind(mut config: ProxyConfig) -> Result<Proxy, Error> {
+        config.options.paths.get_or_insert_with(Default::default);
         let listener = TcpListener::bind(config.listen).map_err(|cause| Error::Listen {
             addr: config.listen,
             cause,

@@ -41,7 +41,8 @@ pub struct RelayConfig {
     /// A relayed connection with no byte moving either way for this long is closed
     /// ([`IDLE_TIMEOUT`]).
     pub idle_timeout: Duration,
-    /// The multi-sockets' options (TLS, limits, timeouts).
+    /// The multi-sockets' options (TLS, limits, timeouts). Their path memory
+    /// ([`Options::paths`]) is shared by all of them, a new one unless one is given.
     pub options: Options,
     /// Asymmetric caching's source, shared by every connection, for proxies that ask for it
     /// (`None`: carried plain).
@@ -106,10 +107,11 @@ pub struct Relay {
 impl Relay {
     /// Listen as `config` says (nothing is relayed until [`Relay::run`]). Refused without a key
     /// unless `insecure_no_auth` ([`Error::NoKey`]).
-    pub fn bind(config: RelayConfig) -> Result<Relay, Error> {
+    pub fn bind(mut config: RelayConfig) -> Result<Relay, Error> {
         if config.key.is_none() && !config.insecure_no_auth {
             return Err(Error::NoKey);
         }
+        config.options.paths.get_or_insert_with(Default::default);
         let listener =
             Listener::bind(config.listen, config.options).map_err(|cause| Error::ListenMulti {
                 addr: config.listen,

@@ -103,6 +103,10 @@ pub(super) fn prepare(stream: &TcpStream, net: NetId, options: &Options) -> io::
         cellular: Arc::new(AtomicBool::new(false)),
         fd,
         net,
+        path: match (stream.local_addr(), stream.peer_addr()) {
+            (Ok(l), Ok(p)) => Some((l.ip().to_canonical(), p.ip().to_canonical())),
+            _ => None,
+        },
     })
 }
 
@@ -163,6 +167,7 @@ impl Shared {
                 {
                     let mut s = self.session();
                     s.add_connection(conn, net, self.now());
+                    self.recall_path(&mut s, conn, entry.path);
                     self.after(&mut s);
                 }
                 let dec = Decoder::new(self.options.config.wire);

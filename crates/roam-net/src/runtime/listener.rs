@@ -270,6 +270,7 @@ pub(super) fn attach(
         let mut s = sh.session();
         s.accept_connection(conn, first, sh.now());
         s.connection_from(conn, from.ip().to_canonical());
+        sh.recall_path(&mut s, conn, entry.path);
         sh.after(&mut s);
     }
     slot.handshake_done();

@@ -12,7 +12,8 @@
 //! The parts: [`Options`] (`options`), [`Error`] (`error`), [`MultiSocket`] (`socket`, the
 //! async API), [`Listener`] (`listener`, accepting and routing connections), `connect`
 //! (opening connections), `conn_io` (a connection's reader and writer tasks), `ticker` (the
-//! timer task), [`Thunk`] (`thunk`); the shared state of one multi-socket (`Shared`) is here.
+//! timer task), [`Thunk`] (`thunk`), [`PathMemory`] (`paths`, estimates shared between
+//! multi-sockets); the shared state of one multi-socket (`Shared`) is here.
 //!
 //! The sockets are created by the runtime's threads, so they live in the network namespace of
 //! the thread that built the runtime; [`blocking`] keeps one runtime per namespace.
@@ -32,6 +33,7 @@
 //! event during traffic could hang the multi-socket (`lock_order_tests`).
 
 pub mod blocking;
+pub mod paths;
 pub mod scout;
 pub mod shm;
 pub mod sys;
@@ -75,6 +77,7 @@ pub use error::{ConnectError, Error};
 pub use listener::Listener;
 use listener::SourceSlot;
 pub use options::{LocalNetwork, Networks, Options};
+pub use paths::PathMemory;
 pub use socket::{MultiSocket, NetworkView};
 use thunk::ThunkRunner;
 pub use thunk::{Thunk, ThunkHandle};
@@ -94,6 +97,8 @@ struct ConnEntry {
     cellular: Arc<AtomicBool>,
     fd: i32,
     net: NetId,
+    /// Its path: (local address, peer address), the key of [`PathMemory`].
+    path: Option<(IpAddr, IpAddr)>,
 }
 
 pub(crate) struct Shared {

@@ -75,6 +75,11 @@ pub struct Options {
     /// ([`scout::kind_of`](super::scout::kind_of)): e.g. an emulated link named `cell` that
     /// is to be treated as cellular.
     pub kinds: Vec<(String, NetKind)>,
+    /// What the device remembers of its paths ([`PathMemory`]), shared by every multi-socket
+    /// given the same one: a connection over a path another measured starts from its
+    /// estimates rather than probing it at once. `None` (the default): each multi-socket
+    /// measures alone. The proxy and the relay give all theirs one.
+    pub paths: Option<Arc<PathMemory>>,
     /// Log connection events (opens, closes with reasons) and scheduling decisions
     /// ([`Config::trace`]: where each foreground IROB went, hedges) to standard error.
     pub log: bool,
@@ -96,6 +101,7 @@ impl Default for Options {
             tls: None,
             accept_from_peer: true,
             kinds: Vec::new(),
+            paths: None,
             log: std::env::var_os("ROAM_NET_LOG").is_some(),
         }
     }

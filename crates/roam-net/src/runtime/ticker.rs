@@ -17,14 +17,22 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
         tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
         let Some(sh) = weak.upgrade() else { return };
         let now = sh.now();
-        let conns: Vec<(ConnId, i32, NetId, bool, Arc<AtomicBool>)> = sh
+        type Row = (
+            ConnId,
+            i32,
+            NetId,
+            bool,
+            Arc<AtomicBool>,
+            Option<(IpAddr, IpAddr)>,
+        );
+        let conns: Vec<Row> = sh
             .conns
             .lock()
             .unwrap()
             .iter()
             .map(|(&id, c)| {
                 let capped = c.capped.load(Ordering::Relaxed);
-                (id, c.fd, c.net, capped, c.cellular.clone())
+                (id, c.fd, c.net, capped, c.cellular.clone(), c.path)
             })
             .collect();
         let mut s = sh.session();
@@ -35,7 +43,7 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
             let foreground_ms = s.last_foreground().map_or(0, |t| {
                 wall_ms.saturating_sub(now.saturating_since(t).as_millis() as u64)
             });
-            for (id, fd, net, capped, cellular) in &conns {
+            for (id, fd, net, capped, cellular, path) in &conns {
                 // Keepalives at the cellular pace once the session knows the network is
                 // cellular (the server learns it from the client's announcement).
                 let is_cellular = s.connection_is_cellular(*id);
@@ -59,9 +67,10 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                     // Also between the writer's passes: a stall shows within a tick.
                     s.kernel_queue(*id, kernel_queue(Some(&info), outq));
                 }
+                let est = s.estimates().into_iter().find(|e| e.0 == *net);
+                let (rtt, bw) = (est.and_then(|e| e.1), est.and_then(|e| e.2));
+                sh.remember_path(*path, rtt, bw);
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
-                    let est = s.estimates().into_iter().find(|e| e.0 == *net);
-                    let (rtt, bw) = (est.and_then(|e| e.1), est.and_then(|e| e.2));
                     m.publish(&name, outq, rtt, bw, foreground_ms);
                 }
             }

@@ -183,6 +183,30 @@ impl Session {
         }
     }
 
+    /// Connection `conn` (just added or accepted) runs over a path another multi-socket of
+    /// this device measured: `rtt` and `bandwidth` as they were at `measured` (the driver's
+    /// path memory, `runtime::paths`; the paper's scout measures a network when it appears,
+    /// not each time a library opens a connection over it). The estimates fill in what the
+    /// network has not measured itself, and the connection probes as it would have had this
+    /// multi-socket been open since `measured`: after the idle-probe interval, never on an idle
+    /// cellular network, instead of at once.
+    pub fn recall_path(
+        &mut self,
+        conn: ConnId,
+        rtt: Option<Duration>,
+        bandwidth: BitRate,
+        measured: Time,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.last_probe = Some(c.last_probe.map_or(measured, |t| t.max(measured)));
+        let net = c.net;
+        if let Some(n) = self.networks.get_mut(&net) {
+            n.estimate.adopt(rtt, Some(bandwidth));
+        }
+    }
+
     pub(super) fn network_seen(&mut self, net: NetId, addr: IpAddr) {
         if let Some(n) = self.networks.get_mut(&net) {
             n.seen_addr = Some(addr);

@@ -724,3 +724,64 @@ fn a_server_does_not_probe_a_cellular_network_while_idle() {
     assert!(probes(&mut s, 1, t), "the WiFi connection was not probed");
     assert!(!probes(&mut s, 2, t), "the idle 3G connection was probed");
 }
+
+/// A connection over a path the device's other multi-sockets measured (`recall_path`) starts
+/// from their estimates and probes as a multi-socket open all along would: not at once, but
+/// once idle for the probe interval since they were measured; never on an idle cellular
+/// network. Without them it probes at once: a network that just appeared.
+#[test]
+fn a_recalled_path_is_not_probed_at_once() {
+    let now = Time::from_millis(60_000);
+    let interval = Config::default().probe_interval;
+    let wifi = |s: &mut Session, kind| {
+        s.network_up(1, [10, 0, 1, 2].into(), kind, now);
+        s.conns.insert(1, Conn::new(1, ConnState::Established, now));
+        s.established = true;
+        while s.poll_event().is_some() {}
+    };
+    let mut fresh = Session::client(Config::default(), 1);
+    wifi(&mut fresh, NetKind::default());
+    assert!(
+        probes(&mut fresh, 1, now),
+        "a new network is probed at once"
+    );
+
+    let mut s = Session::client(Config::default(), 1);
+    wifi(&mut s, NetKind::default());
+    let rtt = Some(Duration::from_millis(30));
+    s.recall_path(
+        1,
+        rtt,
+        BitRate::bps(5_000_000),
+        now.saturating_sub(Duration::from_secs(2)),
+    );
+    assert_eq!(
+        s.estimates(),
+        vec![(
+            1,
+            Some(Duration::from_millis(30)),
+            Some(BitRate::bps(5_000_000))
+        )]
+    );
+    assert!(!probes(&mut s, 1, now));
+    assert!(!probes(
+        &mut s,
+        1,
+        now + (interval - Duration::from_millis(1))
+    ));
+    assert!(probes(&mut s, 1, now + interval), "idle for the interval");
+
+    let mut cell = Session::client(Config::default(), 1);
+    let cellular = NetKind {
+        cellular: true,
+        ..NetKind::default()
+    };
+    wifi(&mut cell, cellular);
+    cell.recall_path(
+        1,
+        rtt,
+        BitRate::bps(1_000_000),
+        now.saturating_sub(interval * 3),
+    );
+    assert!(!probes(&mut cell, 1, now + interval * 2), "idle cellular");
+}
