@@ -18,14 +18,17 @@
 //! dd-src has the thesis's ~1 MB ([`trial::SOURCE_BYTES`]) and dd-dst 256 MB. The corpora
 //! (applications): `docs` ([`corpus`]), two point releases of Debian's PostgreSQL manual as
 //! static pages, read before and after the site's upgrade; `wiki` ([`wiki`]), the same
-//! manual's pages as the articles of a real MediaWiki, read before and after a week of edits. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
+//! manual's pages as the articles of a real MediaWiki, read before and after a week of edits;
+//! `news` ([`news`]), Precog's browsing: the Precog lab's news site read by its boxes, six
+//! hours apart. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
 //! move between WiFi and cellular) at 0% and 1% loss (`+loss=1%`).
 //!
-//! What is not built yet (issue 46): a Dovecot corpus, Precog's browsing, and
+//! What is not built yet (issue 46): a Dovecot corpus and
 //! a second relay per network (the thesis's multi-homed case): one relay serves both
 //! networks here, so the source's caches see every connection.
 
 pub mod corpus;
+pub mod news;
 pub mod trial;
 pub mod wiki;
 
@@ -167,6 +170,18 @@ pub fn apps() -> Vec<App> {
             interactive_floor: None,
             stagger: None,
         },
+        App {
+            name: "news",
+            run: trial::run_news,
+            full: Duration::from_secs(30 * 60),
+            quick: Duration::from_secs(100),
+            interactive: ("fetch_ms", "mean page fetch time (ms)"),
+            background: ("cell_kB", "cellular bytes, both ways (kB)", false),
+            event: (EVENT, "page fetch time (ms)"),
+            needs: &[NGINX, CURL],
+            interactive_floor: None,
+            stagger: None,
+        },
     ]
 }
 
@@ -187,7 +202,7 @@ impl Study for Dedup {
         Defaults {
             scenarios: SCENARIOS.map(String::from).to_vec(),
             quick_scenarios: vec!["walking-campus".into()],
-            apps: vec!["docs".into(), "wiki".into()],
+            apps: vec!["docs".into(), "wiki".into(), "news".into()],
             quick_apps: vec!["docs".into()],
             jobs: 3,
             quick_jobs: Some(3),
@@ -220,23 +235,36 @@ impl Study for Dedup {
     fn measure(&self, plan: &Plan, _request: &Request) -> Result<(String, Vec<Row>)> {
         let all = apps();
         if !plan.report_only {
-            // Fetched once, before any trial (trials run side by side).
-            let d = corpus::docs()?;
+            let runs = |app: &str| plan.apps.iter().any(|a| a == app);
             std::fs::create_dir_all(&plan.out)?;
-            let mut text = format!(
-                "docs: Debian {} {} (before the upgrade) and {} (after), {} pages\n",
-                corpus::PACKAGE,
-                d.old.0,
-                d.new.0,
-                d.pages.len()
-            );
-            if plan.apps.iter().any(|a| a == "wiki") {
+            let mut text = String::new();
+            if runs("docs") || runs("wiki") {
+                // Fetched once, before any trial (trials run side by side).
+                let d = corpus::docs()?;
                 text.push_str(&format!(
-                    "wiki: the {} pages of {} as the articles of MediaWiki {}, a seeded third \
-                     edited between the readings\n",
-                    d.pages.len(),
+                    "docs: Debian {} {} (before the upgrade) and {} (after), {} pages\n",
+                    corpus::PACKAGE,
                     d.old.0,
-                    mediawiki::version()
+                    d.new.0,
+                    d.pages.len()
+                ));
+                if runs("wiki") {
+                    text.push_str(&format!(
+                        "wiki: the {} pages of {} as the articles of MediaWiki {}, a seeded \
+                         third edited between the readings\n",
+                        d.pages.len(),
+                        d.old.0,
+                        mediawiki::version()
+                    ));
+                }
+            }
+            if runs("news") {
+                text.push_str(&format!(
+                    "news: the Precog lab's news site, {} slots (front page, sections, boxes) \
+                     read at hour {} and {} hours later\n",
+                    news::slots().len(),
+                    news::BEFORE,
+                    news::HOURS_BETWEEN
                 ));
             }
             std::fs::write(plan.out.join("corpus.txt"), text)?;

@@ -1,5 +1,6 @@
 //! One trial of `roam lab dedup`: a reader of the PostgreSQL manual, as static pages (`docs`)
-//! or as a MediaWiki's articles (`wiki`), through the real data path.
+//! or as a MediaWiki's articles (`wiki`), or of Precog's news site (`news`, [`super::news`]),
+//! through the real data path.
 //!
 //! In the emulator's server namespace: nginx serving the manual's older version (`wiki`: php-fpm
 //! running MediaWiki behind nginx, [`Site`] says what differs), and two
@@ -54,7 +55,7 @@ use crate::servers::{mediawiki, nginx};
 /// Where the relays listen (server namespace): before the move, and after.
 const RELAY_PORTS: [u16; 2] = [7500, 7501];
 /// Where nginx listens (the server namespace's loopback: only the relay reaches it).
-const HTTP_PORT: u16 = 8080;
+pub(super) const HTTP_PORT: u16 = 8080;
 /// Where the proxies listen (the client namespace's loopback): before the move, and after.
 const SOCKS_PORTS: [u16; 2] = [1080, 1081];
 /// dd-src's memory, every system that has one (the thesis's ~1 MB): asymmetric caching
@@ -123,7 +124,7 @@ pub fn reading(pages: &[String], w: Workload, seed: u64) -> Vec<(bool, String, D
 
 /// What the reader reads: a site nginx serves in the server namespace, how a page is asked
 /// for and checked, and what changes between the two readings.
-trait Site: Send + Sync + 'static {
+pub(super) trait Site: Send + Sync + 'static {
     /// nginx's `server` block (listening on `127.0.0.1:HTTP_PORT`).
     fn nginx_server(&self) -> String;
     /// nginx's state directory.
@@ -416,6 +417,12 @@ pub fn run_wiki(t: &Trial) -> Result<Vec<Metric>> {
     drop(fpm);
     drop(site);
     r
+}
+
+/// Run the `news` reader of `t` under its system.
+pub fn run_news(t: &Trial) -> Result<Vec<Metric>> {
+    let site = Arc::new(super::news::NewsSite::new(t.seed)?);
+    run_site(t, site, &super::news::slots())
 }
 
 /// Run a reader of `site`'s `pages` under `t`'s system: nginx in the server namespace, the

@@ -153,6 +153,23 @@ fn ranked(mut stories: Vec<Story>, hour: u32, seed: u64) -> Vec<Story> {
     keyed.into_iter().map(|k| k.1).collect()
 }
 
+/// The stories on the front page at `hour`, in its order.
+pub fn front(hour: u32, seed: u64) -> Vec<Story> {
+    ranked(live(hour), hour, seed)
+        .into_iter()
+        .take(TOP)
+        .collect()
+}
+
+/// The stories section `section` (an index into [`SECTIONS`]) lists at `hour`, in its order.
+pub fn listed(section: usize, hour: u32, seed: u64) -> Vec<Story> {
+    ranked(live(hour), hour, seed)
+        .into_iter()
+        .filter(|s| s.section == section)
+        .take(LISTED)
+        .collect()
+}
+
 /// The site's layout: as usual, or changed (a banner above the content, a new first link in
 /// the navigation bar, a sponsored box second in every list), as a redesign moves things.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,7 +264,7 @@ pub fn write_hour_as(
     let stories = ranked(live(hour), hour, seed);
     put("/static/site.css", css().as_bytes())?;
     put("/static/app.js", script().as_bytes())?;
-    let top: Vec<Story> = stories.iter().copied().take(TOP).collect();
+    let top = front(hour, seed);
     put(
         "/index.html",
         page(
@@ -258,12 +275,7 @@ pub fn write_hour_as(
         .as_bytes(),
     )?;
     for (i, sec) in SECTIONS.iter().enumerate() {
-        let list: Vec<Story> = stories
-            .iter()
-            .copied()
-            .filter(|s| s.section == i)
-            .take(LISTED)
-            .collect();
+        let list = listed(i, hour, seed);
         put(
             &format!("/{sec}/index.html"),
             page(
