@@ -741,3 +741,103 @@ fn large_tls_replies_on_a_slow_link_are_not_held_back() {
     // 131 KB at 10 Mbit/s is about 0.1 s; the bug held one back for 10 s.
     assert!(slowest < Duration::from_secs(3), "a reply took {slowest:?}");
 }
+
+/// Five networks at once (issue 48: 5G, LTE, two WiFis, a tether): background data is striped
+/// over every one of them, and when three go down mid-transfer the other two carry the rest,
+/// every IROB delivered once and intact.
+#[test]
+fn five_networks_stripe_background_data_and_survive_losing_three() {
+    let Some(emu) = emu(&[
+        "nr=rate=6mbit,delay=15ms,queue=100pkt",
+        "lte=rate=4mbit,delay=40ms,queue=100pkt",
+        "wifi1=rate=5mbit,delay=5ms,queue=100pkt",
+        "wifi2=rate=3mbit,delay=8ms,queue=100pkt",
+        "tether=rate=2mbit,delay=25ms,queue=100pkt",
+    ]) else {
+        return;
+    };
+    let opts = Options {
+        user_timeout: Duration::from_millis(1500),
+        ..Options::default()
+    };
+    const N: u64 = 160;
+    const LEN: usize = 64 * 1024;
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let sopts = opts.clone();
+    let server = emu.spawn_in_server(move || -> Result<Vec<(u64, Label, Vec<u8>)>, String> {
+        let l = Listener::bind(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7105)), sopts)
+            .map_err(|e| e.to_string())?;
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().map_err(|e| e.to_string())?;
+        let mut got = Vec::new();
+        while let Some(x) = ms.recv_irob().map_err(|e| e.to_string())? {
+            got.push(x);
+        }
+        Ok(got)
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let client = emu.spawn_in_client(move || -> Result<usize, String> {
+        let ms = MultiSocket::connect(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7105)), opts)
+            .map_err(|e| e.to_string())?;
+        // Every network connected before the data starts (the scout finds them all).
+        let t = Instant::now();
+        while ms.estimates().len() < 5 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let networks = ms.estimates().len();
+        for i in 0..N {
+            ms.send(Label::BackgroundLarge, content(i, LEN), None)
+                .map_err(|e| e.to_string())?;
+        }
+        if !ms.close(Duration::from_secs(90)) {
+            return Err(format!(
+                "{} bytes never acknowledged",
+                ms.as_async().unacknowledged()
+            ));
+        }
+        Ok(networks)
+    });
+    // Striped: after 3 s every link has carried a share of the upload.
+    std::thread::sleep(Duration::from_secs(3));
+    let up = |name: &str| {
+        emu.link(name)
+            .unwrap()
+            .up
+            .delivered_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let names = ["nr", "lte", "wifi1", "wifi2", "tether"];
+    let before: Vec<u64> = names.iter().map(|n| up(n)).collect();
+    // Three networks go, for good.
+    for link in ["nr", "wifi1", "tether"] {
+        emu.command(&Command {
+            link: link.into(),
+            action: LinkCommand::Down,
+        })
+        .unwrap();
+    }
+    let networks = client.join().unwrap().unwrap().unwrap();
+    let got = server.join().unwrap().unwrap().unwrap();
+    let after: Vec<u64> = names.iter().map(|n| up(n)).collect();
+    eprintln!("networks {networks}; upload per link at 3 s {before:?}, at the end {after:?}");
+    assert_eq!(networks, 5, "the client found {networks} networks");
+    for (n, b) in names.iter().zip(&before) {
+        assert!(
+            *b > 100_000,
+            "{n} carried only {b} bytes of the striped upload"
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (id, label, data) in &got {
+        assert!(seen.insert(*id), "IROB {id} delivered twice");
+        assert_eq!(*label, Label::BackgroundLarge);
+        assert!(*data == content(*id, LEN), "IROB {id} corrupted");
+    }
+    assert_eq!(seen.len() as u64, N, "IROBs missing");
+    // The rest went over the two networks left.
+    let rest: u64 = [1, 3].iter().map(|&i| after[i] - before[i]).sum();
+    assert!(
+        rest > 2_000_000,
+        "the two networks left carried only {rest} bytes"
+    );
+}
