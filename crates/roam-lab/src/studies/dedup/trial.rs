@@ -442,15 +442,26 @@ fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metr
         .map_err(|_| anyhow!("nginx's start panicked"))??
         .context("starting nginx")?;
     let (pairs, ends) = configs(t, sys)?;
+    // What the relays and proxies say went wrong with a connection (the trial's notes).
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let noted = |who: &'static str| {
+        let errors = errors.clone();
+        move |e: roam_net::proxy::Event| {
+            if let roam_net::proxy::Event::Failed { .. } = e {
+                lock(&errors).push(format!("{who}: {e}"));
+            }
+        }
+    };
     let mut running = Vec::new();
     let mut started = Ok(());
     for (relay_cfg, proxy_cfg) in pairs {
+        let on_relay = noted("relay");
         let relay = start(
             t,
             true,
             move || Relay::bind(relay_cfg).context("starting a relay"),
-            |r, stop| {
-                let _ = r.run_until(stop, |_| {});
+            move |r, stop| {
+                let _ = r.run_until(stop, on_relay);
             },
         );
         match relay {
@@ -460,12 +471,13 @@ fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metr
                 break;
             }
         }
+        let on_proxy = noted("proxy");
         let proxy = start(
             t,
             false,
             move || Proxy::bind(proxy_cfg).context("starting a proxy"),
-            |p, stop| {
-                let _ = p.run_until(stop, |_| {});
+            move |p, stop| {
+                let _ = p.run_until(stop, on_proxy);
             },
         );
         match proxy {
@@ -487,6 +499,9 @@ fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metr
     let _ = nginx.wait();
     // The site's directory goes only now that nginx no longer serves it.
     drop(site);
+    for e in lock(&errors).iter().take(3) {
+        t.note(format!("a carried connection failed at the {e}"));
+    }
     let read = read?;
     Ok(metrics(t, &read, &ends))
 }
