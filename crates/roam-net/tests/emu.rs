@@ -56,6 +56,32 @@ fn networks(emu: &Emulator) -> Vec<LocalNetwork> {
         .collect()
 }
 
+/// Every IROB it delivers.
+type Delivered = Vec<(u64, Label, Vec<u8>)>;
+
+/// A listener on the server's `port` that accepts one multi-socket and collects every IROB it
+/// delivers until the stream ends; returns once it listens.
+fn collecting_server(
+    emu: &Emulator,
+    port: u16,
+    opts: Options,
+) -> std::thread::JoinHandle<std::io::Result<Result<Delivered, String>>> {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = emu.spawn_in_server(move || -> Result<Delivered, String> {
+        let l = Listener::bind(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port)), opts)
+            .map_err(|e| e.to_string())?;
+        ready_tx.send(()).unwrap();
+        let ms = l.accept().map_err(|e| e.to_string())?;
+        let mut got = Vec::new();
+        while let Some(x) = ms.recv_irob().map_err(|e| e.to_string())? {
+            got.push(x);
+        }
+        Ok(got)
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    server
+}
+
 fn content(id: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u64 ^ (id * 2654435761)) as u8)
@@ -76,20 +102,7 @@ fn repeated_cuts_lose_and_duplicate_nothing() {
         return;
     };
     const N: u64 = 200;
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let sopts = opts.clone();
-    let server = emu.spawn_in_server(move || -> Result<Vec<(u64, Label, Vec<u8>)>, String> {
-        let l = Listener::bind(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7100)), sopts)
-            .map_err(|e| e.to_string())?;
-        ready_tx.send(()).unwrap();
-        let ms = l.accept().map_err(|e| e.to_string())?;
-        let mut got = Vec::new();
-        while let Some(x) = ms.recv_irob().map_err(|e| e.to_string())? {
-            got.push(x);
-        }
-        Ok(got)
-    });
-    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let server = collecting_server(&emu, 7100, opts.clone());
     let client = emu.spawn_in_client(move || -> Result<(), String> {
         let ms = MultiSocket::connect(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7100)), opts)
             .map_err(|e| e.to_string())?;
@@ -762,20 +775,7 @@ fn five_networks_stripe_background_data_and_survive_losing_three() {
     };
     const N: u64 = 160;
     const LEN: usize = 64 * 1024;
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let sopts = opts.clone();
-    let server = emu.spawn_in_server(move || -> Result<Vec<(u64, Label, Vec<u8>)>, String> {
-        let l = Listener::bind(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7105)), sopts)
-            .map_err(|e| e.to_string())?;
-        ready_tx.send(()).unwrap();
-        let ms = l.accept().map_err(|e| e.to_string())?;
-        let mut got = Vec::new();
-        while let Some(x) = ms.recv_irob().map_err(|e| e.to_string())? {
-            got.push(x);
-        }
-        Ok(got)
-    });
-    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let server = collecting_server(&emu, 7105, opts.clone());
     let client = emu.spawn_in_client(move || -> Result<usize, String> {
         let ms = MultiSocket::connect(SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, 7105)), opts)
             .map_err(|e| e.to_string())?;

@@ -42,9 +42,10 @@ use crate::harness::matrix;
 use crate::harness::plan::{App, Plan};
 use crate::harness::results::{written_by, Measured};
 use crate::harness::seeds::seeds_line;
-use crate::harness::setup::{CURL, NGINX};
+use crate::harness::setup::{Need, CURL, NGINX};
 use crate::harness::study::{report_lines, Defaults, Request, Study};
 use crate::harness::system::{System, SystemUnderTest, Transport};
+use crate::harness::trial::{Metric, Trial};
 use crate::report::compare::{best_baseline, by_seed, cell};
 use crate::report::{fmt_num, stats, Row};
 use crate::servers::mediawiki;
@@ -136,52 +137,33 @@ impl SystemUnderTest for DedupSystem {
     }
 }
 
-/// The study's applications: one per corpus.
+/// The study's applications: one per corpus, each a reader of pages (30 minutes in full).
 pub fn apps() -> Vec<App> {
+    type RunFn = fn(&Trial) -> Result<Vec<Metric>>;
+    let app = |name, run, quick_s, needs: &'static [Need]| App {
+        name,
+        run,
+        full: Duration::from_secs(30 * 60),
+        quick: Duration::from_secs(quick_s),
+        interactive: ("fetch_ms", "mean page fetch time (ms)"),
+        background: ("cell_kB", "cellular bytes, both ways (kB)", false),
+        event: (EVENT, "page fetch time (ms)"),
+        needs,
+        interactive_floor: None,
+        stagger: None,
+    };
+    const WIKI: &[Need] = &[
+        NGINX,
+        CURL,
+        mediawiki::MEDIAWIKI,
+        mediawiki::PHP_FPM,
+        mediawiki::PHP_CLI,
+        mediawiki::PHP_SQLITE,
+    ];
     vec![
-        App {
-            name: "docs",
-            run: trial::run_docs,
-            full: Duration::from_secs(30 * 60),
-            quick: Duration::from_secs(100),
-            interactive: ("fetch_ms", "mean page fetch time (ms)"),
-            background: ("cell_kB", "cellular bytes, both ways (kB)", false),
-            event: (EVENT, "page fetch time (ms)"),
-            needs: &[NGINX, CURL],
-            interactive_floor: None,
-            stagger: None,
-        },
-        App {
-            name: "wiki",
-            run: trial::run_wiki,
-            full: Duration::from_secs(30 * 60),
-            quick: Duration::from_secs(150),
-            interactive: ("fetch_ms", "mean page fetch time (ms)"),
-            background: ("cell_kB", "cellular bytes, both ways (kB)", false),
-            event: (EVENT, "page fetch time (ms)"),
-            needs: &[
-                NGINX,
-                CURL,
-                mediawiki::MEDIAWIKI,
-                mediawiki::PHP_FPM,
-                mediawiki::PHP_CLI,
-                mediawiki::PHP_SQLITE,
-            ],
-            interactive_floor: None,
-            stagger: None,
-        },
-        App {
-            name: "news",
-            run: trial::run_news,
-            full: Duration::from_secs(30 * 60),
-            quick: Duration::from_secs(100),
-            interactive: ("fetch_ms", "mean page fetch time (ms)"),
-            background: ("cell_kB", "cellular bytes, both ways (kB)", false),
-            event: (EVENT, "page fetch time (ms)"),
-            needs: &[NGINX, CURL],
-            interactive_floor: None,
-            stagger: None,
-        },
+        app("docs", trial::run_docs as RunFn, 100, &[NGINX, CURL]),
+        app("wiki", trial::run_wiki, 150, WIKI),
+        app("news", trial::run_news, 100, &[NGINX, CURL]),
     ]
 }
 

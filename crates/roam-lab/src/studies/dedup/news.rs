@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::trial::{Site, HTTP_PORT};
+use super::trial::{static_server, Site};
 use crate::harness::scratch::Scratch;
 use crate::harness::service::point;
 use crate::studies::precog::news::{self, Story, LISTED, SECTIONS, TOP};
@@ -94,10 +94,7 @@ impl NewsSite {
 
 impl Site for NewsSite {
     fn nginx_server(&self) -> String {
-        format!(
-            "server {{ listen 127.0.0.1:{HTTP_PORT}; root {}/current; }}",
-            self.dir.display()
-        )
+        static_server(&self.dir)
     }
 
     fn nginx_dir(&self) -> PathBuf {

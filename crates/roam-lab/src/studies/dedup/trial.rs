@@ -161,12 +161,17 @@ impl DocsSite {
     }
 }
 
+/// nginx's `server` block for static files under `dir/current` (the link a site swaps).
+pub(super) fn static_server(dir: &std::path::Path) -> String {
+    format!(
+        "server {{ listen 127.0.0.1:{HTTP_PORT}; root {}/current; }}",
+        dir.display()
+    )
+}
+
 impl Site for DocsSite {
     fn nginx_server(&self) -> String {
-        format!(
-            "server {{ listen 127.0.0.1:{HTTP_PORT}; root {}/current; }}",
-            self.dir.display()
-        )
+        static_server(&self.dir)
     }
 
     fn nginx_dir(&self) -> PathBuf {
