@@ -67,6 +67,11 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                     // Also between the writer's passes: a stall shows within a tick.
                     s.kernel_queue(*id, kernel_queue(Some(&info), outq));
                 }
+                // The network's estimates, for the path memory and the shared table (each
+                // only when the multi-socket has one).
+                if sh.options.paths.is_none() && sh.shm.is_none() {
+                    continue;
+                }
                 let est = s.estimates().into_iter().find(|e| e.0 == *net);
                 let (rtt, bw) = (est.and_then(|e| e.1), est.and_then(|e| e.2));
                 sh.remember_path(*path, rtt, bw);

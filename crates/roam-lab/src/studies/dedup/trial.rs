@@ -194,18 +194,22 @@ impl Site for DocsSite {
         } else {
             &self.old
         };
-        let file = served.join(page);
-        let want = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-        if body != want {
-            bail!(
-                "{} arrived altered: {} bytes, {} served",
-                file.display(),
-                body.len(),
-                want.len()
-            );
-        }
-        Ok(())
+        served_as_is(&served.join(page), body)
     }
+}
+
+/// `body` is `file`'s bytes exactly; else an error naming the file and both sizes.
+pub(super) fn served_as_is(file: &std::path::Path, body: &[u8]) -> Result<()> {
+    let want = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    if body != want {
+        bail!(
+            "{} arrived altered: {} bytes, {} served",
+            file.display(),
+            body.len(),
+            want.len()
+        );
+    }
+    Ok(())
 }
 
 /// The wiki: MediaWiki with the manual's pages as articles, edited between the readings
