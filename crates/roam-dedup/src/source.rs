@@ -182,6 +182,13 @@ impl Source {
         self.flows.entry(flow).or_default().phone = phone;
     }
 
+    /// Records of `flow` kept until the phone acknowledges them (0 for a flow not open):
+    /// while any is, the phone may still ask for one again, so whoever carries the records
+    /// must still be able to send it a repair.
+    pub fn unacknowledged(&self, flow: FlowId) -> usize {
+        self.flows.get(&flow).map_or(0, |f| f.kept.len())
+    }
+
     /// End a flow (its held-back tail must have been flushed); what it did.
     pub fn close(&mut self, flow: FlowId) -> Option<FlowStats> {
         self.flows.remove(&flow).map(|f| f.stats)

@@ -188,6 +188,55 @@ pub(super) trait Codec: Send + Sync {
     fn paced(&self) -> bool {
         false
     }
+    /// The IROBs `incoming` gave to send back, made ready for the wire (compressed into the
+    /// same stream as what `outgoing` makes, say). Called just before they are sent; when the
+    /// codec is [`Codec::ordered`], with the connection's send lock held ([`Sending`]), so
+    /// what this makes reaches the peer in the order it was made among what `outgoing` makes.
+    fn prepare_back(&self, _back: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        Ok(())
+    }
+    /// Whether what `outgoing` makes and what `prepare_back` makes are one sequence whose
+    /// order the peer depends on (one compressed stream fed from both directions' threads, a
+    /// header that must come before anything else): each is then made and sent under the
+    /// connection's send lock, so the order they were made in is the order they are sent in,
+    /// and the multi-socket delivers a connection's IROBs in the order they were sent (each
+    /// depends on all before it, whatever its label).
+    fn ordered(&self) -> bool {
+        false
+    }
+    /// Whether the peer can no longer need anything sent back (asymmetric caching's source:
+    /// every record a repair might be asked for has been acknowledged). The sending side of
+    /// the multi-socket is closed at the stream's end only once it is (or the peer closed,
+    /// or the connection idled): after the close no IROB can be sent, repairs included.
+    fn settled(&self) -> bool {
+        true
+    }
+}
+
+/// What the two directions of a carried connection share about sending on its multi-socket.
+///
+/// Two threads send on one multi-socket: `tcp_to_ms` what the codec makes of the stream,
+/// `ms_to_tcp` what it gives back (dedup's feedback, the source's repairs). The multi-socket
+/// numbers IROBs in the order `send` is called, not in the order a codec made them, so a
+/// codec whose output is one ordered sequence ([`Codec::ordered`]) has each batch made and
+/// sent under `lock`. Its cost: `ms_to_tcp`, when it has something to send back, waits while
+/// a batch of the stream is sent (which may wait for room in the multi-socket's buffer), as it
+/// would wait for that room for its own send when the buffer is full; only ordered codecs pay
+/// it.
+#[derive(Default)]
+struct Sending {
+    /// Held, for an ordered codec, while its IROBs are made and sent, either way.
+    lock: Mutex<()>,
+    /// `ms_to_tcp` is between handing a delivery to the codec and having sent what it gave
+    /// back: a repair made then is not yet sent ([`settle`]).
+    answering: AtomicBool,
+}
+
+impl Sending {
+    /// The lock, if `codec`'s output must keep its order.
+    fn ordered(&self, codec: &dyn Codec) -> Option<std::sync::MutexGuard<'_, ()>> {
+        codec.ordered().then(|| lock(&self.lock))
+    }
 }
 
 /// The least a paced codec may run ahead of the peer's acknowledgements.
@@ -251,15 +300,59 @@ fn send_all(ms: &MultiSocket, label: Label, irobs: &mut Vec<Vec<u8>>) -> bool {
     irobs.drain(..).all(|b| ms.send(label, b, None).is_ok())
 }
 
+/// What `codec` makes of `data` from the stream, sent as `label` (made and sent under the send
+/// lock when the codec is ordered); false if the codec or the multi-socket failed.
+fn forward(
+    ms: &MultiSocket,
+    label: Label,
+    codec: &dyn Codec,
+    sending: &Sending,
+    data: &[u8],
+    more: bool,
+    send: &mut Vec<Vec<u8>>,
+) -> bool {
+    let _order = sending.ordered(codec);
+    codec.outgoing(data, more, send).is_ok() && send_all(ms, label, send)
+}
+
+/// Wait until nothing more can need sending back, `stop` is set or the connection has idled;
+/// whether the sending side may close now.
+///
+/// Nothing more can need sending back once the codec is settled or the peer has closed (it
+/// asks for nothing more) and, looked at after, `ms_to_tcp` is not `answering`: from the
+/// moment either held, nothing new asks for a repair (the stream has ended, so nothing new is
+/// kept), and whatever `ms_to_tcp` was answering then has been sent once it no longer is.
+fn settle(
+    ms: &MultiSocket,
+    codec: &dyn Codec,
+    sending: &Sending,
+    activity: &Activity,
+    stop: &AtomicBool,
+    idle: Duration,
+) -> bool {
+    loop {
+        let done = ms.peer_closed() || codec.settled();
+        if done && !sending.answering.load(Ordering::SeqCst) {
+            return true;
+        }
+        if stop.load(Ordering::SeqCst) || activity.idle_for() >= idle {
+            return false;
+        }
+        std::thread::sleep(PACE_POLL);
+    }
+}
+
 /// Copy a TCP stream into the multi-socket as IROBs of `label` (through `codec`) until end of
-/// stream, then close the multi-socket's sending side (its `Goodbye` tells the peer). Gives up
-/// without closing when `stop` is set, the codec fails, or the connection has been idle for
-/// `idle` (the caller aborts then).
+/// stream, then, once the codec is settled ([`settle`]), close the multi-socket's sending side
+/// (its `Goodbye` tells the peer). Gives up without closing when `stop` is set, the codec
+/// fails, or the connection has been idle for `idle` (the caller aborts then).
+#[allow(clippy::too_many_arguments)]
 fn tcp_to_ms(
     mut tcp: TcpStream,
     ms: &MultiSocket,
     label: Label,
     codec: &dyn Codec,
+    sending: &Sending,
     activity: &Activity,
     stop: &AtomicBool,
     idle: Duration,
@@ -283,9 +376,7 @@ fn tcp_to_ms(
             Ok(n) => {
                 activity.touch();
                 paused = n < buf.len();
-                if codec.outgoing(&buf[..n], !paused, &mut send).is_err()
-                    || !send_all(ms, label, &mut send)
-                {
+                if !forward(ms, label, codec, sending, &buf[..n], !paused, &mut send) {
                     return;
                 }
                 activity.touch();
@@ -301,9 +392,7 @@ fn tcp_to_ms(
             {
                 if !paused {
                     paused = true;
-                    if codec.outgoing(&[], false, &mut send).is_err()
-                        || !send_all(ms, label, &mut send)
-                    {
+                    if !forward(ms, label, codec, sending, &[], false, &mut send) {
                         return;
                     }
                 }
@@ -315,7 +404,9 @@ fn tcp_to_ms(
             Err(_) => break,
         }
     }
-    if codec.outgoing(&[], false, &mut send).is_err() || !send_all(ms, label, &mut send) {
+    if !forward(ms, label, codec, sending, &[], false, &mut send)
+        || !settle(ms, codec, sending, activity, stop, idle)
+    {
         return;
     }
     ms.close(Duration::from_secs(60));
@@ -338,6 +429,7 @@ fn ms_to_tcp(
     ms: &MultiSocket,
     mut tcp: &TcpStream,
     codec: &dyn Codec,
+    sending: &Sending,
     activity: &Activity,
     idle: Duration,
 ) -> Down {
@@ -347,11 +439,17 @@ fn ms_to_tcp(
             Ok(Some(d)) => {
                 activity.touch();
                 write.clear();
-                if codec
+                sending.answering.store(true, Ordering::SeqCst);
+                let answered = codec
                     .incoming(d.offset == 0, d.data, &mut write, &mut back)
-                    .is_err()
-                    || !send_all(ms, Label::ForegroundSmall, &mut back)
-                {
+                    .is_ok()
+                    && (back.is_empty() || {
+                        let _order = sending.ordered(codec);
+                        codec.prepare_back(&mut back).is_ok()
+                            && send_all(ms, Label::ForegroundSmall, &mut back)
+                    });
+                sending.answering.store(false, Ordering::SeqCst);
+                if !answered {
                     return Down::Broken;
                 }
                 // The stream's write timeout is `idle`: a reader that stops reading idles too.
@@ -390,17 +488,25 @@ pub(super) fn pump(
 ) -> Result<(), Error> {
     let activity = Arc::new(Activity::new());
     let stop = Arc::new(AtomicBool::new(false));
+    let sending = Arc::new(Sending::default());
     // The socket's timeouts, shared by both handles: reads wake up to look at the idle time,
     // writes give up after it.
     tcp.set_read_timeout(Some(tick(idle)))?;
     tcp.set_write_timeout(Some(idle))?;
     let up = tcp.try_clone()?;
     let t = {
-        let (ms, activity, stop, codec) =
-            (ms.clone(), activity.clone(), stop.clone(), codec.clone());
-        std::thread::spawn(move || tcp_to_ms(up, &ms, label, &*codec, &activity, &stop, idle))
+        let (ms, activity, stop, codec, sending) = (
+            ms.clone(),
+            activity.clone(),
+            stop.clone(),
+            codec.clone(),
+            sending.clone(),
+        );
+        std::thread::spawn(move || {
+            tcp_to_ms(up, &ms, label, &*codec, &sending, &activity, &stop, idle)
+        })
     };
-    let mut down = ms_to_tcp(&ms, &tcp, &*codec, &activity, idle);
+    let mut down = ms_to_tcp(&ms, &tcp, &*codec, &sending, &activity, idle);
     // The other direction may go on (a program still sending after its peer closed): watch it.
     while down == Down::Closed && !t.is_finished() {
         if activity.idle_for() >= idle {

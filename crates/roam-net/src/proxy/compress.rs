@@ -22,6 +22,16 @@
 //! inner IROBs' bytes (what the inner codec sent as one IROB comes out of one IROB here).
 //! Upstream is not compressed (requests and feedback are small). A stream that does not
 //! decompress, or a delivery that would expand past [`MAX_EXPANSION`], ends the connection.
+//!
+//! **Two threads, one stream.** With `dedup`, the relay also sends downstream from the thread
+//! that reads upstream: the source's repairs (records sent again when the phone could not
+//! rebuild them). They go through the same encoder as the stream (`Codec::prepare_back`),
+//! and the relay's end is `Codec::ordered`: carry makes and sends each batch under one lock
+//! per connection, so IROBs are sent in the order the encoder made them, and the multi-socket
+//! delivers them in the order they were sent whatever their labels (each depends on all
+//! before it). The phone takes a repair anywhere among the records after it. Upstream, in
+//! dictionary mode, the 8-byte header goes before everything: the phone's feedback before
+//! the program has spoken goes after a header naming no dictionary.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -259,11 +269,13 @@ fn drive(op: &mut impl Operation, input: Option<&[u8]>, out: &mut Vec<u8>) -> st
     Ok(())
 }
 
-impl Codec for RelayZstd {
-    fn outgoing(&self, data: &[u8], more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
-        let mut inner = Vec::new();
-        self.inner.outgoing(data, more, &mut inner)?;
-        if inner.is_empty() {
+impl RelayZstd {
+    /// Compress `irobs` (what the inner codec sent, stream or repairs) into `send`, one IROB
+    /// each, in this one stream: the first call makes the encoder (and the flag byte), each
+    /// IROB is flushed whole, and the recording sees the bytes in the order the proxy's
+    /// decoder will.
+    fn encode(&self, irobs: Vec<Vec<u8>>, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        if irobs.is_empty() {
             return Ok(());
         }
         let mut st = lock(&self.state);
@@ -290,7 +302,7 @@ impl Codec for RelayZstd {
             encoder, recording, ..
         } = &mut *st;
         let enc = encoder.as_mut().expect("made above");
-        for b in inner {
+        for b in irobs {
             if let Some(r) = recording.as_mut() {
                 r.add(&b);
             }
@@ -299,6 +311,18 @@ impl Codec for RelayZstd {
             send.push(std::mem::take(&mut out));
         }
         Ok(())
+    }
+}
+
+/// Both directions' threads feed the one zstd stream: the stream's records from `outgoing`,
+/// the dedup source's repairs (records sent again, answering the phone's requests) from
+/// `prepare_back`. Each IROB must reach the proxy's decoder in the order the encoder made
+/// it, so the codec is [`Codec::ordered`]: carry makes and sends each batch under one lock.
+impl Codec for RelayZstd {
+    fn outgoing(&self, data: &[u8], more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        let mut inner = Vec::new();
+        self.inner.outgoing(data, more, &mut inner)?;
+        self.encode(inner, send)
     }
 
     fn incoming(
@@ -323,13 +347,33 @@ impl Codec for RelayZstd {
                     return Ok(());
                 }
             }
-            if let Some(r) = st.recording.as_mut() {
+            // The request names the dictionary only if it came before the downstream began
+            // (after, none can be used, and the bytes may be the phone's feedback).
+            let RelayState {
+                encoder, recording, ..
+            } = &mut *st;
+            if let (Some(r), None) = (recording.as_mut(), encoder.as_ref()) {
                 if r.key.is_none() {
                     r.key = Some(request_key(&r.scope, &data));
                 }
             }
         }
         self.inner.incoming(start, data, write, back)
+    }
+
+    /// The inner codec's repairs, compressed into the stream.
+    fn prepare_back(&self, back: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        self.inner.prepare_back(back)?;
+        let plain = std::mem::take(back);
+        self.encode(plain, back)
+    }
+
+    fn ordered(&self) -> bool {
+        true
+    }
+
+    fn settled(&self) -> bool {
+        self.inner.settled()
     }
 
     fn paced(&self) -> bool {
@@ -467,6 +511,28 @@ impl Codec for ProxyZstd {
         self.inner.incoming(starts, plain.into(), write, back)
     }
 
+    /// In dictionary mode the relay reads the first 8 bytes upstream as the header, so
+    /// feedback the inner codec sends before the program has spoken (the target spoke first)
+    /// goes after a header naming no dictionary; no dictionary is kept of this connection.
+    fn prepare_back(&self, back: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        self.inner.prepare_back(back)?;
+        let mut st = lock(&self.state);
+        if !back.is_empty() && !st.header_sent && st.recording.is_some() {
+            back.insert(0, 0u64.to_be_bytes().to_vec());
+            st.header_sent = true;
+        }
+        Ok(())
+    }
+
+    /// In dictionary mode: the header must be sent before anything `prepare_back` makes.
+    fn ordered(&self) -> bool {
+        lock(&self.state).recording.is_some() || self.inner.ordered()
+    }
+
+    fn settled(&self) -> bool {
+        self.inner.settled()
+    }
+
     fn close(&self) {
         self.inner.close();
         if let Some(r) = lock(&self.state).recording.as_mut() {
@@ -478,7 +544,11 @@ impl Codec for ProxyZstd {
 #[cfg(test)]
 mod tests {
     use super::super::carry::Plain;
+    use super::super::dedup::{ProxyEnd, RelayEnd};
     use super::*;
+    use roam_dedup::destination::DestinationConfig;
+    use roam_dedup::source::SourceConfig;
+    use roam_dedup::{Destination, Source};
 
     /// Carry `responses` (one connection each, requesting `request`) from a relay's end to a
     /// proxy's: the bytes delivered and the bytes on the wire.
@@ -567,6 +637,133 @@ mod tests {
         let proxy = ProxyZstd::new(Arc::new(Plain), None, "t:80");
         let dictless = Bytes::from_static(&[1, 0x28, 0xb5]);
         assert!(proxy.incoming(true, dictless, &mut w, &mut b).is_err());
+    }
+
+    fn source() -> Arc<Mutex<Source>> {
+        Arc::new(Mutex::new(Source::new(SourceConfig::default()).unwrap()))
+    }
+
+    fn destination() -> Arc<Mutex<Destination>> {
+        Arc::new(Mutex::new(Destination::new(DestinationConfig::default())))
+    }
+
+    /// Text-like bytes, different for each `seed`.
+    fn text(len: u32, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| b"the quick brown fox jumps over a lazy dog "[(i * 7 % 42) as usize] ^ seed)
+            .collect()
+    }
+
+    /// IROBs from one end handed whole, in order, to the other (`to`), as the multi-socket
+    /// delivers them; what `to` gives back, prepared as carry prepares it before sending.
+    fn deliver(
+        to: &dyn Codec,
+        irobs: impl IntoIterator<Item = Vec<u8>>,
+        write: &mut Vec<Bytes>,
+    ) -> Result<Vec<Vec<u8>>, Error> {
+        let mut back = Vec::new();
+        for irob in irobs {
+            to.incoming(true, irob.into(), write, &mut back)?;
+        }
+        to.prepare_back(&mut back)?;
+        Ok(back)
+    }
+
+    /// A phone whose cache lost what the relay's source sent it before gets names it cannot
+    /// rebuild: it asks for those records again and the relay sends repairs from the thread
+    /// that reads upstream, while the stream goes on. The repairs must be in the zstd stream
+    /// (sent raw, the phone's decoder failed on them: issue 46), and the phone, lagging
+    /// behind, takes them among later records.
+    #[test]
+    fn dedup_repairs_go_through_the_compressed_stream() {
+        let src = source();
+        let body = text(60_000, 3);
+        // The first connection, to a phone that keeps the chunks: the source holds them now.
+        let (relay, proxy) = (
+            RelayEnd::new(src.clone(), None, Box::new(|_| {})),
+            ProxyEnd::new(destination(), 1),
+        );
+        let mut down = Vec::new();
+        relay.outgoing(&body, false, &mut down).unwrap();
+        let mut out = Vec::new();
+        deliver(&proxy, down, &mut out).unwrap();
+        assert_eq!(out.concat(), body);
+        relay.close();
+        proxy.close();
+        // The second, to a phone whose cache is empty, through zstd.
+        let lost = destination();
+        let relay = RelayZstd::new(
+            Arc::new(RelayEnd::new(src, None, Box::new(|_| {}))),
+            None,
+            "t:80",
+            None,
+        );
+        let proxy = ProxyZstd::new(Arc::new(ProxyEnd::new(lost.clone(), 1)), None, "t:80");
+        // The wire downstream, in the order the relay sent: the phone reads one IROB for
+        // every read of the target, so repairs land among the records after theirs.
+        let mut wire = std::collections::VecDeque::new();
+        let (mut out, mut to_target) = (Vec::new(), Vec::new());
+        let mut reads = body.chunks(8 << 10);
+        loop {
+            let mut sent = Vec::new();
+            match reads.next() {
+                Some(part) => relay.outgoing(part, true, &mut sent).unwrap(),
+                None => relay.outgoing(&[], false, &mut sent).unwrap(),
+            }
+            wire.extend(sent);
+            let Some(irob) = wire.pop_front() else {
+                break;
+            };
+            let up = deliver(&proxy, [irob], &mut out).unwrap();
+            let repairs = deliver(&relay, up, &mut to_target).unwrap();
+            wire.extend(repairs);
+        }
+        assert!(to_target.is_empty());
+        assert!(lost.lock().unwrap().stats().unknown_names > 0, "no repair");
+        assert!(
+            out.concat() == body,
+            "{} of {} bytes",
+            out.concat().len(),
+            body.len()
+        );
+        assert!(relay.settled(), "the phone acknowledged every record");
+    }
+
+    /// In dictionary mode the relay reads the first 8 bytes upstream as the header. When the
+    /// target speaks first, the phone's feedback goes up before the program has said
+    /// anything: it must come after a header (naming no dictionary), or the relay takes
+    /// feedback for the header and the header for the program's bytes.
+    #[test]
+    fn feedback_before_the_program_speaks_follows_the_dictionary_header() {
+        let dicts = || {
+            Some(Arc::new(Mutex::new(Dictionaries::new(
+                DictionaryConfig::default(),
+            ))))
+        };
+        let relay = RelayZstd::new(
+            Arc::new(RelayEnd::new(source(), None, Box::new(|_| {}))),
+            dicts(),
+            "t:143",
+            None,
+        );
+        let proxy = ProxyZstd::new(Arc::new(ProxyEnd::new(destination(), 1)), dicts(), "t:143");
+        let greeting = text(20_000, 5);
+        let mut down = Vec::new();
+        relay.outgoing(&greeting, false, &mut down).unwrap();
+        let mut out = Vec::new();
+        let up = deliver(&proxy, down, &mut out).unwrap();
+        assert_eq!(out.concat(), greeting);
+        assert!(!up.is_empty(), "feedback");
+        let first = up[0].clone();
+        let mut to_target = Vec::new();
+        deliver(&relay, up, &mut to_target).unwrap();
+        assert!(to_target.is_empty());
+        // The program speaks: its bytes, and only them, reach the target.
+        let mut up = Vec::new();
+        proxy.outgoing(b"a1 LOGIN\r\n", false, &mut up).unwrap();
+        deliver(&relay, up, &mut to_target).unwrap();
+        assert_eq!(to_target.concat(), b"a1 LOGIN\r\n");
+        assert_eq!(first, vec![0; HEADER], "the header, naming no dictionary");
     }
 
     #[test]

@@ -15,6 +15,14 @@
 //! messages to the source (feedback, acknowledgements, requests to resend), sent
 //! foreground-small as soon as a record has been handled.
 //!
+//! **Repairs.** The source answers a request to resend with the record again (a repair),
+//! sent downstream foreground-small from the thread that reads upstream; the phone holds the
+//! records after it until it comes, so it may arrive anywhere among them, but only whole (each
+//! IROB holds whole records, and the multi-socket delivers a connection's IROBs one after
+//! another). After the target's end the relay closes its side only once the phone has
+//! acknowledged every record it might ask for again (`Codec::settled`): after the close no
+//! IROB, repairs included, can be sent.
+//!
 //! One [`Source`] serves every connection through a relay and one [`Destination`] every
 //! connection of a proxy, as a base station's and a phone's caches do; each connection is a
 //! flow of its own. A failure of either (a malformed record or message, a hostile phone's
@@ -165,6 +173,11 @@ impl Codec for RelayEnd {
 
     fn paced(&self) -> bool {
         *lock(&self.passthrough) != Some(true)
+    }
+
+    /// Settled once the phone has acknowledged every record it might ask for again.
+    fn settled(&self) -> bool {
+        lock(&self.source).unacknowledged(self.flow) == 0
     }
 
     fn close(&self) {

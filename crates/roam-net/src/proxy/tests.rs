@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::compress::{Dictionaries, DictionaryConfig};
 use super::*;
 use crate::proto::{Deps, Label, NetKind};
 use crate::runtime::blocking::MultiSocket;
@@ -562,4 +563,71 @@ fn dedup_passes_tls_through_and_a_port_can_be_left_plain() {
     assert!(relay
         .reported("dedup:", Duration::from_millis(500))
         .is_none());
+}
+
+/// Fetch `body` through a relay with dedup twice: the first time through a proxy whose cache
+/// keeps it, the second through one with an empty cache (a phone that lost its cache) and
+/// `compress`: the relay names chunks the second phone never saw, so every such record comes
+/// back as a request to resend and goes down again as a repair. The second phone's bytes.
+fn fetch_with_repairs(compress: Compression, body: &[u8]) -> (Vec<u8>, u64) {
+    let target = serving(body.to_vec());
+    let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
+    let relay = relay_with(&["127.0.0.0/8"], |c| {
+        c.options = lo();
+        c.dedup = Some(Arc::new(Mutex::new(source)));
+        c.zstd = true;
+        c.dictionaries = Some(Arc::new(Mutex::new(Dictionaries::new(
+            DictionaryConfig::default(),
+        ))));
+    });
+    let new_cache = || {
+        Arc::new(Mutex::new(roam_dedup::Destination::new(
+            roam_dedup::destination::DestinationConfig::default(),
+        )))
+    };
+    let first = proxy_with(relay.addr, |c| c.dedup = Some(new_cache()));
+    assert!(fetch(first, target) == body, "first fetch differs");
+    let lost = new_cache();
+    let second = proxy_with(relay.addr, |c| {
+        c.dedup = Some(lost.clone());
+        c.compress = compress;
+    });
+    let got = fetch(second, target);
+    let asked = lost.lock().unwrap().stats().unknown_names;
+    (got, asked)
+}
+
+/// Text-like bytes the relay's regular cache holds after one fetch.
+fn text(len: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            b"the quick brown fox jumps over a lazy dog "[(i * 7 % 42) as usize] ^ (i / 997) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn dedup_repairs_reach_a_phone_that_lost_its_cache() {
+    let body = text(100_000);
+    let (got, asked) = fetch_with_repairs(Compression::Off, &body);
+    assert!(asked > 0, "no record was asked for again");
+    assert!(got == body, "{} bytes of {} arrived", got.len(), body.len());
+}
+
+#[test]
+fn dedup_repairs_reach_a_phone_that_lost_its_cache_through_zstd() {
+    let body = text(100_000);
+    let (got, asked) = fetch_with_repairs(Compression::Zstd, &body);
+    assert!(asked > 0, "no record was asked for again");
+    assert!(got == body, "{} bytes of {} arrived", got.len(), body.len());
+}
+
+#[test]
+fn dedup_repairs_reach_a_phone_that_lost_its_cache_through_zstd_dict() {
+    // The target speaks first: the phone's feedback goes up before the program's bytes.
+    let body = text(100_000);
+    let dicts = Arc::new(Mutex::new(Dictionaries::new(DictionaryConfig::default())));
+    let (got, asked) = fetch_with_repairs(Compression::ZstdDict(dicts), &body);
+    assert!(asked > 0, "no record was asked for again");
+    assert!(got == body, "{} bytes of {} arrived", got.len(), body.len());
 }
