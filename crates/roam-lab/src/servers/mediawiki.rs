@@ -263,13 +263,17 @@ impl Wiki {
     /// `listen` on `at` and on [`Wiki::direct_socket`], PHP entry points to php-fpm,
     /// MediaWiki's static files from its install. A request over the Unix socket has no
     /// client address, which MediaWiki refuses ("Unable to determine IP"): it is given
-    /// 127.0.0.1. PHP may take 5 minutes over a page (nginx's default, 60 s, answered a first
+    /// 127.0.0.1. Articles link to each other as `/index.php/Title` (MediaWiki's default
+    /// `$wgArticlePath`), so a PHP script's path may continue (`PATH_INFO`), as a browser
+    /// following those links needs. PHP may take 5 minutes over a page (nginx's default, 60 s, answered a first
     /// view with 504 on a machine running a dozen emulators besides).
     pub fn nginx_server(&self, at: &str) -> String {
         format!(
             "map $remote_addr $wiki_client {{ \"unix:\" 127.0.0.1; default $remote_addr; }} \
              server {{ listen {at}; listen unix:{direct}; root {ROOT}; \
-             location ~ \\.php$ {{ include /etc/nginx/fastcgi_params; \
+             location ~ \\.php(/|$) {{ include /etc/nginx/fastcgi_params; \
+             fastcgi_split_path_info ^(.+?\\.php)(/.*)$; \
+             fastcgi_param PATH_INFO $fastcgi_path_info; \
              fastcgi_param REMOTE_ADDR $wiki_client; \
              fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; \
              fastcgi_read_timeout 300s; fastcgi_pass unix:{fpm}; }} }}",
@@ -455,20 +459,24 @@ CPU time usage: 0.009 seconds
         )
         .unwrap();
         let socket = w.direct_socket();
-        let get = || {
+        let get_at = |path: &str| {
             let out = Command::new("curl")
                 .args(["-sS", "--unix-socket"])
                 .arg(&socket)
-                .arg(format!("http://{at}/{}", page_path("Alpha")))
+                .arg(format!("http://{at}/{path}"))
                 .output()
                 .unwrap();
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
+        let get = || get_at(&page_path("Alpha"));
         let first = get();
         assert!(
             first.contains("first words") && first.contains("</html>"),
             "{first}"
         );
+        // The form the wiki's own links take, as a browser follows them.
+        let linked = get_at("index.php/Alpha");
+        assert!(linked.contains("first words"), "{linked}");
         assert_eq!(masked(first.as_bytes()), masked(get().as_bytes()));
         w.import(
             &[("Alpha".into(), "== Head ==\n\nsecond words\n".into())],

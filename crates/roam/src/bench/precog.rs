@@ -200,7 +200,7 @@ pub fn precog(a: &BenchPrecogArgs) -> Result<()> {
     let usual = serve(news::Layout::Usual, "usual")?;
     let changed = serve(news::Layout::Changed, "changed")?;
     eprintln!("bench precog: crawling the news site ({} walks)", a.walks);
-    let walks = crawl::walks(&usual.base, "/index.html", a.walks, 400, 1)?;
+    let walks = crawl::walks(&usual.base, "/index.html", "a[href]", a.walks, 400, 1)?;
     let (ours, thesis, n) = layout_change(&walks, &changed)?;
     let per_action = replay_speed(&walks, &usual, a.replays)?;
     let field = |k: &str| {

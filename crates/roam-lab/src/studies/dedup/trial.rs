@@ -232,7 +232,7 @@ impl WikiSite {
         )?;
         Ok(WikiSite {
             wiki: Mutex::new(wiki),
-            edits: wiki::edits(articles, seed),
+            edits: wiki::edits(articles, seed, wiki::WEEK_EDITS_ONE_IN),
             dir,
         })
     }

@@ -308,19 +308,22 @@ impl Blocks {
     }
 }
 
-/// The week's edits: for a seeded third of `articles` (title, wikitext), the article's new
-/// text. Each drawn article gets one or two edits, each one of: a paragraph (not its first)
+/// A week's edits at the rate [`edits`] models: one article in [`WEEK_EDITS_ONE_IN`].
+pub const WEEK_EDITS_ONE_IN: u32 = 3;
+
+/// Edits: for a seeded one in `one_in` of `articles` (title, wikitext; [`WEEK_EDITS_ONE_IN`]
+/// for the dedup corpus's week), the article's new text. Each drawn article gets one or two edits, each one of: a paragraph (not its first)
 /// deleted, a paragraph of another article copied in at a random place, or two neighbouring
 /// paragraphs swapped (deleting and swapping need three paragraphs: an article with fewer
 /// gets a copied paragraph instead, and one whose draws changed nothing is left out).
-pub fn edits(articles: &[(String, String)], seed: u64) -> Vec<(String, String)> {
+pub fn edits(articles: &[(String, String)], seed: u64, one_in: u32) -> Vec<(String, String)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3d17);
     let mut out = Vec::new();
     if articles.len() < 2 {
         return out;
     }
     for (i, (t, text)) in articles.iter().enumerate() {
-        if !rng.gen_ratio(1, 3) {
+        if !rng.gen_ratio(1, one_in.max(1)) {
             continue;
         }
         let mut paras: Vec<String> = text
@@ -418,7 +421,7 @@ mod tests {
                 )
             })
             .collect();
-        let e = edits(&articles, 7);
+        let e = edits(&articles, 7, WEEK_EDITS_ONE_IN);
         assert!((70..130).contains(&e.len()), "{} edited", e.len());
         let all: std::collections::HashSet<&str> = articles
             .iter()
@@ -431,7 +434,11 @@ mod tests {
                 assert!(all.contains(p.trim_end()), "{p:?} is not the corpus's");
             }
         }
-        assert_eq!(e, edits(&articles, 7), "the same seed edits the same way");
-        assert_ne!(e, edits(&articles, 8));
+        assert_eq!(
+            e,
+            edits(&articles, 7, WEEK_EDITS_ONE_IN),
+            "the same seed edits the same way"
+        );
+        assert_ne!(e, edits(&articles, 8, WEEK_EDITS_ONE_IN));
     }
 }

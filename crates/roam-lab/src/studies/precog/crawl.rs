@@ -45,14 +45,17 @@ struct Link {
 }
 
 /// `n` walks over the site at `base` (e.g. `http://127.0.0.1:8080`) from `root`, with
-/// `seed`; at most `max_pages` distinct pages are loaded.
+/// `seed`, following the same-site links that the CSS selector `links` picks (`a[href]`: every
+/// link); at most `max_pages` distinct pages are loaded.
 pub fn walks(
     base: &str,
     root: &str,
+    links: &str,
     n: usize,
     max_pages: usize,
     seed: u64,
 ) -> Result<Vec<Crawled>> {
+    let links = serde_json::to_string(links)?;
     let browser = launch(&BrowserConfig::default()).map_err(|e| anyhow!("{e}"))?;
     let tab = browser
         .new_tab()
@@ -71,7 +74,7 @@ pub fn walks(
             .and_then(|t| t.wait_until_navigated())
             .map_err(|e| anyhow!("crawling {url}: {e}"))?;
         let expr = format!(
-            "{RECORDER_JS}\nJSON.stringify(Array.from(document.querySelectorAll('a[href]'))\
+            "{RECORDER_JS}\nJSON.stringify(Array.from(document.querySelectorAll({links}))\
              .filter(a => a.origin === location.origin)\
              .map(a => ({{href: a.pathname + a.search, locators: window.__roamPrecogLocators(a)}})))"
         );

@@ -15,18 +15,20 @@
 //! | `precog` | replays the top 25% of the action trees' nodes | the cache |
 //! | `precog+dedup` | as `precog`, through asymmetric caching's relays and proxies | the cache, and the phone's dedup cache |
 //!
-//! Sites ([`Site`]): `news`, which changes every hour on a schedule ([`news`]), and `docs`,
-//! Debian's PostgreSQL manual (static). The universal set of paths comes from the thesis's
+//! Sites ([`Site`]): `news`, which changes every hour on a schedule ([`news`]), `docs`,
+//! Debian's PostgreSQL manual (static), and `wiki`, Debian's MediaWiki with the manual as its
+//! articles, edited between the hours ([`wiki`]). The universal set of paths comes from the thesis's
 //! crawler ([`crawl`]), run once per lab run. The scenario `home-and-away`: WiFi at 20 Mbit/s
 //! and an LTE drive.
 //!
-//! Not built yet (issue 47): the MediaWiki site, the thesis's three redundancy levels in one run (a run uses one `MAX_ACCESS`:
-//! [`trial::max_access`]), and the measure of locators after a layout change.
+//! Each site runs at the thesis's three redundancy levels ([`Level`]): `news` at medium
+//! (`MAX_ACCESS` 1000), `news-high` (100) and `news-low` (5000).
 
 pub mod crawl;
 pub mod news;
 pub mod trial;
 pub mod users;
+pub mod wiki;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -40,6 +42,7 @@ use crate::harness::charts::charts;
 use crate::harness::matrix;
 use crate::harness::plan::{App, Plan};
 use crate::harness::results::{written_by, Measured};
+use crate::harness::scratch::Scratch;
 use crate::harness::seeds::seeds_line;
 use crate::harness::setup::{Need, NGINX};
 use crate::harness::study::{report_lines, Defaults, Request, Study};
@@ -47,7 +50,7 @@ use crate::harness::system::{System, SystemUnderTest, Transport};
 use crate::harness::trial::{Metric, Trial};
 use crate::report::compare::{by_seed, cell};
 use crate::report::{fmt_num, stats, Row};
-use crate::servers::nginx;
+use crate::servers::{mediawiki, nginx};
 use crawl::Crawled;
 
 /// The interactive event every trial records: one page of the cellular hour.
@@ -125,6 +128,8 @@ pub enum Site {
     News,
     /// A static documentation tree (its HTML directory).
     Docs(PathBuf),
+    /// The MediaWiki, installed per trial ([`wiki::WikiSite`]).
+    Wiki,
 }
 
 impl Site {
@@ -132,8 +137,29 @@ impl Site {
         Ok(match app {
             "news" => Site::News,
             "docs" => Site::Docs(super::dedup::corpus::docs()?.new.1),
+            "wiki" => Site::Wiki,
             other => bail!("unknown site `{other}`"),
         })
+    }
+
+    /// The links a user (and the crawler) clicks, as a CSS selector: every link, but on the
+    /// wiki those of the article and of the sidebar's navigation. MediaWiki's account, talk,
+    /// history and tool links lead to forms and special pages, which a reader rarely opens;
+    /// followed uniformly they were most of a walk's clicks (a first crawl: the 15 pages
+    /// most reached were all such pages but the main page and one article).
+    pub fn links(&self) -> &'static str {
+        match self {
+            Site::News | Site::Docs(_) => "a[href]",
+            Site::Wiki => wiki::LINKS,
+        }
+    }
+
+    /// The page every path starts from (site-relative).
+    pub fn root(&self) -> &'static str {
+        match self {
+            Site::News | Site::Docs(_) => "/index.html",
+            Site::Wiki => wiki::ROOT,
+        }
     }
 }
 
@@ -149,17 +175,90 @@ fn universe(app: &str) -> Result<Arc<Vec<Crawled>>> {
         .ok_or_else(|| anyhow!("no universal set for {app}: the crawl runs before the trials"))
 }
 
-fn run_news(t: &Trial) -> Result<Vec<Metric>> {
-    trial::run(t, &Site::News, &universe("news")?)
+/// The thesis's three redundancy levels (ch. V, Fig. 20): the most paths a user takes in an
+/// hour (`MAX_ACCESS`). The more a user browses, the wider the variety of their paths
+/// ([`users`]) and the lower the redundancy between their hours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Level {
+    /// The suffix of the application's name (`news-high`); the medium level has none.
+    pub suffix: &'static str,
+    /// `MAX_ACCESS` of a full run.
+    pub max_access: usize,
 }
 
-fn run_docs(t: &Trial) -> Result<Vec<Metric>> {
-    trial::run(t, &Site::named("docs")?, &universe("docs")?)
+/// High redundancy: `MAX_ACCESS` 100.
+pub const HIGH: Level = Level {
+    suffix: "-high",
+    max_access: 100,
+};
+/// Medium redundancy, `MAX_ACCESS` 1000: the level of the issue's targets.
+pub const MEDIUM: Level = Level {
+    suffix: "",
+    max_access: 1000,
+};
+/// Low redundancy: `MAX_ACCESS` 5000.
+pub const LOW: Level = Level {
+    suffix: "-low",
+    max_access: 5000,
+};
+
+impl Level {
+    /// `MAX_ACCESS` for a quick run (one three-hundredth, at least 1: 1, 3 and 16) or a full
+    /// one.
+    pub fn max_access(self, quick: bool) -> usize {
+        if quick {
+            (self.max_access / 300).max(1)
+        } else {
+            self.max_access
+        }
+    }
 }
 
-/// The study's applications: one per site.
+/// The site an application browses: its name without the level's suffix.
+pub fn site_of(app: &str) -> &str {
+    app.strip_suffix(HIGH.suffix)
+        .or_else(|| app.strip_suffix(LOW.suffix))
+        .unwrap_or(app)
+}
+
+/// The redundancy level of an application.
+pub fn level_of(app: &str) -> Level {
+    [HIGH, LOW]
+        .into_iter()
+        .find(|l| app.ends_with(l.suffix))
+        .unwrap_or(MEDIUM)
+}
+
+fn run_at(t: &Trial, site: &str, level: Level) -> Result<Vec<Metric>> {
+    trial::run(t, &Site::named(site)?, &universe(site)?, level)
+}
+
+/// One run function per application (the harness's applications are plain functions).
+macro_rules! runs {
+    ($($f:ident => $site:literal, $level:expr;)*) => {
+        $(fn $f(t: &Trial) -> Result<Vec<Metric>> {
+            run_at(t, $site, $level)
+        })*
+    };
+}
+
+runs! {
+    run_news => "news", MEDIUM;
+    run_news_high => "news", HIGH;
+    run_news_low => "news", LOW;
+    run_docs => "docs", MEDIUM;
+    run_docs_high => "docs", HIGH;
+    run_docs_low => "docs", LOW;
+    run_wiki => "wiki", MEDIUM;
+    run_wiki_high => "wiki", HIGH;
+    run_wiki_low => "wiki", LOW;
+}
+
+/// The study's applications: each site at each redundancy level (`news` is the news site at
+/// medium redundancy, `news-high` and `news-low` the others).
 pub fn apps() -> Vec<App> {
-    let app = |name, run| App {
+    type RunFn = fn(&Trial) -> Result<Vec<Metric>>;
+    let app = |name, run: RunFn, needs| App {
         name,
         run,
         full: Duration::from_secs(20 * 60),
@@ -167,22 +266,41 @@ pub fn apps() -> Vec<App> {
         interactive: ("page_ms", "mean page load on cellular (ms)"),
         background: ("cell_kB", "cellular bytes, both ways (kB)", false),
         event: (EVENT, "page load on cellular (ms)"),
-        needs: &[NGINX, CHROMIUM],
+        needs,
         interactive_floor: None,
         stagger: None,
     };
+    const SITE: &[Need] = &[NGINX, CHROMIUM];
+    const WIKI: &[Need] = &[
+        NGINX,
+        CHROMIUM,
+        mediawiki::MEDIAWIKI,
+        mediawiki::PHP_FPM,
+        mediawiki::PHP_CLI,
+        mediawiki::PHP_SQLITE,
+    ];
     vec![
-        app("news", run_news as fn(&Trial) -> Result<Vec<Metric>>),
-        app("docs", run_docs),
+        app("news", run_news, SITE),
+        app("news-high", run_news_high, SITE),
+        app("news-low", run_news_low, SITE),
+        app("docs", run_docs, SITE),
+        app("docs-high", run_docs_high, SITE),
+        app("docs-low", run_docs_low, SITE),
+        app("wiki", run_wiki, WIKI),
+        app("wiki-high", run_wiki_high, WIKI),
+        app("wiki-low", run_wiki_low, WIKI),
     ]
 }
 
-/// The crawl's size: walks and most pages loaded, quick or full.
+/// The crawl's size: walks and most pages loaded, quick or full. A full crawl holds the pool of
+/// a user at the lowest redundancy ([`users::POOL_PER_ACCESS`] x [`LOW`]'s `MAX_ACCESS`); the
+/// thesis kept over 470,000 paths of 14 sites. A walk ends early at a page beyond the most
+/// loaded.
 fn crawl_size(quick: bool) -> (usize, usize) {
     if quick {
         (40, 120)
     } else {
-        (2000, 1500)
+        (50_000, 1500)
     }
 }
 
@@ -190,6 +308,10 @@ fn crawl_size(quick: bool) -> (usize, usize) {
 fn crawl_once(plan: &Plan) -> Result<()> {
     let mut all = HashMap::new();
     for app in &plan.apps {
+        let app = site_of(app);
+        if all.contains_key(app) {
+            continue;
+        }
         let kept = plan.out.join(format!("universe-{app}.json"));
         let paths: Vec<Crawled> = match std::fs::read(&kept) {
             Ok(b) => serde_json::from_slice(&b).with_context(|| format!("{}", kept.display()))?,
@@ -205,39 +327,48 @@ fn crawl_once(plan: &Plan) -> Result<()> {
                 p
             }
         };
-        all.insert(app.clone(), Arc::new(paths));
+        all.insert(app.to_string(), Arc::new(paths));
     }
     *UNIVERSES.lock().unwrap_or_else(|p| p.into_inner()) = Some(all);
     Ok(())
 }
 
-/// Serve `site` (the news site as of hour 96, the eve of day 7) on the host's loopback and
-/// crawl it.
+/// Serve `site` (the news site as of hour 96, the eve of day 7; the wiki as installed) on the
+/// host's loopback and crawl it.
 fn crawl_site(site: &Site, n: usize, max_pages: usize) -> Result<Vec<Crawled>> {
-    let dir = std::env::temp_dir().join(format!("roam-lab-precog-crawl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let root: PathBuf = match site {
-        Site::News => {
-            news::write_hour(&dir.join("site"), users::TRAIN, 1)?;
-            dir.join("site")
-        }
-        Site::Docs(html) => html.clone(),
-    };
+    let dir = Scratch::new("precog-crawl")?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
+    let at = format!("127.0.0.1:{port}");
     let probe = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut server = nginx::launch(&dir.join("nginx"), &trial::server_block(&root, port), probe)?;
+    let mut wiki = None;
+    let block = match site {
+        Site::News => {
+            news::write_hour(&dir.join("site"), users::TRAIN, 1)?;
+            trial::server_block(&dir.join("site"), port)
+        }
+        Site::Docs(html) => trial::server_block(html, port),
+        Site::Wiki => {
+            let w = wiki::WikiSite::install(&at, 1)?;
+            w.serve()?;
+            let block = w.nginx_server(&at);
+            wiki = Some(w);
+            block
+        }
+    };
+    let mut server = nginx::launch(&dir.join("nginx"), &block, probe)?;
     let r = crawl::walks(
-        &format!("http://127.0.0.1:{port}"),
-        "/index.html",
+        &format!("http://{at}"),
+        site.root(),
+        site.links(),
         n,
         max_pages,
         1,
     );
     let _ = server.kill();
     let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(wiki);
     r
 }
 
@@ -258,7 +389,7 @@ impl Study for PrecogLab {
         Defaults {
             scenarios: vec!["home-and-away".into()],
             quick_scenarios: vec!["home-and-away".into()],
-            apps: vec!["news".into(), "docs".into()],
+            apps: vec!["news".into(), "docs".into(), "wiki".into()],
             quick_apps: vec!["news".into()],
             jobs: 2,
             quick_jobs: Some(2),
@@ -362,19 +493,36 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
          against `http-cache` (the browser's own cache, no prefetching: the thesis's total \
          cellular bytes), 1 - the ratio of means; `none` (no cache at all) is shown for \
          scale. Efficiency: those bytes saved per byte fetched on WiFi (measured, where the \
-         thesis matched two captures). Energy is modelled (huang2012 WiFi and LTE radios).\n",
+         thesis matched two captures). Energy is modelled (huang2012 WiFi and LTE radios). \
+         Redundancy levels (the thesis's MAX_ACCESS, the most paths a session takes): a site's \
+         name alone is medium (1000), `-high` 100, `-low` 5000. A cellular hour of more than \
+         {} paths loads a uniform sample of that many and its bytes are estimated from it \
+         (scaled by the hour's paths per path loaded; `cell_sample` is the share loaded); \
+         every prefetching system's WiFi hour stops at the same byte budget ({} MB).\n",
         m.version,
         written_by(&m.version),
         plan.trials,
         if plan.quick {
-            ", **quick** (MAX_ACCESS 3, a 40-walk crawl)"
+            ", **quick** (a 40-walk crawl, MAX_ACCESS a three-hundredth of the level's)"
         } else {
-            ", MAX_ACCESS 100 (the thesis's high redundancy)"
+            ""
         },
+        trial::MEASURED_PATHS,
+        trial::WIFI_BUDGET >> 20,
     );
     let _ = writeln!(s, "{}\n", seeds_line("precog", rows));
     for app in &plan.apps {
-        let _ = writeln!(s, "## {app}\n\n![{app} page load]({app}-interactive.svg) ![{app} cellular bytes]({app}-background.svg)\n");
+        let _ = writeln!(
+            s,
+            "## {app}\n\n{} at {} redundancy: MAX_ACCESS {}.\n",
+            site_of(app),
+            match level_of(app).suffix {
+                "" => "medium",
+                x => &x[1..],
+            },
+            level_of(app).max_access(plan.quick)
+        );
+        let _ = writeln!(s, "![{app} page load]({app}-interactive.svg) ![{app} cellular bytes]({app}-background.svg)\n");
         for sc in &plan.scenarios {
             let _ = writeln!(
                 s,
@@ -463,4 +611,29 @@ pub fn is_universe(p: &Path) -> bool {
     p.file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with("universe-") && n.ends_with(".json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_site_runs_at_the_three_levels_and_names_say_which() {
+        let names: Vec<&str> = apps().iter().map(|a| a.name).collect();
+        for site in ["news", "docs", "wiki"] {
+            for (suffix, level) in [("-high", HIGH), ("", MEDIUM), ("-low", LOW)] {
+                let app = format!("{site}{suffix}");
+                assert!(names.contains(&app.as_str()), "{app} missing");
+                assert_eq!(site_of(&app), site);
+                assert_eq!(level_of(&app), level);
+            }
+        }
+        assert_eq!(
+            [HIGH, MEDIUM, LOW].map(|l| l.max_access(false)),
+            [100, 1000, 5000]
+        );
+        assert_eq!([HIGH, MEDIUM, LOW].map(|l| l.max_access(true)), [1, 3, 16]);
+        // A full crawl holds a low-redundancy user's whole pool.
+        assert!(crawl_size(false).0 >= users::POOL_PER_ACCESS * LOW.max_access);
+    }
 }

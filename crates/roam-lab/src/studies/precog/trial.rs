@@ -37,7 +37,8 @@ use roam_precog::browser::BrowserConfig;
 use roam_precog::{plan, Forest, PlanConfig, Replay, Rules};
 
 use super::crawl::Crawled;
-use super::{news, users, PrecogSystem, Site};
+use super::wiki::WikiSite;
+use super::{news, users, Level, PrecogSystem, Site};
 use crate::harness::scratch::Scratch;
 use crate::harness::service::{lock, point, start, Running};
 use crate::harness::trial::{Metric, Trial};
@@ -71,21 +72,47 @@ pub fn server_block(root: &Path, port: u16) -> String {
     )
 }
 
-/// The site's files: each hour's tree, and `current` pointing at the one served.
+/// The site's files: each hour's tree, and `current` pointing at the one served; or the
+/// wiki.
 struct Served {
     dir: Scratch,
     /// Whether the news site's pages offer speculation rules.
     speculation: bool,
+    /// The wiki, for the `wiki` site.
+    wiki: Option<Arc<WikiSite>>,
 }
 
 impl Served {
-    fn new(speculation: bool) -> Result<Served> {
+    /// The site's place; the wiki is installed here (its edits drawn with `seed`).
+    fn new(site: &Site, speculation: bool, seed: u64) -> Result<Served> {
         let dir = Scratch::new("precog")?;
-        Ok(Served { dir, speculation })
+        let wiki = match site {
+            Site::Wiki => Some(Arc::new(WikiSite::install(
+                &format!("127.0.0.1:{HTTP_PORT}"),
+                seed,
+            )?)),
+            Site::News | Site::Docs(_) => None,
+        };
+        Ok(Served {
+            dir,
+            speculation,
+            wiki,
+        })
+    }
+
+    /// nginx's configuration for the site on [`HTTP_PORT`].
+    fn nginx_server(&self) -> String {
+        match &self.wiki {
+            Some(w) => w.nginx_server(&format!("127.0.0.1:{HTTP_PORT}")),
+            None => server_block(&self.dir.join("current"), HTTP_PORT),
+        }
     }
 
     /// Serve `site` as it stands at `hour` from now on.
     fn at(&self, site: &Site, hour: u32, seed: u64) -> Result<()> {
+        if let Some(w) = &self.wiki {
+            return w.at(hour);
+        }
         let tree = match site {
             Site::News => {
                 let d = self.dir.join(format!("h{hour}"));
@@ -95,6 +122,7 @@ impl Served {
                 d
             }
             Site::Docs(html) => html.clone(),
+            Site::Wiki => bail!("the wiki is not a tree of files"),
         };
         point(&self.dir, &tree)
     }
@@ -297,17 +325,25 @@ fn by_habit(a: &roam_precog::Action) -> roam_precog::Action {
 /// speculation starts prefetching after 200 ms).
 const HOVER: Duration = Duration::from_millis(300);
 
-/// How much a user browses: `MAX_ACCESS` for a quick or a full run.
-pub fn max_access(t: &Trial) -> usize {
-    if t.duration <= Duration::from_secs(200) {
-        3
-    } else {
-        100
-    }
+/// How much a user browses at `level`: `MAX_ACCESS` for a quick or a full run.
+pub fn max_access(t: &Trial, level: Level) -> usize {
+    level.max_access(t.duration <= Duration::from_secs(200))
 }
 
-/// Run one trial of `site` for `t`'s system, with the universal set `universe`.
-pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> {
+/// The most paths of the cellular hour loaded in the browser; a longer hour loads a uniform
+/// sample of this many ([`users::sample`]) and its bytes are estimated from them. At medium
+/// redundancy an hour has 500 paths on average, about 2,750 pages: hours of browsing.
+pub const MEASURED_PATHS: usize = 40;
+
+/// Every prefetching system's byte budget for the WiFi hour (the replay stops once it has
+/// fetched this much): the same for URL-based prefetch and Precog, so their efficiency is
+/// compared at equal cost. The thesis's WiFi hour replayed all its top 25%, which at medium
+/// redundancy is thousands of paths.
+pub const WIFI_BUDGET: u64 = 24 << 20;
+
+/// Run one trial of `site` at redundancy `level` for `t`'s system, with the universal set
+/// `universe`.
+pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result<Vec<Metric>> {
     let sys = *t
         .system
         .get::<PrecogSystem>()
@@ -316,7 +352,7 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
         bail!("the crawl found no paths");
     }
     let depths: Vec<usize> = universe.iter().map(|c| c.actions.len()).collect();
-    let week = users::week(&depths, max_access(t), t.seed);
+    let week = users::week(&depths, max_access(t, level), t.seed);
     let (w, c) = users::measured(&week).ok_or_else(|| {
         anyhow!(
             "day 7 has no cellular hour after a WiFi one for seed {}",
@@ -334,9 +370,11 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
         PrecogSystem::Precog | PrecogSystem::PrecogDedup => precog_plan.paths.clone(),
     };
     // The user acts by habit, as the thesis's users do: the same place on the page (its
-    // positional locators), whatever it holds this hour.
-    let cellular: Vec<Replay> = week[c as usize - 1]
-        .paths
+    // positional locators), whatever it holds this hour. A long hour loads a sample.
+    let hour = &week[c as usize - 1].paths;
+    let loaded = users::sample(hour, MEASURED_PATHS, t.seed);
+    let scale = users::scale(hour.len(), loaded.len());
+    let cellular: Vec<Replay> = loaded
         .iter()
         .map(|&(i, d)| Replay {
             site: "127.0.0.1".into(),
@@ -371,10 +409,17 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
     let ideal = share(&taken, &known);
     let observed = share(&taken, &replayed);
 
-    let served = Served::new(sys == PrecogSystem::SpeculationRules)?;
+    let served = Served::new(site, sys == PrecogSystem::SpeculationRules, t.seed)?;
     served.at(site, w, t.seed)?;
+    if let Some(wiki) = served.wiki.clone() {
+        t.emu
+            .spawn_in_server(move || wiki.serve())
+            .join()
+            .map_err(|_| anyhow!("php-fpm's start panicked"))??
+            .context("starting php-fpm")?;
+    }
     let nginx_dir = served.dir.join("nginx");
-    let block = server_block(&served.dir.join("current"), HTTP_PORT);
+    let block = served.nginx_server();
     let probe = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, HTTP_PORT));
     let mut nginx = t
         .emu
@@ -392,7 +437,10 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled]) -> Result<Vec<Metric>> 
     let _ = nginx.kill();
     let _ = nginx.wait();
     let (s, sources) = result?;
-    let mut m = metrics(t, &s, ideal, observed, precog_plan.chosen);
+    let mut m = metrics(t, &s, ideal, observed, precog_plan.chosen, scale);
+    if let Some(w) = &served.wiki {
+        m.push(Metric::new("articles_edited", w.edited() as f64, ""));
+    }
     if !sources.is_empty() {
         let cell = lock(&sources[1]).stats();
         m.push(Metric::new(
@@ -442,7 +490,10 @@ fn sessions(
     // The user's hand rests on what they click for a moment, whatever the system (only the
     // speculation rules' site does anything with it); prefetching replays click at once.
     let (wifi_cfg, cell_cfg) = (
-        config(SOCKS_PORTS[0]),
+        ReplayConfig {
+            max_bytes: Some(WIFI_BUDGET),
+            ..config(SOCKS_PORTS[0])
+        },
         ReplayConfig {
             hover: Some(HOVER),
             ..config(SOCKS_PORTS[1])
@@ -481,7 +532,16 @@ fn sessions(
     })
 }
 
-fn metrics(t: &Trial, s: &Sessions, ideal: f64, observed: f64, chosen: usize) -> Vec<Metric> {
+/// The trial's metrics; the cellular hour's bytes and energy are what its loaded paths took
+/// times `scale` (the hour's paths per path loaded).
+fn metrics(
+    t: &Trial,
+    s: &Sessions,
+    ideal: f64,
+    observed: f64,
+    chosen: usize,
+    scale: f64,
+) -> Vec<Metric> {
     let pages: usize = s.cell.paths.iter().map(|p| p.steps + 1).sum();
     // Page load time: what the user waited, the pointer's rests left out.
     let secs: f64 = s
@@ -525,7 +585,9 @@ fn metrics(t: &Trial, s: &Sessions, ideal: f64, observed: f64, chosen: usize) ->
         .unwrap_or(f64::NAN)
     };
     vec![
-        Metric::new("cell_kB", s.cell_bytes as f64 / 1e3, "kB"),
+        Metric::new("cell_kB", s.cell_bytes as f64 * scale / 1e3, "kB"),
+        Metric::new("cell_kB_loaded", s.cell_bytes as f64 / 1e3, "kB"),
+        Metric::new("cell_sample", 1.0 / scale, ""),
         Metric::new("wifi_kB", s.wifi_bytes as f64 / 1e3, "kB"),
         Metric::new(
             "page_ms",
@@ -552,7 +614,7 @@ fn metrics(t: &Trial, s: &Sessions, ideal: f64, observed: f64, chosen: usize) ->
         Metric::new(
             "energy_J",
             energy("huang2012/wifi", s.wifi_bytes, s.wifi_secs)
-                + energy("huang2012/lte", s.cell_bytes, s.cell_secs),
+                + scale * energy("huang2012/lte", s.cell_bytes, s.cell_secs),
             "J",
         ),
     ]

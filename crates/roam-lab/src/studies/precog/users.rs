@@ -77,6 +77,30 @@ pub fn measured(week: &[Hour]) -> Option<(u32, u32)> {
         .map(|w| (w[0].hour, w[1].hour))
 }
 
+/// The paths of a measured hour that are loaded: all of them if there are at most `n`, else a
+/// uniform sample of `n` (without replacement, in the hour's order), the same for the same
+/// seed. Loading every path of a MAX_ACCESS 1000 hour in a real browser takes hours; the hour's
+/// bytes are then estimated from the sample ([`scale`]).
+pub fn sample(paths: &[(usize, usize)], n: usize, seed: u64) -> Vec<(usize, usize)> {
+    if paths.len() <= n {
+        return paths.to_vec();
+    }
+    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x5a3b);
+    let mut ix = rand::seq::index::sample(&mut r, paths.len(), n).into_vec();
+    ix.sort_unstable();
+    ix.into_iter().map(|i| paths[i]).collect()
+}
+
+/// What a sample's bytes are multiplied by to estimate the whole hour's: the hour's paths per
+/// path loaded.
+pub fn scale(hour: usize, loaded: usize) -> f64 {
+    if loaded == 0 {
+        1.0
+    } else {
+        hour as f64 / loaded as f64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +128,24 @@ mod tests {
         seen.dedup();
         assert!(seen.len() <= POOL_PER_ACCESS * 20);
         assert_eq!(week(&depths, 20, 1), w, "a seed's week is the same");
+    }
+
+    #[test]
+    fn a_long_hour_is_sampled_uniformly_and_the_same_way_for_a_seed() {
+        let hour: Vec<(usize, usize)> = (0..1000).map(|i| (i, 1 + i % 10)).collect();
+        assert_eq!(sample(&hour[..30], 40, 1), hour[..30].to_vec());
+        let s = sample(&hour, 40, 1);
+        assert_eq!(s.len(), 40);
+        assert!(
+            s.windows(2).all(|w| w[0].0 < w[1].0),
+            "in the hour's order, no repeats"
+        );
+        assert_eq!(s, sample(&hour, 40, 1));
+        assert_ne!(s, sample(&hour, 40, 2));
+        // Spread over the hour, not its head.
+        assert!(s.iter().any(|p| p.0 >= 500) && s.iter().any(|p| p.0 < 500));
+        assert_eq!(scale(1000, 40), 25.0);
+        assert_eq!(scale(30, 30), 1.0);
     }
 
     #[test]
