@@ -1,5 +1,6 @@
 //! The device's side ([`Proxy`]): programs' TCP connections in, one multi-socket to the relay
-//! out per connection.
+//! out per connection: the default relay, or the relay of the network roam-net would use now
+//! ([`ProxyConfig::per_network`], [`super::per_network`]).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -12,6 +13,7 @@ use super::carry::{pump, recv_line, Codec, Deadlined, PerSource, Plain, Slots};
 use super::compress::{Dictionaries, ProxyZstd};
 use super::dedup::ProxyEnd;
 use super::features::Features;
+use super::per_network::{self, NetworkRelay, NetworksNow};
 use super::socks5::{self, code};
 use super::{
     transparent, Error, Event, LabelRules, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_SOURCE,
@@ -37,11 +39,22 @@ pub enum Intercept {
 pub struct ProxyConfig {
     /// Where programs connect (or where the firewall redirects them).
     pub listen: SocketAddr,
-    /// The [`Relay`](super::Relay) at the server side.
+    /// The [`Relay`](super::Relay) at the server side (the default one, when `per_network`
+    /// names others).
     pub relay: SocketAddr,
     /// The relay's key, proved to it for every connection (and required of its answer).
     /// `None` only for a relay that serves anyone (`insecure_no_auth`).
     pub key: Option<Key>,
+    /// Relays of some networks (the thesis's multi-homed phone: WiFi and cellular through
+    /// different upstream nodes): each new connection goes to the relay of the network
+    /// roam-net would use now, a network that is not cellular whenever one is up, else a
+    /// cellular one; to `relay` when none serves it. Open connections stay with their relay,
+    /// carried over whichever networks remain ([`super::per_network`]). Empty by default.
+    pub per_network: Vec<NetworkRelay>,
+    /// Which local networks are up when a relay is picked by `per_network` (`None`: the
+    /// multi-sockets' networks, [`Options::networks`]: an explicit list, or the interfaces
+    /// with a carrier).
+    pub networks_now: Option<NetworksNow>,
     /// How destinations are learnt.
     pub intercept: Intercept,
     /// The label of each connection, by destination port.
@@ -94,6 +107,8 @@ impl ProxyConfig {
             listen,
             relay,
             key,
+            per_network: Vec::new(),
+            networks_now: None,
             intercept: Intercept::Socks5,
             rules: LabelRules::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -138,6 +153,29 @@ impl Proxy {
     /// What it was configured with.
     pub fn config(&self) -> &ProxyConfig {
         &self.config
+    }
+
+    /// Where a connection opened now goes: the relay of the network roam-net would use now
+    /// ([`ProxyConfig::per_network`]), else the default one; its address, key and
+    /// multi-socket options.
+    pub fn upstream_now(&self) -> (SocketAddr, Option<&Key>, Options) {
+        let c = &*self.config;
+        let chosen = if c.per_network.is_empty() {
+            None
+        } else {
+            let up = per_network::networks_now(c.networks_now.as_ref(), &c.options);
+            per_network::choose(&c.per_network, &up)
+        };
+        let mut options = c.options.clone();
+        match chosen {
+            Some(r) => {
+                if let Some(tls) = &r.tls {
+                    options.tls = Some(tls.clone());
+                }
+                (r.relay, r.key.as_ref(), options)
+            }
+            None => (c.relay, c.key.as_ref(), options),
+        }
     }
 
     /// Carry connections, each on a thread of its own, for as long as the listener lasts (in
@@ -230,8 +268,8 @@ impl Proxy {
             answer(&mut client, code::GENERAL_FAILURE)?;
             return Err(Error::BadDestination { host });
         }
-        let relay = c.relay;
-        let ms = match MultiSocket::connect(relay, c.options.clone()) {
+        let (relay, key, options) = self.upstream_now();
+        let ms = match MultiSocket::connect(relay, options) {
             Ok(ms) => ms,
             Err(cause) => {
                 answer(&mut client, code::GENERAL_FAILURE)?;
@@ -248,7 +286,7 @@ impl Proxy {
             zstd: matches!(c.compress, Compression::Zstd),
             zstd_dict: matches!(c.compress, Compression::ZstdDict(_)),
         };
-        let accepted = match self.ask(&ms, &target, label, asked) {
+        let accepted = match self.ask(&ms, (relay, key), &target, label, asked) {
             Ok(a) => a,
             Err(e) => {
                 ms.abort("no answer");
@@ -279,17 +317,19 @@ impl Proxy {
         pump(ms, client, label, c.idle_timeout, codec)
     }
 
-    /// The relay exchange on `ms`, within the request timeout: its challenge, our request for
-    /// `target` with its proof, its answer (with its proof, when we have a key).
+    /// The relay exchange on `ms` with `relay` and its key, within the request timeout: its
+    /// challenge, our request for `target` with its proof, its answer (with its proof, when we
+    /// have a key).
     fn ask(
         &self,
         ms: &MultiSocket,
+        (relay, key): (SocketAddr, Option<&Key>),
         target: &str,
         label: Label,
         asked: Features,
     ) -> Result<Features, Error> {
         let c = &*self.config;
-        let (relay, after) = (c.relay, c.request_timeout);
+        let after = c.request_timeout;
         let deadline = Instant::now() + after;
         let line = recv_line(ms, MAX_REQUEST, deadline, "the relay's challenge", after)?;
         let challenge = line
@@ -301,7 +341,7 @@ impl Proxy {
             })?;
         let nonce = auth::random();
         let word = asked.label_word(&label.to_string());
-        let proof = c.key.as_ref().map_or("-".to_string(), |k| {
+        let proof = key.map_or("-".to_string(), |k| {
             hex(&k.request_proof(&challenge, &nonce, target, &word))
         });
         ms.send(
@@ -315,7 +355,7 @@ impl Proxy {
         let mut words: Vec<&str> = full.split(' ').collect();
         let named = words
             .len()
-            .saturating_sub(if c.key.is_some() { 2 } else { 1 });
+            .saturating_sub(if key.is_some() { 2 } else { 1 });
         let accepted = Features::parse(words[words.len() - named..].iter().copied());
         if named > 0 && (accepted.words().len() != named || !accepted.within(asked)) {
             return Err(Error::RelayRefused {
@@ -326,7 +366,7 @@ impl Proxy {
         words.truncate(words.len() - named);
         let answer = words.join(" ");
         let proved_target = accepted.proved(target);
-        let proved = match (answer.split_once(' '), &c.key) {
+        let proved = match (answer.split_once(' '), key) {
             (_, None) if answer == "ok" => true,
             (Some(("ok", p)), Some(k)) => {
                 proof_matches(p, &k.answer_proof(&challenge, &nonce, &proved_target))

@@ -11,6 +11,11 @@
 //! of every network, failover and the label's placement, not the deferral that needs the
 //! program's cooperation (thunks).
 //!
+//! A proxy may have a relay per network ([`ProxyConfig::per_network`], `per_network`): each new
+//! connection goes to the relay of the network roam-net would use now (WiFi while it is up,
+//! else cellular), as the thesis's multi-homed phone passes a different upstream node on each;
+//! a connection under way stays with its relay, carried over whichever networks remain.
+//!
 //! # Safe to expose
 //! A relay's port is reachable by whoever can reach the server, so:
 //! - **Only proxies that know its [`Key`]** are served: each request proves the key
@@ -79,8 +84,8 @@
 //! (where a relay may connect), `auth` ([`Key`]: who may use a relay), `target` (a request's
 //! target resolved and checked), `socks5` (the SOCKS5 server's handshake), `transparent`
 //! (connections redirected by the firewall), `carry` (bytes between a TCP connection and a
-//! multi-socket; bounded connection counts, deadlines), `device` ([`Proxy`]), `relay`
-//! ([`Relay`]).
+//! multi-socket; bounded connection counts, deadlines), `device` ([`Proxy`]), `per_network`
+//! ([`NetworkRelay`]: which relay a new connection goes to), `relay` ([`Relay`]).
 
 mod allow;
 mod auth;
@@ -90,6 +95,7 @@ mod dedup;
 mod device;
 mod error;
 pub mod features;
+pub mod per_network;
 mod relay;
 mod rules;
 mod socks5;
@@ -106,6 +112,7 @@ pub use allow::{canonical, check, special, Allow, AllowError, Special};
 pub use auth::{read_private, Key, KeyError};
 pub use device::{Compression, Intercept, Proxy, ProxyConfig};
 pub use error::Error;
+pub use per_network::{NetworkMatch, NetworkMatchError, NetworkRelay, NetworksNow};
 pub use relay::{Relay, RelayConfig};
 pub use roam_dedup::source::FlowStats as DedupStats;
 pub use rules::{LabelRules, RulesError};

@@ -631,3 +631,122 @@ fn dedup_repairs_reach_a_phone_that_lost_its_cache_through_zstd_dict() {
     assert!(asked > 0, "no record was asked for again");
     assert!(got == body, "{} bytes of {} arrived", got.len(), body.len());
 }
+
+/// Text-like bytes without repeats at the scale of chunks: words drawn by `seed`.
+fn prose(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: [&str; 16] = [
+        "the", "phone", "relay", "network", "cache", "moves", "between", "places", "and", "keeps",
+        "what", "it", "read", "before", "upstream", "node",
+    ];
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % 16) as usize].as_bytes());
+        out.push(if x.is_multiple_of(11) { b'\n' } else { b' ' });
+    }
+    out.truncate(len);
+    out
+}
+
+/// A local network for the relay choice (its address is loopback's: the multi-sockets use
+/// their own, `lo()`).
+fn network(name: &str, cellular: bool) -> LocalNetwork {
+    LocalNetwork {
+        name: name.into(),
+        addr: Ipv4Addr::LOCALHOST.into(),
+        kind: NetKind {
+            cellular,
+            ..NetKind::default()
+        },
+    }
+}
+
+/// Issue 46: the thesis's multi-homed phone. WiFi and cellular pass different relays, each
+/// with a dd-src of its own, and the phone's one cache serves both. A connection opened while
+/// WiFi is up goes to WiFi's relay (W); once only cellular is up a new one goes to cellular's
+/// (C), while the connection opened before stays with W. Content first fetched through W is
+/// then found at C, which never saw it, through the phone's feedback. The default relay is
+/// nowhere: a connection sent there fails.
+#[test]
+fn new_connections_go_to_the_relay_of_the_preferred_network_and_feedback_follows() {
+    let first = prose(300_000, 46);
+    // Similar content: a new beginning, then what was fetched before.
+    let mut second = prose(4_000, 47);
+    second.extend_from_slice(&first);
+    let (t1, t2) = (serving(first.clone()), serving(second.clone()));
+    let (echo, _, _) = target();
+    let source = || {
+        Arc::new(Mutex::new(
+            roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap(),
+        ))
+    };
+    let (src_w, src_c) = (source(), source());
+    let relay = |src: &Arc<Mutex<roam_dedup::Source>>| {
+        let src = src.clone();
+        relay_with(&["127.0.0.0/8"], move |c| {
+            c.options = lo();
+            c.dedup = Some(src);
+        })
+    };
+    let (w, c) = (relay(&src_w), relay(&src_c));
+    let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
+        roam_dedup::destination::DestinationConfig::default(),
+    )));
+    let up = Arc::new(Mutex::new(vec![
+        network("wifi", false),
+        network("cell", true),
+    ]));
+    let seen = up.clone();
+    let proxy = proxy_with("127.0.0.1:9".parse().unwrap(), |p| {
+        p.per_network = vec![
+            NetworkRelay::new(NetworkMatch::Cellular, c.addr, Some(key())),
+            NetworkRelay::new(NetworkMatch::NonCellular, w.addr, Some(key())),
+        ];
+        p.networks_now = Some(NetworksNow::new(move || seen.lock().unwrap().clone()));
+        p.dedup = Some(dst.clone());
+    });
+    let stats = |s: &Arc<Mutex<roam_dedup::Source>>| s.lock().unwrap().stats();
+
+    // On WiFi: to W.
+    assert!(fetch(proxy, t1) == first, "the first fetch differs");
+    let (at_w, at_c) = (stats(&src_w), stats(&src_c));
+    assert_eq!(at_w.bytes_in, first.len() as u64, "W: {at_w:?}");
+    assert_eq!(at_c.bytes_in, 0, "C: {at_c:?}");
+    let (mut held, code) = socks(proxy, &v4(echo));
+    assert_eq!(code, Some(0));
+    held.write_all(b"on wifi").unwrap();
+    let mut b = [0u8; 7];
+    held.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"on wifi");
+
+    // WiFi leaves: the connection opened on it stays with W ...
+    *up.lock().unwrap() = vec![network("cell", true)];
+    held.write_all(b"on cell").unwrap();
+    held.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"on cell");
+    let before = stats(&src_w).bytes_in;
+    assert_eq!(
+        before,
+        at_w.bytes_in + 14,
+        "W did not carry the held connection"
+    );
+    // ... and a new one goes to C, which finds what the phone fetched through W by its
+    // feedback.
+    assert!(fetch(proxy, t2) == second, "the second fetch differs");
+    let (at_w, at_c) = (stats(&src_w), stats(&src_c));
+    assert_eq!(at_w.bytes_in, before, "W: {at_w:?}");
+    assert_eq!(at_c.bytes_in, second.len() as u64, "C: {at_c:?}");
+    assert!(at_c.feedback_names > 0, "no feedback reached C: {at_c:?}");
+    assert!(
+        at_c.feedback_hit_bytes > 0,
+        "C found nothing by feedback: {at_c:?}"
+    );
+    assert_eq!(
+        at_c.regular_hit_bytes, 0,
+        "C's own cache had seen it: {at_c:?}"
+    );
+    drop(held);
+}

@@ -47,6 +47,20 @@ pub fn kind_of(name: &str) -> NetKind {
 /// Up, non-loopback interfaces' IPv4 and (not link-local) IPv6 addresses, one network each, in
 /// the calling thread's namespace.
 pub fn scan() -> io::Result<Vec<LocalNetwork>> {
+    scan_where(false)
+}
+
+/// [`scan`] less the interfaces without a carrier (`IFF_RUNNING` clear: a cable pulled, a
+/// radio out of range, an emulated link past its `carrier=` outage): the networks a new
+/// connection can use now. The proxy picks a relay per network by these
+/// ([`crate::proxy::NetworkRelay`]); multi-sockets keep following [`scan`], which keeps an
+/// interface whose carrier comes back in a moment.
+pub fn scan_running() -> io::Result<Vec<LocalNetwork>> {
+    scan_where(true)
+}
+
+/// [`scan`], and with `running` only interfaces with a carrier.
+fn scan_where(running: bool) -> io::Result<Vec<LocalNetwork>> {
     let mut out = Vec::new();
     let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list we free below; we only read it meanwhile.
@@ -62,6 +76,7 @@ pub fn scan() -> io::Result<Vec<LocalNetwork>> {
         if ifa.ifa_addr.is_null()
             || flags & libc::IFF_UP as u32 == 0
             || flags & libc::IFF_LOOPBACK as u32 != 0
+            || (running && flags & libc::IFF_RUNNING as u32 == 0)
         {
             continue;
         }
@@ -228,5 +243,7 @@ mod tests {
     fn scan_lists_no_loopback() {
         let nets = super::scan().unwrap();
         assert!(nets.iter().all(|n| !n.addr.is_loopback()), "{nets:?}");
+        let running = super::scan_running().unwrap();
+        assert!(running.iter().all(|n| nets.contains(n)), "{running:?}");
     }
 }

@@ -11,8 +11,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use roam_net::proxy::compress::{Dictionaries, DictionaryConfig};
 use roam_net::proxy::{
-    read_private, Allow, Compression, Intercept, Key, LabelRules, Proxy, ProxyConfig, Relay,
-    RelayConfig,
+    read_private, Allow, Compression, Intercept, Key, LabelRules, NetworkMatch, NetworkRelay,
+    Proxy, ProxyConfig, Relay, RelayConfig,
 };
 use roam_net::runtime::{Options, Tls};
 
@@ -74,9 +74,17 @@ pub struct ProxyArgs {
     /// redirects their connections).
     #[arg(long, default_value = "127.0.0.1:1080")]
     listen: SocketAddr,
-    /// The `roam net relay` at the server side.
+    /// The `roam net relay` at the server side (the default one, with --network-relay).
     #[arg(long)]
     relay: SocketAddr,
+    /// The relay of some networks, repeated: NETWORK=ADDRESS:PORT[,KEYFILE], NETWORK being
+    /// `wifi` (every network not cellular), `cellular` or `if:NAME` (one interface). Each new
+    /// connection goes to the relay of the network in use now (one not cellular while one is
+    /// up, else cellular), to --relay when none is named for it; a connection under way stays
+    /// with its relay, over whichever networks remain. The key defaults to --key-file's; with
+    /// --tls-ca, the relay's certificate must carry its address.
+    #[arg(long = "network-relay", value_name = "NETWORK=ADDR[,KEYFILE]")]
+    network_relays: Vec<String>,
     /// The relay's key (64 hex digits; `roam net key` makes one), proved to the relay for
     /// every connection; the relay must prove it back. The file must be readable by its
     /// owner only (chmod 600), or it is refused. Required unless --insecure-no-auth.
@@ -322,10 +330,38 @@ fn proxy(a: ProxyArgs) -> Result<()> {
         }
         None => None,
     };
+    let ca = a.tls_ca.as_deref().map(read).transpose()?;
+    let mut per_network: Vec<NetworkRelay> = Vec::new();
+    for value in &a.network_relays {
+        let (serves, relay, key_file) = network_relay(value).map_err(|e| anyhow!(e))?;
+        if per_network.iter().any(|r| r.serves == serves) {
+            bail!("--network-relay {value}: `{serves}` is named by an earlier --network-relay");
+        }
+        let key = match key_file {
+            Some(f) => {
+                Some(Key::from_file(&f).with_context(|| format!("--network-relay {value}"))?)
+            }
+            None => key.clone(),
+        };
+        let mut r = NetworkRelay::new(serves, relay, key);
+        if let Some(ca) = &ca {
+            r.tls = Some(
+                Tls::client(ca, &relay.ip().to_string())
+                    .with_context(|| format!("--network-relay {value}"))?,
+            );
+        }
+        per_network.push(r);
+    }
+    let upstreams: String = per_network
+        .iter()
+        .map(|r| format!(", {} relay {}", r.serves, r.relay))
+        .collect();
     let proxy = Proxy::bind(ProxyConfig {
         listen: a.listen,
         relay: a.relay,
         key,
+        per_network,
+        networks_now: None,
         intercept: if a.transparent {
             Intercept::Transparent
         } else {
@@ -350,7 +386,7 @@ fn proxy(a: ProxyArgs) -> Result<()> {
         },
     })?;
     eprintln!(
-        "roam net proxy: {} on {}, relay {}{}",
+        "roam net proxy: {} on {}, relay {}{upstreams}{}",
         if a.transparent {
             "redirected connections"
         } else {
@@ -362,6 +398,31 @@ fn proxy(a: ProxyArgs) -> Result<()> {
     );
     proxy.run(|event| eprintln!("roam net proxy: {event}"))?;
     Ok(())
+}
+
+/// One `--network-relay` value, `NETWORK=ADDRESS:PORT[,KEYFILE]`: which networks, the relay's
+/// address, its key file if another than --key-file's. The error names the flag and the value.
+fn network_relay(value: &str) -> Result<(NetworkMatch, SocketAddr, Option<PathBuf>), String> {
+    let bad = |why: String| format!("--network-relay {value}: {why}");
+    let Some((network, rest)) = value.split_once('=') else {
+        return Err(bad(
+            "expected NETWORK=ADDRESS:PORT[,KEYFILE] (NETWORK: wifi, cellular or if:NAME)".into(),
+        ));
+    };
+    let serves = network
+        .parse::<NetworkMatch>()
+        .map_err(|e| bad(e.to_string()))?;
+    let (addr, key_file) = match rest.split_once(',') {
+        Some((_, "")) => return Err(bad("no key file after the comma".into())),
+        Some((addr, file)) => (addr, Some(PathBuf::from(file))),
+        None => (rest, None),
+    };
+    let relay = addr.parse::<SocketAddr>().map_err(|_| {
+        bad(format!(
+            "`{addr}` is not an address and port (192.0.2.1:7500, [2001:db8::1]:7500)"
+        ))
+    })?;
+    Ok((serves, relay, key_file))
 }
 
 /// The proxy's dedup cache: loaded from its file (unless --dedup-in-memory), saved every 30 s
@@ -482,5 +543,36 @@ mod tests {
         assert!(LIMITS.contains(&format!("({})", roam_net::proxy::DEFAULT_MAX_CONNECTIONS)));
         assert!(LIMITS.contains(&format!("{})", roam_net::proxy::DEFAULT_MAX_PER_SOURCE)));
         assert!(LIMITS.contains(&format!("{} bytes", roam_net::proxy::MAX_REQUEST)));
+    }
+
+    #[test]
+    fn network_relays_parse_and_malformed_ones_are_named() {
+        let (serves, relay, key) = network_relay("wifi=192.0.2.1:7500").unwrap();
+        assert_eq!(serves, NetworkMatch::NonCellular);
+        assert_eq!(relay, "192.0.2.1:7500".parse().unwrap());
+        assert_eq!(key, None);
+        let (serves, relay, key) =
+            network_relay("cellular=[2001:db8::1]:7501,/etc/roam/cell.key").unwrap();
+        assert_eq!(serves, NetworkMatch::Cellular);
+        assert_eq!(relay, "[2001:db8::1]:7501".parse().unwrap());
+        assert_eq!(key, Some(PathBuf::from("/etc/roam/cell.key")));
+        let (serves, _, _) = network_relay("if:wlan0=192.0.2.1:7500").unwrap();
+        assert_eq!(serves, NetworkMatch::Interface("wlan0".into()));
+        for (value, why) in [
+            ("wifi", "expected NETWORK=ADDRESS:PORT"),
+            ("", "expected NETWORK=ADDRESS:PORT"),
+            ("wlan=192.0.2.1:7500", "`wlan` names no network"),
+            ("if:=192.0.2.1:7500", "`if:` names no network"),
+            ("wifi=192.0.2.1", "`192.0.2.1` is not an address and port"),
+            ("wifi=relay.example:7500", "is not an address and port"),
+            ("wifi=", "`` is not an address and port"),
+            ("cellular=192.0.2.1:7500,", "no key file"),
+        ] {
+            let e = network_relay(value).unwrap_err();
+            assert!(
+                e.starts_with(&format!("--network-relay {value}: ")) && e.contains(why),
+                "{value}: {e}"
+            );
+        }
     }
 }

@@ -25,7 +25,8 @@
 //!
 //! What is not built yet (issue 46): a Dovecot corpus and
 //! a second relay per network (the thesis's multi-homed case): one relay serves both
-//! networks here, so the source's caches see every connection.
+//! networks here, so the source's caches see every connection. The proxy has it
+//! (`ProxyConfig::per_network`, `roam net proxy --network-relay`); the trials do not use it yet.
 
 pub mod corpus;
 pub mod news;
