@@ -890,6 +890,59 @@ fn bench_prefetch_prints_its_json() {
     }
 }
 
+/// `roam bench net --sessions` at a tiny scale: every stack (roam-net, TCP, QUIC) opens all
+/// its sessions and reports every figure issue 48 asks for, and the active counts above N
+/// are skipped. (The issue's targets are the benchmark's to report, not this test's.)
+#[test]
+fn bench_net_sessions_reports_every_stack() {
+    let out = roam()
+        .args([
+            "bench",
+            "net",
+            "--sessions",
+            "20",
+            "--active",
+            "10,100",
+            "--active-seconds",
+            "1",
+            "--idle-seconds",
+            "1",
+            "--sessions-deadline",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["sessions"].as_u64(), Some(20), "{stdout}");
+    for (name, s) in [("roam", &v), ("tcp", &v["tcp"]), ("quic", &v["quic"])] {
+        assert!(s.get("error").is_none(), "{name}: {s}\n{stderr}");
+        assert_eq!(s["sessions_reached"].as_u64(), Some(20), "{name}: {s}");
+        for k in [
+            "idle_kib_per_session",
+            "accept_per_s",
+            "idle_wakeups_per_session_per_s",
+            "idle_wakeups_per_session_per_s_at_10",
+            "idle_cpu_us_per_session_per_s",
+        ] {
+            assert!(
+                s[k].as_f64().is_some_and(|x| x.is_finite() && x >= 0.0),
+                "{name}: {k}: {s}"
+            );
+        }
+        assert!(s["accept_per_s"].as_f64() > Some(0.0), "{name}: {s}");
+        let agg = s["aggregate_vs_one"].as_object().unwrap();
+        assert!(
+            agg.get("10").and_then(|r| r.as_f64()) > Some(0.0),
+            "{name}: {s}"
+        );
+        assert!(!agg.contains_key("100"), "{name}: 100 > N was run: {s}");
+        assert!(s["aggregate_gbit"]["1"].as_f64() > Some(0.0), "{name}: {s}");
+    }
+    assert!(v["targets"]["roam_met"].is_object(), "{stdout}");
+}
+
 /// `roam bench hostile` runs whole in a short soak: every server starts, answers honest
 /// clients while attacked, and each attack reaches its server; the JSON has every figure
 /// issue 43 asks for. (The targets are the benchmark's to report, not this test's: a short

@@ -7,6 +7,7 @@ mod dedup;
 mod emu;
 mod hostile;
 mod net;
+mod net_sessions;
 mod precog;
 mod prefetch;
 mod store;
@@ -28,7 +29,8 @@ pub enum BenchCmd {
     /// needed).
     Dedup(dedup::BenchDedupArgs),
     /// Intentional Networking: loopback cost against TCP, and the crowded hotspot against
-    /// Linux MPTCP and TCP over idealized aggregation.
+    /// Linux MPTCP and TCP over idealized aggregation; with `--sessions N`, N idle sessions
+    /// against TCP and QUIC instead (memory, accept rate, wake-ups, aggregate throughput).
     Net(net::BenchNetArgs),
     /// Precog: recorded actions that still resolve after a site's layout changed (roam's
     /// locators against the thesis's), seconds per replayed action, and a lab run's bytes.
@@ -54,10 +56,14 @@ pub enum BenchCmd {
 impl BenchCmd {
     /// Whether it runs the emulator (which needs root or a user namespace).
     pub fn needs_namespaces(&self) -> bool {
-        matches!(
-            self,
-            BenchCmd::Emu(_) | BenchCmd::Net(_) | BenchCmd::Transfer(_) | BenchCmd::Afc(_)
-        )
+        match self {
+            // `--sessions` runs on this machine's loopback only.
+            BenchCmd::Net(a) => a.sessions.is_none(),
+            _ => matches!(
+                self,
+                BenchCmd::Emu(_) | BenchCmd::Transfer(_) | BenchCmd::Afc(_)
+            ),
+        }
     }
 }
 

@@ -47,7 +47,9 @@ use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
 use roam_trace::scenario::Scenario;
 use serde_json::json;
 
-const CC: &str = "cubic";
+use super::net_sessions::{self, Stack};
+
+pub(super) const CC: &str = "cubic";
 const REQ: usize = 1024;
 
 /// Options of `roam bench net`.
@@ -75,9 +77,42 @@ pub struct BenchNetArgs {
     /// `loopback_throughput_ratio_vs_tcp`.
     #[arg(long, default_value = "afc", value_delimiter = ',')]
     flow: Vec<FlowPolicy>,
+    /// Instead of all the above: at the scale of a relay. Open this many idle sessions (both
+    /// ends in one process) of roam-net multi-sockets, plain TCP and QUIC (quinn), each stack
+    /// in a child process, and report memory, accept rate and wake-ups per idle session and
+    /// the aggregate throughput of `--active` sessions against one's (method and keys: docs/intentional-networking.md).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub(super) sessions: Option<u32>,
+    /// With --sessions: how many sessions send at once in each aggregate run (comma-separated;
+    /// counts above --sessions are skipped).
+    #[arg(long, default_value = "10,100,1000", value_delimiter = ',')]
+    active: Vec<u32>,
+    /// With --sessions: seconds each aggregate run is measured (after 1 s of ramp-up).
+    #[arg(long, default_value_t = 3)]
+    active_seconds: u64,
+    /// With --sessions: seconds of each idle window (wake-ups, CPU).
+    #[arg(long, default_value_t = 5)]
+    idle_seconds: u64,
+    /// With --sessions: seconds the N sessions sit idle before the idle window (memory that
+    /// idle sessions keep taking shows only after a while).
+    #[arg(long, default_value_t = 2)]
+    idle_settle: u64,
+    /// With --sessions: the stacks, in order (comma-separated: roam, tcp, quic).
+    #[arg(long, default_value = "roam,tcp,quic", value_delimiter = ',')]
+    stacks: Vec<Stack>,
+    /// With --sessions: threads opening sessions at once.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    open_concurrency: u32,
+    /// With --sessions: seconds the whole run may take; a stack that overruns its share is
+    /// stopped and reported.
+    #[arg(long, default_value_t = 1800)]
+    sessions_deadline: u64,
+    /// Internal: measure the one stack of --stacks in this process (the parent's child).
+    #[arg(long, hide = true)]
+    sessions_child: bool,
 }
 
-fn roam_options(networks: Networks) -> Options {
+pub(super) fn roam_options(networks: Networks) -> Options {
     Options {
         networks,
         congestion_control: Some(CC.into()),
@@ -85,7 +120,7 @@ fn roam_options(networks: Networks) -> Options {
     }
 }
 
-fn lo() -> Networks {
+pub(super) fn lo() -> Networks {
     Networks::Explicit(vec![LocalNetwork {
         name: "lo".into(),
         addr: Ipv4Addr::LOCALHOST.into(),
@@ -614,6 +649,19 @@ fn capacity_bytes(scenario: &Scenario, d: Duration) -> f64 {
 
 /// Run the benchmark and print JSON.
 pub fn net(a: &BenchNetArgs) -> Result<()> {
+    if let Some(n) = a.sessions {
+        return net_sessions::run(&net_sessions::Settings {
+            sessions: n as usize,
+            active: a.active.iter().map(|&k| k as usize).collect(),
+            active_seconds: a.active_seconds,
+            idle_seconds: a.idle_seconds,
+            idle_settle: a.idle_settle,
+            stacks: a.stacks.clone(),
+            concurrency: a.open_concurrency as usize,
+            deadline: Duration::from_secs(a.sessions_deadline),
+            child: a.sessions_child,
+        });
+    }
     let systems: Vec<&str> = a
         .systems
         .split(',')
