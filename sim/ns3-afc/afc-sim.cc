@@ -28,16 +28,29 @@
 //          the cumulative ACK is marked lost so sending restarts there (snd_nxt = highest ack),
 //          the retransmit timer is reset, and duplicate ACKs count only if their timestamp echo
 //          is after ts_recover; persist probes only when the flow window is 0;
-//        - burst control: when (snd_una + window) - snd_nxt exceeds --burst segments the
-//          sender paces, its pacing rate capped at window / srtt (ns-3's pacer). The thesis
-//          gives no threshold. The default, 64 segments (93 KB), paces the thesis's motivating
-//          case, a whole window released when a blocked sender's window reopens, in every
-//          scenario of Table 4 (the smallest buffer is 88 segments), and leaves ACK-clocked
-//          sending alone. Our first default, 4, paced AFC's flows nearly always, and behind a
-//          shallow drop-tail queue paced flows took the unpaced default flows' share
-//          (docs/results/notebook.md, 2026-11-27, second session).
+//        - the network's losses (--congestion, AfcTcpSocket::NetworkLoss): with `echo` (the
+//          default) every data segment carries its transmission number (a packet tag), the
+//          receiver counts the numbers the network skipped and echoes the count with the rate,
+//          and the sender halves its window on a new count, once per window, even during a
+//          zero-window event: the thesis's suppression (above) then forgives only the
+//          receiver's own drops, which is what it is for. `thesis`: Alg. 4 as printed, which
+//          also forgives the network's losses while flow control recovers; with a reader idle
+//          one slot in three that is always, and one AFC flow took a shallow shared queue;
+//        - burst control (--pace, --burst, AfcTcpSocket::Pace): when (snd_una + window) -
+//          snd_nxt exceeds a threshold the sender paces, its pacing rate capped at window /
+//          srtt (ns-3's pacer). The thesis gives no threshold. `fixed`: --burst segments
+//          (64, 93 KB), which paces the thesis's motivating case, a whole window released when
+//          a blocked sender's window reopens, in every scenario of Table 4 (the smallest buffer
+//          is 88 segments), and leaves ACK-clocked sending alone. `room` (the default): the
+//          same, but when the receiver's whole buffer is smaller than --burst (short round
+//          trips, the dumbbell's 22 KB), its advertised window, so that a burst the receiver
+//          cannot hold goes at the window's rate. Our first default, a fixed 4, paced AFC's
+//          flows nearly always; behind a shallow drop-tail queue they then took the unpaced
+//          default flows' share (docs/results/notebook.md, 2026-11-27, second session), which
+//          with `echo` they no longer do.
 //        Overflow is ns-3's own: TcpRxBuffer refuses bytes past its buffer and the socket still
-//        ACKs (Alg. 1 l.3-4).
+//        ACKs (Alg. 1 l.3-4); ns-3.37 drops a segment wholly beyond the window before any
+//        overridable code, so TcpSocketWu::Arrived counts those (not_stored).
 //
 // One defect of ns-3.37 is worked around for every system (TcpSocketWu::AvailableWindow and
 // SendDataPacket): it could offer a zero-byte segment, and crash, when the bytes sent equal
@@ -136,6 +149,9 @@ class AfcTag : public Tag
 {
   public:
     uint32_t kbps = 0;
+    /// With --congestion=echo: how many of the peer's data segments the network lost, as
+    /// this receiver counted them (gaps in AfcTxTag's numbers), cumulative.
+    uint32_t networkLosses = 0;
 
     static TypeId GetTypeId()
     {
@@ -151,22 +167,68 @@ class AfcTag : public Tag
 
     uint32_t GetSerializedSize() const override
     {
-        return 4;
+        return 8;
     }
 
     void Serialize(TagBuffer b) const override
     {
         b.WriteU32(kbps);
+        b.WriteU32(networkLosses);
     }
 
     void Deserialize(TagBuffer b) override
     {
         kbps = b.ReadU32();
+        networkLosses = b.ReadU32();
     }
 
     void Print(std::ostream& os) const override
     {
-        os << "afc-rx=" << kbps << "Kbps";
+        os << "afc-rx=" << kbps << "Kbps net-losses=" << networkLosses;
+    }
+};
+
+/// With --congestion=echo, on every data segment an AFC sender transmits: its transmission
+/// number (0, 1, 2, ... per connection, retransmissions included). The path is FIFO, so a
+/// receiver that sees a number skipped knows the network lost that transmission, whatever its
+/// sequence number; a segment the receiver itself drops for lack of room still arrives with
+/// its number, so the receiver's own drops never count. Like AfcTag, a packet tag: no header
+/// bytes are charged.
+class AfcTxTag : public Tag
+{
+  public:
+    uint32_t index = 0;
+
+    static TypeId GetTypeId()
+    {
+        static TypeId tid =
+            TypeId("roam::AfcTxTag").SetParent<Tag>().AddConstructor<AfcTxTag>();
+        return tid;
+    }
+
+    TypeId GetInstanceTypeId() const override
+    {
+        return GetTypeId();
+    }
+
+    uint32_t GetSerializedSize() const override
+    {
+        return 4;
+    }
+
+    void Serialize(TagBuffer b) const override
+    {
+        b.WriteU32(index);
+    }
+
+    void Deserialize(TagBuffer b) override
+    {
+        index = b.ReadU32();
+    }
+
+    void Print(std::ostream& os) const override
+    {
+        os << "afc-tx=" << index;
     }
 };
 
@@ -278,6 +340,7 @@ class TcpSocketWu : public TcpSocketBase
     uint64_t windowUpdates = 0;
     uint64_t zeroWindowAcks = 0;
     uint64_t notStored = 0;
+    uint64_t bytesSent = 0; // data bytes transmitted, retransmissions included
 
   protected:
     SequenceNumber32 m_advEdge{0}; // the right edge of the window last advertised
@@ -286,6 +349,54 @@ class TcpSocketWu : public TcpSocketBase
     Ptr<TcpSocketBase> Fork() override
     {
         return CopyObject<TcpSocketWu>(this);
+    }
+
+    /// Every data segment sent passes here (ns-3 calls it from SendDataPacket).
+    void UpdateRttHistory(const SequenceNumber32& seq, uint32_t sz, bool isRetransmission) override
+    {
+        bytesSent += sz;
+        TcpSocketBase::UpdateRttHistory(seq, sz, isRetransmission);
+    }
+
+    /// ns-3.37 drops a data segment that lies wholly beyond the receive window (Alg. 1 l.3-4)
+    /// in ForwardUp (IsValidTcpSegment: it ACKs it and returns) before any overridable code
+    /// sees it, so a receiver counting drops in ReceivedData never sees those. The accepted
+    /// connection's endpoint is pointed at Arrived, which sees every segment first.
+    void CompleteFork(Ptr<Packet> p,
+                      const TcpHeader& h,
+                      const Address& from,
+                      const Address& to) override
+    {
+        TcpSocketBase::CompleteFork(p, h, from, to);
+        if (m_endPoint)
+        {
+            m_endPoint->SetRxCallback(
+                MakeCallback(&TcpSocketWu::Arrived, Ptr<TcpSocketWu>(this)));
+        }
+    }
+
+    void Arrived(Ptr<Packet> packet, Ipv4Header ip, uint16_t port, Ptr<Ipv4Interface> iface)
+    {
+        TcpHeader h;
+        uint32_t headerSize = packet->PeekHeader(h);
+        uint32_t len = packet->GetSize() - headerSize;
+        bool beyond = len > 0 && m_state == ESTABLISHED &&
+                      m_tcb->m_rxBuffer->MaxRxSequence() <= h.GetSequenceNumber();
+        if (beyond)
+        {
+            notStored++; // beyond the buffer: dropped (and ACKed) by ForwardUp
+        }
+        if (len > 0)
+        {
+            DataArrived(packet, beyond);
+        }
+        ForwardUp(packet, ip, port, iface);
+    }
+
+    /// A data segment has reached this socket; `dropped`: it lies beyond the receive window
+    /// and ns-3 is about to drop it. Called before ns-3 processes (or ACKs) it.
+    virtual void DataArrived(Ptr<const Packet>, bool /* dropped */)
+    {
     }
 
     /// The window the receiver could advertise now.
@@ -329,7 +440,7 @@ class TcpSocketWu : public TcpSocketBase
         if (p->GetSize() > 0 && next == m_tcb->m_rxBuffer->NextRxSequence() &&
             size == m_tcb->m_rxBuffer->Size())
         {
-            notStored++; // beyond the buffer (Alg. 1 l.3-4), or a duplicate
+            notStored++; // partly beyond the buffer, or a duplicate (wholly beyond: Arrived)
         }
         if (RcvWindow() < m_tcb->m_segmentSize)
         {
@@ -387,6 +498,8 @@ struct AfcParams
     double upper = 1.25;
     double lower = 0.8;
     uint32_t burstSegments = 64;
+    bool echoLosses = true; // --congestion=echo (the default) or thesis
+    bool paceRoom = true;   // --pace=room (the default) or fixed
 };
 
 AfcParams g_afc;
@@ -421,6 +534,8 @@ class AfcTcpSocket : public TcpSocketWu
         upper = other.upper;
         lower = other.lower;
         burstSegments = other.burstSegments;
+        echoLosses = other.echoLosses;
+        paceRoom = other.paceRoom;
         m_txBuffer->SetRWndCallback(MakeCallback(&AfcTcpSocket::FlowWindow32, this));
     }
 
@@ -428,23 +543,41 @@ class AfcTcpSocket : public TcpSocketWu
     double upper = g_afc.upper;     // proactive update when smooth_rx > upper * advertised
     double lower = g_afc.lower;     // ... or < lower * advertised
     uint32_t burstSegments = g_afc.burstSegments;
+    bool echoLosses = g_afc.echoLosses;
+    bool paceRoom = g_afc.paceRoom;
 
     uint64_t proactiveAcks = 0;
     uint64_t zeroWindowEvents = 0;
     uint64_t suppressedDupAcks = 0;
     uint64_t suppressedTimeouts = 0;
+    uint32_t networkLosses = 0; // receiver: the peer's transmissions the network lost
+    uint64_t lossEchoCuts = 0;  // sender: window halvings on the receiver's loss echo
 
-    /// The Tx trace: every segment this socket sends carries its smoothed read rate.
+    /// The Tx trace: every segment this socket sends as a receiver carries its smoothed read
+    /// rate (and, with --congestion=echo, the network losses it has counted); every data
+    /// segment it sends carries its transmission number.
     static void TagTx(Ptr<const Packet> p, const TcpHeader&, Ptr<const TcpSocketBase> s)
     {
         Ptr<const AfcTcpSocket> afc = DynamicCast<const AfcTcpSocket>(s);
-        if (!afc || !afc->m_receiving)
+        if (!afc)
+        {
+            return;
+        }
+        AfcTcpSocket* self = const_cast<AfcTcpSocket*>(PeekPointer(afc));
+        if (afc->echoLosses && p->GetSize() > 0)
+        {
+            AfcTxTag tx;
+            tx.index = self->m_txIndex++;
+            p->AddPacketTag(tx);
+        }
+        if (!afc->m_receiving)
         {
             return;
         }
         AfcTag tag;
         tag.kbps = static_cast<uint32_t>(std::min(afc->m_smoothRx * 8 / 1000, 4.0e9));
-        const_cast<AfcTcpSocket*>(PeekPointer(afc))->m_advertisedRx = tag.kbps * 1000.0 / 8;
+        tag.networkLosses = afc->networkLosses;
+        self->m_advertisedRx = tag.kbps * 1000.0 / 8;
         p->AddPacketTag(tag);
     }
 
@@ -464,6 +597,26 @@ class AfcTcpSocket : public TcpSocketWu
             m_smoothRx = history * m_smoothRx + (1 - history) * bytes / elapsed;
         }
         m_lastRead = now;
+    }
+
+    /// With --congestion=echo: a skipped transmission number is a segment the network lost
+    /// (the path is FIFO). Counted before ns-3 ACKs the segment, so that ACK reports it.
+    void DataArrived(Ptr<const Packet> p, bool) override
+    {
+        AfcTxTag tx;
+        if (!echoLosses || !p->PeekPacketTag(tx))
+        {
+            return;
+        }
+        if (m_rxIndexSeen && tx.index > m_rxNextIndex)
+        {
+            networkLosses += tx.index - m_rxNextIndex;
+        }
+        if (!m_rxIndexSeen || tx.index >= m_rxNextIndex)
+        {
+            m_rxNextIndex = tx.index + 1;
+        }
+        m_rxIndexSeen = true;
     }
 
     /// Alg. 1 l.30-31: a sample on arrival (the application reads only by Recv, so the bytes
@@ -522,9 +675,16 @@ class AfcTcpSocket : public TcpSocketWu
     void ReceivedAck(Ptr<Packet> packet, const TcpHeader& h) override
     {
         AfcTag tag;
+        bool lossEcho = false;
         if (packet->PeekPacketTag(tag))
         {
             m_peerRx = tag.kbps * 1000.0 / 8;
+            lossEcho = echoLosses && tag.networkLosses > m_peerNetworkLosses;
+            m_peerNetworkLosses = std::max(m_peerNetworkLosses, tag.networkLosses);
+        }
+        if (lossEcho)
+        {
+            NetworkLoss();
         }
         bool recovery = m_tcb->m_congState == TcpSocketState::CA_RECOVERY;
         // NS2 counts windows in packets: its awnd = 0 is a window with no room for a segment.
@@ -591,7 +751,60 @@ class AfcTcpSocket : public TcpSocketWu
     }
 
   private:
-    /// Burst control: pace when the window opens by more than burstSegments at once.
+    /// --congestion=echo: the receiver saw the network lose one of this sender's segments.
+    /// Alg. 4 ignores every congestion signal during a zero-window event and until an ACK
+    /// echoes data sent after ts_recover (l.26-29), and restarts from the cumulative ACK
+    /// with no cut when the window reopens (l.11-18): the thesis's "downside ... we will not
+    /// react to congestion if it occurs during a flow control recovery period", on the
+    /// assumption that a persistent congestion shows once flow control lets go (§3.4.1.2).
+    /// A reader idle one slot in three never lets go: behind a shallow shared queue an AFC
+    /// sender then never left slow start (cwnd 3 MB after 30 s on the dumbbell's 3.3 Mbit/s),
+    /// and what the network dropped was resent by each restart unpunished (docs/results/
+    /// notebook.md, "2026-11-29: AFC behind shallow queues"). Judging the losses by the
+    /// sender alone cannot work there: at a zero-window ACK every outstanding segment was
+    /// sent beyond the advertised window, so the network's losses and the receiver's look
+    /// alike. The thesis's alternative, the receiver telling the sender which losses were its
+    /// own (§3.4.1.2), needs no second sequence number for congestion control: the receiver
+    /// counts the network's losses (DataArrived) and the sender responds to them as to an ECN
+    /// echo (RFC 3168 §6.1.2), at most once per window of data and not while ns-3's own fast
+    /// recovery or timeout recovery responds: ssthresh = max(2 segments, half the window in
+    /// use, min(cwnd, flow window)), and cwnd = ssthresh. Half the window in use, not ns-3's
+    /// pipe (which leaves out everything a restart marked lost) nor cwnd alone (ns-3 grows
+    /// cwnd on every ACK even when the flow window limits, so halving it may change nothing).
+    /// The receiver's own drops are still ignored as congestion signals, as the thesis wants.
+    void NetworkLoss()
+    {
+        TcpSocketState::TcpCongState_t st = m_tcb->m_congState;
+        if (st == TcpSocketState::CA_RECOVERY || st == TcpSocketState::CA_LOSS ||
+            (m_cutActive && m_txBuffer->HeadSequence() < m_cutEnd))
+        {
+            return;
+        }
+        lossEchoCuts++;
+        m_tcb->m_ssThresh = m_congestionControl->GetSsThresh(m_tcb, Window());
+        m_tcb->m_cWnd = m_tcb->m_ssThresh.Get();
+        m_tcb->m_cWndInfl = m_tcb->m_cWnd.Get();
+        m_cutEnd = m_tcb->m_highTxMark;
+        m_cutActive = true;
+    }
+
+    /// Burst control (§3.4.1.4): when (snd_una + window) - snd_nxt exceeds a threshold, every
+    /// packet is delayed by RTT / window, here ns-3's pacer at window / srtt. The thesis gives
+    /// no threshold. --pace=fixed: --burst segments (64). --pace=room (the default): the same,
+    /// unless the receiver's whole buffer (the largest window it has advertised) is smaller
+    /// than that; then the receiver's free room (its advertised window, at least a segment).
+    /// A fixed threshold lets ACK-clocked bursts into a receiver with room for them, and paces
+    /// the thesis's motivating burst, a whole window released when a blocked window reopens;
+    /// below the receiver's buffer size it allows bursts no receiver of that size can hold,
+    /// absorbed only as fast as the application reads, while AFC's window counts on reading
+    /// at AR over a round trip (Alg. 4 l.5: awnd + AR * RTT). At RTT 10 ms (buffer 5 KB, 3.5
+    /// segments) 64 never paced, the link (15 Mbit/s) delivered each window faster than the
+    /// reader (6 Mbit/s) took it, and AFC read 0.58-0.85x default TCP (docs/results/
+    /// notebook.md, "2026-11-29: AFC behind shallow queues"); with room, 1.10-1.17x. A fixed 4
+    /// also paced there but cost Table 4's scenarios 4 and 5 16-20% (seed 1, 300 s); the free
+    /// room as the threshold whatever the buffer cost scenario 4 8% (seed 4, 600 s), scenario
+    /// 5 21% (seed 5) and RTT 200 ms 8%: with a buffer of 64 segments or more the threshold
+    /// stays fixed, and Table 4 paces exactly as before.
     void Pace()
     {
         double rtt = m_rtt->GetEstimate().GetSeconds();
@@ -599,8 +812,14 @@ class AfcTcpSocket : public TcpSocketWu
         SequenceNumber32 edge = m_txBuffer->HeadSequence() + w;
         int64_t opening = static_cast<int64_t>(edge.GetValue()) -
                           static_cast<int64_t>(m_tcb->m_nextTxSequence.Get().GetValue());
-        bool burst = rtt > 0 && opening > static_cast<int64_t>(burstSegments) *
-                                              static_cast<int64_t>(m_tcb->m_segmentSize);
+        int64_t segment = m_tcb->m_segmentSize;
+        int64_t threshold = static_cast<int64_t>(burstSegments) * segment;
+        m_maxRWnd = std::max(m_maxRWnd, m_rWnd.Get());
+        if (paceRoom && m_maxRWnd < threshold)
+        {
+            threshold = std::max<int64_t>(m_rWnd.Get(), segment);
+        }
+        bool burst = rtt > 0 && opening > threshold;
         m_tcb->m_pacing = burst;
         if (burst)
         {
@@ -624,10 +843,17 @@ class AfcTcpSocket : public TcpSocketWu
     double m_smoothRx = 0;     // bytes/s
     double m_advertisedRx = 0; // bytes/s, the last rate put on a segment
     Time m_lastRead{};
+    bool m_rxIndexSeen = false;
+    uint32_t m_rxNextIndex = 0; // the transmission number expected next
     // sender
     double m_peerRx = 0; // bytes/s
     bool m_zw = false;
     uint32_t m_tsRecover = 0;
+    uint32_t m_maxRWnd = 0;           // the largest window the receiver has advertised
+    uint32_t m_txIndex = 0;           // the next data segment's transmission number
+    uint32_t m_peerNetworkLosses = 0; // the receiver's count, as last echoed
+    bool m_cutActive = false;         // a loss-echo cut was made; none until una passes m_cutEnd
+    SequenceNumber32 m_cutEnd{0};
 };
 
 NS_OBJECT_ENSURE_REGISTERED(AfcTcpSocket);
@@ -822,8 +1048,21 @@ main(int argc, char* argv[])
     uint32_t burst = 64;
     cmd.AddValue("burst",
                  "AFC's burst control: pace when the window opens by more than this many "
-                 "segments (the thesis gives no threshold)",
+                 "segments (the thesis gives no threshold; see --pace)",
                  burst);
+    std::string congestion = "echo";
+    cmd.AddValue("congestion",
+                 "AFC's congestion signals: echo (the receiver counts the network's losses of "
+                 "the peer's segments and the sender halves its window on them, once per "
+                 "window, even in a zero-window event) or thesis (Alg. 4 as printed: every "
+                 "signal ignored during a zero-window event and until ts_recover)",
+                 congestion);
+    std::string pace = "room";
+    cmd.AddValue("pace",
+                 "AFC's burst threshold: room (--burst segments, or the receiver's "
+                 "advertised window when its whole buffer is smaller than that) or fixed "
+                 "(--burst segments)",
+                 pace);
     cmd.AddValue("trace", "print the first flow's state every RTT on stderr", trace);
     cmd.Parse(argc, argv);
 
@@ -853,7 +1092,15 @@ main(int argc, char* argv[])
     {
         return Fail("--burst: at least 1 segment");
     }
-    g_afc = AfcParams{history, upper, lower, burst};
+    if (congestion != "echo" && congestion != "thesis")
+    {
+        return Fail("--congestion: `" + congestion + "` (expected echo or thesis)");
+    }
+    if (pace != "room" && pace != "fixed")
+    {
+        return Fail("--pace: `" + pace + "` (expected room or fixed)");
+    }
+    g_afc = AfcParams{history, upper, lower, burst, congestion == "echo", pace == "room"};
     Pattern read;
     Pattern net;
     std::string err;
@@ -983,7 +1230,7 @@ main(int argc, char* argv[])
 
     std::cout << "flow,system,bytes_read,goodput_mbps,peak_held_bytes,window_updates,"
                  "proactive_acks,zero_window_acks,not_stored,zero_window_events,"
-                 "suppressed_dupacks\n";
+                 "suppressed_dupacks,bytes_sent,network_losses,loss_echo_cuts\n";
     for (uint32_t i = 0; i < n; i++)
     {
         Ptr<ProfileReader> r = readers[i];
@@ -997,7 +1244,9 @@ main(int argc, char* argv[])
                   << (c ? c->windowUpdates : 0) << "," << (afc ? afc->proactiveAcks : 0) << ","
                   << (c ? c->zeroWindowAcks : 0) << "," << (c ? c->notStored : 0) << ","
                   << (afcSender ? afcSender->zeroWindowEvents : 0) << ","
-                  << (afcSender ? afcSender->suppressedDupAcks : 0) << "\n";
+                  << (afcSender ? afcSender->suppressedDupAcks : 0) << "," << s->socket->bytesSent
+                  << "," << (afc ? afc->networkLosses : 0) << ","
+                  << (afcSender ? afcSender->lossEchoCuts : 0) << "\n";
     }
     Simulator::Destroy();
     return 0;
