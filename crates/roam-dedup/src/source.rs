@@ -132,6 +132,12 @@ struct Flow {
     /// Records that named chunks, and their original bytes, oldest first.
     kept: VecDeque<(u64, Vec<u8>)>,
     kept_bytes: usize,
+    /// Records not yet acknowledged, oldest first: each one's number and the stream's bytes
+    /// encoded up to its end ([`Source::ahead`]).
+    sent: VecDeque<(u64, u64)>,
+    /// Stream bytes encoded into records, and of those, acknowledged.
+    encoded: u64,
+    acknowledged: u64,
 }
 
 /// dd-src.
@@ -171,6 +177,11 @@ impl Source {
         self.stats
     }
 
+    /// How it behaves.
+    pub fn config(&self) -> &SourceConfig {
+        &self.cfg
+    }
+
     /// Start a flow (of phone 0).
     pub fn open(&mut self, flow: FlowId) {
         self.open_for(flow, 0);
@@ -187,6 +198,17 @@ impl Source {
     /// must still be able to send it a repair.
     pub fn unacknowledged(&self, flow: FlowId) -> usize {
         self.flows.get(&flow).map_or(0, |f| f.kept.len())
+    }
+
+    /// Stream bytes of `flow` encoded into records the phone has not yet acknowledged (0 for
+    /// a flow not open): how far the source has run ahead of the phone. Feedback can only
+    /// replace chunks not yet encoded, so a source paced on this bound
+    /// (`roam_net::proxy`'s relay) has, when an advertisement arrives beside the phone's
+    /// acknowledgement, encoded at most the bound past where the phone was: the phone's δ.
+    pub fn ahead(&self, flow: FlowId) -> u64 {
+        self.flows
+            .get(&flow)
+            .map_or(0, |f| f.encoded - f.acknowledged)
     }
 
     /// End a flow (its held-back tail must have been flushed); what it did.
@@ -347,6 +369,15 @@ impl Source {
             f.kept_bytes += bytes.len();
             f.kept.push_back((seq, bytes.to_vec()));
         }
+        f.encoded += bytes.len() as u64;
+        f.sent.push_back((seq, f.encoded));
+        if f.sent.len() > MAX_UNACKNOWLEDGED {
+            // A phone that does not acknowledge: count the oldest as if it had (the bound
+            // then no longer holds the source back; nothing grows without bound).
+            if let Some((_, end)) = f.sent.pop_front() {
+                f.acknowledged = end;
+            }
+        }
         self.body = body;
     }
 
@@ -423,6 +454,10 @@ impl Source {
                     let (_, bytes) = f.kept.pop_front().expect("front exists");
                     f.kept_bytes -= bytes.len();
                 }
+                while let Some(&(_, end)) = f.sent.front().filter(|s| s.0 <= seq) {
+                    f.acknowledged = end;
+                    f.sent.pop_front();
+                }
             }
             Upstream::Resend { seq, forget } => {
                 for name in &forget {
@@ -456,6 +491,10 @@ impl Source {
         Ok(())
     }
 }
+
+/// Records of a flow whose acknowledgement [`Source::ahead`] waits for at most (far more
+/// than a paced relay has unacknowledged: its lead is a few bandwidth-delay products).
+const MAX_UNACKNOWLEDGED: usize = 1 << 16;
 
 /// Phones whose feedback rate is tracked at once (past it, the one heard from longest ago is
 /// forgotten, and starts full again if it comes back).

@@ -15,6 +15,7 @@
 
 pub mod disk;
 pub mod flowlet;
+pub mod hint;
 pub mod select;
 pub mod store;
 
@@ -85,6 +86,9 @@ pub struct DestinationStats {
     pub feedback_names: u64,
     /// Bytes of advertisement messages.
     pub feedback_bytes: u64,
+    /// Of the names advertised, those advertised at a request, before its response
+    /// ([`Destination::request`]).
+    pub hint_names: u64,
     /// Bytes of acknowledgements and requests to resend.
     pub control_bytes: u64,
     /// Flowlets begun.
@@ -139,6 +143,11 @@ struct Flow {
     segment: Vec<u8>,
     seg_chunks: Vec<(Name, Box<[u8]>)>,
     matching: Matching,
+    /// The flow's own δ ([`Destination::set_flow_delta`]), else the destination's.
+    delta: Option<usize>,
+    /// The key of the request that began the flow ([`Destination::request`]), remembered
+    /// with the flowlet its response begins with.
+    request: Option<Name>,
     /// Messages for the source.
     upstream: Vec<u8>,
     ack: Option<u64>,
@@ -154,7 +163,12 @@ pub struct Destination {
     known: HashMap<SourceId, Lru>,
     flows: HashMap<FlowId, Flow>,
     stats: DestinationStats,
+    /// δ of the flows without their own ([`Destination::set_rates`]).
     delta: usize,
+    /// Bytes learned, and names kept of them ([`Destination::mean_chunk`]).
+    learned: (u64, u64),
+    /// The flowlet each request's response began with ([`hint`]).
+    responses: hint::Responses,
     scratch: Vec<u8>,
 }
 
@@ -175,6 +189,8 @@ impl Destination {
             flows: HashMap::new(),
             stats: DestinationStats::default(),
             delta: 0,
+            learned: (0, 0),
+            responses: hint::Responses::default(),
             scratch: Vec::new(),
         }
     }
@@ -229,17 +245,76 @@ impl Destination {
         self.flows.remove(&flow);
     }
 
-    /// Set the thesis's δ from the links: names the source sends while an advertisement
-    /// travels up, `down x (message / up + delay) / mean chunk` (rates in bytes a second).
+    /// Set the thesis's δ from the links, for every flow without its own
+    /// ([`Destination::set_flow_delta`]): names the source sends while an advertisement
+    /// travels up, `down x (message / up + delay) / mean chunk` (rates in bytes a second). The
+    /// thesis's source sends each chunk as it encodes it, at the link's rate (§4.3.4: "δ =
+    /// segments dd-src will send before the feedback arrives").
     pub fn set_rates(&mut self, down: f64, up: f64, delay_s: f64, mean_chunk: f64) {
         let msg = (self.cfg.select.per_message * Name::LEN + 3) as f64;
         let t = if up > 0.0 { msg / up } else { 0.0 } + delay_s.max(0.0);
-        let d = down.max(0.0) * t / mean_chunk.max(1.0);
-        self.delta = if d.is_finite() {
-            d.ceil().min(1e6) as usize
-        } else {
-            0
+        self.delta = names_in(down.max(0.0) * t, mean_chunk);
+    }
+
+    /// Set `flow`'s own δ, in names: its advertisements start `delta + 1` names past the last
+    /// match ([`select::Matching::advertise`]). Each flow has its own because δ belongs to
+    /// the path between the phone and the flow's source, and one destination serves every
+    /// connection of a phone, over whichever networks and through whichever source (a relay
+    /// per network): a carried connection sets it from its own links and its source's lead
+    /// ([`names_in`] turns bytes into names). A flow not open is left alone.
+    pub fn set_flow_delta(&mut self, flow: FlowId, delta: usize) {
+        if let Some(f) = self.flows.get_mut(&flow) {
+            f.delta = Some(delta);
+        }
+    }
+
+    /// The stream's bytes per name the flowlets hold, as learned so far (the source's mean
+    /// chunk, as far as the names advertisements count go); `None` before 64 names. What turns
+    /// bytes the source runs ahead into δ's names ([`names_in`]).
+    pub fn mean_chunk(&self) -> Option<f64> {
+        let (bytes, names) = self.learned;
+        (names >= 64).then(|| bytes as f64 / names as f64)
+    }
+
+    /// The δ `flow`'s advertisements use now (its own, else the destination's); `None` for
+    /// a flow not open.
+    pub fn delta(&self, flow: FlowId) -> Option<usize> {
+        self.flows.get(&flow).map(|f| f.delta.unwrap_or(self.delta))
+    }
+
+    /// The program's first bytes up `flow` (the request that begins it), before any of its
+    /// response: beyond the thesis ([`hint`]), if the same request began a flow before, the
+    /// names of the flowlet its response began with, and of those after it, up to
+    /// [`SelectConfig::hint_names`], are queued for the source ([`Destination::upstream`]),
+    /// to go up in front of the request. Once per flow; later calls, and calls after the
+    /// response has begun, do nothing.
+    pub fn request(&mut self, flow: FlowId, bytes: &[u8]) -> Result<(), DestinationError> {
+        let f = self
+            .flows
+            .get_mut(&flow)
+            .ok_or(DestinationError::NoFlow(flow))?;
+        if f.request.is_some() || f.current.is_some() || bytes.is_empty() {
+            return Ok(());
+        }
+        let key = hint::request_key(bytes);
+        f.request = Some(key);
+        let max = self.cfg.select.hint_names;
+        if !self.cfg.feedback || max == 0 {
+            return Ok(());
+        }
+        let (Some(first), Some(known)) = (self.responses.first(key), self.known.get_mut(&f.source))
+        else {
+            return Ok(());
         };
+        let names = hint::names(&self.store, first, max, known);
+        self.stats.hint_names += names.len() as u64;
+        self.stats.feedback_names += names.len() as u64;
+        let before = f.upstream.len();
+        for msg in names.chunks(self.cfg.select.per_message.max(1)) {
+            Upstream::Advertise(msg.to_vec()).encode(&mut f.upstream);
+        }
+        self.stats.feedback_bytes += (f.upstream.len() - before) as u64;
+        Ok(())
     }
 
     /// Record bytes of `flow`: every whole record at the start of `buf` is handled, its
@@ -460,7 +535,9 @@ impl Destination {
             k.insert(name, 1);
         }
         // Chunks no longer than a reference are never named: not worth holding.
+        self.learned.0 += bytes.len() as u64;
         if bytes.len() > 2 * Name::LEN {
+            self.learned.1 += 1;
             f.seg_chunks.push((name, bytes.into()));
         }
         f.segment.extend_from_slice(bytes);
@@ -492,7 +569,12 @@ impl Destination {
             (Some(_), None) => false,
         };
         if boundary {
+            let first = f.current.is_none();
             let id = self.store.new_flowlet(f.current);
+            if let (true, Some(key)) = (first, f.request) {
+                // The response's first flowlet, for the next time this request goes up.
+                self.responses.remember(key, id);
+            }
             f.current = Some(id);
             f.matching.restart(id);
             self.stats.flowlets += 1;
@@ -529,9 +611,10 @@ impl Destination {
         let Some(known) = self.known.get_mut(&f.source) else {
             return;
         };
+        let delta = f.delta.unwrap_or(self.delta);
         let adv = f
             .matching
-            .advertise(&self.store, best, self.delta, known, &self.cfg.select);
+            .advertise(&self.store, best, delta, known, &self.cfg.select);
         if !adv.is_empty() {
             let before = f.upstream.len();
             self.stats.feedback_names += adv.len() as u64;
@@ -557,6 +640,17 @@ impl Destination {
     }
 }
 
+/// How many names `bytes` of a stream hold, chunks averaging `mean_chunk` bytes, rounded up
+/// (the thesis's δ counts names; what the source has sent ahead is known in bytes).
+pub fn names_in(bytes: f64, mean_chunk: f64) -> usize {
+    let n = bytes / mean_chunk.max(1.0);
+    if n.is_finite() && n > 0.0 {
+        n.ceil().min(1e6) as usize
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,5 +673,175 @@ mod tests {
         d.upstream(1, &mut up).unwrap();
         let (m, _) = Upstream::decode(&up).unwrap().unwrap();
         assert!(matches!(m, Upstream::Resend { seq: 0, .. }), "{m:?}");
+    }
+
+    /// The first names `flow` advertises after the start of `stream` (`len` bytes) arrives
+    /// through a source that never saw it (every chunk a literal).
+    fn first_advertised(d: &mut Destination, flow: FlowId, stream: &[u8], len: usize) -> Vec<Name> {
+        use crate::source::{Source, SourceConfig};
+        let mut src = Source::new(SourceConfig::default()).unwrap();
+        src.open(flow);
+        let mut wire = Vec::new();
+        src.push(flow, &stream[..len], &mut wire).unwrap();
+        src.flush(flow, &mut wire).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(d.receive(flow, &wire, &mut out).unwrap(), wire.len());
+        assert!(out == stream[..len]);
+        let mut up = Vec::new();
+        d.upstream(flow, &mut up).unwrap();
+        let mut at = 0;
+        while let Some((m, n)) = Upstream::decode(&up[at..]).unwrap() {
+            at += n;
+            if let Upstream::Advertise(names) = m {
+                return names;
+            }
+        }
+        Vec::new()
+    }
+
+    /// A destination that read `past` (flow 1, through source 0), and where each of the
+    /// past's names sits in it (every chunk longer than a reference).
+    fn with_past(past: &[u8]) -> (Destination, HashMap<Name, usize>) {
+        let mut d = Destination::new(DestinationConfig::default());
+        let mut src = crate::source::Source::new(crate::source::SourceConfig::default()).unwrap();
+        src.open(1);
+        d.open_via(1, 0);
+        let mut wire = Vec::new();
+        src.push(1, past, &mut wire).unwrap();
+        src.flush(1, &mut wire).unwrap();
+        let mut out = Vec::new();
+        d.receive(1, &wire, &mut out).unwrap();
+        assert!(out == past);
+        d.close(1);
+        let mut cuts = Vec::new();
+        crate::source::SourceConfig::default()
+            .chunking
+            .cuts(past, &mut cuts);
+        let mut at = HashMap::new();
+        let mut prev = 0;
+        for c in cuts {
+            let chunk = &past[prev..c];
+            prev = c;
+            if chunk.len() > 2 * Name::LEN {
+                let i = at.len();
+                at.entry(Name::of(chunk)).or_insert(i);
+            }
+        }
+        (d, at)
+    }
+
+    /// Issue 46: δ is per flow. A phone reads the start of a past stream again; the first
+    /// advertisement starts right after the last match (δ = 0), or 40 names further on when
+    /// the flow's δ is 40. Another flow of the same destination keeps the destination's δ,
+    /// and the destination's δ ([`Destination::set_rates`]) moves only the flows without
+    /// their own.
+    #[test]
+    fn each_flow_advertises_from_its_own_delta_past_the_last_match() {
+        let past = crate::testdata::text(200_000, 46);
+        let start = |at: &HashMap<Name, usize>, names: &[Name]| -> usize {
+            let first = names.iter().filter_map(|n| at.get(n).copied()).min();
+            first.expect("an advertisement of the past")
+        };
+        // Without δ.
+        let (mut d, at) = with_past(&past);
+        d.open_via(2, 1);
+        let plain = start(&at, &first_advertised(&mut d, 2, &past, 6_000));
+        // With δ = 40 for flow 2; flow 3 (through another source, reading the same) without.
+        let (mut d, at) = with_past(&past);
+        d.open_via(2, 1);
+        d.open_via(3, 2);
+        d.set_flow_delta(2, 40);
+        assert_eq!(
+            (d.delta(2), d.delta(3), d.delta(4)),
+            (Some(40), Some(0), None)
+        );
+        let ahead = start(&at, &first_advertised(&mut d, 2, &past, 6_000));
+        assert_eq!(ahead, plain + 40);
+        let other = start(&at, &first_advertised(&mut d, 3, &past, 6_000));
+        assert_eq!(other, plain);
+        d.set_rates(1e6, 1e6, 0.01, 250.0); // 1 MB/s for 10.7 ms: 43 names
+        assert_eq!((d.delta(2), d.delta(3)), (Some(40), Some(43)));
+    }
+
+    /// Beyond the thesis ([`hint`]): a page asked for again, edited since, through a source
+    /// that never saw it. The names of its last response go up at the request, before any of
+    /// the new one, and the source finds most of it by feedback; another request, or hints
+    /// turned off, advertise nothing.
+    #[test]
+    fn a_request_asked_again_advertises_its_last_response_before_any_of_it_arrives() {
+        use crate::source::{Source, SourceConfig};
+        let page = crate::testdata::text(60_000, 7);
+        let mut edited = page.clone();
+        edited.splice(
+            30_000..30_000,
+            b"an edit in the middle of the page".iter().copied(),
+        );
+        let ask = |cookie: &str| {
+            format!("GET /a.html HTTP/1.1\r\nHost: docs\r\nCookie: {cookie}\r\n\r\n")
+        };
+        let fetch =
+            |d: &mut Destination, src: &mut Source, flow: FlowId, req: &str, body: &[u8]| {
+                d.request(flow, req.as_bytes()).unwrap();
+                let mut up = Vec::new();
+                d.upstream(flow, &mut up).unwrap();
+                let hinted = d.stats().hint_names;
+                src.open(flow);
+                let mut back = Vec::new();
+                assert_eq!(
+                    src.handle(flow, &up, std::time::Instant::now(), &mut back)
+                        .unwrap(),
+                    up.len()
+                );
+                let mut wire = Vec::new();
+                src.push(flow, body, &mut wire).unwrap();
+                src.flush(flow, &mut wire).unwrap();
+                let mut out = Vec::new();
+                assert_eq!(d.receive(flow, &wire, &mut out).unwrap(), wire.len());
+                assert!(out == body, "the stream out is the stream in");
+                d.close(flow);
+                hinted
+            };
+        let cfg = || SourceConfig {
+            regular_bytes: 1 << 20,
+            feedback_bytes: 1 << 20,
+            ..Default::default()
+        };
+        for hint_names in [744, 0] {
+            let mut d = Destination::new(DestinationConfig {
+                select: SelectConfig {
+                    hint_names,
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            d.open_via(1, 0);
+            assert_eq!(
+                fetch(
+                    &mut d,
+                    &mut Source::new(cfg()).unwrap(),
+                    1,
+                    &ask("1"),
+                    &page
+                ),
+                0
+            );
+            // Another page's request: nothing to hint.
+            d.open_via(2, 1);
+            let mut other = Source::new(cfg()).unwrap();
+            let other_page = crate::testdata::text(20_000, 8);
+            let req = "GET /b.html HTTP/1.1\r\nHost: docs\r\n\r\n";
+            assert_eq!(fetch(&mut d, &mut other, 2, req, &other_page), 0);
+            // The same request again, through a source that never saw the page.
+            d.open_via(3, 2);
+            let mut fresh = Source::new(cfg()).unwrap();
+            let hinted = fetch(&mut d, &mut fresh, 3, &ask("2"), &edited);
+            let found = fresh.stats().feedback_hit_bytes as f64 / edited.len() as f64;
+            if hint_names == 0 {
+                assert_eq!(hinted, 0);
+            } else {
+                assert!(hinted > 100, "{hinted} names hinted");
+                assert!(found > 0.8, "found by feedback: {found:.3}");
+            }
+        }
     }
 }

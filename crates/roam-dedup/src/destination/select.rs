@@ -6,9 +6,10 @@
 //! the two matched, and moves that place on. The flowlet with the most hits so far is the
 //! match (`bestMatchedFlowlet`); if that is the arriving flowlet itself, the runner-up is
 //! taken when it has at least `K`% of its hits. The advertisement (`selectAdvertisement`)
-//! starts `delta + 1` names after the later of the last match and the last name advertised,
-//! and takes `MTU / (2 x 8)` names, continuing into the flowlet that followed when one ends;
-//! names already seen from this source or advertised are dropped.
+//! starts `delta + 1` names after the last match (δ: the names the source will have encoded
+//! by the time the advertisement reaches it), or after the last name advertised if that is
+//! further, and takes `MTU / (2 x 8)` names, continuing into the flowlet that followed when
+//! one ends; names already seen from this source or advertised are dropped.
 //!
 //! Beyond the thesis: when the window after the last match finds none of the segment's names
 //! but the past flowlet holds some of them elsewhere (the arriving object matches the middle
@@ -42,6 +43,12 @@ pub struct SelectConfig {
     /// source's small feedback cache drops the near names for far ones; this keeps it to what
     /// the stream will reach soon.
     pub max_lead: usize,
+    /// Beyond the thesis: names advertised at most when a request that began a flow before
+    /// goes up again, from the flowlet its response began with ([`super::hint`]); 0: none.
+    /// The default, 8 messages (744 names, about 230 kB of text in FastCDC's chunks), covers
+    /// most web pages and is under a tenth of what a phone may send a second
+    /// ([`crate::source::SourceConfig::feedback_names_per_s`]).
+    pub hint_names: usize,
 }
 
 impl Default for SelectConfig {
@@ -52,6 +59,7 @@ impl Default for SelectConfig {
             per_message: 1500 / (2 * Name::LEN),
             decay: 0.5,
             max_lead: 2 * (1500 / (2 * Name::LEN)),
+            hint_names: 8 * (1500 / (2 * Name::LEN)),
         }
     }
 }
@@ -154,10 +162,12 @@ impl Matching {
         cfg: &SelectConfig,
     ) -> Vec<Name> {
         let pair = self.pairs.entry(best).or_default();
-        let anchor = match (pair.last_match, pair.last_adv) {
-            (None, None) => 0,
-            (m, a) => m.max(a).map_or(0, |x| x + 1),
-        } + delta;
+        // δ + 1 past the last match, and never again what was advertised: δ is not added to
+        // the last name advertised, which is already ahead (once it was, each advertisement
+        // after the first skipped δ names, and with δ of a paced relay's lead the phone
+        // stopped advertising after two).
+        let from_match = pair.last_match.map_or(0, |m| m + 1) + delta;
+        let anchor = pair.last_adv.map_or(from_match, |a| from_match.max(a + 1));
         let limit = pair.last_match.map_or(0, |m| m + 1) + delta + cfg.max_lead;
         let mut out = Vec::new();
         let mut pos = 0;

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use super::Error;
 use crate::proto::Label;
 use crate::runtime::blocking::MultiSocket;
+use crate::runtime::NetworkView;
 /// Bytes read from a TCP connection at a time (each read becomes one IROB).
 const READ_CHUNK: usize = 64 * 1024;
 /// Most bytes read from the stream at once for a paced codec ([`Codec::paced`]): what it
@@ -188,6 +189,16 @@ pub(super) trait Codec: Send + Sync {
     fn paced(&self) -> bool {
         false
     }
+    /// For a paced codec, the bytes of the stream `outgoing` has made that the peer has not
+    /// yet acknowledged through its own messages (asymmetric caching's source: its records'
+    /// bytes as they stand for the stream). [`pace`] holds these within the lead as it does
+    /// the multi-socket's unacknowledged bytes: a record of names is far shorter than what it
+    /// stands for, and a source paced on the wire alone would run ahead of the phone by many
+    /// times its lead wherever it finds what the phone holds, past where the phone's
+    /// advertisements reach.
+    fn ahead(&self) -> u64 {
+        0
+    }
     /// The IROBs `incoming` gave to send back, made ready for the wire (compressed into the
     /// same stream as what `outgoing` makes, say). Called just before they are sent; when the
     /// codec is [`Codec::ordered`], with the connection's send lock held ([`Sending`]), so
@@ -244,24 +255,43 @@ const MIN_LEAD: u64 = 16 << 10;
 /// How often a paced sender looks whether the peer has caught up.
 const PACE_POLL: Duration = Duration::from_millis(2);
 
-/// How far a paced codec may run ahead of the peer's acknowledgements on `ms`: twice the
-/// sum of its networks' bandwidth-delay products (enough to keep every network busy), at
-/// least [`MIN_LEAD`].
+/// How far a paced codec may run ahead of the peer's acknowledgements on `ms`: [`lead_of`]
+/// its networks' estimates.
 fn lead(ms: &MultiSocket) -> u64 {
-    let bdp: f64 = ms
-        .estimates()
+    lead_of(&ms.estimates())
+}
+
+/// How far a paced codec may run ahead of the peer's acknowledgements over networks
+/// estimated as `estimates`: twice the sum of their bandwidth-delay products (enough to keep
+/// every network busy), at least [`MIN_LEAD`].
+fn lead_of(estimates: &[NetworkView]) -> u64 {
+    let bdp: f64 = estimates
         .iter()
         .filter_map(|n| Some(n.bandwidth?.bytes_per_sec() * n.rtt?.as_secs_f64()))
         .sum();
     ((2.0 * bdp) as u64).max(MIN_LEAD)
 }
 
-/// Wait until what `ms` has not had acknowledged is within [`lead`], `stop` is set, or `idle`
-/// has passed (a dead session's next send reports it).
-fn pace(ms: &MultiSocket, stop: &AtomicBool, idle: Duration) {
+/// The most stream bytes a paced codec has made beyond what the peer has acknowledged, over
+/// networks estimated as `estimates`: its lead ([`lead_of`]), which it looks at before each
+/// read, and one read ([`PACED_READ_CHUNK`]). Asymmetric caching's phone starts its
+/// advertisements that far ahead (the thesis's δ, `super::dedup`): whatever it names nearer
+/// has been encoded by the time the advertisement arrives.
+pub(super) fn held(estimates: &[NetworkView]) -> u64 {
+    lead_of(estimates) + PACED_READ_CHUNK as u64
+}
+
+/// Wait until what `ms` has not had acknowledged, and what `codec` has made that the peer
+/// has not acknowledged ([`Codec::ahead`]), are both within [`lead`], `stop` is set, or
+/// `idle` has passed (a dead session's next send reports it).
+fn pace(ms: &MultiSocket, codec: &dyn Codec, stop: &AtomicBool, idle: Duration) {
     // The lead is looked at again each time: the estimates grow as the connection starts.
     let end = Instant::now() + idle;
-    while ms.unacknowledged() > lead(ms) && !stop.load(Ordering::SeqCst) && Instant::now() < end {
+    while !stop.load(Ordering::SeqCst) && Instant::now() < end {
+        let lead = lead(ms);
+        if ms.unacknowledged() <= lead && codec.ahead() <= lead {
+            return;
+        }
         std::thread::sleep(PACE_POLL);
     }
 }
@@ -381,7 +411,7 @@ fn tcp_to_ms(
                 }
                 activity.touch();
                 if codec.paced() {
-                    pace(ms, stop, idle);
+                    pace(ms, codec, stop, idle);
                 }
             }
             Err(e)

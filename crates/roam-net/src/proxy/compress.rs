@@ -380,6 +380,10 @@ impl Codec for RelayZstd {
         self.inner.paced()
     }
 
+    fn ahead(&self) -> u64 {
+        self.inner.ahead()
+    }
+
     fn close(&self) {
         self.inner.close();
         if let Some(r) = lock(&self.state).recording.as_mut() {

@@ -23,6 +23,23 @@
 //! acknowledged every record it might ask for again (`Codec::settled`): after the close no
 //! IROB, repairs included, can be sent.
 //!
+//! **Feedback at the request** (beyond the thesis, `roam_dedup::destination::hint`): the
+//! program's first bytes up a connection are its request; if the same request began a
+//! connection before, the phone's advertisement of the response it got then goes up in front
+//! of it, so the source holds those names before the target has answered.
+//!
+//! **Feedback in time (the thesis's δ, §4.3.4).** Feedback can only replace what the source
+//! has not yet encoded, so the relay paces its source (`carry`'s `pace`): before each read
+//! (8 KiB) it waits until the multi-socket's unacknowledged bytes, and the stream's bytes in
+//! records the phone has not acknowledged ([`Source::ahead`]: records of names are far shorter
+//! than what they stand for, and the multi-socket acknowledges on arrival, before dd-dst has
+//! rebuilt anything), are both within its lead: twice the networks' bandwidth-delay products,
+//! at least 16 KiB. The phone acknowledges with each advertisement, so when one arrives the
+//! source has encoded at most the lead and one read past where the phone was: each
+//! connection's [`ProxyEnd`] sets its flow's δ to that many names
+//! ([`Destination::set_flow_delta`], per flow: each connection has its own networks and
+//! relay), from its multi-socket's estimates, again at most every 100 ms as records arrive.
+//!
 //! One [`Source`] serves every connection through a relay and one [`Destination`] every
 //! connection of a proxy, as a base station's and a phone's caches do; each connection is a
 //! flow of its own. A failure of either (a malformed record or message, a hostile phone's
@@ -30,7 +47,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use roam_dedup::destination::{FlowId, SourceId};
@@ -39,6 +56,8 @@ use roam_dedup::{Destination, Source};
 
 use super::carry::{lock, Codec};
 use super::Error;
+use crate::runtime::blocking::MultiSocket;
+use crate::runtime::NetworkView;
 
 /// The feature word asking for and accepting dedup ([`super::features`]).
 pub const WORD: &str = "dedup";
@@ -175,6 +194,17 @@ impl Codec for RelayEnd {
         *lock(&self.passthrough) != Some(true)
     }
 
+    /// What the phone has not acknowledged of the stream, for a source with a feedback cache
+    /// (without one, feedback has nothing to reach in time for, and the wire's pacing alone
+    /// lets a stream the regular cache finds go as fast as its records shrink).
+    fn ahead(&self) -> u64 {
+        let src = lock(&self.source);
+        if src.config().feedback_bytes == 0 {
+            return 0;
+        }
+        src.ahead(self.flow)
+    }
+
     /// Settled once the phone has acknowledged every record it might ask for again.
     fn settled(&self) -> bool {
         lock(&self.source).unacknowledged(self.flow) == 0
@@ -193,7 +223,16 @@ pub(super) struct ProxyEnd {
     flow: FlowId,
     /// Record bytes not yet whole.
     pending: Mutex<Vec<u8>>,
+    /// Whether the program's first bytes (its request) have gone up.
+    requested: std::sync::atomic::AtomicBool,
+    /// The connection's multi-socket (a handle that does not keep it open), whose estimates
+    /// set the flow's δ, and when they last did.
+    links: Option<(MultiSocket, Mutex<Option<Instant>>)>,
 }
+
+/// How often a connection's δ follows its multi-socket's estimates (the ticker updates them
+/// every 100 ms).
+const DELTA_EVERY: Duration = Duration::from_millis(100);
 
 impl ProxyEnd {
     pub(super) fn new(destination: Arc<Mutex<Destination>>, via: SourceId) -> ProxyEnd {
@@ -203,12 +242,87 @@ impl ProxyEnd {
             destination,
             flow,
             pending: Mutex::new(Vec::new()),
+            requested: std::sync::atomic::AtomicBool::new(false),
+            links: None,
         }
+    }
+
+    /// The flow's δ follows `ms`'s estimates: set now, and again at most every
+    /// [`DELTA_EVERY`] as records arrive ([`delta_bytes`]).
+    pub(super) fn with_links(mut self, ms: &MultiSocket) -> ProxyEnd {
+        self.links = Some((ms.watcher(), Mutex::new(None)));
+        self.follow_links(Instant::now());
+        self
+    }
+
+    /// Set the flow's δ from the multi-socket's estimates, if [`DELTA_EVERY`] has passed since
+    /// it last was.
+    fn follow_links(&self, now: Instant) {
+        let Some((ms, last)) = &self.links else {
+            return;
+        };
+        {
+            let mut last = lock(last);
+            if last.is_some_and(|t| now.saturating_duration_since(t) < DELTA_EVERY) {
+                return;
+            }
+            *last = Some(now);
+        }
+        // The estimates first: the multi-socket's locks are never taken under the cache's.
+        let bytes = delta_bytes(&ms.estimates());
+        let mut dst = lock(&self.destination);
+        // Bytes per name as the cache has learned them (FastCDC's chunks average about 310
+        // bytes on text), the chunking's nominal average until then.
+        let mean = dst.mean_chunk().unwrap_or_else(|| {
+            f64::from(roam_dedup::source::SourceConfig::default().chunking.avg())
+        });
+        let delta = roam_dedup::destination::names_in(bytes as f64, mean);
+        dst.set_flow_delta(self.flow, delta);
     }
 }
 
+/// The thesis's δ for a connection over networks estimated as `estimates`, in bytes of the
+/// stream: how far past the phone the relay's source may have encoded when an advertisement
+/// reaches it, whose chunks feedback can no longer replace.
+///
+/// The thesis (§4.3.4, Algorithm 7) counts what dd-src sends while the advertisement travels
+/// up, `down x (message / up + delay)` ([`Destination::set_rates`]): its dd-src sends each
+/// chunk as it encodes it, at the link's rate. The relay instead encodes ahead of the link, as
+/// far as its pacing lets it: within its lead of what the phone has acknowledged, both on the
+/// multi-socket and of the stream ([`super::carry`]'s `pace`, [`Codec::ahead`]). The phone
+/// sends its acknowledgement beside each advertisement, so the source cannot pass the bound
+/// before the advertisement arrives, however long it travels: when it arrives the source has
+/// encoded at most the lead, plus the read it made after last looking, past where the phone
+/// was ([`super::carry::held`]; and the last chunk of the read before, which its chunking
+/// held back until more came, under 2 KiB: not counted). The links enter through the lead,
+/// twice the networks' bandwidth-delay products (down rate x round trip), from the same
+/// estimates the relay paces by: the phone's own of the same networks (the relay's start
+/// from what the phone reports and from what each end remembers of the path, then follow its
+/// own samples).
+///
+/// A page shorter than that is encoded whole before the phone has seen its first segment:
+/// its advertisements start past its end, and feedback finds nothing in it, as it could not
+/// in time anyway.
+pub(super) fn delta_bytes(estimates: &[NetworkView]) -> u64 {
+    super::carry::held(estimates)
+}
+
 impl Codec for ProxyEnd {
+    /// The program's bytes, each IROB behind its tag; in front of the first, the phone's
+    /// feedback for the response it asks for ([`Destination::request`]).
     fn outgoing(&self, data: &[u8], _more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        if !data.is_empty() && !self.requested.swap(true, Ordering::Relaxed) {
+            let mut up = vec![TAG_DEDUP];
+            {
+                let mut dst = lock(&self.destination);
+                dst.request(self.flow, data)
+                    .and_then(|()| dst.upstream(self.flow, &mut up))
+                    .map_err(|e| failed("dd-dst", e))?;
+            }
+            if up.len() > 1 {
+                send.push(up);
+            }
+        }
         if !data.is_empty() {
             let mut b = Vec::with_capacity(data.len() + 1);
             b.push(TAG_DATA);
@@ -225,6 +339,7 @@ impl Codec for ProxyEnd {
         write: &mut Vec<Bytes>,
         back: &mut Vec<Vec<u8>>,
     ) -> Result<(), Error> {
+        self.follow_links(Instant::now());
         let mut pending = lock(&self.pending);
         pending.extend_from_slice(&data);
         let mut up = vec![TAG_DEDUP];

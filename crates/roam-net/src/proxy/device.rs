@@ -304,7 +304,7 @@ impl Proxy {
         };
         answer(&mut client, code::SUCCEEDED)?;
         let codec: Arc<dyn Codec> = match (dst, accepted.dedup) {
-            (Some(d), true) => Arc::new(ProxyEnd::new(d.clone(), source_id(relay))),
+            (Some(d), true) => Arc::new(ProxyEnd::new(d.clone(), source_id(relay)).with_links(&ms)),
             _ => Arc::new(Plain),
         };
         let codec: Arc<dyn Codec> = match &c.compress {

@@ -14,6 +14,7 @@
 //! | `zstd-dict` | zstd with the previous response to the same request as a dictionary (RFC 9842's `dcz` idea) |
 //! | `ac` | asymmetric caching: regular and feedback caches at dd-src, the phone's flowlets steering feedback |
 //! | `ac+zstd` | asymmetric caching, its records compressed with zstd |
+//! | `ac-multi` | asymmetric caching with a relay per network (the thesis's multi-homed phone): not run unless named |
 //!
 //! dd-src has the thesis's ~1 MB ([`trial::SOURCE_BYTES`]) and dd-dst 256 MB. The corpora
 //! (applications): `docs` ([`corpus`]), two point releases of Debian's PostgreSQL manual as
@@ -23,10 +24,14 @@
 //! hours apart. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
 //! move between WiFi and cellular) at 0% and 1% loss (`+loss=1%`).
 //!
-//! What is not built yet (issue 46): a Dovecot corpus and
-//! a second relay per network (the thesis's multi-homed case): one relay serves both
-//! networks here, so the source's caches see every connection. The proxy has it
-//! (`ProxyConfig::per_network`, `roam net proxy --network-relay`); the trials do not use it yet.
+//! A relay per network (the thesis's multi-homed case): in the other systems one relay per
+//! place serves both networks, so its source's caches see every connection; `ac-multi` gives
+//! each place a relay for WiFi and one for cellular, each with a dd-src of its own, and the
+//! place's proxy sends each new connection to the relay of the network roam would use then
+//! (`ProxyConfig::per_network`, `roam net proxy --network-relay`). It is not among the systems
+//! run by default: `--systems ac,ac-multi`.
+//!
+//! What is not built yet (issue 46): a Dovecot corpus.
 
 pub mod corpus;
 pub mod news;
@@ -72,6 +77,8 @@ pub enum DedupSystem {
     Ac,
     /// Asymmetric caching, compressed.
     AcZstd,
+    /// Asymmetric caching with a relay per network at each place.
+    AcMulti,
 }
 
 impl DedupSystem {
@@ -85,6 +92,14 @@ impl DedupSystem {
         DedupSystem::AcZstd,
     ];
 
+    /// Systems run only when named (`--systems`).
+    pub const EXTRA: [DedupSystem; 1] = [DedupSystem::AcMulti];
+
+    /// Every system: the default ones ([`DedupSystem::ALL`]), then [`DedupSystem::EXTRA`].
+    pub fn every() -> impl Iterator<Item = DedupSystem> {
+        DedupSystem::ALL.into_iter().chain(DedupSystem::EXTRA)
+    }
+
     /// Name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -94,6 +109,7 @@ impl DedupSystem {
             DedupSystem::ZstdDict => "zstd-dict",
             DedupSystem::Ac => "ac",
             DedupSystem::AcZstd => "ac+zstd",
+            DedupSystem::AcMulti => "ac-multi",
         }
     }
 
@@ -101,13 +117,21 @@ impl DedupSystem {
     pub fn dedups(self) -> bool {
         matches!(
             self,
-            DedupSystem::EndRe | DedupSystem::Ac | DedupSystem::AcZstd
+            DedupSystem::EndRe | DedupSystem::Ac | DedupSystem::AcZstd | DedupSystem::AcMulti
         )
     }
 
     /// Whether the phone sends feedback (asymmetric caching).
     pub fn feedback(self) -> bool {
-        matches!(self, DedupSystem::Ac | DedupSystem::AcZstd)
+        matches!(
+            self,
+            DedupSystem::Ac | DedupSystem::AcZstd | DedupSystem::AcMulti
+        )
+    }
+
+    /// Whether each place has a relay per network (WiFi, cellular), each with its own source.
+    pub fn per_network(self) -> bool {
+        self == DedupSystem::AcMulti
     }
 
     /// Whether the downstream is compressed.
@@ -198,11 +222,14 @@ impl Study for Dedup {
     }
 
     fn system(&self, name: &str) -> Result<System> {
-        match DedupSystem::ALL.into_iter().find(|s| s.name() == name) {
+        match DedupSystem::every().find(|s| s.name() == name) {
             Some(s) => Ok(System::new(s)),
             None => bail!(
                 "unknown system `{name}` for roam lab dedup (expected one of: {})",
-                DedupSystem::ALL.map(|s| s.name()).join(", ")
+                DedupSystem::every()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -390,7 +417,7 @@ pub fn cellular_advantage<'a>(
 /// least 1.3x fewer), as the ratio of means with its interval, then per seed.
 fn versus_best(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
     let base = baselines(plan);
-    for ours in ["ac", "ac+zstd"] {
+    for ours in ["ac", "ac+zstd", "ac-multi"] {
         let Some((best, r)) = cellular_advantage(rows, (app, sc), ours, &base) else {
             continue;
         };
@@ -421,11 +448,7 @@ fn versus_best(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
 pub fn baseline_names<'a>(systems: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
     systems
         .into_iter()
-        .filter(|n| {
-            DedupSystem::ALL
-                .iter()
-                .any(|d| d.name() == *n && d.baseline())
-        })
+        .filter(|n| DedupSystem::every().any(|d| d.name() == *n && d.baseline()))
         .collect()
 }
 
@@ -454,5 +477,26 @@ fn kept_at_loss(s: &mut String, plan: &Plan, rows: &[Row], app: &str) {
                 if a > 0.0 { b / a * 100.0 } else { f64::NAN }
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relay_per_network_is_run_only_when_named() {
+        let default: Vec<String> = Dedup
+            .systems(true)
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect();
+        assert!(!default.iter().any(|n| n == "ac-multi"), "{default:?}");
+        let multi = Dedup.system("ac-multi").unwrap();
+        let sys = *multi.get::<DedupSystem>().unwrap();
+        assert!(sys.per_network() && sys.feedback() && !sys.baseline());
+        let err = Dedup.system("ac-many").unwrap_err().to_string();
+        assert!(err.contains("ac+zstd, ac-multi"), "{err}");
+        assert_eq!(baseline_names(["ac-multi", "zstd"]), ["zstd"]);
     }
 }

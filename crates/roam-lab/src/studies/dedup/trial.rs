@@ -5,9 +5,11 @@
 //! In the emulator's server namespace: nginx serving the manual's older version (`wiki`: php-fpm
 //! running MediaWiki behind nginx, [`Site`] says what differs), and two
 //! of `roam_net`'s [`Relay`]s (dd-src for the systems that deduplicate, the zstd compressor
-//! for those that compress), each with caches of its own: the upstream nodes of two places.
-//! In the client namespace: a `roam_net` [`Proxy`] for each (the SOCKS5 proxy, dd-dst, the
-//! decompressor), sharing one phone's cache, and curl fetching pages through them, one
+//! for those that compress), each with caches of its own: the upstream nodes of two places
+//! (`ac-multi`: two per place, WiFi's and cellular's, each with a dd-src of its own).
+//! In the client namespace: a `roam_net` [`Proxy`] for each place (the SOCKS5 proxy, dd-dst,
+//! the decompressor; `ac-multi`'s sends each new connection to the relay of the network roam
+//! would use then), sharing one phone's cache, and curl fetching pages through them, one
 //! connection each. The proxies' multi-sockets use both networks (WiFi and cellular), as roam
 //! places foreground traffic; when the scenario's WiFi leaves, connections move to cellular.
 //!
@@ -43,7 +45,9 @@ use roam_dedup::source::SourceConfig;
 use roam_dedup::{Destination, Source};
 use roam_emu::SERVER_ADDR;
 use roam_net::proxy::compress::{Dictionaries, DictionaryConfig};
-use roam_net::proxy::{Allow, Compression, Key, Proxy, ProxyConfig, Relay, RelayConfig};
+use roam_net::proxy::{
+    Allow, Compression, Key, NetworkMatch, NetworkRelay, Proxy, ProxyConfig, Relay, RelayConfig,
+};
 
 use super::corpus::{self, Docs};
 use super::{wiki, DedupSystem};
@@ -52,8 +56,11 @@ use crate::harness::service::{lock, point, start};
 use crate::harness::trial::{Metric, Trial};
 use crate::servers::{mediawiki, nginx};
 
-/// Where the relays listen (server namespace): before the move, and after.
+/// Where the relays listen (server namespace): before the move, and after (`ac-multi`: the
+/// WiFi's relays).
 const RELAY_PORTS: [u16; 2] = [7500, 7501];
+/// Where `ac-multi`'s cellular relays listen: before the move, and after.
+const CELL_RELAY_PORTS: [u16; 2] = [7510, 7511];
 /// Where nginx listens (the server namespace's loopback: only the relay reaches it).
 pub(super) const HTTP_PORT: u16 = 8080;
 /// Where the proxies listen (the client namespace's loopback): before the move, and after.
@@ -287,11 +294,20 @@ impl Site for WikiSite {
 /// What the relays and the proxies of a system hold, kept to read their counters.
 struct Ends {
     sources: Vec<Arc<Mutex<Source>>>,
+    /// Of those, the cellular relays' (`ac-multi`).
+    cellular: Vec<Arc<Mutex<Source>>>,
     destination: Option<Arc<Mutex<Destination>>>,
 }
 
-/// The relay and proxy configurations of `sys`, one pair per place.
-fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<(RelayConfig, ProxyConfig)>, Ends)> {
+/// One place's upstream nodes and the phone's proxy there: one relay, or (`ac-multi`) one
+/// per network, the first the WiFi's.
+struct Place {
+    relays: Vec<RelayConfig>,
+    proxy: ProxyConfig,
+}
+
+/// The relay and proxy configurations of `sys`, one [`Place`] per place.
+fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<Place>, Ends)> {
     let (dedup, feedback) = (sys.dedups(), sys.feedback());
     // One phone: one cache, one store of dictionaries.
     let destination = dedup.then(|| {
@@ -307,55 +323,85 @@ fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<(RelayConfig, ProxyConfig
         })))
     };
     let (relay_dicts, phone_dicts) = (dicts(), dicts());
-    let mut pairs = Vec::new();
-    let mut sources = Vec::new();
-    for (relay_port, socks_port) in RELAY_PORTS.into_iter().zip(SOCKS_PORTS) {
-        let key = Key::generate();
-        let relay_at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, relay_port));
-        let mut relay = RelayConfig::new(
-            relay_at,
-            vec![format!("127.0.0.1:{HTTP_PORT}")
-                .parse::<Allow>()
-                .map_err(|e| anyhow!("{e}"))?],
-            key.clone(),
-        );
-        relay.options = crate::harness::channel::roam_options(t.system.clone(), &[]);
+    let mut places = Vec::new();
+    let (mut sources, mut cellular) = (Vec::new(), Vec::new());
+    for (place, socks_port) in SOCKS_PORTS.into_iter().enumerate() {
+        // The place's relays: WiFi's (or the only one) first.
+        let ports: &[u16] = if sys.per_network() {
+            &[RELAY_PORTS[place], CELL_RELAY_PORTS[place]]
+        } else {
+            &[RELAY_PORTS[place]]
+        };
+        let mut relays = Vec::new();
+        let mut upstream = Vec::new();
+        for &port in ports {
+            let key = Key::generate();
+            let relay_at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
+            let mut relay = RelayConfig::new(
+                relay_at,
+                vec![format!("127.0.0.1:{HTTP_PORT}")
+                    .parse::<Allow>()
+                    .map_err(|e| anyhow!("{e}"))?],
+                key.clone(),
+            );
+            relay.options = crate::harness::channel::roam_options(t.system.clone(), &[]);
+            if dedup {
+                // Each relay's dd-src has the thesis's memory of its own.
+                let (regular, fb) = if feedback {
+                    (SOURCE_BYTES / 2, SOURCE_BYTES / 2)
+                } else {
+                    (SOURCE_BYTES, 0)
+                };
+                let source = Source::new(SourceConfig {
+                    regular_bytes: regular,
+                    feedback_bytes: fb,
+                    ..Default::default()
+                })
+                .map_err(|e| anyhow!("dd-src: {e}"))?;
+                let source = Arc::new(Mutex::new(source));
+                relay.dedup = Some(source.clone());
+                if port == CELL_RELAY_PORTS[place] {
+                    cellular.push(source.clone());
+                }
+                sources.push(source);
+            }
+            if sys == DedupSystem::ZstdDict {
+                relay.dictionaries = Some(relay_dicts.clone());
+            }
+            relays.push(relay);
+            upstream.push((relay_at, key));
+        }
+        let (default_at, default_key) = upstream[0].clone();
         let mut proxy = ProxyConfig::new(
             SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, socks_port)),
-            relay_at,
-            Some(key),
+            default_at,
+            Some(default_key),
         );
         proxy.options =
             crate::harness::channel::roam_options(t.system.clone(), &t.client_links().cellular);
+        if let [(wifi_at, wifi_key), (cell_at, cell_key)] = &upstream[..] {
+            // A new connection goes to the relay of the network roam would use then: WiFi's
+            // while WiFi is up (its carrier goes 2 s into an outage), else cellular's.
+            proxy.per_network = vec![
+                NetworkRelay::new(NetworkMatch::NonCellular, *wifi_at, Some(wifi_key.clone())),
+                NetworkRelay::new(NetworkMatch::Cellular, *cell_at, Some(cell_key.clone())),
+            ];
+        }
         if dedup {
-            let (regular, fb) = if feedback {
-                (SOURCE_BYTES / 2, SOURCE_BYTES / 2)
-            } else {
-                (SOURCE_BYTES, 0)
-            };
-            let source = Source::new(SourceConfig {
-                regular_bytes: regular,
-                feedback_bytes: fb,
-                ..Default::default()
-            })
-            .map_err(|e| anyhow!("dd-src: {e}"))?;
-            let source = Arc::new(Mutex::new(source));
-            relay.dedup = Some(source.clone());
-            sources.push(source);
             proxy.dedup = destination.clone();
         }
         if sys == DedupSystem::ZstdDict {
-            relay.dictionaries = Some(relay_dicts.clone());
             proxy.compress = Compression::ZstdDict(phone_dicts.clone());
         } else if sys.compresses() {
             proxy.compress = Compression::Zstd;
         }
-        pairs.push((relay, proxy));
+        places.push(Place { relays, proxy });
     }
     Ok((
-        pairs,
+        places,
         Ends {
             sources,
+            cellular,
             destination,
         },
     ))
@@ -450,7 +496,7 @@ fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metr
         .join()
         .map_err(|_| anyhow!("nginx's start panicked"))??
         .context("starting nginx")?;
-    let (pairs, ends) = configs(t, sys)?;
+    let (places, ends) = configs(t, sys)?;
     // What the relays and proxies say went wrong with a connection (the trial's notes).
     let errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let noted = |who: &'static str| {
@@ -462,41 +508,30 @@ fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metr
         }
     };
     let mut running = Vec::new();
-    let mut started = Ok(());
-    for (relay_cfg, proxy_cfg) in pairs {
-        let on_relay = noted("relay");
-        let relay = start(
-            t,
-            true,
-            move || Relay::bind(relay_cfg).context("starting a relay"),
-            move |r, stop| {
-                let _ = r.run_until(stop, on_relay);
-            },
-        );
-        match relay {
-            Ok(r) => running.push(r),
-            Err(e) => {
-                started = Err(e);
-                break;
-            }
+    // Every place's relays, then its proxy.
+    let started = places.into_iter().try_for_each(|place| {
+        for relay_cfg in place.relays {
+            let on_relay = noted("relay");
+            running.push(start(
+                t,
+                true,
+                move || Relay::bind(relay_cfg).context("starting a relay"),
+                move |r, stop| {
+                    let _ = r.run_until(stop, on_relay);
+                },
+            )?);
         }
-        let on_proxy = noted("proxy");
-        let proxy = start(
+        let (proxy_cfg, on_proxy) = (place.proxy, noted("proxy"));
+        running.push(start(
             t,
             false,
             move || Proxy::bind(proxy_cfg).context("starting a proxy"),
             move |p, stop| {
                 let _ = p.run_until(stop, on_proxy);
             },
-        );
-        match proxy {
-            Ok(p) => running.push(p),
-            Err(e) => {
-                started = Err(e);
-                break;
-            }
-        }
-    }
+        )?);
+        Ok::<(), anyhow::Error>(())
+    });
     let read = started.and_then(|()| {
         let plan = reading(pages, Workload::for_duration(t.duration), t.seed);
         read_pages(t, site.clone(), plan)
@@ -657,6 +692,17 @@ fn metrics(t: &Trial, read: &Read, ends: &Ends) -> Vec<Metric> {
             s.passthrough_bytes as f64 / 1e3,
             "kB",
         ));
+        if !ends.cellular.is_empty() {
+            // `ac-multi`: what went through the cellular relays, and what they found.
+            let (mut read, mut found) = (0, 0);
+            for src in &ends.cellular {
+                let x = lock(src).stats();
+                read += x.bytes_in;
+                found += x.regular_hit_bytes + x.feedback_hit_bytes;
+            }
+            m.push(Metric::new("cell_relay_kB", read as f64 / 1e3, "kB"));
+            m.push(Metric::new("cell_relay_found_kB", found as f64 / 1e3, "kB"));
+        }
         if let Some(dst) = &ends.destination {
             let d = lock(dst).stats();
             m.push(Metric::new(
@@ -671,6 +717,10 @@ fn metrics(t: &Trial, read: &Read, ends: &Ends) -> Vec<Metric> {
                     "",
                 ));
             }
+            // Of the names advertised, those sent at a request, before its response
+            // (roam_dedup::destination::hint: beyond the thesis).
+            m.push(Metric::new("feedback_names", d.feedback_names as f64, ""));
+            m.push(Metric::new("hint_names", d.hint_names as f64, ""));
             m.push(Metric::new(
                 "checksum_failures",
                 d.checksum_failures as f64,
