@@ -16,7 +16,7 @@
 //! | `ac+zstd` | asymmetric caching, its records compressed with zstd |
 //! | `ac-multi` | asymmetric caching with a relay per network (the thesis's multi-homed phone): not run unless named |
 //!
-//! dd-src has the thesis's ~1 MB ([`trial::SOURCE_BYTES`]) and dd-dst 256 MB. The corpora
+//! dd-src has the thesis's ~1 MB ([`nodes::SOURCE_BYTES`]) and dd-dst 256 MB. The corpora
 //! (applications): `docs` ([`corpus`]), two point releases of Debian's PostgreSQL manual as
 //! static pages, read before and after the site's upgrade; `wiki` ([`wiki`]), the same
 //! manual's pages as the articles of a real MediaWiki, read before and after a week of edits;
@@ -35,6 +35,7 @@
 
 pub mod corpus;
 pub mod news;
+pub mod nodes;
 pub mod trial;
 pub mod wiki;
 

@@ -39,18 +39,16 @@ use anyhow::{anyhow, bail, Context, Result};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use roam_dedup::destination::DestinationConfig;
 use roam_dedup::name::NameSet;
 use roam_dedup::source::SourceConfig;
 use roam_dedup::{Destination, Source};
-use roam_emu::SERVER_ADDR;
 use roam_net::proxy::compress::{Dictionaries, DictionaryConfig};
 use roam_net::proxy::{
-    Allow, Compression, Key, NetworkMatch, NetworkRelay, Proxy, ProxyConfig, Relay, RelayConfig,
+    Compression, NetworkMatch, NetworkRelay, Proxy, ProxyConfig, Relay, RelayConfig,
 };
 
 use super::corpus::{self, Docs};
-use super::{wiki, DedupSystem};
+use super::{nodes, wiki, DedupSystem};
 use crate::harness::scratch::Scratch;
 use crate::harness::service::{lock, point, start};
 use crate::harness::trial::{Metric, Trial};
@@ -65,12 +63,6 @@ const CELL_RELAY_PORTS: [u16; 2] = [7510, 7511];
 pub(super) const HTTP_PORT: u16 = 8080;
 /// Where the proxies listen (the client namespace's loopback): before the move, and after.
 const SOCKS_PORTS: [u16; 2] = [1080, 1081];
-/// dd-src's memory, every system that has one (the thesis's ~1 MB): asymmetric caching
-/// splits it evenly between its regular and feedback caches; the regular-only baseline has
-/// it all as its regular cache.
-pub const SOURCE_BYTES: u64 = 1 << 20;
-/// dd-dst's memory (the thesis's ~250 MB).
-pub const DESTINATION_BYTES: u64 = 256 << 20;
 /// Previous responses kept as zstd dictionaries at each end.
 pub const DICTIONARY_BYTES: usize = 64 << 20;
 /// The longest one page may take.
@@ -310,13 +302,7 @@ struct Place {
 fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<Place>, Ends)> {
     let (dedup, feedback) = (sys.dedups(), sys.feedback());
     // One phone: one cache, one store of dictionaries.
-    let destination = dedup.then(|| {
-        Arc::new(Mutex::new(Destination::new(DestinationConfig {
-            cache_bytes: DESTINATION_BYTES,
-            feedback,
-            ..Default::default()
-        })))
-    });
+    let destination = dedup.then(|| nodes::destination(feedback));
     let dicts = || {
         Arc::new(Mutex::new(Dictionaries::new(DictionaryConfig {
             bytes: DICTIONARY_BYTES,
@@ -335,30 +321,10 @@ fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<Place>, Ends)> {
         let mut relays = Vec::new();
         let mut upstream = Vec::new();
         for &port in ports {
-            let key = Key::generate();
-            let relay_at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
-            let mut relay = RelayConfig::new(
-                relay_at,
-                vec![format!("127.0.0.1:{HTTP_PORT}")
-                    .parse::<Allow>()
-                    .map_err(|e| anyhow!("{e}"))?],
-                key.clone(),
-            );
-            relay.options = crate::harness::channel::roam_options(t.system.clone(), &[]);
+            let (mut relay, relay_at, key) = nodes::relay_to_web(t, port, HTTP_PORT)?;
             if dedup {
                 // Each relay's dd-src has the thesis's memory of its own.
-                let (regular, fb) = if feedback {
-                    (SOURCE_BYTES / 2, SOURCE_BYTES / 2)
-                } else {
-                    (SOURCE_BYTES, 0)
-                };
-                let source = Source::new(SourceConfig {
-                    regular_bytes: regular,
-                    feedback_bytes: fb,
-                    ..Default::default()
-                })
-                .map_err(|e| anyhow!("dd-src: {e}"))?;
-                let source = Arc::new(Mutex::new(source));
+                let source = nodes::source(feedback)?;
                 relay.dedup = Some(source.clone());
                 if port == CELL_RELAY_PORTS[place] {
                     cellular.push(source.clone());

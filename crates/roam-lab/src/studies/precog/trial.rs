@@ -26,11 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use roam_dedup::destination::DestinationConfig;
-use roam_dedup::source::SourceConfig;
-use roam_dedup::{Destination, Source};
-use roam_emu::SERVER_ADDR;
-use roam_net::proxy::{Allow, Key, Proxy, ProxyConfig, Relay, RelayConfig};
+use roam_dedup::Source;
+use roam_net::proxy::{Proxy, ProxyConfig, Relay};
 use roam_net::runtime::{LocalNetwork, Networks};
 use roam_precog::browser::replay::{replay_all, Outcome, ReplayConfig, SessionReport};
 use roam_precog::browser::BrowserConfig;
@@ -43,6 +40,7 @@ use crate::harness::scratch::Scratch;
 use crate::harness::service::{lock, point, start, Running};
 use crate::harness::trial::{Metric, Trial};
 use crate::servers::nginx;
+use crate::studies::dedup::nodes;
 
 /// Where nginx listens (the server namespace's loopback: only the relays reach it).
 pub const HTTP_PORT: u16 = 8080;
@@ -50,10 +48,7 @@ pub const HTTP_PORT: u16 = 8080;
 const RELAY_PORTS: [u16; 2] = [7600, 7601];
 /// The proxies (client namespace): WiFi's, cellular's.
 const SOCKS_PORTS: [u16; 2] = [1090, 1091];
-/// dd-src's memory at each relay (the thesis's ~1 MB), half regular and half feedback.
-const SOURCE_BYTES: u64 = 1 << 20;
-/// dd-dst's memory on the phone (the thesis's ~250 MB).
-const DESTINATION_BYTES: u64 = 256 << 20;
+
 /// The site's origin as the browser names it.
 pub fn base() -> String {
     format!("http://127.0.0.1:{HTTP_PORT}")
@@ -134,13 +129,7 @@ type Sources = Vec<Arc<Mutex<Source>>>;
 /// The relays and proxies: one pair per network, the proxy using only that network.
 fn data_path(t: &Trial, sys: PrecogSystem) -> Result<(Vec<Running>, Sources)> {
     let links = t.emu.links();
-    let destination = sys.dedups().then(|| {
-        Arc::new(Mutex::new(Destination::new(DestinationConfig {
-            cache_bytes: DESTINATION_BYTES,
-            feedback: true,
-            ..Default::default()
-        })))
-    });
+    let destination = sys.dedups().then(|| nodes::destination(true));
     let mut running = vec![];
     let mut sources = vec![];
     for (i, kind) in [roam_trace::LinkKind::Wifi, roam_trace::LinkKind::Cellular]
@@ -151,16 +140,7 @@ fn data_path(t: &Trial, sys: PrecogSystem) -> Result<(Vec<Running>, Sources)> {
             .iter()
             .find(|l| l.config.kind == kind)
             .ok_or_else(|| anyhow!("the scenario has no {kind:?} link"))?;
-        let key = Key::generate();
-        let relay_at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, RELAY_PORTS[i]));
-        let mut relay = RelayConfig::new(
-            relay_at,
-            vec![format!("127.0.0.1:{HTTP_PORT}")
-                .parse::<Allow>()
-                .map_err(|e| anyhow!("{e}"))?],
-            key.clone(),
-        );
-        relay.options = crate::harness::channel::roam_options(t.system.clone(), &[]);
+        let (mut relay, relay_at, key) = nodes::relay_to_web(t, RELAY_PORTS[i], HTTP_PORT)?;
         relay.zstd = false;
         let mut proxy = ProxyConfig::new(
             SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, SOCKS_PORTS[i])),
@@ -179,13 +159,7 @@ fn data_path(t: &Trial, sys: PrecogSystem) -> Result<(Vec<Running>, Sources)> {
             kind: kind_of,
         }]);
         if let Some(dst) = &destination {
-            let source = Source::new(SourceConfig {
-                regular_bytes: SOURCE_BYTES / 2,
-                feedback_bytes: SOURCE_BYTES / 2,
-                ..Default::default()
-            })
-            .map_err(|e| anyhow!("dd-src: {e}"))?;
-            let source = Arc::new(Mutex::new(source));
+            let source = nodes::source(true)?;
             relay.dedup = Some(source.clone());
             sources.push(source);
             proxy.dedup = Some(dst.clone());
