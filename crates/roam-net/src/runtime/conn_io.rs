@@ -275,8 +275,10 @@ pub(super) async fn writer(
         let mut parts: Vec<Bytes> = Vec::new();
         let mut total = 0;
         // How long to sleep unless woken: while the anticipatory cap holds background data
-        // back, until enough of it should have drained (`Session::background_recheck`).
-        let mut pause = Duration::from_millis(200);
+        // back, until enough of it should have drained (`Session::background_recheck`);
+        // otherwise a second, a safety net only (every change of the session wakes the
+        // writers, `Shared::after`; an idle session's writer should not wake more often).
+        let mut pause = ticker::IDLE_TICK;
         let finished;
         {
             let kernel = sh.kernel_state(fd, network.as_deref());

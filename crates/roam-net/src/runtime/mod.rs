@@ -141,6 +141,8 @@ pub(crate) struct Shared {
     last_open_error: Mutex<Option<String>>,
     /// Client: the listener per local network for connections the server opens.
     listeners: Mutex<HashMap<NetId, tokio::task::AbortHandle>>,
+    /// The timer task's idle state ([`ticker::Ticker`]).
+    ticker: Arc<ticker::Ticker>,
 }
 
 impl Drop for Shared {
@@ -248,6 +250,7 @@ impl Shared {
             options,
             last_open_error: Mutex::new(None),
             listeners: Mutex::new(HashMap::new()),
+            ticker: Arc::default(),
         })
     }
 
@@ -283,6 +286,9 @@ impl Shared {
 
     /// Act on the session's events, then wake writers and application waiters.
     fn after(self: &Arc<Self>, s: &mut Session) {
+        if !s.is_quiet() {
+            self.ticker.busy();
+        }
         while let Some(ev) = s.poll_event() {
             match ev {
                 Event::OpenConnection { net } => {

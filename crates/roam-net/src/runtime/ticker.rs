@@ -1,20 +1,71 @@
 //! The timer task of a multi-socket: the session's timeouts, TCP_INFO readings for its passive
-//! estimates (`Session::tcp_sample` turns them into throughput samples), and publication of each network's queue and estimates in shared memory.
+//! estimates (`Session::tcp_sample` turns them into throughput samples), and publication of
+//! each network's queue and estimates in shared memory.
+//!
+//! **Idle sessions tick once a second.** A relay holds many sessions, most of them idle; a
+//! tick every 100 ms for each (and the writer it wakes) cost an idle session about ten wake-ups
+//! a second (`roam bench net --sessions`, issue 48). While the session is quiet (nothing
+//! unacknowledged, nothing deferred or in doubt: `Session::is_quiet`), the ticker sleeps
+//! until the session's next deadline (`Session::poll_timeout`: probes, reconnects,
+//! handshakes, failure) or [`IDLE_TICK`], whichever is first, and readings go at that pace:
+//! there is nothing in flight to sample. The first change that ends the quiet wakes it at
+//! once (`Shared::after`, [`Ticker::busy`]), so a transfer is sampled from its start every
+//! [`TICK`].
 
 use super::*;
+
+/// The tick while the session is not quiet: TCP_INFO readings and timeouts.
+pub(super) const TICK: Duration = Duration::from_millis(100);
+
+/// The longest an idle session's ticker sleeps.
+pub(super) const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// What the ticker shares with the rest of the multi-socket.
+#[derive(Default)]
+pub(super) struct Ticker {
+    /// The ticker sleeps its idle sleep.
+    idle: AtomicBool,
+    /// Wakes an idle ticker.
+    wake: Notify,
+}
+
+impl Ticker {
+    /// The session is no longer quiet: an idle ticker wakes now.
+    pub(super) fn busy(&self) {
+        if self.idle.load(Ordering::Relaxed) {
+            self.idle.store(false, Ordering::Relaxed);
+            self.wake.notify_one();
+        }
+    }
+}
 
 /// The timer task: session timeouts, TCP_INFO samples, shared-memory publication.
 pub(super) async fn ticker(weak: Weak<Shared>) {
     let mut last_info = Time::ZERO;
     loop {
         let Some(sh) = weak.upgrade() else { return };
-        let deadline = sh.session().poll_timeout();
+        let (deadline, idle) = {
+            let s = sh.session();
+            (s.poll_timeout(), s.is_quiet())
+        };
         let now = sh.now();
+        let most = if idle { IDLE_TICK } else { TICK };
         let wait = deadline
-            .map_or(Duration::from_millis(100), |d| d.saturating_since(now))
-            .min(Duration::from_millis(100));
+            .map_or(most, |d| d.saturating_since(now))
+            .min(most)
+            .max(Duration::from_millis(1));
+        let ticker = sh.ticker.clone();
         drop(sh);
-        tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+        if idle {
+            ticker.idle.store(true, Ordering::Relaxed);
+            tokio::select! {
+                _ = ticker.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+            ticker.idle.store(false, Ordering::Relaxed);
+        } else {
+            tokio::time::sleep(wait).await;
+        }
         let Some(sh) = weak.upgrade() else { return };
         let now = sh.now();
         type Row = (
@@ -36,7 +87,7 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
             })
             .collect();
         let mut s = sh.session();
-        if now.saturating_since(last_info) >= Duration::from_millis(100) {
+        if now.saturating_since(last_info) >= TICK {
             last_info = now;
             // This multi-socket's last foreground activity, as wall-clock milliseconds.
             let wall_ms = shm::now_ms();
