@@ -46,6 +46,8 @@ pub(super) async fn reader(
 ) {
     let _slot = slot;
     let mut spare = Spares::for_window(sh.options.config.window);
+    // The decoder's first buffer is small ([`make_room`]).
+    let mut small = true;
     loop {
         // Frames already buffered (the listener may have read past the first frame).
         {
@@ -85,16 +87,24 @@ pub(super) async fn reader(
         }
         let missing = dec.missing();
         let buf = dec.buffer_mut();
-        make_room(buf, &mut spare, missing);
+        make_room(buf, &mut spare, missing, &mut small);
         let limit = read_limit(buf.capacity() - buf.len(), missing);
+        let watch_idle = spare.len() > IDLE_SPARES || !small;
         let mut into = buf.limit(limit);
         let read = rd.read_buf(&mut into);
-        let read = if spare.len() > IDLE_SPARES {
+        let read = if watch_idle {
             // `read_buf` is cancel-safe: on timeout nothing was read.
             match tokio::time::timeout(SPARE_IDLE, read).await {
                 Ok(r) => r,
                 Err(_) => {
                     spare.trim(IDLE_SPARES);
+                    let buf = dec.buffer_mut();
+                    if buf.is_empty() {
+                        // Nothing of a frame held: start again small ([`IDLE_BUFFER`]).
+                        *buf = BytesMut::with_capacity(IDLE_BUFFER);
+                        small = true;
+                        spare.trim(0);
+                    }
                     continue;
                 }
             }
@@ -176,6 +186,17 @@ pub(super) const SPARE_IDLE: Duration = Duration::from_secs(1);
 /// Spare buffers a reader keeps while its reads are idle.
 pub(super) const IDLE_SPARES: usize = 1;
 
+/// An idle reader's buffer. A reader whose reads have been idle [`SPARE_IDLE`] with nothing
+/// of a frame in its buffer lets the buffer and its spares go and starts again from one this
+/// small; reads fill it until it is full or a frame does not fit ([`make_room`]), and only then
+/// does the reader move to a full [`BUFFER`]. Without this, an idle connection's probes
+/// (`Config::probe_interval`) walked through its 1 MiB buffer and left every page they touched
+/// resident: 92 KiB per idle session on opening, 1.2 MiB after minutes (`roam bench net
+/// --sessions`, issue 48). The cost: a burst after an idle second starts in a fresh buffer
+/// (a page fault per 4 KiB it fills), and the first read's bytes, at most this many, are
+/// copied once into the full buffer.
+pub(super) const IDLE_BUFFER: usize = 16 * 1024;
+
 impl Spares {
     /// Spares for a receive window of `window` bytes.
     pub(super) fn for_window(window: u64) -> Spares {
@@ -225,17 +246,26 @@ impl Spares {
 /// fit (see `read_limit`), or when the partial frame at the front (`missing` bytes short) does
 /// not fit, copying what has arrived of it. Returns how many bytes it carried over (copied, at
 /// most).
-pub(super) fn make_room(buf: &mut BytesMut, spare: &mut Spares, missing: Option<usize>) -> usize {
+///
+/// `small` says that `buf` is a small buffer (an idle reader's, [`IDLE_BUFFER`], or the
+/// decoder's first): it is read into while it has room, and once it is left it is not kept
+/// as a spare; `make_room` clears it when it moves to a full buffer.
+pub(super) fn make_room(
+    buf: &mut BytesMut,
+    spare: &mut Spares,
+    missing: Option<usize>,
+    small: &mut bool,
+) -> usize {
     let room = buf.capacity() - buf.len();
     let enough = match missing {
         Some(m) if m > 0 => m <= room,
-        _ => room >= 2 * LARGE_FRAME,
+        _ => room >= 2 * LARGE_FRAME || (*small && room > 0),
     };
     if enough {
         return 0;
     }
     let carried = buf.len();
-    if buf.try_reclaim(BUFFER) {
+    if !*small && buf.try_reclaim(BUFFER) {
         return carried;
     }
     let want = BUFFER + buf.len();
@@ -245,7 +275,9 @@ pub(super) fn make_room(buf: &mut BytesMut, spare: &mut Spares, missing: Option<
     });
     next.extend_from_slice(buf);
     let old = std::mem::replace(buf, next);
-    spare.keep(old);
+    if !std::mem::replace(small, false) {
+        spare.keep(old);
+    }
     carried
 }
 
@@ -418,18 +450,18 @@ mod tests {
         let mut spare = Spares::for_window(16 << 20);
         let mut buf = BytesMut::with_capacity(64 * 1024); // as the decoder starts
         let _ = fill(&mut buf, 10);
-        assert_eq!(make_room(&mut buf, &mut spare, Some(BUFFER)), 10);
+        assert_eq!(make_room(&mut buf, &mut spare, Some(BUFFER), &mut true), 10);
         let first = buf.as_ptr();
         assert!(buf.capacity() >= BUFFER);
         let chunk1 = fill(&mut buf, 10);
         // The chunk is still held: a second buffer, with the partial frame carried over.
-        make_room(&mut buf, &mut spare, Some(LARGE_FRAME));
+        make_room(&mut buf, &mut spare, Some(LARGE_FRAME), &mut false);
         assert_ne!(buf.as_ptr(), first);
         assert_eq!(&buf[..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         drop(chunk1);
         let _chunk2 = fill(&mut buf, 10);
         // The first buffer's chunk was consumed: its memory is used again.
-        make_room(&mut buf, &mut spare, Some(LARGE_FRAME));
+        make_room(&mut buf, &mut spare, Some(LARGE_FRAME), &mut false);
         assert_eq!(buf.as_ptr(), first);
         assert_eq!(&buf[..], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         assert!(buf.capacity() - buf.len() >= LARGE_FRAME);
@@ -449,7 +481,7 @@ mod tests {
             if held.len() > 10 {
                 held.pop_front(); // the application lags ten buffers (10 MiB) behind
             }
-            make_room(&mut buf, &mut spare, Some(LARGE_FRAME));
+            make_room(&mut buf, &mut spare, Some(LARGE_FRAME), &mut false);
             if i == 20 {
                 warm = spare.allocated;
             }
@@ -494,7 +526,7 @@ mod tests {
             let missing = dec.missing();
             let buf = dec.buffer_mut();
             let before = buf.as_ptr();
-            copied += make_room(buf, &mut spare, missing);
+            copied += make_room(buf, &mut spare, missing, &mut false);
             if buf.as_ptr() != before {
                 buffers += 1;
             }
@@ -524,5 +556,31 @@ mod tests {
             buffers <= frames / 3 + 1,
             "{buffers} buffers for {frames} frames"
         );
+    }
+
+    /// Issue 48: an idle reader's small buffer is read into while it has room; when a frame
+    /// does not fit, the reader moves to a full buffer (copying what arrived of the frame),
+    /// and the small one is not kept as a spare.
+    #[test]
+    fn a_small_buffer_is_read_into_until_a_frame_does_not_fit() {
+        let mut spare = Spares::for_window(16 << 20);
+        let mut buf = BytesMut::with_capacity(IDLE_BUFFER);
+        let mut small = true;
+        // Probes and their echoes fit: no move.
+        assert_eq!(make_room(&mut buf, &mut spare, None, &mut small), 0);
+        assert!(small && buf.capacity() == IDLE_BUFFER);
+        let probes = IDLE_BUFFER - 4 * 1024;
+        buf.put_slice(&vec![7; probes]);
+        let _probes = buf.split_to(probes).freeze();
+        // 4 KiB of room left: still read into, and a frame's first 4 KiB arrive.
+        assert_eq!(make_room(&mut buf, &mut spare, None, &mut small), 0);
+        buf.put_slice(&[8; 4 * 1024]);
+        // The frame lacks 8 KiB more: a full buffer, those 4 KiB carried over.
+        assert_eq!(
+            make_room(&mut buf, &mut spare, Some(8 * 1024), &mut small),
+            4 * 1024
+        );
+        assert!(!small && buf.capacity() >= BUFFER);
+        assert_eq!(spare.len(), 0, "the small buffer was kept as a spare");
     }
 }
