@@ -525,6 +525,20 @@ fn fetch_asking(proxy: SocketAddr, dest: SocketAddr, request: &[u8]) -> Vec<u8> 
     got
 }
 
+/// A relay with dedup on loopback whose dd-src is its own, and that dd-src (to read what it
+/// found).
+fn relay_and_source() -> (Running, Arc<Mutex<roam_dedup::Source>>) {
+    let src = Arc::new(Mutex::new(
+        roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap(),
+    ));
+    let inner = src.clone();
+    let relay = relay_with(&["127.0.0.0/8"], move |c| {
+        c.options = lo();
+        c.dedup = Some(inner);
+    });
+    (relay, src)
+}
+
 /// A relay with dedup on loopback, and a phone's cache for proxies to it.
 fn dedup_ends() -> (Running, Arc<Mutex<roam_dedup::Destination>>) {
     let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
@@ -714,20 +728,7 @@ fn new_connections_go_to_the_relay_of_the_preferred_network_and_feedback_follows
     second.extend_from_slice(&first);
     let (t1, t2) = (serving(first.clone()), serving(second.clone()));
     let (echo, _, _) = target();
-    let source = || {
-        Arc::new(Mutex::new(
-            roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap(),
-        ))
-    };
-    let (src_w, src_c) = (source(), source());
-    let relay = |src: &Arc<Mutex<roam_dedup::Source>>| {
-        let src = src.clone();
-        relay_with(&["127.0.0.0/8"], move |c| {
-            c.options = lo();
-            c.dedup = Some(src);
-        })
-    };
-    let (w, c) = (relay(&src_w), relay(&src_c));
+    let ((w, src_w), (c, src_c)) = (relay_and_source(), relay_and_source());
     let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
         roam_dedup::destination::DestinationConfig::default(),
     )));
@@ -801,20 +802,7 @@ fn read_again_through_another_relay(
 ) -> (roam_dedup::source::SourceStats, usize) {
     let page = prose(len, 461);
     let target = answering(page.clone());
-    let source = || {
-        Arc::new(Mutex::new(
-            roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap(),
-        ))
-    };
-    let (src_a, src_b) = (source(), source());
-    let relay = |src: &Arc<Mutex<roam_dedup::Source>>| {
-        let src = src.clone();
-        relay_with(&["127.0.0.0/8"], move |c| {
-            c.options = lo();
-            c.dedup = Some(src);
-        })
-    };
-    let (a, b) = (relay(&src_a), relay(&src_b));
+    let ((a, _), (b, src_b)) = (relay_and_source(), relay_and_source());
     let mut cfg = roam_dedup::destination::DestinationConfig::default();
     cfg.select.max_lead = max_lead;
     cfg.select.hint_names = hint_names;
