@@ -844,11 +844,16 @@ fn a_page_read_again_through_a_relay_that_never_saw_it_is_found_by_feedback() {
     let max_lead = roam_dedup::destination::select::SelectConfig::default().max_lead;
     // Without hints at the request, which would name the page before it is sent.
     let (at_b, len) = read_again_through_another_relay(400_000, max_lead, 0);
-    let share = at_b.feedback_hit_bytes as f64 / len as f64;
+    found_by_feedback_at_least(&at_b, len, 0.6);
+}
+
+/// Assert that `at` found at least `share` of a page of `len` bytes by feedback.
+fn found_by_feedback_at_least(at: &roam_dedup::source::SourceStats, len: usize, share: f64) {
+    let found = at.feedback_hit_bytes as f64 / len as f64;
     assert!(
-        share >= 0.6,
-        "B found {:.0}% of the page by feedback: {at_b:?}",
-        share * 100.0
+        found >= share,
+        "B found {:.0}% of the page by feedback: {at:?}",
+        found * 100.0
     );
 }
 
@@ -860,12 +865,7 @@ fn a_page_read_again_through_a_relay_that_never_saw_it_is_found_by_feedback() {
 #[test]
 fn the_phone_advertises_past_what_the_relay_has_already_encoded() {
     let (at_b, len) = read_again_through_another_relay(400_000, 24, 0);
-    let share = at_b.feedback_hit_bytes as f64 / len as f64;
-    assert!(
-        share >= 0.5,
-        "B found {:.0}% of the page by feedback: {at_b:?}",
-        share * 100.0
-    );
+    found_by_feedback_at_least(&at_b, len, 0.5);
 }
 
 /// Issue 46, beyond the thesis: a page of 20 kB, shorter than the relay's lead, is encoded
@@ -876,12 +876,7 @@ fn the_phone_advertises_past_what_the_relay_has_already_encoded() {
 fn a_short_page_asked_for_again_is_found_by_the_hint_at_its_request() {
     let hints = roam_dedup::destination::select::SelectConfig::default();
     let (with, len) = read_again_through_another_relay(20_000, hints.max_lead, hints.hint_names);
-    let share = with.feedback_hit_bytes as f64 / len as f64;
-    assert!(
-        share >= 0.8,
-        "B found {:.0}% by feedback: {with:?}",
-        share * 100.0
-    );
+    found_by_feedback_at_least(&with, len, 0.8);
     let (without, _) = read_again_through_another_relay(20_000, hints.max_lead, 0);
     assert!(
         without.feedback_hit_bytes < with.feedback_hit_bytes / 2,
