@@ -32,8 +32,9 @@ pub(super) struct Ticker {
 impl Ticker {
     /// The session is no longer quiet: an idle ticker wakes now.
     pub(super) fn busy(&self) {
-        if self.idle.load(Ordering::Relaxed) {
-            self.idle.store(false, Ordering::Relaxed);
+        // A load first: on a busy session's data path this is a read of a shared line, not
+        // a write to it.
+        if self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst) {
             self.wake.notify_one();
         }
     }
@@ -44,25 +45,32 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
     let mut last_info = Time::ZERO;
     loop {
         let Some(sh) = weak.upgrade() else { return };
+        let ticker = sh.ticker.clone();
+        // Idle is announced before the session is looked at: a change made after the look
+        // (under the session's lock, as every `Shared::after` is) then finds it set and wakes
+        // the ticker, and one made before it shows in the look.
+        ticker.idle.store(true, Ordering::SeqCst);
         let (deadline, idle) = {
             let s = sh.session();
             (s.poll_timeout(), s.is_quiet())
         };
+        if !idle {
+            ticker.idle.store(false, Ordering::SeqCst);
+        }
         let now = sh.now();
         let most = if idle { IDLE_TICK } else { TICK };
         let wait = deadline
             .map_or(most, |d| d.saturating_since(now))
             .min(most)
             .max(Duration::from_millis(1));
-        let ticker = sh.ticker.clone();
         drop(sh);
         if idle {
-            ticker.idle.store(true, Ordering::Relaxed);
+            // A wake-up left over from a change the look already saw ends one sleep early.
             tokio::select! {
                 _ = ticker.wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
             }
-            ticker.idle.store(false, Ordering::Relaxed);
+            ticker.idle.store(false, Ordering::SeqCst);
         } else {
             tokio::time::sleep(wait).await;
         }
