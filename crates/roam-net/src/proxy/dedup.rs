@@ -57,7 +57,6 @@ use roam_dedup::{Destination, Source};
 use super::carry::{lock, Codec};
 use super::Error;
 use crate::runtime::blocking::MultiSocket;
-use crate::runtime::NetworkView;
 
 /// The feature word asking for and accepting dedup ([`super::features`]).
 pub const WORD: &str = "dedup";
@@ -248,7 +247,7 @@ impl ProxyEnd {
     }
 
     /// The flow's δ follows `ms`'s estimates: set now, and again at most every
-    /// [`DELTA_EVERY`] as records arrive ([`delta_bytes`]).
+    /// [`DELTA_EVERY`] as records arrive ([`ProxyEnd::follow_links`]).
     pub(super) fn with_links(mut self, ms: &MultiSocket) -> ProxyEnd {
         self.links = Some((ms.watcher(), Mutex::new(None)));
         self.follow_links(Instant::now());
@@ -257,6 +256,28 @@ impl ProxyEnd {
 
     /// Set the flow's δ from the multi-socket's estimates, if [`DELTA_EVERY`] has passed since
     /// it last was.
+    ///
+    /// δ, in bytes of the stream, is how far past the phone the relay's source may have encoded
+    /// when an advertisement reaches it: chunks feedback can no longer replace.
+    ///
+    /// The thesis (§4.3.4, Algorithm 7) counts what dd-src sends while the advertisement travels
+    /// up, `down x (message / up + delay)` ([`Destination::set_rates`]): its dd-src sends each
+    /// chunk as it encodes it, at the link's rate. The relay instead encodes ahead of the link, as
+    /// far as its pacing lets it: within its lead of what the phone has acknowledged, both on the
+    /// multi-socket and of the stream ([`super::carry`]'s `pace`, [`Codec::ahead`]). The phone
+    /// sends its acknowledgement beside each advertisement, so the source cannot pass the bound
+    /// before the advertisement arrives, however long it travels: when it arrives the source has
+    /// encoded at most the lead, plus the read it made after last looking, past where the phone
+    /// was ([`super::carry::held`]; and the last chunk of the read before, which its chunking
+    /// held back until more came, under 2 KiB: not counted). The links enter through the lead,
+    /// twice the networks' bandwidth-delay products (down rate x round trip), from the same
+    /// estimates the relay paces by: the phone's own of the same networks (the relay's start
+    /// from what the phone reports and from what each end remembers of the path, then follow its
+    /// own samples).
+    ///
+    /// A page shorter than that is encoded whole before the phone has seen its first segment:
+    /// its advertisements start past its end, and feedback finds nothing in it, as it could not
+    /// in time anyway.
     fn follow_links(&self, now: Instant) {
         let Some((ms, last)) = &self.links else {
             return;
@@ -269,7 +290,7 @@ impl ProxyEnd {
             *last = Some(now);
         }
         // The estimates first: the multi-socket's locks are never taken under the cache's.
-        let bytes = delta_bytes(&ms.estimates());
+        let bytes = super::carry::held(&ms.estimates());
         let mut dst = lock(&self.destination);
         // Bytes per name as the cache has learned them (FastCDC's chunks average about 310
         // bytes on text), the chunking's nominal average until then.
@@ -281,37 +302,14 @@ impl ProxyEnd {
     }
 }
 
-/// The thesis's δ for a connection over networks estimated as `estimates`, in bytes of the
-/// stream: how far past the phone the relay's source may have encoded when an advertisement
-/// reaches it, whose chunks feedback can no longer replace.
-///
-/// The thesis (§4.3.4, Algorithm 7) counts what dd-src sends while the advertisement travels
-/// up, `down x (message / up + delay)` ([`Destination::set_rates`]): its dd-src sends each
-/// chunk as it encodes it, at the link's rate. The relay instead encodes ahead of the link, as
-/// far as its pacing lets it: within its lead of what the phone has acknowledged, both on the
-/// multi-socket and of the stream ([`super::carry`]'s `pace`, [`Codec::ahead`]). The phone
-/// sends its acknowledgement beside each advertisement, so the source cannot pass the bound
-/// before the advertisement arrives, however long it travels: when it arrives the source has
-/// encoded at most the lead, plus the read it made after last looking, past where the phone
-/// was ([`super::carry::held`]; and the last chunk of the read before, which its chunking
-/// held back until more came, under 2 KiB: not counted). The links enter through the lead,
-/// twice the networks' bandwidth-delay products (down rate x round trip), from the same
-/// estimates the relay paces by: the phone's own of the same networks (the relay's start
-/// from what the phone reports and from what each end remembers of the path, then follow its
-/// own samples).
-///
-/// A page shorter than that is encoded whole before the phone has seen its first segment:
-/// its advertisements start past its end, and feedback finds nothing in it, as it could not
-/// in time anyway.
-pub(super) fn delta_bytes(estimates: &[NetworkView]) -> u64 {
-    super::carry::held(estimates)
-}
-
 impl Codec for ProxyEnd {
     /// The program's bytes, each IROB behind its tag; in front of the first, the phone's
     /// feedback for the response it asks for ([`Destination::request`]).
     fn outgoing(&self, data: &[u8], _more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
-        if !data.is_empty() && !self.requested.swap(true, Ordering::Relaxed) {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if !self.requested.swap(true, Ordering::Relaxed) {
             let mut up = vec![TAG_DEDUP];
             {
                 let mut dst = lock(&self.destination);
@@ -323,12 +321,10 @@ impl Codec for ProxyEnd {
                 send.push(up);
             }
         }
-        if !data.is_empty() {
-            let mut b = Vec::with_capacity(data.len() + 1);
-            b.push(TAG_DATA);
-            b.extend_from_slice(data);
-            send.push(b);
-        }
+        let mut b = Vec::with_capacity(data.len() + 1);
+        b.push(TAG_DATA);
+        b.extend_from_slice(data);
+        send.push(b);
         Ok(())
     }
 

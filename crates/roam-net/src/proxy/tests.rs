@@ -472,47 +472,42 @@ fn one_source_cannot_take_every_slot_of_the_proxy() {
     }
 }
 
-/// A TCP server on loopback that sends `body` to every connection and closes it.
-fn serving(body: Vec<u8>) -> SocketAddr {
+/// A TCP server on loopback that runs `each` on every connection, in a thread of its own.
+fn listening(each: impl Fn(std::net::TcpStream) + Clone + Send + 'static) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
-    let body = Arc::new(body);
     std::thread::spawn(move || {
         for s in l.incoming().flatten() {
-            let body = body.clone();
-            std::thread::spawn(move || {
-                let mut s = s;
-                let _ = s.write_all(&body);
-            });
+            let each = each.clone();
+            std::thread::spawn(move || each(s));
         }
     });
     addr
 }
 
+/// A TCP server on loopback that sends `body` to every connection and closes it.
+fn serving(body: Vec<u8>) -> SocketAddr {
+    let body = Arc::new(body);
+    listening(move |mut s| {
+        let _ = s.write_all(&body);
+    })
+}
+
 /// A target that answers each connection's request (its bytes up to a blank line) with
 /// `body`, then closes.
 fn answering(body: Vec<u8>) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
     let body = Arc::new(body);
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let body = body.clone();
-            std::thread::spawn(move || {
-                let mut s = s;
-                let mut req = Vec::new();
-                let mut b = [0u8; 512];
-                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut b) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => req.extend_from_slice(&b[..n]),
-                    }
-                }
-                let _ = s.write_all(&body);
-            });
+    listening(move |mut s| {
+        let mut req = Vec::new();
+        let mut b = [0u8; 512];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut b) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => req.extend_from_slice(&b[..n]),
+            }
         }
-    });
-    addr
+        let _ = s.write_all(&body);
+    })
 }
 
 /// Ask `dest` through `proxy` with `request`, and read to the end.
