@@ -308,12 +308,9 @@ impl Destination {
         };
         let names = hint::names(&self.store, first, max, known);
         self.stats.hint_names += names.len() as u64;
-        self.stats.feedback_names += names.len() as u64;
-        let before = f.upstream.len();
         for msg in names.chunks(self.cfg.select.per_message.max(1)) {
-            Upstream::Advertise(msg.to_vec()).encode(&mut f.upstream);
+            queue_advertisement(&mut self.stats, &mut f.upstream, msg.to_vec());
         }
-        self.stats.feedback_bytes += (f.upstream.len() - before) as u64;
         Ok(())
     }
 
@@ -616,10 +613,7 @@ impl Destination {
             .matching
             .advertise(&self.store, best, delta, known, &self.cfg.select);
         if !adv.is_empty() {
-            let before = f.upstream.len();
-            self.stats.feedback_names += adv.len() as u64;
-            Upstream::Advertise(adv).encode(&mut f.upstream);
-            self.stats.feedback_bytes += (f.upstream.len() - before) as u64;
+            queue_advertisement(&mut self.stats, &mut f.upstream, adv);
         }
     }
 
@@ -638,6 +632,14 @@ impl Destination {
         }
         Ok(())
     }
+}
+
+/// Queue one advertisement of `names` for the source, counting it.
+fn queue_advertisement(stats: &mut DestinationStats, upstream: &mut Vec<u8>, names: Vec<Name>) {
+    let before = upstream.len();
+    stats.feedback_names += names.len() as u64;
+    Upstream::Advertise(names).encode(upstream);
+    stats.feedback_bytes += (upstream.len() - before) as u64;
 }
 
 /// How many names `bytes` of a stream hold, chunks averaging `mean_chunk` bytes, rounded up
