@@ -431,3 +431,60 @@ fn imp_news_reads_its_articles_from_a_real_nginx() {
         }
     }
 }
+
+/// The dedup lab's mail corpus on the real servers: Dovecot serves the first half from its
+/// start and the second once delivered, each message under the UID of its place, and the
+/// bytes curl's trace gives back are the server's whole side of the connection, the message
+/// inside it as delivered.
+#[test]
+fn the_dedup_lab_s_mail_is_served_by_uid_and_read_back_whole_from_curl_s_trace() {
+    use roam_lab::studies::dedup::{fetch, mail as list};
+    if !roam_emu::sys::is_root() {
+        eprintln!("skipped: Dovecot's IMAP port (143) needs root");
+        return;
+    }
+    if dovecot::binary().is_none() {
+        eprintln!("skipped: Dovecot is not installed (apt-get install -y dovecot-imapd)");
+        return;
+    }
+    let articles: Vec<(String, String)> = (0..12)
+        .map(|i| {
+            let p = format!(
+                "Article {i} says that a vacuum reclaims the storage that dead tuples \
+                 occupy and makes it available for reuse by the same table."
+            );
+            (
+                format!("A{i}"),
+                format!("{p}\n\n{p} Again.\n\n{p} Once more."),
+            )
+        })
+        .collect();
+    let files = vec![("page.html".to_string(), vec![b'<'; 3000])];
+    let mb = list::mailbox(&articles, &files, 5, 4).unwrap();
+    let bytes: Vec<Vec<u8>> = mb.messages.iter().map(|m| m.bytes.clone()).collect();
+    let d = dovecot::Dovecot::with_messages(&bytes[..mb.before]).unwrap();
+    let url = |uid: usize| {
+        format!(
+            "imap://{}:{}@127.0.0.1:{}/INBOX;UID={uid}",
+            dovecot::USER.0,
+            dovecot::USER.1,
+            dovecot::IMAP_PORT
+        )
+    };
+    assert!(fetch::fetch(&url(mb.before + 1), None).0.is_err());
+    d.deliver(mb.before, &bytes[mb.before..]).unwrap();
+    for (i, want) in bytes.iter().enumerate() {
+        let got = fetch::fetch(&url(i + 1), None)
+            .0
+            .unwrap_or_else(|e| panic!("message {}: {e:#}", i + 1));
+        assert_eq!(got.body(), want.as_slice(), "message {}", i + 1);
+        let wire = String::from_utf8_lossy(&got.wire);
+        assert!(wire.starts_with("* OK "), "{wire}");
+        assert!(wire.contains(&String::from_utf8_lossy(want).into_owned()));
+        assert!(
+            got.wire.len() > want.len() + 300,
+            "{} bytes",
+            got.wire.len()
+        );
+    }
+}

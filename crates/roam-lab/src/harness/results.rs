@@ -223,13 +223,24 @@ impl Invocation {
     }
 }
 
-/// The time now in UTC, `YYYY-MM-DDTHH:MM:SSZ` (days to a civil date: Howard Hinnant's
-/// `civil_from_days`).
+/// The time now in UTC, `YYYY-MM-DDTHH:MM:SSZ`.
 fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The civil date (year, month 1-12, day 1-31) `days` after 1970-01-01: Howard Hinnant's
+/// `civil_from_days`.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -238,13 +249,7 @@ fn utc_now() -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    (yoe + era * 400 + i64::from(m <= 2), m as u32, d as u32)
 }
 
 fn development_seeds() -> u64 {

@@ -32,6 +32,11 @@ pub const IMAP_PORT: u16 = 143;
 /// The mail user's login and password.
 pub const USER: (&str, &str) = ("roam", "roam-lab");
 
+/// Dovecot's Debian version (of `dovecot-imapd`), as dpkg knows it.
+pub fn version() -> String {
+    super::package_version(crate::harness::setup::DOVECOT.package)
+}
+
 /// Where Dovecot is installed, if it is.
 pub fn binary() -> Option<PathBuf> {
     crate::harness::setup::DOVECOT
@@ -95,6 +100,18 @@ impl Dovecot {
     /// Write the mailbox for `seed` and start Dovecot; call from inside the namespace it
     /// should serve. Returns once it accepts IMAP connections on 127.0.0.1.
     pub fn start(seed: u64) -> Result<Dovecot> {
+        let messages: Vec<Vec<u8>> = message_sizes(seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, size)| message(i + 1, size))
+            .collect();
+        Dovecot::with_messages(&messages)
+    }
+
+    /// Start Dovecot with `messages` in the mailbox, UIDs 1, 2, ... in their order (RFC 5322,
+    /// CRLF line ends: IMAP serves them as they are); call from inside the namespace it should
+    /// serve. Returns once it accepts IMAP connections on 127.0.0.1.
+    pub fn with_messages(messages: &[Vec<u8>]) -> Result<Dovecot> {
         let bin = binary().ok_or_else(|| {
             anyhow!("Dovecot is not installed (apt-get install -y dovecot-imapd)")
         })?;
@@ -106,11 +123,10 @@ impl Dovecot {
         }
         // Mail processes run as `nobody`; the directory must be reachable by it.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
-        for (i, size) in message_sizes(seed).into_iter().enumerate() {
+        for (i, m) in messages.iter().enumerate() {
             // Dovecot assigns UIDs in file-name order for new files.
-            let p = maildir.join("cur").join(format!("{:03}.lab:2,S", i + 1));
-            std::fs::write(&p, message(i + 1, size))
-                .with_context(|| format!("writing {}", p.display()))?;
+            let p = maildir.join("cur").join(format!("{:05}.lab:2,S", i + 1));
+            std::fs::write(&p, m).with_context(|| format!("writing {}", p.display()))?;
         }
         let (uid, gid) = nobody()?;
         for entry in walk(&maildir)? {
@@ -159,6 +175,27 @@ impl Dovecot {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(Dovecot { child, dir })
+    }
+
+    /// Deliver `messages` as new mail, numbered on from `delivered` (the messages the mailbox
+    /// had): they take the next UIDs in their order at the client's next look.
+    pub fn deliver(&self, delivered: usize, messages: &[Vec<u8>]) -> Result<()> {
+        let maildir = self.dir.join("Maildir");
+        let (uid, gid) = nobody()?;
+        for (i, m) in messages.iter().enumerate() {
+            // Written in tmp/ and moved to new/, as a delivery agent does (Maildir's rule:
+            // a reader never sees half a message).
+            let name = format!("{:05}.lab", delivered + i + 1);
+            let (tmp, new) = (
+                maildir.join("tmp").join(&name),
+                maildir.join("new").join(&name),
+            );
+            std::fs::write(&tmp, m).with_context(|| format!("writing {}", tmp.display()))?;
+            std::os::unix::fs::chown(&tmp, Some(uid), Some(gid))
+                .with_context(|| format!("chown {}", tmp.display()))?;
+            std::fs::rename(&tmp, &new).with_context(|| format!("delivering {}", new.display()))?;
+        }
+        Ok(())
     }
 
     /// The last lines of Dovecot's log (for error messages).

@@ -60,14 +60,7 @@ pub const PHP_SQLITE: Need = Need {
 
 /// MediaWiki's Debian version, as dpkg knows it ("unknown" if it does not).
 pub fn version() -> String {
-    Command::new("dpkg-query")
-        .args(["-W", "-f", "${Version}", "mediawiki"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "unknown".into())
+    super::package_version("mediawiki")
 }
 
 /// The wiki's administrator (the user the imports and edits are made as).

@@ -8,7 +8,7 @@ pub mod mediawiki;
 pub mod nginx;
 pub mod speech;
 
-use std::process::Child;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Stop a server that has processes of its own (Dovecot's login and mail processes,
@@ -25,4 +25,17 @@ pub fn terminate(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The Debian version of `package`, as dpkg knows it ("unknown" if it does not): what a
+/// report names its servers by.
+pub fn package_version(package: &str) -> String {
+    Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", package])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }

@@ -21,7 +21,8 @@
 //! static pages, read before and after the site's upgrade; `wiki` ([`wiki`]), the same
 //! manual's pages as the articles of a real MediaWiki, read before and after a week of edits;
 //! `news` ([`news`]), Precog's browsing: the Precog lab's news site read by its boxes, six
-//! hours apart. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
+//! hours apart; `mail` ([`mail`]), a technical mailing list's traffic in Dovecot, read over
+//! IMAP, whose replies carry what they answer. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
 //! move between WiFi and cellular) at 0% and 1% loss (`+loss=1%`).
 //!
 //! A relay per network (the thesis's multi-homed case): in the other systems one relay per
@@ -30,10 +31,10 @@
 //! place's proxy sends each new connection to the relay of the network roam would use then
 //! (`ProxyConfig::per_network`, `roam net proxy --network-relay`). It is not among the systems
 //! run by default: `--systems ac,ac-multi`.
-//!
-//! What is not built yet (issue 46): a Dovecot corpus.
 
 pub mod corpus;
+pub mod fetch;
+pub mod mail;
 pub mod news;
 pub mod nodes;
 pub mod trial;
@@ -49,7 +50,7 @@ use crate::harness::matrix;
 use crate::harness::plan::{App, Plan};
 use crate::harness::results::{written_by, Measured};
 use crate::harness::seeds::seeds_line;
-use crate::harness::setup::{Need, CURL, NGINX};
+use crate::harness::setup::{Need, CURL, DOVECOT, NGINX};
 use crate::harness::study::{report_lines, Defaults, Request, Study};
 use crate::harness::system::{System, SystemUnderTest, Transport};
 use crate::harness::trial::{Metric, Trial};
@@ -190,6 +191,7 @@ pub fn apps() -> Vec<App> {
         app("docs", trial::run_docs as RunFn, 100, &[NGINX, CURL]),
         app("wiki", trial::run_wiki, 150, WIKI),
         app("news", trial::run_news, 100, &[NGINX, CURL]),
+        app("mail", trial::run_mail, 100, &[DOVECOT, CURL]),
     ]
 }
 
@@ -249,7 +251,7 @@ impl Study for Dedup {
             let runs = |app: &str| plan.apps.iter().any(|a| a == app);
             std::fs::create_dir_all(&plan.out)?;
             let mut text = String::new();
-            if runs("docs") || runs("wiki") {
+            if runs("docs") || runs("wiki") || runs("mail") {
                 // Fetched once, before any trial (trials run side by side).
                 let d = corpus::docs()?;
                 text.push_str(&format!(
@@ -268,6 +270,15 @@ impl Study for Dedup {
                         mediawiki::version()
                     ));
                 }
+            }
+            if runs("mail") {
+                text.push_str(&format!(
+                    "mail: a mailing list on the manual's pages (its paragraphs as the text, \
+                     {} of its pages as attachments) in Dovecot {}, read over IMAP: half the \
+                     messages before, the rest after their delivery\n",
+                    mail::ATTACHABLE,
+                    crate::servers::dovecot::version()
+                ));
             }
             if runs("news") {
                 text.push_str(&format!(

@@ -93,12 +93,8 @@ impl NewsSite {
 }
 
 impl Site for NewsSite {
-    fn nginx_server(&self) -> String {
-        static_server(&self.dir)
-    }
-
-    fn nginx_dir(&self) -> PathBuf {
-        self.dir.join("nginx")
+    fn nginx(&self) -> Option<(String, PathBuf)> {
+        Some((static_server(&self.dir), self.dir.join("nginx")))
     }
 
     fn path(&self, page: &str) -> String {

@@ -48,7 +48,8 @@ use roam_net::proxy::{
 };
 
 use super::corpus::{self, Docs};
-use super::{nodes, wiki, DedupSystem};
+use super::fetch::fetch;
+use super::{mail, nodes, wiki, DedupSystem};
 use crate::harness::scratch::Scratch;
 use crate::harness::service::{lock, point, start};
 use crate::harness::trial::{Metric, Trial};
@@ -65,8 +66,6 @@ pub(super) const HTTP_PORT: u16 = 8080;
 const SOCKS_PORTS: [u16; 2] = [1080, 1081];
 /// Previous responses kept as zstd dictionaries at each end.
 pub const DICTIONARY_BYTES: usize = 64 << 20;
-/// The longest one page may take.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How much a reader reads.
 #[derive(Clone, Copy, Debug)]
@@ -121,15 +120,25 @@ pub fn reading(pages: &[String], w: Workload, seed: u64) -> Vec<(bool, String, D
     out
 }
 
-/// What the reader reads: a site nginx serves in the server namespace, how a page is asked
-/// for and checked, and what changes between the two readings.
+/// What the reader reads: a site served in the server namespace (by nginx, unless it brings a
+/// server of its own), how a page is asked for and checked, and what changes between the two
+/// readings.
 pub(super) trait Site: Send + Sync + 'static {
-    /// nginx's `server` block (listening on `127.0.0.1:HTTP_PORT`).
-    fn nginx_server(&self) -> String;
-    /// nginx's state directory.
-    fn nginx_dir(&self) -> PathBuf;
-    /// The request path of `page`.
-    fn path(&self, page: &str) -> String;
+    /// nginx's `server` block (listening on `127.0.0.1:HTTP_PORT`) and state directory;
+    /// `None`: the site serves itself.
+    fn nginx(&self) -> Option<(String, PathBuf)>;
+    /// The request path of `page` on the web server.
+    fn path(&self, page: &str) -> String {
+        page.to_string()
+    }
+    /// The URL curl fetches `page` by (through the SOCKS proxy).
+    fn url(&self, page: &str) -> String {
+        format!("http://127.0.0.1:{HTTP_PORT}/{}", self.path(page))
+    }
+    /// The port of the server namespace's loopback the relays carry connections to.
+    fn target_port(&self) -> u16 {
+        HTTP_PORT
+    }
     /// Between the readings: the upgrade, or the week's edits.
     fn change(&self) -> Result<()>;
     /// `body` is what the site serves for `page` now, byte for byte (the wiki: but for what
@@ -169,16 +178,8 @@ pub(super) fn static_server(dir: &std::path::Path) -> String {
 }
 
 impl Site for DocsSite {
-    fn nginx_server(&self) -> String {
-        static_server(&self.dir)
-    }
-
-    fn nginx_dir(&self) -> PathBuf {
-        self.dir.join("nginx")
-    }
-
-    fn path(&self, page: &str) -> String {
-        page.to_string()
+    fn nginx(&self) -> Option<(String, PathBuf)> {
+        Some((static_server(&self.dir), self.dir.join("nginx")))
     }
 
     fn change(&self) -> Result<()> {
@@ -238,12 +239,11 @@ impl WikiSite {
 }
 
 impl Site for WikiSite {
-    fn nginx_server(&self) -> String {
-        lock(&self.wiki).nginx_server(&format!("127.0.0.1:{HTTP_PORT}"))
-    }
-
-    fn nginx_dir(&self) -> PathBuf {
-        self.dir.join("nginx")
+    fn nginx(&self) -> Option<(String, PathBuf)> {
+        Some((
+            lock(&self.wiki).nginx_server(&format!("127.0.0.1:{HTTP_PORT}")),
+            self.dir.join("nginx"),
+        ))
     }
 
     fn path(&self, page: &str) -> String {
@@ -299,7 +299,7 @@ struct Place {
 }
 
 /// The relay and proxy configurations of `sys`, one [`Place`] per place.
-fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<Place>, Ends)> {
+fn configs(t: &Trial, sys: DedupSystem, target_port: u16) -> Result<(Vec<Place>, Ends)> {
     let (dedup, feedback) = (sys.dedups(), sys.feedback());
     // One phone: one cache, one store of dictionaries.
     let destination = dedup.then(|| nodes::destination(feedback));
@@ -321,7 +321,7 @@ fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<Place>, Ends)> {
         let mut relays = Vec::new();
         let mut upstream = Vec::new();
         for &port in ports {
-            let (mut relay, relay_at, key) = nodes::relay_to_web(t, port, HTTP_PORT)?;
+            let (mut relay, relay_at, key) = nodes::relay_to_web(t, port, target_port)?;
             if dedup {
                 // Each relay's dd-src has the thesis's memory of its own.
                 let source = nodes::source(feedback)?;
@@ -373,41 +373,10 @@ fn configs(t: &Trial, sys: DedupSystem) -> Result<(Vec<Place>, Ends)> {
     ))
 }
 
-/// One fetch: whether it worked, its bytes (headers and body), how long it took.
-fn fetch(path: &str, socks_port: u16) -> (Result<Vec<u8>>, Duration) {
-    let started = Instant::now();
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "-i",
-            "--max-time",
-            &FETCH_TIMEOUT.as_secs().to_string(),
-            "--socks5-hostname",
-            &format!("127.0.0.1:{socks_port}"),
-            &format!("http://127.0.0.1:{HTTP_PORT}/{path}"),
-        ])
-        .stdin(Stdio::null())
-        .output();
-    let took = started.elapsed();
-    let r = match out {
-        Err(e) => Err(anyhow!("running curl: {e}")),
-        Ok(o) if !o.status.success() => Err(anyhow!(
-            "curl {path}: {} ({})",
-            String::from_utf8_lossy(&o.stderr).trim(),
-            o.status
-        )),
-        Ok(o) if !o.stdout.starts_with(b"HTTP/1.1 200") => Err(anyhow!(
-            "curl {path}: {}",
-            String::from_utf8_lossy(&o.stdout[..o.stdout.len().min(40)])
-        )),
-        Ok(o) => Ok(o.stdout),
-    };
-    (r, took)
-}
-
 /// What the reader saw.
 struct Read {
-    /// Each page's response, in order, and its fetch time; `after`: read after the upgrade.
+    /// Each page's response as the server sent it ([`Fetched::wire`]), in order, and its
+    /// fetch time; `after`: read after the upgrade.
     responses: Vec<(bool, Vec<u8>, Duration)>,
     failures: Vec<String>,
     unfinished: bool,
@@ -417,7 +386,12 @@ struct Read {
 pub fn run_docs(t: &Trial) -> Result<Vec<Metric>> {
     let docs = corpus::docs()?;
     let site = Arc::new(DocsSite::new(&docs)?);
-    run_site(t, site, &docs.pages)
+    run_site(t, site, reading(&docs.pages, workload(t), t.seed))
+}
+
+/// The reader of `t`: a quick run's or a full one's.
+fn workload(t: &Trial) -> Workload {
+    Workload::for_duration(t.duration)
 }
 
 /// Run the `wiki` reader of `t` under its system.
@@ -433,7 +407,7 @@ pub fn run_wiki(t: &Trial) -> Result<Vec<Metric>> {
         .join()
         .map_err(|_| anyhow!("php-fpm's start panicked"))??
         .context("starting php-fpm")?;
-    let r = run_site(t, site.clone(), &pages);
+    let r = run_site(t, site.clone(), reading(&pages, workload(t), t.seed));
     // php-fpm stops before the site's directory goes (with the last `site`).
     drop(fpm);
     drop(site);
@@ -443,26 +417,53 @@ pub fn run_wiki(t: &Trial) -> Result<Vec<Metric>> {
 /// Run the `news` reader of `t` under its system.
 pub fn run_news(t: &Trial) -> Result<Vec<Metric>> {
     let site = Arc::new(super::news::NewsSite::new(t.seed)?);
-    run_site(t, site, &super::news::slots())
+    run_site(t, site, reading(&super::news::slots(), workload(t), t.seed))
 }
 
-/// Run a reader of `site`'s `pages` under `t`'s system: nginx in the server namespace, the
-/// system's relays and proxies, the reading, the metrics.
-fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metric>> {
+/// Run the `mail` reader of `t` under its system: the list's mail ([`mail`]) in Dovecot.
+pub fn run_mail(t: &Trial) -> Result<Vec<Metric>> {
+    let docs = corpus::docs()?;
+    let articles = wiki::articles(&docs)?;
+    let files = mail::manual_pages(&docs.old.1, &docs.pages, mail::ATTACHABLE)?;
+    let w = workload(t);
+    let mailbox = mail::mailbox(&articles, &files, t.seed, w.pages)?;
+    let plan = mail::reading(&mailbox, w, t.seed);
+    let site = Arc::new(mail::MailSite::new(mailbox));
+    let serving = site.clone();
+    t.emu
+        .spawn_in_server(move || serving.serve())
+        .join()
+        .map_err(|_| anyhow!("Dovecot's start panicked"))??
+        .context("starting Dovecot")?;
+    run_site(t, site, plan)
+}
+
+/// Run a reader of `site` under `t`'s system, reading `plan` ([`reading`]): nginx in the
+/// server namespace (unless the site serves itself), the system's relays and proxies, the
+/// reading, the metrics.
+fn run_site(
+    t: &Trial,
+    site: Arc<dyn Site>,
+    plan: Vec<(bool, String, Duration)>,
+) -> Result<Vec<Metric>> {
     let sys = *t
         .system
         .get::<DedupSystem>()
         .ok_or_else(|| anyhow!("`{}` is not a system of roam lab dedup", t.system.name()))?;
-    let servers = site.nginx_server();
-    let nginx_dir = site.nginx_dir();
-    let probe = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, HTTP_PORT));
-    let mut nginx = t
-        .emu
-        .spawn_in_server(move || nginx::launch(&nginx_dir, &servers, probe))
-        .join()
-        .map_err(|_| anyhow!("nginx's start panicked"))??
-        .context("starting nginx")?;
-    let (places, ends) = configs(t, sys)?;
+    let mut nginx = match site.nginx() {
+        Some((servers, nginx_dir)) => {
+            let probe = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, HTTP_PORT));
+            let child = t
+                .emu
+                .spawn_in_server(move || nginx::launch(&nginx_dir, &servers, probe))
+                .join()
+                .map_err(|_| anyhow!("nginx's start panicked"))??
+                .context("starting nginx")?;
+            Some(child)
+        }
+        None => None,
+    };
+    let (places, ends) = configs(t, sys, site.target_port())?;
     // What the relays and proxies say went wrong with a connection (the trial's notes).
     let errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let noted = |who: &'static str| {
@@ -498,15 +499,14 @@ fn run_site(t: &Trial, site: Arc<dyn Site>, pages: &[String]) -> Result<Vec<Metr
         )?);
         Ok::<(), anyhow::Error>(())
     });
-    let read = started.and_then(|()| {
-        let plan = reading(pages, Workload::for_duration(t.duration), t.seed);
-        read_pages(t, site.clone(), plan)
-    });
+    let read = started.and_then(|()| read_pages(t, site.clone(), plan));
     for r in running {
         r.end();
     }
-    let _ = nginx.kill();
-    let _ = nginx.wait();
+    if let Some(n) = nginx.as_mut() {
+        let _ = n.kill();
+        let _ = n.wait();
+    }
     // The site's directory goes only now that nginx no longer serves it.
     drop(site);
     for e in lock(&errors).iter().take(3) {
@@ -541,11 +541,12 @@ fn read_pages(t: &Trial, site: Arc<dyn Site>, plan: Vec<(bool, String, Duration)
                 read.unfinished = true;
                 break;
             }
-            let (r, took) = fetch(&site.path(&page), SOCKS_PORTS[usize::from(after)]);
+            let (r, took) = fetch(&site.url(&page), Some(SOCKS_PORTS[usize::from(after)]));
             match r {
-                Ok(bytes) => {
-                    site.check(&page, body(&bytes, &page)?)?;
-                    read.responses.push((after, bytes, took));
+                Ok(f) => {
+                    site.check(&page, f.body())
+                        .with_context(|| format!("page `{page}`"))?;
+                    read.responses.push((after, f.wire, took));
                 }
                 Err(e) => read.failures.push(format!("{e:#}")),
             }
@@ -553,15 +554,6 @@ fn read_pages(t: &Trial, site: Arc<dyn Site>, plan: Vec<(bool, String, Duration)
         }
         Ok(read)
     })
-}
-
-/// `response`'s body (after its headers).
-fn body<'a>(response: &'a [u8], page: &str) -> Result<&'a [u8]> {
-    response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| &response[i + 4..])
-        .ok_or_else(|| anyhow!("the response for {page} has no end of headers"))
 }
 
 /// The trial's metrics.
