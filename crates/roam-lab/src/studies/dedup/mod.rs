@@ -212,7 +212,7 @@ impl Study for Dedup {
         Defaults {
             scenarios: SCENARIOS.map(String::from).to_vec(),
             quick_scenarios: vec!["walking-campus".into()],
-            apps: vec!["docs".into(), "wiki".into(), "news".into()],
+            apps: vec!["docs".into(), "wiki".into(), "news".into(), "mail".into()],
             quick_apps: vec!["docs".into()],
             jobs: 3,
             quick_jobs: Some(3),
