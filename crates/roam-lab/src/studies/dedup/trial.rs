@@ -1,9 +1,10 @@
 //! One trial of `roam lab dedup`: a reader of the PostgreSQL manual, as static pages (`docs`)
-//! or as a MediaWiki's articles (`wiki`), or of Precog's news site (`news`, [`super::news`]),
-//! through the real data path.
+//! or as a MediaWiki's articles (`wiki`), of Precog's news site (`news`, [`super::news`]), or
+//! of a mailing list's mail (`mail`, [`super::mail`]), through the real data path.
 //!
 //! In the emulator's server namespace: nginx serving the manual's older version (`wiki`: php-fpm
-//! running MediaWiki behind nginx, [`Site`] says what differs), and two
+//! running MediaWiki behind nginx; `mail`: Dovecot and no nginx; [`Site`] says what differs),
+//! and two
 //! of `roam_net`'s [`Relay`]s (dd-src for the systems that deduplicate, the zstd compressor
 //! for those that compress), each with caches of its own: the upstream nodes of two places
 //! (`ac-multi`: two per place, WiFi's and cellular's, each with a dd-src of its own).
