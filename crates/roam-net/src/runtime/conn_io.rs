@@ -4,6 +4,7 @@
 
 use super::*;
 use bytes::BufMut;
+use std::time::Instant;
 
 /// Largest batch of frames one writer pass takes from the session (written with as few
 /// system calls as the kernel allows). Each pass also reads TCP_INFO and SIOCOUTQ for the
@@ -46,8 +47,10 @@ pub(super) async fn reader(
 ) {
     let _slot = slot;
     let mut spare = Spares::for_window(sh.options.config.window);
-    // The decoder's first buffer is small ([`make_room`]).
+    // The decoder's first buffer is small ([`make_room`]), and since when it has been read
+    // into ([`reuse_small`]).
     let mut small = true;
+    let mut small_since = Instant::now();
     loop {
         // Frames already buffered (the listener may have read past the first frame).
         {
@@ -87,6 +90,9 @@ pub(super) async fn reader(
         }
         let missing = dec.missing();
         let buf = dec.buffer_mut();
+        if small && small_since.elapsed() >= SPARE_IDLE && reuse_small(buf, missing) {
+            small_since = Instant::now();
+        }
         make_room(buf, &mut spare, missing, &mut small);
         let limit = read_limit(buf.capacity() - buf.len(), missing);
         let watch_idle = spare.len() > IDLE_SPARES || !small;
@@ -103,6 +109,7 @@ pub(super) async fn reader(
                         // Nothing of a frame held: start again small ([`IDLE_BUFFER`]).
                         *buf = BytesMut::with_capacity(IDLE_BUFFER);
                         small = true;
+                        small_since = Instant::now();
                         spare.trim(0);
                     }
                     continue;
@@ -196,6 +203,26 @@ pub(super) const IDLE_SPARES: usize = 1;
 /// (a page fault per 4 KiB it fills), and the first read's bytes, at most this many, are
 /// copied once into the full buffer.
 pub(super) const IDLE_BUFFER: usize = 16 * 1024;
+
+/// A full small buffer ([`IDLE_BUFFER`]) that took at least [`SPARE_IDLE`] to fill, reused in
+/// place when nothing decoded from it is still held (its frames handled, its data read): what
+/// is left of a partial frame moves to its front. Returns whether it was reused.
+///
+/// An idle connection still receives: the peer's probes, estimates and their echoes, about
+/// 1.3 KiB a second with the defaults. Without this its small buffer filled every 12 s or so
+/// and the reader moved to a full [`BUFFER`] for the next few hundred bytes, let it go a
+/// second later and started a fresh small one: a megabyte allocated and freed per idle
+/// connection every few seconds, whose touched pages glibc's allocator kept resident (an idle
+/// session grew from about 110 to 230 KiB in five minutes, `roam bench net --sessions 1000
+/// --idle-settle 300`). A bulk transfer fills the small buffer within one read and so never
+/// takes this path: it moves to a full buffer at once, as before.
+pub(super) fn reuse_small(buf: &mut BytesMut, missing: Option<usize>) -> bool {
+    let need = missing.filter(|&m| m > 0).unwrap_or(1);
+    if buf.capacity() - buf.len() >= need || buf.len() + need > IDLE_BUFFER {
+        return false;
+    }
+    buf.try_reclaim(IDLE_BUFFER - buf.len())
+}
 
 impl Spares {
     /// Spares for a receive window of `window` bytes.
@@ -582,5 +609,33 @@ mod tests {
         );
         assert!(!small && buf.capacity() >= BUFFER);
         assert_eq!(spare.len(), 0, "the small buffer was kept as a spare");
+    }
+
+    /// Issue 48: a full small buffer is reused in place once what was decoded from it is gone,
+    /// keeping the partial frame at its end; not while a chunk of it is still held, nor for a
+    /// frame larger than a small buffer, nor while it has room.
+    #[test]
+    fn a_full_small_buffer_is_reused_in_place_once_its_frames_are_gone() {
+        let mut buf = BytesMut::with_capacity(IDLE_BUFFER);
+        let start = buf.as_ptr();
+        buf.put_slice(&[1; 100]);
+        assert!(!reuse_small(&mut buf, None), "it still has room");
+        buf.put_slice(&vec![2; IDLE_BUFFER - 100 - 10]);
+        let held = buf.split_to(IDLE_BUFFER - 10).freeze();
+        // 10 bytes of a frame that lacks 20 more; room for 0.
+        buf.put_slice(&[3; 10]);
+        assert!(!reuse_small(&mut buf, Some(20)), "a chunk of it is held");
+        drop(held);
+        assert!(
+            !reuse_small(&mut buf, Some(IDLE_BUFFER)),
+            "the frame cannot fit"
+        );
+        assert!(reuse_small(&mut buf, Some(20)));
+        assert_eq!((buf.as_ptr(), &buf[..]), (start, &[3u8; 10][..]));
+        assert_eq!(buf.capacity(), IDLE_BUFFER);
+        let mut spare = Spares::for_window(16 << 20);
+        let mut small = true;
+        assert_eq!(make_room(&mut buf, &mut spare, Some(20), &mut small), 0);
+        assert!(small && spare.allocated == 0);
     }
 }

@@ -26,7 +26,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use roam_core::BitRate;
@@ -84,9 +84,79 @@ pub struct Entry {
     pub age_ms: u64,
 }
 
+/// One mapping of a table, shared by every handle of this process on that table
+/// ([`SharedCounts::open`]): mapped once per process, not once per multi-socket, so a relay with
+/// a thousand sessions holds one 16 KiB mapping, not a thousand (each of which counted in its
+/// resident memory).
+struct Mapping {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics and plain byte copies of
+// names; the pointer stays valid for the life of the value.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps what `Mapping::map` mapped.
+        unsafe { libc::munmap(self.base.cast(), SLOTS * SLOT) };
+    }
+}
+
+impl Mapping {
+    /// Map the table at `path` (see [`SharedCounts::open`] for the checks).
+    fn map(path: &std::path::Path) -> io::Result<Mapping> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        let meta = f.metadata()?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if !meta.file_type().is_file() || meta.uid() != me {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is not a regular file owned by uid {me} (owner {}): not using it",
+                    path.display(),
+                    meta.uid()
+                ),
+            ));
+        }
+        if f.metadata()?.len() < (SLOTS * SLOT) as u64 {
+            f.set_len((SLOTS * SLOT) as u64)?;
+        }
+        // SAFETY: maps the file shared; length matches the file.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SLOTS * SLOT,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { base: p.cast() })
+    }
+}
+
+/// This process's mappings, by path.
+static MAPPINGS: Mutex<Vec<(PathBuf, Weak<Mapping>)>> = Mutex::new(Vec::new());
+
 /// The mapped table.
 pub struct SharedCounts {
-    base: *mut u8,
+    map: Arc<Mapping>,
     pid: u32,
     /// Tells this handle's slots from those of the process's other handles.
     owner: u32,
@@ -94,19 +164,11 @@ pub struct SharedCounts {
     path: PathBuf,
 }
 
-// SAFETY: the mapping is shared memory accessed only through atomics and plain byte copies of
-// names; the pointer stays valid for the life of the value.
-unsafe impl Send for SharedCounts {}
-// SAFETY: as above.
-unsafe impl Sync for SharedCounts {}
-
 impl Drop for SharedCounts {
     fn drop(&mut self) {
         for &i in self.mine.lock().unwrap().values() {
             self.pid_at(i).store(0, Ordering::SeqCst);
         }
-        // SAFETY: unmaps what `open` mapped.
-        unsafe { libc::munmap(self.base.cast(), SLOTS * SLOT) };
     }
 }
 
@@ -141,50 +203,28 @@ impl SharedCounts {
     }
 
     /// Open (creating if needed) the table at `path`: not through a symbolic link, and only a
-    /// regular file owned by this user (see the module doc).
+    /// regular file owned by this user (see the module doc). A table this process has mapped
+    /// already is not mapped again: the new handle shares the mapping.
     pub fn open(path: PathBuf) -> io::Result<SharedCounts> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)?;
-        let meta = f.metadata()?;
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if !meta.file_type().is_file() || meta.uid() != me {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} is not a regular file owned by uid {me} (owner {}): not using it",
-                    path.display(),
-                    meta.uid()
-                ),
-            ));
-        }
-        if f.metadata()?.len() < (SLOTS * SLOT) as u64 {
-            f.set_len((SLOTS * SLOT) as u64)?;
-        }
-        // SAFETY: maps the file shared; length matches the file.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                SLOTS * SLOT,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
+        let map = {
+            let mut maps = MAPPINGS.lock().unwrap_or_else(|p| p.into_inner());
+            maps.retain(|(_, m)| m.strong_count() > 0);
+            match maps
+                .iter()
+                .find(|(p, _)| *p == path)
+                .and_then(|(_, m)| m.upgrade())
+            {
+                Some(m) => m,
+                None => {
+                    let m = Arc::new(Mapping::map(&path)?);
+                    maps.push((path.clone(), Arc::downgrade(&m)));
+                    m
+                }
+            }
         };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         static OWNERS: AtomicU32 = AtomicU32::new(1);
         Ok(SharedCounts {
-            base: p.cast(),
+            map,
             pid: std::process::id(),
             owner: OWNERS.fetch_add(1, Ordering::Relaxed),
             mine: Mutex::new(HashMap::new()),
@@ -197,14 +237,18 @@ impl SharedCounts {
         &self.path
     }
 
+    fn base(&self) -> *mut u8 {
+        self.map.base
+    }
+
     fn pid_at(&self, i: usize) -> &AtomicU32 {
         // SAFETY: in bounds, 4-aligned (page-aligned base, 64-byte slots).
-        unsafe { &*(self.base.add(i * SLOT) as *const AtomicU32) }
+        unsafe { &*(self.base().add(i * SLOT) as *const AtomicU32) }
     }
 
     fn owner_at(&self, i: usize) -> &AtomicU32 {
         // SAFETY: in bounds, 4-aligned.
-        unsafe { &*(self.base.add(i * SLOT + 4) as *const AtomicU32) }
+        unsafe { &*(self.base().add(i * SLOT + 4) as *const AtomicU32) }
     }
 
     /// Whether slot `i` is this handle's.
@@ -222,13 +266,13 @@ impl SharedCounts {
 
     fn u64_at(&self, i: usize, off: usize) -> &AtomicU64 {
         // SAFETY: in bounds, 8-aligned.
-        unsafe { &*(self.base.add(i * SLOT + off) as *const AtomicU64) }
+        unsafe { &*(self.base().add(i * SLOT + off) as *const AtomicU64) }
     }
 
     fn name_at(&self, i: usize) -> String {
         let mut b = [0u8; 16];
         // SAFETY: 16 bytes in bounds.
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(i * SLOT + 8), b.as_mut_ptr(), 16) };
+        unsafe { std::ptr::copy_nonoverlapping(self.base().add(i * SLOT + 8), b.as_mut_ptr(), 16) };
         let end = b.iter().position(|&c| c == 0).unwrap_or(16);
         String::from_utf8_lossy(&b[..end]).into_owned()
     }
@@ -253,7 +297,7 @@ impl SharedCounts {
                 b[..n].copy_from_slice(&network.as_bytes()[..n]);
                 // SAFETY: 16 bytes in bounds of our claimed slot.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(b.as_ptr(), self.base.add(i * SLOT + 8), 16)
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), self.base().add(i * SLOT + 8), 16)
                 };
                 mine.insert(network.to_string(), i);
                 return Some(i);
@@ -377,9 +421,21 @@ mod tests {
         assert_eq!(a.entries().len(), 4);
         assert_eq!(a.foreground_elsewhere(), Some(1234));
         assert_eq!(c.foreground_elsewhere(), None);
+        // One mapping for the process's handles (issue 48: not 16 KiB per multi-socket).
+        assert!(Arc::ptr_eq(&a.map, &c.map) && Arc::ptr_eq(&a.map, &b.map));
         drop(b);
         assert_eq!(a.others(Some("wifi")), 50);
         drop((a, c));
+        // The last handle gone, the mapping goes; a new handle maps the table afresh and sees
+        // what is in it.
+        let live = |p: &std::path::Path| {
+            let maps = MAPPINGS.lock().unwrap();
+            maps.iter().any(|(q, m)| q == p && m.strong_count() > 0)
+        };
+        assert!(!live(&dir));
+        let d = SharedCounts::open(dir.clone()).unwrap();
+        assert!(live(&dir) && d.entries().is_empty());
+        drop(d);
         std::fs::remove_file(dir).unwrap();
     }
 

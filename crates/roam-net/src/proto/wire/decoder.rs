@@ -53,11 +53,17 @@ fn take_array<const N: usize>(body: &mut Bytes) -> [u8; N] {
     a
 }
 
+/// The decoder's first buffer: enough for a handshake and an idle connection's frames. The
+/// runtime's reader moves to larger buffers of its own once data flows (`runtime::conn_io`);
+/// an idle connection keeps reusing this one, so it is all the receive memory an idle
+/// connection holds (it was 64 KiB, which an idle connection's probes walked through).
+pub const FIRST_BUFFER: usize = 16 * 1024;
+
 impl Decoder {
     /// A decoder with the given limits.
     pub fn new(limits: WireLimits) -> Decoder {
         Decoder {
-            buf: BytesMut::with_capacity(64 * 1024),
+            buf: BytesMut::with_capacity(FIRST_BUFFER),
             limits,
         }
     }
