@@ -329,7 +329,7 @@ impl Session {
         if c.state == ConnState::Closing || c.answer_bytes() == 0 {
             return None;
         }
-        let held: usize = self.conns.values().map(Conn::answer_bytes).sum();
+        let held: usize = self.conns.values().map(|c| c.answer_bytes()).sum();
         (held > self.config.max_control_bytes).then_some(held)
     }
 
@@ -357,7 +357,7 @@ impl Session {
             // Keep the connection only to flush the error frame.
             let mut c = Conn::new(u32::MAX, ConnState::Closing, now);
             c.control = control;
-            self.conns.insert(conn, c);
+            self.conns.insert(conn, Box::new(c));
         }
     }
 

@@ -119,7 +119,7 @@ impl Session {
             return;
         }
         self.conns
-            .insert(conn, Conn::new(net, ConnState::Waiting, now));
+            .insert(conn, Box::new(Conn::new(net, ConnState::Waiting, now)));
         let hello_pending = self.conns.values().any(|c| c.state == ConnState::HelloSent);
         if self.secret.is_some() {
             self.send_join(conn, now);
@@ -270,7 +270,7 @@ impl Session {
                 return;
             }
         }
-        self.conns.insert(conn, c);
+        self.conns.insert(conn, Box::new(c));
         self.update_down_since(now);
     }
 

@@ -292,8 +292,11 @@ pub struct Session {
     peer_window: u64,
     /// Credit-based flow control, once negotiated (`flow`).
     flow: Flow,
-    conns: BTreeMap<ConnId, Conn>,
-    networks: BTreeMap<NetId, Network>,
+    /// Boxed: an ordered map's node holds eleven values inline, so a session with one
+    /// connection and one network held two nodes of several KiB each (issue 48's memory per
+    /// idle session).
+    conns: BTreeMap<ConnId, Box<Conn>>,
+    networks: BTreeMap<NetId, Box<Network>>,
     events: VecDeque<Event>,
     all_down_since: Option<Time>,
     last_foreground: Option<Time>,

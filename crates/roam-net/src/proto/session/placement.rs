@@ -121,6 +121,7 @@ impl Session {
         let cands: Vec<(&ConnId, &Conn)> = self
             .conns
             .iter()
+            .map(|(id, c)| (id, &**c))
             .filter(|(_, c)| c.state == ConnState::Established)
             .filter(|(_, c)| {
                 self.networks

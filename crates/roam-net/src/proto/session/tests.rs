@@ -18,7 +18,7 @@ pub(super) fn hotspot(bw: [Option<u64>; 2]) -> Session {
         }
         let mut c = Conn::new(net, ConnState::Established, now);
         c.last_probe = Some(now);
-        s.conns.insert(net as ConnId, c);
+        s.conns.insert(net as ConnId, Box::new(c));
     }
     s.established = true;
     while s.poll_event().is_some() {}
@@ -703,7 +703,7 @@ fn a_server_does_not_probe_a_cellular_network_while_idle() {
     for net in [1, 2] {
         let mut c = Conn::new(net, ConnState::Established, now);
         c.last_probe = Some(now);
-        s.conns.insert(net as ConnId, c);
+        s.conns.insert(net as ConnId, Box::new(c));
     }
     s.established = true;
     let info = |net: NetId, flags| NetInfo {
@@ -735,7 +735,8 @@ fn a_recalled_path_is_not_probed_at_once() {
     let interval = Config::default().probe_interval;
     let wifi = |s: &mut Session, kind| {
         s.network_up(1, [10, 0, 1, 2].into(), kind, now);
-        s.conns.insert(1, Conn::new(1, ConnState::Established, now));
+        s.conns
+            .insert(1, Box::new(Conn::new(1, ConnState::Established, now)));
         s.established = true;
         while s.poll_event().is_some() {}
     };
