@@ -67,17 +67,7 @@ pub fn fetch(url: &str, socks_port: Option<u16>) -> (Result<Fetched>, Duration) 
             last_line(&o.stderr),
             o.status
         )),
-        Ok(o) if http => match headers_end(&o.stdout) {
-            _ if !o.stdout.starts_with(b"HTTP/1.1 200") => Err(anyhow!(
-                "curl {url}: {}",
-                String::from_utf8_lossy(&o.stdout[..o.stdout.len().min(40)])
-            )),
-            Some(at) => Ok(Fetched {
-                wire: o.stdout,
-                body: Body::From(at),
-            }),
-            None => Err(anyhow!("curl {url}: the response has no end of headers")),
-        },
+        Ok(o) if http => http_response(url, o.stdout),
         Ok(o) => imap_wire(&String::from_utf8_lossy(&o.stderr), &o.stdout)
             .with_context(|| format!("reading curl's trace of {url}"))
             .map(|wire| Fetched {
@@ -86,6 +76,22 @@ pub fn fetch(url: &str, socks_port: Option<u16>) -> (Result<Fetched>, Duration) 
             }),
     };
     (r, took)
+}
+
+/// An HTTP response as `curl -i` wrote it: a 200 with its headers' end found, else an error.
+fn http_response(url: &str, out: Vec<u8>) -> Result<Fetched> {
+    if !out.starts_with(b"HTTP/1.1 200") {
+        bail!(
+            "curl {url}: {}",
+            String::from_utf8_lossy(&out[..out.len().min(40)])
+        );
+    }
+    let at = headers_end(&out)
+        .ok_or_else(|| anyhow!("curl {url}: the response has no end of headers"))?;
+    Ok(Fetched {
+        wire: out,
+        body: Body::From(at),
+    })
 }
 
 /// The last line of curl's standard error (its message, after any trace).
@@ -207,5 +213,9 @@ mod tests {
             headers_end(b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody"),
             Some(25)
         );
+        let ok = http_response("u", b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody".to_vec()).unwrap();
+        assert_eq!((ok.body(), ok.wire.len()), (&b"body"[..], 29));
+        assert!(http_response("u", b"HTTP/1.1 404 Not Found\r\n\r\n".to_vec()).is_err());
+        assert!(http_response("u", b"HTTP/1.1 200 OK\r\nA: b".to_vec()).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! The ends of asymmetric caching as the labs build them (`roam lab dedup`, and `roam lab
 //! precog`'s `precog+dedup`): the upstream node (a relay whose dd-src has the thesis's ~1 MB)
-//! that lets carried connections reach the lab's web server and nothing else, and the phone's
+//! that lets carried connections reach the lab's server and nothing else, and the phone's
 //! cache (dd-dst, the thesis's ~250 MB). Written once, so both labs measure the same thing.
 
 use std::net::{SocketAddr, SocketAddrV4};
@@ -24,16 +24,17 @@ pub const SOURCE_BYTES: u64 = 1 << 20;
 pub const DESTINATION_BYTES: u64 = 256 << 20;
 
 /// A relay listening on `port` of the emulator's server host with a new key, carrying
-/// connections only to the lab's web server (`127.0.0.1:http_port` there), with the trial's
-/// roam-net options; its address and key, for the phone's proxy.
+/// connections only to the lab's server (`127.0.0.1:target_port` there: the web server, or
+/// the dedup lab's IMAP server), with the trial's roam-net options; its address and key, for
+/// the phone's proxy.
 pub fn relay_to_web(
     t: &Trial,
     port: u16,
-    http_port: u16,
+    target_port: u16,
 ) -> Result<(RelayConfig, SocketAddr, Key)> {
     let key = Key::generate();
     let at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
-    let allow = format!("127.0.0.1:{http_port}")
+    let allow = format!("127.0.0.1:{target_port}")
         .parse::<Allow>()
         .map_err(|e| anyhow!("{e}"))?;
     let mut relay = RelayConfig::new(at, vec![allow], key.clone());

@@ -4,8 +4,7 @@
 //!
 //! In the emulator's server namespace: nginx serving the manual's older version (`wiki`: php-fpm
 //! running MediaWiki behind nginx; `mail`: Dovecot and no nginx; [`Site`] says what differs),
-//! and two
-//! of `roam_net`'s [`Relay`]s (dd-src for the systems that deduplicate, the zstd compressor
+//! and two of `roam_net`'s [`Relay`]s (dd-src for the systems that deduplicate, the zstd compressor
 //! for those that compress), each with caches of its own: the upstream nodes of two places
 //! (`ac-multi`: two per place, WiFi's and cellular's, each with a dd-src of its own).
 //! In the client namespace: a `roam_net` [`Proxy`] for each place (the SOCKS5 proxy, dd-dst,
