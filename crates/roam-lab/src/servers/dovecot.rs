@@ -100,18 +100,17 @@ impl Dovecot {
     /// Write the mailbox for `seed` and start Dovecot; call from inside the namespace it
     /// should serve. Returns once it accepts IMAP connections on 127.0.0.1.
     pub fn start(seed: u64) -> Result<Dovecot> {
-        let messages: Vec<Vec<u8>> = message_sizes(seed)
+        let messages = message_sizes(seed)
             .into_iter()
             .enumerate()
-            .map(|(i, size)| message(i + 1, size))
-            .collect();
-        Dovecot::with_messages(&messages)
+            .map(|(i, size)| message(i + 1, size));
+        Dovecot::with_messages(messages)
     }
 
     /// Start Dovecot with `messages` in the mailbox, UIDs 1, 2, ... in their order (RFC 5322,
     /// CRLF line ends: IMAP serves them as they are); call from inside the namespace it should
     /// serve. Returns once it accepts IMAP connections on 127.0.0.1.
-    pub fn with_messages(messages: &[Vec<u8>]) -> Result<Dovecot> {
+    pub fn with_messages(messages: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Result<Dovecot> {
         let bin = binary().ok_or_else(|| {
             anyhow!("Dovecot is not installed (apt-get install -y dovecot-imapd)")
         })?;
@@ -123,10 +122,10 @@ impl Dovecot {
         }
         // Mail processes run as `nobody`; the directory must be reachable by it.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
-        for (i, m) in messages.iter().enumerate() {
+        for (i, m) in messages.into_iter().enumerate() {
             // Dovecot assigns UIDs in file-name order for new files.
             let p = maildir.join("cur").join(format!("{:05}.lab:2,S", i + 1));
-            std::fs::write(&p, m).with_context(|| format!("writing {}", p.display()))?;
+            std::fs::write(&p, m.as_ref()).with_context(|| format!("writing {}", p.display()))?;
         }
         let (uid, gid) = nobody()?;
         for entry in walk(&maildir)? {
@@ -179,10 +178,14 @@ impl Dovecot {
 
     /// Deliver `messages` as new mail, numbered on from `delivered` (the messages the mailbox
     /// had): they take the next UIDs in their order at the client's next look.
-    pub fn deliver(&self, delivered: usize, messages: &[Vec<u8>]) -> Result<()> {
+    pub fn deliver(
+        &self,
+        delivered: usize,
+        messages: impl IntoIterator<Item = impl AsRef<[u8]>>,
+    ) -> Result<()> {
         let maildir = self.dir.join("Maildir");
         let (uid, gid) = nobody()?;
-        for (i, m) in messages.iter().enumerate() {
+        for (i, m) in messages.into_iter().enumerate() {
             // Written in tmp/ and moved to new/, as a delivery agent does (Maildir's rule:
             // a reader never sees half a message).
             let name = format!("{:05}.lab", delivered + i + 1);
@@ -190,7 +193,8 @@ impl Dovecot {
                 maildir.join("tmp").join(&name),
                 maildir.join("new").join(&name),
             );
-            std::fs::write(&tmp, m).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::write(&tmp, m.as_ref())
+                .with_context(|| format!("writing {}", tmp.display()))?;
             std::os::unix::fs::chown(&tmp, Some(uid), Some(gid))
                 .with_context(|| format!("chown {}", tmp.display()))?;
             std::fs::rename(&tmp, &new).with_context(|| format!("delivering {}", new.display()))?;

@@ -201,20 +201,22 @@ pub(super) const IDLE_SPARES: usize = 1;
 /// resident: 92 KiB per idle session on opening, 1.2 MiB after minutes (`roam bench net
 /// --sessions`, issue 48). The cost: a burst after an idle second starts in a fresh buffer
 /// (a page fault per 4 KiB it fills), and the first read's bytes, at most this many, are
-/// copied once into the full buffer.
-pub(super) const IDLE_BUFFER: usize = 16 * 1024;
+/// copied once into the full buffer. The decoder's first buffer is as large, so that
+/// [`reuse_small`] treats both alike.
+pub(super) const IDLE_BUFFER: usize = crate::proto::wire::FIRST_BUFFER;
 
 /// A full small buffer ([`IDLE_BUFFER`]) that took at least [`SPARE_IDLE`] to fill, reused in
 /// place when nothing decoded from it is still held (its frames handled, its data read): what
 /// is left of a partial frame moves to its front. Returns whether it was reused.
 ///
-/// An idle connection still receives: the peer's probes, estimates and their echoes, about
-/// 1.3 KiB a second with the defaults. Without this its small buffer filled every 12 s or so
-/// and the reader moved to a full [`BUFFER`] for the next few hundred bytes, let it go a
-/// second later and started a fresh small one: a megabyte allocated and freed per idle
-/// connection every few seconds, whose touched pages glibc's allocator kept resident (an idle
-/// session grew from about 110 to 230 KiB in five minutes, `roam bench net --sessions 1000
-/// --idle-settle 300`). A bulk transfer fills the small buffer within one read and so never
+/// An idle connection still receives: the peer's probes, estimates and their echoes (with
+/// the defaults a 12 KiB probe every 10 s, `Config::probe_interval`, so somewhat over 1 KiB a
+/// second). Without this its small buffer filled every dozen seconds or so and the reader
+/// moved to a full [`BUFFER`] for the next few hundred bytes, let it go a second later and
+/// started a fresh small one: a megabyte allocated and freed per idle connection every few
+/// seconds, whose touched pages glibc's allocator kept resident (236 KiB per idle session
+/// after three minutes, still growing, against 72.5 with this: `roam bench net --sessions 200
+/// --stacks roam --idle-settle 180`, docs/results/bench-net-sessions-349929d). A bulk transfer fills the small buffer within one read and so never
 /// takes this path: it moves to a full buffer at once, as before.
 pub(super) fn reuse_small(buf: &mut BytesMut, missing: Option<usize>) -> bool {
     let need = missing.filter(|&m| m > 0).unwrap_or(1);

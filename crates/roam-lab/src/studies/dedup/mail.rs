@@ -34,6 +34,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::trial::{Site, Workload};
 use super::wiki::Articles;
+use crate::harness::service::lock;
 use crate::servers::dovecot::{self, Dovecot};
 
 /// How a correspondent's mail client quotes the message it answers.
@@ -198,15 +199,14 @@ pub fn mailbox(
     let mut messages: Vec<Message> = Vec::new();
     // Each thread: the indices of its messages.
     let mut threads: Vec<Vec<usize>> = Vec::new();
+    // The messages with an attachment, which a forward may carry again.
+    let mut forwardable: Vec<usize> = Vec::new();
     let total = 2 * per_reading;
     // Sent a few minutes apart, from 2026-11-23 08:00 UTC.
     let mut clock = 1_795_420_800u64;
     for n in 0..total {
         clock += rng.gen_range(60..1800);
         let from = rng.gen_range(0..PEOPLE);
-        let forwardable: Vec<usize> = (0..messages.len())
-            .filter(|&i| messages[i].attachment.is_some())
-            .collect();
         let m = if threads.is_empty() || rng.gen_bool(NEW_THREAD) {
             let attachment = (rng.gen_bool(ATTACHES) && !attachments.is_empty())
                 .then(|| attachments.choose(&mut rng).cloned())
@@ -221,13 +221,10 @@ pub fn mailbox(
             compose(n, from, subject, None, body, attachment, clock)
         } else if !forwardable.is_empty() && rng.gen_bool(FORWARDS) {
             let orig = &messages[*forwardable.choose(&mut rng).unwrap_or(&0)];
-            let (oname, oaddr) = person(orig.from);
+            let own = text(&mut rng, 1);
             let body = format!(
-                "{}\r\n---------- Forwarded message ---------\r\nFrom: {oname} <{oaddr}>\r\n\
-                 Subject: {}\r\n\r\n{}",
-                text(&mut rng, 1),
-                orig.subject,
-                orig.text
+                "{own}\r\n{}",
+                orig.under("---------- Forwarded message ---------")
             );
             threads.push(vec![n]);
             let subject = format!("Fwd: {}", orig.subject);
@@ -240,19 +237,7 @@ pub fn mailbox(
             let orig = &messages[last];
             let k = rng.gen_range(1..=2);
             let own = text(&mut rng, k);
-            let (oname, oaddr) = person(orig.from);
-            let body = match styles[from] {
-                Quoting::Top => format!(
-                    "{own}\r\n-----Original Message-----\r\nFrom: {oname} <{oaddr}>\r\n\
-                     Subject: {}\r\n\r\n{}",
-                    orig.subject, orig.text
-                ),
-                Quoting::Bottom => format!("{oname} wrote:\r\n{}\r\n{own}", quoted(&orig.text)),
-                Quoting::Trimmed => {
-                    let first = orig.text.split("\r\n\r\n").next().unwrap_or("");
-                    format!("{oname} wrote:\r\n{}\r\n{own}", quoted(first))
-                }
-            };
+            let body = orig.answered(styles[from], &own);
             let subject = if orig.subject.starts_with("Re: ") {
                 orig.subject.clone()
             } else {
@@ -262,12 +247,40 @@ pub fn mailbox(
             threads[t].push(n);
             compose(n, from, subject, Some(reply_to), body, None, clock)
         };
+        if m.attachment.is_some() {
+            forwardable.push(n);
+        }
         messages.push(m);
     }
     Ok(Mailbox {
         messages,
         before: per_reading,
     })
+}
+
+impl Message {
+    /// This message below the line `mark`, as a top-posted reply or a forward carries it: its
+    /// sender, its subject, its text verbatim.
+    fn under(&self, mark: &str) -> String {
+        let (name, addr) = person(self.from);
+        format!(
+            "{mark}\r\nFrom: {name} <{addr}>\r\nSubject: {}\r\n\r\n{}",
+            self.subject, self.text
+        )
+    }
+
+    /// A reply's text to this message: `own` and the message quoted as `style` quotes.
+    fn answered(&self, style: Quoting, own: &str) -> String {
+        let (name, _) = person(self.from);
+        match style {
+            Quoting::Top => format!("{own}\r\n{}", self.under("-----Original Message-----")),
+            Quoting::Bottom => format!("{name} wrote:\r\n{}\r\n{own}", quoted(&self.text)),
+            Quoting::Trimmed => {
+                let first = self.text.split("\r\n\r\n").next().unwrap_or("");
+                format!("{name} wrote:\r\n{}\r\n{own}", quoted(first))
+            }
+        }
+    }
 }
 
 /// Message `n` as the list delivers it: headers, the text (and the attachment, as
@@ -342,11 +355,7 @@ fn rfc5322_date(secs: u64) -> String {
 pub fn reading(mailbox: &Mailbox, w: Workload, seed: u64) -> Vec<(bool, String, Duration)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x3a1c);
     (0..mailbox.messages.len())
-        .map(|i| {
-            let u: f64 = rng.gen_range(f64::EPSILON..1.0);
-            let pause = w.think.mul_f64(-u.ln()).min(w.think * 10);
-            (i >= mailbox.before, format!("{}", i + 1), pause)
-        })
+        .map(|i| (i >= mailbox.before, format!("{}", i + 1), w.pause(&mut rng)))
         .collect()
 }
 
@@ -368,12 +377,11 @@ impl MailSite {
 
     /// Start Dovecot with the first half (call in the server namespace).
     pub(super) fn serve(&self) -> Result<()> {
-        let first: Vec<Vec<u8>> = self.mailbox.messages[..self.mailbox.before]
+        let first = self.mailbox.messages[..self.mailbox.before]
             .iter()
-            .map(|m| m.bytes.clone())
-            .collect();
-        let d = Dovecot::with_messages(&first)?;
-        *crate::harness::service::lock(&self.dovecot) = Some(d);
+            .map(|m| m.bytes.as_slice());
+        let d = Dovecot::with_messages(first)?;
+        *lock(&self.dovecot) = Some(d);
         Ok(())
     }
 
@@ -404,15 +412,14 @@ impl Site for MailSite {
     }
 
     fn change(&self) -> Result<()> {
-        let guard = crate::harness::service::lock(&self.dovecot);
+        let guard = lock(&self.dovecot);
         let d = guard
             .as_ref()
             .ok_or_else(|| anyhow!("the mail is delivered before Dovecot started"))?;
-        let later: Vec<Vec<u8>> = self.mailbox.messages[self.mailbox.before..]
+        let later = self.mailbox.messages[self.mailbox.before..]
             .iter()
-            .map(|m| m.bytes.clone())
-            .collect();
-        d.deliver(self.mailbox.before, &later)
+            .map(|m| m.bytes.as_slice());
+        d.deliver(self.mailbox.before, later)
     }
 
     fn check(&self, page: &str, body: &[u8]) -> Result<()> {

@@ -22,8 +22,9 @@
 //! manual's pages as the articles of a real MediaWiki, read before and after a week of edits;
 //! `news` ([`news`]), Precog's browsing: the Precog lab's news site read by its boxes, six
 //! hours apart; `mail` ([`mail`]), a technical mailing list's traffic in Dovecot, read over
-//! IMAP, whose replies carry what they answer. Scenarios: `walking-campus` (WiFi in reach 69% of the time, so connections
-//! move between WiFi and cellular) at 0% and 1% loss (`+loss=1%`).
+//! IMAP, whose replies carry what they answer. Scenarios: `walking-campus` (WiFi in reach 69%
+//! of the time, so connections move between WiFi and cellular) at 0% and 1% loss
+//! (`+loss=1%`).
 //!
 //! A relay per network (the thesis's multi-homed case): in the other systems one relay per
 //! place serves both networks, so its source's caches see every connection; `ac-multi` gives

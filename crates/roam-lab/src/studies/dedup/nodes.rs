@@ -27,11 +27,7 @@ pub const DESTINATION_BYTES: u64 = 256 << 20;
 /// connections only to the lab's server (`127.0.0.1:target_port` there: the web server, or
 /// the dedup lab's IMAP server), with the trial's roam-net options; its address and key, for
 /// the phone's proxy.
-pub fn relay_to_web(
-    t: &Trial,
-    port: u16,
-    target_port: u16,
-) -> Result<(RelayConfig, SocketAddr, Key)> {
+pub fn relay_to(t: &Trial, port: u16, target_port: u16) -> Result<(RelayConfig, SocketAddr, Key)> {
     let key = Key::generate();
     let at = SocketAddr::V4(SocketAddrV4::new(SERVER_ADDR, port));
     let allow = format!("127.0.0.1:{target_port}")

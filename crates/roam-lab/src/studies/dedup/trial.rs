@@ -77,6 +77,13 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// A reader's pause before a page: exponential with mean [`Workload::think`], at most ten
+    /// times it.
+    pub fn pause(&self, rng: &mut ChaCha8Rng) -> Duration {
+        let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+        self.think.mul_f64(-u.ln()).min(self.think * 10)
+    }
+
     /// A full run's reader, or a quick one's (for a trial of `duration`: the quick trials
     /// are the ones under 10 minutes; the full ones last 30).
     pub fn for_duration(duration: Duration) -> Workload {
@@ -104,17 +111,13 @@ pub fn reading(pages: &[String], w: Workload, seed: u64) -> Vec<(bool, String, D
     let mut after: Vec<String> = before.choose_multiple(&mut rng, n / 2).cloned().collect();
     after.extend(pool[n..].iter().take(n - n / 2).cloned());
     after.shuffle(&mut rng);
-    let pause = |rng: &mut ChaCha8Rng| {
-        let u: f64 = rng.gen_range(f64::EPSILON..1.0);
-        w.think.mul_f64(-u.ln()).min(w.think * 10)
-    };
     let mut out = Vec::new();
     for p in before {
-        let d = pause(&mut rng);
+        let d = w.pause(&mut rng);
         out.push((false, p, d));
     }
     for p in after {
-        let d = pause(&mut rng);
+        let d = w.pause(&mut rng);
         out.push((true, p, d));
     }
     out
@@ -321,7 +324,7 @@ fn configs(t: &Trial, sys: DedupSystem, target_port: u16) -> Result<(Vec<Place>,
         let mut relays = Vec::new();
         let mut upstream = Vec::new();
         for &port in ports {
-            let (mut relay, relay_at, key) = nodes::relay_to_web(t, port, target_port)?;
+            let (mut relay, relay_at, key) = nodes::relay_to(t, port, target_port)?;
             if dedup {
                 // Each relay's dd-src has the thesis's memory of its own.
                 let source = nodes::source(feedback)?;

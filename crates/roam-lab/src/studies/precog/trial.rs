@@ -140,7 +140,7 @@ fn data_path(t: &Trial, sys: PrecogSystem) -> Result<(Vec<Running>, Sources)> {
             .iter()
             .find(|l| l.config.kind == kind)
             .ok_or_else(|| anyhow!("the scenario has no {kind:?} link"))?;
-        let (mut relay, relay_at, key) = nodes::relay_to_web(t, RELAY_PORTS[i], HTTP_PORT)?;
+        let (mut relay, relay_at, key) = nodes::relay_to(t, RELAY_PORTS[i], HTTP_PORT)?;
         relay.zstd = false;
         let mut proxy = ProxyConfig::new(
             SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, SOCKS_PORTS[i])),

@@ -763,7 +763,7 @@ fn encode_credit(limit: u64, rate: u64, feed_forward_kib: u32, proactive: bool) 
 }
 
 mod decoder;
-pub use decoder::Decoder;
+pub use decoder::{Decoder, FIRST_BUFFER};
 
 #[cfg(test)]
 mod tests;
