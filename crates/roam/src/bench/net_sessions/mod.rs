@@ -91,7 +91,7 @@ mod report;
 mod roam;
 mod sessions;
 mod tcp;
-mod usage;
+pub(super) mod usage;
 
 use std::io::{BufRead, BufReader, Read as _};
 use std::path::PathBuf;

@@ -31,18 +31,37 @@ pub(super) fn usage() -> Usage {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     };
-    // SAFETY: getrusage fills the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    let cpu = cpu();
     Usage {
         rss_kib: field("VmRSS:"),
         anon_kib: field("RssAnon:"),
         shmem_kib: field("RssShmem:"),
         threads: field("Threads:"),
-        switches: (ru.ru_nvcsw + ru.ru_nivcsw) as u64,
-        cpu_us: us(ru.ru_utime) + us(ru.ru_stime),
+        switches: cpu.switches,
+        cpu_us: cpu.cpu_us,
         keepalives: tcp_keepalives(),
+    }
+}
+
+/// The process's CPU time and context switches so far (`getrusage(RUSAGE_SELF)`: every
+/// thread, ended ones included).
+#[derive(Clone, Copy, Debug)]
+pub(in crate::bench) struct Cpu {
+    /// User and system time, microseconds.
+    pub(in crate::bench) cpu_us: u64,
+    /// Voluntary and involuntary context switches.
+    pub(in crate::bench) switches: u64,
+}
+
+/// Read the process's [`Cpu`].
+pub(in crate::bench) fn cpu() -> Cpu {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Cpu {
+        cpu_us: us(ru.ru_utime) + us(ru.ru_stime),
+        switches: (ru.ru_nvcsw + ru.ru_nivcsw) as u64,
     }
 }
 
