@@ -102,17 +102,22 @@ pub(super) fn measure<T: Transport>(
     );
 
     let mut kernel = Map::new();
+    let mut cost = Map::new();
     let mut run = |s: &mut Sessions<T>, k: usize, key: String| -> f64 {
         let r = throughput(s, k, set.active_seconds, tag);
         if let Some(e) = r.error {
             errors.push(format!("{k} active sessions: {e}"));
         }
         kernel.insert(
-            key,
+            key.clone(),
             json!({
                 "tcp_memory_pressures": r.tcp_memory_pressures,
                 "udp_rcvbuf_errors": r.udp_rcvbuf_errors,
             }),
+        );
+        cost.insert(
+            key,
+            json!({ "cpu_s_per_gb": r.cpu_s_per_gb, "switches_per_gb": r.switches_per_gb }),
         );
         r.bps
     };
@@ -145,6 +150,7 @@ pub(super) fn measure<T: Transport>(
         "aggregate_gbit": gbit,
         "one_session_gbit_after": one_after * 8e-9,
         "active_kernel": kernel,
+        "active_cost": cost,
         "idle_wakeups_per_session_per_s": wake_n.switches,
         "idle_wakeups_per_session_per_s_at_10": wake_probe.switches,
         "idle_cpu_us_per_session_per_s": wake_n.cpu_us,
@@ -266,6 +272,12 @@ fn open_many<T: Transport>(
 struct Run {
     /// Bytes per second the `k` sessions moved in all (see the parent module's doc).
     bps: f64,
+    /// The process's CPU seconds (every thread: both ends, idle sessions too) per GB moved
+    /// over the measured window: what the aggregate costs, counted rather than timed, so it
+    /// moves less with the machine's other load than `bps` does.
+    cpu_s_per_gb: f64,
+    /// The process's context switches per GB over the same window.
+    switches_per_gb: f64,
     /// Why the senders did not all stop cleanly when told (the rate stands).
     error: Option<String>,
     /// Kernel counters over the measured window: TCP memory pressure entered (TcpExt
@@ -287,9 +299,15 @@ fn throughput<T: Transport>(s: &mut Sessions<T>, k: usize, secs: u64, tag: &str)
             proc_net("/proc/net/snmp", "Udp:", "RcvbufErrors"),
         )
     };
-    let (b0, t0, k0) = (s.received(), Instant::now(), kernel());
+    let (b0, t0, k0, c0) = (s.received(), Instant::now(), kernel(), super::usage::cpu());
     std::thread::sleep(Duration::from_secs(secs));
-    let (b1, dt, k1) = (s.received(), t0.elapsed().as_secs_f64(), kernel());
+    let (b1, dt, k1, c1) = (
+        s.received(),
+        t0.elapsed().as_secs_f64(),
+        kernel(),
+        super::usage::cpu(),
+    );
+    let gb = (b1 - b0) as f64 / 1e9;
     stop.store(true, Ordering::Relaxed);
     let error = s.finish(Duration::from_secs(20)).err();
     // Let what the senders left in flight arrive before the next run counts.
@@ -303,13 +321,18 @@ fn throughput<T: Transport>(s: &mut Sessions<T>, k: usize, secs: u64, tag: &str)
     }
     let run = Run {
         bps: (b1 - b0) as f64 / dt,
+        cpu_s_per_gb: c1.cpu_us.saturating_sub(c0.cpu_us) as f64 / 1e6 / gb,
+        switches_per_gb: c1.switches.saturating_sub(c0.switches) as f64 / gb,
         error,
         tcp_memory_pressures: k1.0.saturating_sub(k0.0),
         udp_rcvbuf_errors: k1.1.saturating_sub(k0.1),
     };
     eprintln!(
-        "[{tag}] {k} active: {:.3} Gbit/s (TCP memory pressure {}, UDP receive-buffer drops {}){}",
+        "[{tag}] {k} active: {:.3} Gbit/s, {:.2} CPU s/GB, {:.0} switches/GB (TCP memory \
+         pressure {}, UDP receive-buffer drops {}){}",
         run.bps * 8e-9,
+        run.cpu_s_per_gb,
+        run.switches_per_gb,
         run.tcp_memory_pressures,
         run.udp_rcvbuf_errors,
         run.error
