@@ -26,17 +26,16 @@ pub(super) struct Ticker {
     /// The ticker sleeps its idle sleep.
     idle: AtomicBool,
     /// Wakes an idle ticker.
-    wake: Notify,
+    pub(super) wake: Notify,
 }
 
 impl Ticker {
-    /// The session is no longer quiet: an idle ticker wakes now.
-    pub(super) fn busy(&self) {
+    /// The session is no longer quiet: whether the ticker was idle, and must be woken now
+    /// (`Wakes::ticker`, once the session's lock is let go).
+    pub(super) fn busy(&self) -> bool {
         // A load first: on a busy session's data path this is a read of a shared line, not
         // a write to it.
-        if self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst) {
-            self.wake.notify_one();
-        }
+        self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -94,27 +93,37 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                 (id, c.fd, c.net, capped, c.cellular.clone(), c.path)
             })
             .collect();
+        // The kernel's readings, one SIOCOUTQ and one TCP_INFO per connection and tick (the
+        // path's load and the shared-memory table both use them), taken before the session's
+        // lock: no system call under it (issue 48).
+        let due = now.saturating_since(last_info) >= TICK;
+        let readings: Vec<(u64, Option<sys::TcpInfo>)> = if due {
+            conns
+                .iter()
+                .map(|(_, fd, ..)| (sys::outq(*fd).unwrap_or(0), sys::tcp_info(*fd).ok()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // Connections whose keepalives change pace, set once the lock is let go.
+        let mut keepalives = Vec::new();
         let mut s = sh.session();
-        if now.saturating_since(last_info) >= TICK {
+        if due {
             last_info = now;
             // This multi-socket's last foreground activity, as wall-clock milliseconds.
             let wall_ms = shm::now_ms();
             let foreground_ms = s.last_foreground().map_or(0, |t| {
                 wall_ms.saturating_sub(now.saturating_since(t).as_millis() as u64)
             });
-            for (id, fd, net, capped, cellular, path) in &conns {
+            for ((id, fd, net, capped, cellular, path), (outq, info)) in conns.iter().zip(readings)
+            {
                 // Keepalives at the cellular pace once the session knows the network is
                 // cellular (the server learns it from the client's announcement).
                 let is_cellular = s.connection_is_cellular(*id);
-                if is_cellular != cellular.load(Ordering::Relaxed)
-                    && set_keepalive(*fd, &sh.options, is_cellular).is_ok()
-                {
-                    cellular.store(is_cellular, Ordering::Relaxed);
+                if is_cellular != cellular.load(Ordering::Relaxed) {
+                    keepalives.push((*fd, cellular.clone(), is_cellular));
                 }
-                // One SIOCOUTQ read per connection and tick: the path's load and the
-                // shared-memory table both use it.
-                let outq = sys::outq(*fd).unwrap_or(0);
-                if let Ok(info) = sys::tcp_info(*fd) {
+                if let Some(info) = info {
                     let sample = TcpSample {
                         min_rtt: info.min_rtt,
                         srtt: (!info.rtt.is_zero()).then_some(info.rtt),
@@ -149,6 +158,11 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
         sh.after(&mut s);
         let done = s.failure().is_some() || (s.is_finished() && conns.is_empty());
         drop(s);
+        for (fd, cellular, is_cellular) in keepalives {
+            if set_keepalive(fd, &sh.options, is_cellular).is_ok() {
+                cellular.store(is_cellular, Ordering::Relaxed);
+            }
+        }
         if done {
             return;
         }
