@@ -10,8 +10,8 @@
 //!   pair and `loopback_by_flow` gives each one's ratios (the first is the headline);
 //!   `loopback_cpu`: what each run cost the process, both ends together (`getrusage`): CPU
 //!   seconds and context switches per GB moved, and the median of the pairs' CPU ratios
-//!   (`cpu_per_gb_vs_tcp`). Counted rather than timed, these move less with the machine's
-//!   load than the throughput does;
+//!   (`cpu_per_gb_vs_tcp`): what the bytes cost, beside how fast they went (issue 48 asks for
+//!   CPU per GB within 1.2x of TCP's); both move with the machine's other load;
 //! - `small_message_rate_ratio_vs_tcp`: 64-byte foreground-small messages per second against
 //!   64-byte messages on a TCP_NODELAY connection, both batching alike: the multi-socket's
 //!   writer coalesces the frames queued since its last pass into one system call, so the TCP

@@ -273,8 +273,7 @@ struct Run {
     /// Bytes per second the `k` sessions moved in all (see the parent module's doc).
     bps: f64,
     /// The process's CPU seconds (every thread: both ends, idle sessions too) per GB moved
-    /// over the measured window: what the aggregate costs, counted rather than timed, so it
-    /// moves less with the machine's other load than `bps` does.
+    /// over the measured window: what the aggregate costs, beside how fast it went.
     cpu_s_per_gb: f64,
     /// The process's context switches per GB over the same window.
     switches_per_gb: f64,

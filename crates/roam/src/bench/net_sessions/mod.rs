@@ -58,8 +58,7 @@
 //!   per run, the kernel's TCP memory-pressure episodes and UDP datagrams dropped for a full
 //!   receive buffer (network namespace wide), which explain a collapse of TCP or QUIC; `active_cost`, per run,
 //!   the process's CPU seconds and context switches per GB moved (`getrusage`: both ends and
-//!   the idle sessions), counted rather than timed, so that a busy machine blurs it less than
-//!   the throughput.
+//!   the idle sessions): what the bytes cost, beside how fast they went.
 //!
 //! `targets` states the targets (at most 64 KiB per idle session; with 1,000 active
 //! sessions at least 0.8 of one's, against both references; no more than one wake-up per
