@@ -204,7 +204,7 @@ fn invocations_text(k: &Kept) -> String {
         return if k.stamps == 0 {
             "-".into()
         } else {
-            "not recorded (runs before 2026-11-26; see about.md)".into()
+            "not recorded in run.json (see about.md)".into()
         };
     }
     k.invocations

@@ -199,7 +199,7 @@ pub(crate) struct Invocation {
 
 impl Invocation {
     /// This process's invocation, now.
-    fn now() -> Invocation {
+    pub(crate) fn now() -> Invocation {
         let argv: Vec<String> = std::env::args()
             .enumerate()
             .map(|(i, a)| {

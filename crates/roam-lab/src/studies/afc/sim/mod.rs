@@ -30,7 +30,7 @@ use roam_core::progress::{Progress, Unit};
 use serde::{Deserialize, Serialize};
 
 use crate::harness::matrix::pool;
-use crate::harness::results::VERSION;
+use crate::harness::results::{Invocation, VERSION};
 use crate::harness::study::{Finished, Request};
 use crate::report::{csv, csv_lines, parse_csv, Row};
 use crate::studies::afc::dumbbell::jain;
@@ -48,7 +48,7 @@ const QUICK: Duration = Duration::from_secs(60);
 
 /// What `OUT/run.json` records, and `--resume` matches (the fields `roam results index`
 /// reads of every lab's stamp, plus the simulated length).
-#[derive(Serialize, Deserialize, PartialEq, Debug)]
+#[derive(Serialize, Deserialize, PartialEq, Debug, Clone)]
 struct Stamp {
     version: String,
     quick: bool,
@@ -56,6 +56,10 @@ struct Stamp {
     first_seed: u64,
     /// The simulated length in the other labs' form (`sim`: milliseconds).
     workload_ms: std::collections::BTreeMap<String, u64>,
+    /// The invocations that wrote its runs, oldest first, as the other labs keep them (`roam
+    /// results index` lists them); `--resume` does not compare them.
+    #[serde(default)]
+    invocations: Vec<Invocation>,
 }
 
 impl Stamp {
@@ -66,7 +70,26 @@ impl Stamp {
             simulated_s,
             first_seed,
             workload_ms: [("sim".to_string(), simulated_s * 1000)].into(),
+            invocations: Vec::new(),
         }
+    }
+
+    /// Whether runs stamped `self` may join those stamped `other`: the same code, simulated
+    /// length and seeds, whoever invoked them.
+    fn same_run(&self, other: &Stamp) -> bool {
+        (
+            &self.version,
+            self.quick,
+            self.simulated_s,
+            self.first_seed,
+            &self.workload_ms,
+        ) == (
+            &other.version,
+            other.quick,
+            other.simulated_s,
+            other.first_seed,
+            &other.workload_ms,
+        )
     }
 }
 
@@ -203,9 +226,13 @@ pub fn build(out: &Path) -> Result<PathBuf> {
 /// already done.
 fn prepare(out: &Path, stamp: &Stamp, resume: bool) -> Result<HashSet<String>> {
     let trials = out.join("trials.csv");
+    let mut stamp = Stamp {
+        invocations: vec![Invocation::now()],
+        ..stamp.clone()
+    };
     if resume && trials.exists() {
         let old = read_stamp(out)?;
-        if &old != stamp {
+        if !old.same_run(&stamp) {
             bail!(
                 "--resume: {} was measured by {:?}, not {:?} (code, simulated seconds and \
                  first seed must match)",
@@ -214,6 +241,8 @@ fn prepare(out: &Path, stamp: &Stamp, resume: bool) -> Result<HashSet<String>> {
                 stamp
             );
         }
+        stamp.invocations = [old.invocations, stamp.invocations].concat();
+        std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&stamp)?)?;
         let rows = read_rows(out)?;
         let failed: HashSet<String> = rows
             .iter()
@@ -229,7 +258,7 @@ fn prepare(out: &Path, stamp: &Stamp, resume: bool) -> Result<HashSet<String>> {
             .collect());
     }
     std::fs::write(&trials, csv(&[]))?;
-    std::fs::write(out.join("run.json"), serde_json::to_string_pretty(stamp)?)?;
+    std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&stamp)?)?;
     Ok(HashSet::new())
 }
 
@@ -541,6 +570,26 @@ mod tests {
     const OUT: &str = "flow,system,bytes_read,goodput_mbps,peak_held_bytes,window_updates,\
 proactive_acks,zero_window_acks,not_stored,zero_window_events,suppressed_dupacks\n\
 0,afc,236053248,3.14738,256000,1917,148368,744,1,371,39013\n";
+
+    /// Each invocation that wrote runs is kept in `run.json`, a resumed one after the first;
+    /// a resume is refused for other code or another length, whoever invoked it.
+    #[test]
+    fn run_json_keeps_every_invocation_and_resume_checks_the_rest() {
+        let out = std::env::temp_dir().join(format!("roam-afc-stamp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        let stamp = Stamp::new(true, 60, 1);
+        prepare(&out, &stamp, false).unwrap();
+        assert_eq!(read_stamp(&out).unwrap().invocations.len(), 1);
+        prepare(&out, &stamp, true).unwrap();
+        let kept = read_stamp(&out).unwrap();
+        assert_eq!(kept.invocations.len(), 2);
+        assert!(kept.invocations.iter().all(|i| i.version == VERSION));
+        let longer = Stamp::new(true, 61, 1);
+        let e = prepare(&out, &longer, true).unwrap_err().to_string();
+        assert!(e.contains("--resume"), "{e}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 
     #[test]
     fn reads_the_programs_csv() {
