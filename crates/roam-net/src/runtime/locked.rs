@@ -9,9 +9,11 @@
 //! system call). So [`super::Shared::after`] only records what to wake, and the guard wakes
 //! it when it drops, after unlocking.
 //!
-//! Deferring a wake-up loses none: every waiter registers its interest (`Notify::notified`,
-//! enabled) before it looks at the session under the lock, so a change it did not see is
-//! followed by a wake-up it will get, sooner or later than before but never not at all.
+//! Deferring a wake-up loses none. A waiter woken by `notify_waiters` (receivers, blocked
+//! senders, waiters on any change) registers its interest (`Notify::notified`, enabled) before
+//! it looks at the session under the lock; the writers and the ticker are woken by
+//! `notify_one`, whose permit waits for them. So a change a waiter did not see is followed by
+//! a wake-up it will get, later than before but never not at all.
 
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};

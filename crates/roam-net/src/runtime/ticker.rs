@@ -95,7 +95,7 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
             .collect();
         // The kernel's readings, one SIOCOUTQ and one TCP_INFO per connection and tick (the
         // path's load and the shared-memory table both use them), taken before the session's
-        // lock: no system call under it (issue 48).
+        // lock: no system call of the data path under it (issue 48).
         let due = now.saturating_since(last_info) >= TICK;
         let readings: Vec<(u64, Option<sys::TcpInfo>)> = if due {
             conns
@@ -104,6 +104,13 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                 .collect()
         } else {
             Vec::new()
+        };
+        // The device's other multi-sockets' latest foreground activity (shared memory; it
+        // checks that their processes live, a system call each).
+        let elsewhere = if due {
+            sh.shm.as_ref().and_then(|m| m.foreground_elsewhere())
+        } else {
+            None
         };
         // Connections whose keepalives change pace, set once the lock is let go.
         let mut keepalives = Vec::new();
@@ -149,7 +156,7 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
             }
             // The device's other multi-sockets' foreground activity shrinks this one's
             // anticipatory budget (shared memory carries wall-clock milliseconds).
-            if let Some(t) = sh.shm.as_ref().and_then(|m| m.foreground_elsewhere()) {
+            if let Some(t) = elsewhere {
                 let age = Duration::from_millis(wall_ms.saturating_sub(t));
                 s.foreground_elsewhere(now.saturating_sub(age));
             }

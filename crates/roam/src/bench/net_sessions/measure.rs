@@ -268,6 +268,15 @@ fn open_many<T: Transport>(
     error.map_or(Ok(()), Err)
 }
 
+/// `x` per `gb`, or NaN when nothing was moved.
+fn per_gb(x: f64, gb: f64) -> f64 {
+    if gb > 0.0 {
+        x / gb
+    } else {
+        f64::NAN
+    }
+}
+
 /// What one active run measured.
 struct Run {
     /// Bytes per second the `k` sessions moved in all (see the parent module's doc).
@@ -320,8 +329,9 @@ fn throughput<T: Transport>(s: &mut Sessions<T>, k: usize, secs: u64, tag: &str)
     }
     let run = Run {
         bps: (b1 - b0) as f64 / dt,
-        cpu_s_per_gb: c1.cpu_us.saturating_sub(c0.cpu_us) as f64 / 1e6 / gb,
-        switches_per_gb: c1.switches.saturating_sub(c0.switches) as f64 / gb,
+        // Without bytes moved there is no cost per byte (NaN, `null` in the JSON).
+        cpu_s_per_gb: per_gb(c1.cpu_us.saturating_sub(c0.cpu_us) as f64 / 1e6, gb),
+        switches_per_gb: per_gb(c1.switches.saturating_sub(c0.switches) as f64, gb),
         error,
         tcp_memory_pressures: k1.0.saturating_sub(k0.0),
         udp_rcvbuf_errors: k1.1.saturating_sub(k0.1),

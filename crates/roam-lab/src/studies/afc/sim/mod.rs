@@ -242,8 +242,8 @@ fn prepare(out: &Path, stamp: &Stamp, resume: bool) -> Result<HashSet<String>> {
             );
         }
         stamp.invocations = [old.invocations, stamp.invocations].concat();
-        std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&stamp)?)?;
         let rows = read_rows(out)?;
+        std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&stamp)?)?;
         let failed: HashSet<String> = rows
             .iter()
             .filter(|r| r.metric == "error")
