@@ -269,25 +269,30 @@ impl SharedCounts {
         unsafe { &*(self.base().add(i * SLOT + off) as *const AtomicU64) }
     }
 
-    fn name_at(&self, i: usize) -> String {
+    /// Slot `i`'s name as stored: up to 16 bytes, NUL-padded. Copied out, as other processes
+    /// may write it meanwhile.
+    fn name_bytes(&self, i: usize) -> [u8; 16] {
         let mut b = [0u8; 16];
         // SAFETY: 16 bytes in bounds.
         unsafe { std::ptr::copy_nonoverlapping(self.base().add(i * SLOT + 8), b.as_mut_ptr(), 16) };
+        b
+    }
+
+    fn name_at(&self, i: usize) -> String {
+        let b = self.name_bytes(i);
         let end = b.iter().position(|&c| c == 0).unwrap_or(16);
         String::from_utf8_lossy(&b[..end]).into_owned()
     }
 
-    /// Whether slot `i` is for `network`: its name's bytes compared without a `String`
-    /// (`others` runs for every write batch and looks at every slot: building each slot's
-    /// name as a `String` took 5% of the samples with 1,000 active sessions, issue 48).
+    /// Whether slot `i` is for `network`, compared without a `String` (`others` runs for every
+    /// write batch and looks at every slot: building each slot's name as a `String` took 5%
+    /// of the samples with 1,000 active sessions, issue 48).
     fn is_named(&self, i: usize, network: &str) -> bool {
         let n = network.as_bytes();
         if n.len() > 16 {
             return false; // never published under such a name (`publish` truncates)
         }
-        let mut b = [0u8; 16];
-        // SAFETY: 16 bytes in bounds; copied out, as other processes may write them meanwhile.
-        unsafe { std::ptr::copy_nonoverlapping(self.base().add(i * SLOT + 8), b.as_mut_ptr(), 16) };
+        let b = self.name_bytes(i);
         b[..n.len()] == *n && (n.len() == 16 || b[n.len()] == 0)
     }
 

@@ -96,21 +96,20 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
         // The kernel's readings, one SIOCOUTQ and one TCP_INFO per connection and tick (the
         // path's load and the shared-memory table both use them), taken before the session's
         // lock: no system call of the data path under it (issue 48).
+        // With them, the device's other multi-sockets' latest foreground activity (shared
+        // memory; it checks that their processes live, a system call each).
         let due = now.saturating_since(last_info) >= TICK;
-        let readings: Vec<(u64, Option<sys::TcpInfo>)> = if due {
-            conns
+        let (readings, elsewhere): (Vec<(u64, Option<sys::TcpInfo>)>, _) = if due {
+            let readings = conns
                 .iter()
                 .map(|(_, fd, ..)| (sys::outq(*fd).unwrap_or(0), sys::tcp_info(*fd).ok()))
-                .collect()
+                .collect();
+            (
+                readings,
+                sh.shm.as_ref().and_then(|m| m.foreground_elsewhere()),
+            )
         } else {
-            Vec::new()
-        };
-        // The device's other multi-sockets' latest foreground activity (shared memory; it
-        // checks that their processes live, a system call each).
-        let elsewhere = if due {
-            sh.shm.as_ref().and_then(|m| m.foreground_elsewhere())
-        } else {
-            None
+            (Vec::new(), None)
         };
         // Connections whose keepalives change pace, set once the lock is let go.
         let mut keepalives = Vec::new();

@@ -51,6 +51,7 @@ use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
 use roam_trace::scenario::Scenario;
 use serde_json::json;
 
+use super::net_sessions::usage::Cost;
 use super::net_sessions::{self, Stack};
 
 pub(super) const CC: &str = "cubic";
@@ -165,10 +166,8 @@ fn drain(s: &mut TcpStream) -> (u64, f64) {
 struct Bulk {
     /// Bytes a second: the total over the span from first to last byte.
     bytes_per_s: f64,
-    /// CPU seconds (user and system, every thread) per GB moved.
-    cpu_s_per_gb: f64,
-    /// Context switches (voluntary and involuntary) per GB moved.
-    switches_per_gb: f64,
+    /// CPU time and context switches per GB moved.
+    cost: Cost,
 }
 
 /// Run `transfer` (returning the bytes received and the receiver's span in seconds), counting
@@ -180,11 +179,9 @@ fn counted(transfer: impl FnOnce() -> Result<(u64, f64)>) -> Result<Bulk> {
     if total == 0 || span <= 0.0 {
         bail!("the receiver got nothing");
     }
-    let gb = total as f64 / 1e9;
     Ok(Bulk {
         bytes_per_s: total as f64 / span,
-        cpu_s_per_gb: after.cpu_us.saturating_sub(before.cpu_us) as f64 / 1e6 / gb,
-        switches_per_gb: after.switches.saturating_sub(before.switches) as f64 / gb,
+        cost: after.cost_since(&before, total),
     })
 }
 
@@ -727,12 +724,12 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
                  {:.2} Gbit/s ({:.2} CPU s/GB, {:.0} switches/GB), ratio {:.3}",
                 i + 1,
                 tcp.bytes_per_s * 8e-9,
-                tcp.cpu_s_per_gb,
-                tcp.switches_per_gb,
+                tcp.cost.cpu_s_per_gb,
+                tcp.cost.switches_per_gb,
                 p.name(),
                 r.bytes_per_s * 8e-9,
-                r.cpu_s_per_gb,
-                r.switches_per_gb,
+                r.cost.cpu_s_per_gb,
+                r.cost.switches_per_gb,
                 r.bytes_per_s / tcp.bytes_per_s
             );
             roam.push(r);
@@ -753,15 +750,15 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
     let roam_bps = roam_of(|b| b.bytes_per_s);
     let cpu_ratios: Vec<f64> = runs
         .iter()
-        .map(|(t, r)| r[0].cpu_s_per_gb / t.cpu_s_per_gb)
+        .map(|(t, r)| r[0].cost.cpu_s_per_gb / t.cost.cpu_s_per_gb)
         .collect();
     let cpu = json!({
         "cpu_per_gb_vs_tcp": median(cpu_ratios.clone()),
         "cpu_ratios": cpu_ratios,
-        "tcp_cpu_s_per_gb": tcp_of(|b| b.cpu_s_per_gb),
-        "roam_cpu_s_per_gb": roam_of(|b| b.cpu_s_per_gb),
-        "tcp_switches_per_gb": tcp_of(|b| b.switches_per_gb),
-        "roam_switches_per_gb": roam_of(|b| b.switches_per_gb),
+        "tcp_cpu_s_per_gb": tcp_of(|b| b.cost.cpu_s_per_gb),
+        "roam_cpu_s_per_gb": roam_of(|b| b.cost.cpu_s_per_gb),
+        "tcp_switches_per_gb": tcp_of(|b| b.cost.switches_per_gb),
+        "roam_switches_per_gb": roam_of(|b| b.cost.switches_per_gb),
     });
     let by_flow: serde_json::Map<String, serde_json::Value> = a
         .flow
@@ -772,8 +769,8 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
                 "ratio_vs_tcp": median(ratios_of(k)),
                 "ratios": ratios_of(k),
                 "gbit": median(runs.iter().map(|r| r.1[k].bytes_per_s).collect()) * 8e-9,
-                "cpu_s_per_gb": median(runs.iter().map(|r| r.1[k].cpu_s_per_gb).collect()),
-                "switches_per_gb": median(runs.iter().map(|r| r.1[k].switches_per_gb).collect()),
+                "cpu_s_per_gb": median(runs.iter().map(|r| r.1[k].cost.cpu_s_per_gb).collect()),
+                "switches_per_gb": median(runs.iter().map(|r| r.1[k].cost.switches_per_gb).collect()),
             });
             (p.name().to_string(), v)
         })

@@ -117,7 +117,7 @@ pub(super) fn measure<T: Transport>(
         );
         cost.insert(
             key,
-            json!({ "cpu_s_per_gb": r.cpu_s_per_gb, "switches_per_gb": r.switches_per_gb }),
+            json!({ "cpu_s_per_gb": r.cost.cpu_s_per_gb, "switches_per_gb": r.cost.switches_per_gb }),
         );
         r.bps
     };
@@ -268,24 +268,13 @@ fn open_many<T: Transport>(
     error.map_or(Ok(()), Err)
 }
 
-/// `x` per `gb`, or NaN when nothing was moved.
-fn per_gb(x: f64, gb: f64) -> f64 {
-    if gb > 0.0 {
-        x / gb
-    } else {
-        f64::NAN
-    }
-}
-
 /// What one active run measured.
 struct Run {
     /// Bytes per second the `k` sessions moved in all (see the parent module's doc).
     bps: f64,
-    /// The process's CPU seconds (every thread: both ends, idle sessions too) per GB moved
-    /// over the measured window: what the aggregate costs, beside how fast it went.
-    cpu_s_per_gb: f64,
-    /// The process's context switches per GB over the same window.
-    switches_per_gb: f64,
+    /// What the window's bytes cost the process (every thread: both ends, idle sessions
+    /// too): what the aggregate costs, beside how fast it went.
+    cost: super::usage::Cost,
     /// Why the senders did not all stop cleanly when told (the rate stands).
     error: Option<String>,
     /// Kernel counters over the measured window: TCP memory pressure entered (TcpExt
@@ -315,7 +304,6 @@ fn throughput<T: Transport>(s: &mut Sessions<T>, k: usize, secs: u64, tag: &str)
         kernel(),
         super::usage::cpu(),
     );
-    let gb = (b1 - b0) as f64 / 1e9;
     stop.store(true, Ordering::Relaxed);
     let error = s.finish(Duration::from_secs(20)).err();
     // Let what the senders left in flight arrive before the next run counts.
@@ -329,9 +317,7 @@ fn throughput<T: Transport>(s: &mut Sessions<T>, k: usize, secs: u64, tag: &str)
     }
     let run = Run {
         bps: (b1 - b0) as f64 / dt,
-        // Without bytes moved there is no cost per byte (NaN, `null` in the JSON).
-        cpu_s_per_gb: per_gb(c1.cpu_us.saturating_sub(c0.cpu_us) as f64 / 1e6, gb),
-        switches_per_gb: per_gb(c1.switches.saturating_sub(c0.switches) as f64, gb),
+        cost: c1.cost_since(&c0, b1 - b0),
         error,
         tcp_memory_pressures: k1.0.saturating_sub(k0.0),
         udp_rcvbuf_errors: k1.1.saturating_sub(k0.1),
@@ -340,8 +326,8 @@ fn throughput<T: Transport>(s: &mut Sessions<T>, k: usize, secs: u64, tag: &str)
         "[{tag}] {k} active: {:.3} Gbit/s, {:.2} CPU s/GB, {:.0} switches/GB (TCP memory \
          pressure {}, UDP receive-buffer drops {}){}",
         run.bps * 8e-9,
-        run.cpu_s_per_gb,
-        run.switches_per_gb,
+        run.cost.cpu_s_per_gb,
+        run.cost.switches_per_gb,
         run.tcp_memory_pressures,
         run.udp_rcvbuf_errors,
         run.error

@@ -56,9 +56,10 @@
 //!   session (`one_session_alone_gbit`, a second child): when idle sessions starve even one
 //!   active session, the first ratio divides by the starved figure. `active_kernel` counts,
 //!   per run, the kernel's TCP memory-pressure episodes and UDP datagrams dropped for a full
-//!   receive buffer (network namespace wide), which explain a collapse of TCP or QUIC; `active_cost`, per run,
-//!   the process's CPU seconds and context switches per GB moved (`getrusage`: both ends and
-//!   the idle sessions): what the bytes cost, beside how fast they went.
+//!   receive buffer (network namespace wide), which explain a collapse of TCP or QUIC;
+//!   `active_cost`, per run, the process's CPU seconds and context switches per GB moved
+//!   (`getrusage`: both ends and the idle sessions): what the bytes cost, beside how fast
+//!   they went.
 //!
 //! `targets` states the targets (at most 64 KiB per idle session; with 1,000 active
 //! sessions at least 0.8 of one's, against both references; no more than one wake-up per

@@ -14,9 +14,7 @@ pub(super) struct Usage {
     pub(super) anon_kib: u64,
     pub(super) shmem_kib: u64,
     pub(super) threads: u64,
-    /// Context switches of every thread, ended ones included.
-    switches: u64,
-    cpu_us: u64,
+    cpu: Cpu,
     /// TCP keepalives the network namespace sent.
     keepalives: u64,
 }
@@ -31,14 +29,12 @@ pub(super) fn usage() -> Usage {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     };
-    let cpu = cpu();
     Usage {
         rss_kib: field("VmRSS:"),
         anon_kib: field("RssAnon:"),
         shmem_kib: field("RssShmem:"),
         threads: field("Threads:"),
-        switches: cpu.switches,
-        cpu_us: cpu.cpu_us,
+        cpu: cpu(),
         keepalives: tcp_keepalives(),
     }
 }
@@ -51,6 +47,27 @@ pub(in crate::bench) struct Cpu {
     pub(in crate::bench) cpu_us: u64,
     /// Voluntary and involuntary context switches.
     pub(in crate::bench) switches: u64,
+}
+
+/// What moving some bytes cost the process.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::bench) struct Cost {
+    /// CPU seconds (user and system, every thread) per GB moved.
+    pub(in crate::bench) cpu_s_per_gb: f64,
+    /// Context switches (voluntary and involuntary) per GB moved.
+    pub(in crate::bench) switches_per_gb: f64,
+}
+
+impl Cpu {
+    /// What `bytes` moved since `before` cost: NaN (`null` in JSON) when nothing moved.
+    pub(in crate::bench) fn cost_since(&self, before: &Cpu, bytes: u64) -> Cost {
+        let gb = bytes as f64 / 1e9;
+        let per_gb = |x: u64| if bytes > 0 { x as f64 / gb } else { f64::NAN };
+        Cost {
+            cpu_s_per_gb: per_gb(self.cpu_us.saturating_sub(before.cpu_us)) / 1e6,
+            switches_per_gb: per_gb(self.switches.saturating_sub(before.switches)),
+        }
+    }
 }
 
 /// Read the process's [`Cpu`].
@@ -122,8 +139,8 @@ pub(super) fn idle_window(tag: &str, what: &str, secs: u64) -> Rates {
     std::thread::sleep(Duration::from_secs(secs));
     let (b, dt) = (usage(), t.elapsed().as_secs_f64());
     Rates {
-        switches: (b.switches - a.switches) as f64 / dt,
-        cpu_us: (b.cpu_us - a.cpu_us) as f64 / dt,
+        switches: (b.cpu.switches - a.cpu.switches) as f64 / dt,
+        cpu_us: (b.cpu.cpu_us - a.cpu.cpu_us) as f64 / dt,
         keepalives: b.keepalives.saturating_sub(a.keepalives) as f64 / dt,
         rss_kib: (b.rss_kib as f64 - a.rss_kib as f64) / dt,
     }
