@@ -36,7 +36,7 @@
 //! The session's lock is held for bookkeeping, not across the data path's system calls: the
 //! writer and the ticker read the kernel's counters before taking it, reads and writes happen
 //! outside it, and the tasks and threads a change wakes are woken once it is let go
-//! (`locked`; 23% fewer context switches per GB on loopback, issue 48).
+//! (`locked`; 3,674 -> 2,802 context switches per GB on loopback, issue 48).
 
 pub mod blocking;
 pub mod paths;
