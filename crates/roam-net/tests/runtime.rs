@@ -506,3 +506,37 @@ fn a_multi_socket_starts_from_the_path_memory() {
     );
     drop((c, s));
 }
+
+/// Issue 48, item 1: a send writes its frames from the caller's thread when the connection's
+/// writer is idle (`runtime::out`): spaced small sends are written by the sender, not handed
+/// to the writer task, and arrive whole and in order. A large send the kernel cannot take at
+/// once is finished by the writer, every byte in its place.
+#[test]
+fn sends_write_from_the_callers_thread_when_the_writer_is_idle() {
+    let (c, s, _l) = pair(lo_options(), lo_options());
+    // The handshake's probes and estimates go out first.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = c.write_counts();
+    for i in 0..50u32 {
+        c.send(Label::ForegroundSmall, i.to_be_bytes().to_vec(), None)
+            .unwrap();
+        let (_, _, d) = s.recv_irob().unwrap().unwrap();
+        assert_eq!(d, i.to_be_bytes());
+        // The peer's acknowledgement arrives and its writer pass ends.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let direct = c.write_counts().from_caller - before.from_caller;
+    assert!(direct >= 45, "{direct} of 50 sends written by the sender");
+
+    let before = c.write_counts();
+    let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+    c.send(Label::ForegroundLarge, big.clone(), None).unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // the receiver lags: the socket fills
+    let (_, _, d) = s.recv_irob().unwrap().unwrap();
+    assert!(d == big, "the large send arrived changed");
+    assert!(
+        c.write_counts().from_writer > before.from_writer,
+        "the writer finished nothing: {:?}",
+        c.write_counts()
+    );
+}

@@ -194,6 +194,11 @@ impl MultiSocket {
         self.inner.duplicate_bytes()
     }
 
+    /// See [`super::MultiSocket::write_counts`].
+    pub fn write_counts(&self) -> super::WriteCounts {
+        self.inner.write_counts()
+    }
+
     /// See [`super::MultiSocket::flow_stats`].
     pub fn flow_stats(&self) -> crate::proto::session::FlowStats {
         self.inner.flow_stats()

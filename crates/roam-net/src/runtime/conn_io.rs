@@ -1,7 +1,10 @@
 //! A connection's two tasks: the reader decodes frames into the session (stopping while the
-//! application has a window's worth unread), the writer asks the session for frames and writes
-//! them in batches, handing background data to the kernel only within the anticipatory cap.
+//! application has a window's worth unread) and writes what they make sendable when it can
+//! (`out`), keeping the deadline of acknowledgements not due yet; the writer asks the session
+//! for frames and writes them in batches, handing background data to the kernel only within
+//! the anticipatory cap.
 
+use super::out::{connection_closed, Out, Parts};
 use super::*;
 use bytes::BufMut;
 use std::time::Instant;
@@ -52,9 +55,12 @@ pub(super) async fn reader(
     let mut small = true;
     let mut small_since = Instant::now();
     loop {
-        // Frames already buffered (the listener may have read past the first frame).
-        {
-            let mut s = sh.session();
+        // Frames already buffered (the listener may have read past the first frame); what
+        // they make sendable (answers, due acknowledgements) is written from here when the
+        // connections' writers are idle (`out`). Acknowledgements not due yet wait for data
+        // to ride on, or for their deadline, which this reader keeps (`Config::ack_delay`).
+        let ack_at = {
+            let mut s = sh.sending();
             let now = sh.now();
             loop {
                 match dec.next_frame() {
@@ -69,12 +75,15 @@ pub(super) async fn reader(
                 }
             }
             sh.after(&mut s);
-        }
+            s.ack_deadline()
+        };
+        let ack_wait = ack_at.map(|t| t.saturating_since(sh.now()));
         if closing.load(Ordering::SeqCst) {
             return;
         }
         // Back-pressure: stop reading while the application has a window's worth unread, or
         // the peer does not read our acknowledgements (`Session::receive_paused`).
+        let mut acks_due = false;
         loop {
             let n = sh.changed.notified();
             tokio::pin!(n);
@@ -86,7 +95,19 @@ pub(super) async fn reader(
             if go_on {
                 break;
             }
-            n.await;
+            match ack_wait {
+                Some(w) => tokio::select! {
+                    _ = n => {}
+                    _ = tokio::time::sleep(w) => {
+                        acks_due = true;
+                        break;
+                    }
+                },
+                None => n.await,
+            }
+        }
+        if acks_due {
+            continue;
         }
         let missing = dec.missing();
         let buf = dec.buffer_mut();
@@ -98,10 +119,16 @@ pub(super) async fn reader(
         let watch_idle = spare.len() > IDLE_SPARES || !small;
         let mut into = buf.limit(limit);
         let read = rd.read_buf(&mut into);
-        let read = if watch_idle {
+        let wait = match (watch_idle, ack_wait) {
+            (true, Some(a)) => Some(a.min(SPARE_IDLE)),
+            (true, None) => Some(SPARE_IDLE),
+            (false, a) => a,
+        };
+        let read = if let Some(wait) = wait {
             // `read_buf` is cancel-safe: on timeout nothing was read.
-            match tokio::time::timeout(SPARE_IDLE, read).await {
+            match tokio::time::timeout(wait, read).await {
                 Ok(r) => r,
+                Err(_) if !watch_idle || wait < SPARE_IDLE => continue, // acknowledgements due
                 Err(_) => {
                     spare.trim(IDLE_SPARES);
                     let buf = dec.buffer_mut();
@@ -310,15 +337,18 @@ pub(super) fn make_room(
     carried
 }
 
-/// A connection's writer. Once the connection is closing, what it writes gets
-/// `Options::user_timeout` to go out (a peer that does not read cannot hold it), and when the
-/// writer ends, the reader gets as long again to see the peer's end before it is stopped: a
-/// reader waits on the socket, and a peer that keeps a connection open and silent would
-/// otherwise keep it, and the multi-socket, for ever.
+/// A connection's writer: it takes the connection's write side ([`Out`]), finishes what a
+/// direct write left (`out`), then asks the session for frames and writes them, until there
+/// is nothing to write; then it lets the write side go and waits to be woken. Once the
+/// connection is closing, what it writes gets `Options::user_timeout` to go out (a peer that
+/// does not read cannot hold it), and when the writer ends, the reader gets as long again to
+/// see the peer's end before it is stopped: a reader waits on the socket, and a peer that
+/// keeps a connection open and silent would otherwise keep it, and the multi-socket, for
+/// ever.
 pub(super) async fn writer(
     sh: Arc<Shared>,
     conn: ConnId,
-    mut wr: ConnWrite,
+    wr: ConnWrite,
     entry: ConnEntry,
     reader: tokio::task::AbortHandle,
 ) {
@@ -326,56 +356,53 @@ pub(super) async fn writer(
         wake,
         closing,
         capped,
+        out: side,
         fd,
         net,
         ..
     } = entry;
+    *side.lock().await = Some(Out::new(wr));
     // The shared-memory key of the connection's network, looked up once (hot path below).
     let network = net_key(&sh, net);
+    let grace = sh.options.user_timeout;
     loop {
-        let mut parts: Vec<Bytes> = Vec::new();
-        let mut total = 0;
-        // How long to sleep unless woken: while the anticipatory cap holds background data
-        // back, until enough of it should have drained (`Session::background_recheck`);
-        // otherwise a second, a safety net only (every change of the session wakes the
-        // writers, `Shared::after`; an idle session's writer should not wake more often).
-        let mut pause = ticker::IDLE_TICK;
-        let finished;
-        {
-            let kernel = sh.kernel_state(fd, network.as_deref());
-            let mut s = sh.session();
-            let now = sh.now();
-            let mut room = sh.background_room(&mut s, conn, &kernel, now);
-            while total < WRITE_BATCH {
-                let Some(t) = s.poll_transmit(conn, now, room) else {
-                    if room == 0 {
-                        pause = s.background_recheck(conn, now);
-                    }
-                    break;
-                };
-                room = room.saturating_sub(t.background);
-                total += t.len();
-                parts.push(Bytes::from(t.head));
-                if !t.data.is_empty() {
-                    parts.push(t.data);
-                }
-            }
-            capped.store(room == 0, Ordering::Relaxed);
-            finished = s.is_finished();
-            if !parts.is_empty() {
-                sh.after(&mut s);
-            }
-        }
-        let grace = sh.options.user_timeout;
-        if !parts.is_empty() {
-            if let Err(e) = write_unless_stuck(&mut wr, parts, &wake, &closing, grace).await {
+        let mut held = side.lock().await;
+        let out = held.as_mut().expect("set above");
+        if out.has_leftover() {
+            let parts = std::mem::take(&mut out.pending);
+            out.unflushed = false;
+            if let Err(e) = write_unless_stuck(&mut out.wr, parts, &wake, &closing, grace).await {
                 sh.log(format!("connection {conn}: write failed: {e}"));
                 closing.store(true, Ordering::SeqCst);
             }
+            sh.writes.from_writer.fetch_add(1, Ordering::Relaxed);
+        }
+        // How long to sleep unless woken: while the anticipatory cap holds background data
+        // back, until enough of it should have drained; otherwise a second, a safety net only
+        // (every change of the session wakes the writers, `Shared::after`, or writes itself:
+        // `out`; an idle session's writer should not wake more often).
+        let (batch, finished) = {
+            let kernel = sh.kernel_state(fd, network.as_deref());
+            let mut s = sh.session();
+            let b = sh.take_batch(&mut s, conn, &kernel, &capped, sh.now());
+            if !b.parts.is_empty() {
+                sh.after(&mut s);
+            }
+            (b, s.is_finished())
+        };
+        if !batch.parts.is_empty() {
+            if let Err(e) =
+                write_unless_stuck(&mut out.wr, batch.parts, &wake, &closing, grace).await
+            {
+                sh.log(format!("connection {conn}: write failed: {e}"));
+                closing.store(true, Ordering::SeqCst);
+            }
+            sh.writes.from_writer.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         if closing.load(Ordering::SeqCst) || finished {
-            let _ = tokio::time::timeout(grace, wr.shutdown()).await;
+            let _ = tokio::time::timeout(grace, out.wr.shutdown()).await;
+            drop(held);
             {
                 let mut s = sh.session();
                 s.forget_connection(conn, sh.now());
@@ -389,9 +416,10 @@ pub(super) async fn writer(
             });
             return;
         }
+        drop(held);
         tokio::select! {
             _ = wake.notified() => {}
-            _ = tokio::time::sleep(pause) => {}
+            _ = tokio::time::sleep(batch.pause) => {}
         }
     }
 }
@@ -429,31 +457,14 @@ async fn write_unless_stuck(
 /// records buffered in the TLS session and still report its bytes as written, and nothing
 /// would send them before the next batch (a 128 KB reply over a 10 Mbit/s link waited 10 s
 /// for the acknowledgement timeout's probe to push it out). On plain TCP the flush is free.
-pub(super) async fn write_all(wr: &mut ConnWrite, mut parts: Vec<Bytes>) -> io::Result<()> {
-    let mut i = 0;
-    while i < parts.len() {
-        let slices: Vec<io::IoSlice<'_>> = parts[i..]
-            .iter()
-            .take(64)
-            .map(|b| io::IoSlice::new(b))
-            .collect();
-        let mut n = wr.write_vectored(&slices).await?;
+pub(super) async fn write_all(wr: &mut ConnWrite, parts: Vec<Bytes>) -> io::Result<()> {
+    let mut parts = Parts::new(parts);
+    while !parts.is_empty() {
+        let n = wr.write_vectored(&parts.slices()).await?;
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "connection closed",
-            ));
+            return Err(connection_closed());
         }
-        while n > 0 && i < parts.len() {
-            if n >= parts[i].len() {
-                n -= parts[i].len();
-                i += 1;
-            } else {
-                let rest = parts[i].slice(n..);
-                parts[i] = rest;
-                n = 0;
-            }
-        }
+        parts.advance(n);
     }
     wr.flush().await
 }

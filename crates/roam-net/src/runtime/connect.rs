@@ -101,6 +101,7 @@ pub(super) fn prepare(stream: &TcpStream, net: NetId, options: &Options) -> io::
         closing: Arc::new(AtomicBool::new(false)),
         capped: Arc::new(AtomicBool::new(false)),
         cellular: Arc::new(AtomicBool::new(false)),
+        out: Arc::default(),
         fd,
         net,
         path: match (stream.local_addr(), stream.peer_addr()) {

@@ -19,7 +19,8 @@ use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::MutexGuard;
 
-use super::{Session, Shared};
+use super::out::Held;
+use super::{ConnId, Session, Shared};
 
 /// What to wake once the session's lock is let go.
 #[derive(Debug, Default)]
@@ -37,9 +38,12 @@ pub(super) struct Wakes {
 }
 
 impl Wakes {
-    fn fire(&self, sh: &Shared) {
+    /// Wake what was decided, except the writers of `held` connections (whose frames the
+    /// holder writes: `out`).
+    fn fire(&self, sh: &Shared, held: &[Held]) {
         if self.writers {
-            for c in sh.conns.lock().unwrap().values() {
+            let skip = |c: &ConnId| held.iter().any(|h| h.conn == *c);
+            for (_, c) in sh.conns.lock().unwrap().iter().filter(|(c, _)| !skip(c)) {
                 c.wake.notify_one();
             }
         }
@@ -59,11 +63,14 @@ impl Wakes {
 }
 
 /// The session, locked; derefs to it. Wake-ups recorded in `wakes` are made when it drops,
-/// after the lock is let go.
+/// after the lock is let go, and the frames taken for `held` write sides are written then
+/// (`out`).
 pub(crate) struct Locked<'a> {
     shared: &'a Shared,
     guard: ManuallyDrop<MutexGuard<'a, Session>>,
     pub(super) wakes: Wakes,
+    /// Write sides held by this thread ([`Shared::sending`]).
+    pub(super) held: Vec<Held>,
 }
 
 impl<'a> Locked<'a> {
@@ -72,6 +79,7 @@ impl<'a> Locked<'a> {
             shared,
             guard: ManuallyDrop::new(guard),
             wakes: Wakes::default(),
+            held: Vec::new(),
         }
     }
 }
@@ -80,7 +88,10 @@ impl Drop for Locked<'_> {
     fn drop(&mut self) {
         // SAFETY: the guard is dropped once, here, and not used after.
         unsafe { ManuallyDrop::drop(&mut self.guard) };
-        self.wakes.fire(self.shared);
+        self.wakes.fire(self.shared, &self.held);
+        for h in std::mem::take(&mut self.held) {
+            h.write(self.shared);
+        }
     }
 }
 

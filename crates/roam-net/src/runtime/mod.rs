@@ -2,16 +2,18 @@
 //! address), each bound to its network's address (and device, when permitted).
 //!
 //! Per connection a reader task decodes frames into the session and a writer task asks the
-//! session for the next frame. The writer applies anticipatory scheduling: background data is
+//! session for the next frames; an application's send writes its frames itself when the
+//! connection's writer is idle (`out`). Both apply anticipatory scheduling: background data is
 //! handed to the kernel only while the socket's unacknowledged bytes (SIOCOUTQ) stay below the
 //! session's [`Session::background_cap`] (minus what other processes on this device hold on the
-//! same network, from shared memory); TCP_NOTSENT_LOWAT keeps the kernel's unsent queue short so
+//! same network, from shared memory: `Shared::take_batch`); TCP_NOTSENT_LOWAT keeps the kernel's unsent queue short so
 //! that foreground data is not stuck behind it. A timer task samples TCP_INFO (passive
 //! estimates), fires session timers and publishes estimates.
 //!
 //! The parts: [`Options`] (`options`), [`Error`] (`error`), [`MultiSocket`] (`socket`, the
 //! async API), [`Listener`] (`listener`, accepting and routing connections), `connect`
-//! (opening connections), `conn_io` (a connection's reader and writer tasks), `ticker` (the
+//! (opening connections), `conn_io` (a connection's reader and writer tasks), `out` (a
+//! connection's write side, which a send writes to from its own thread), `ticker` (the
 //! timer task), [`Thunk`] (`thunk`), [`PathMemory`] (`paths`, estimates shared between
 //! multi-sockets), `locked` (the session's lock, held, and the wake-ups made once it is let
 //! go); the shared state of one multi-socket (`Shared`) is here.
@@ -23,8 +25,11 @@
 //! A multi-socket's state is behind several mutexes in `Shared`. The order is fixed:
 //!
 //! 1. the C ABI's per-socket entry (`capi`), when the call comes through it;
-//! 2. the session (`Shared::session`);
-//! 3. at most one of the leaf locks: `networks`, `conns`, `thunks`, `listeners`,
+//! 2. connections' write sides (`out`): a writer task waits for its own; a thread about to
+//!    change the session only tries them (`Shared::sending`), so it never waits while
+//!    holding one;
+//! 3. the session (`Shared::session`);
+//! 4. at most one of the leaf locks: `networks`, `conns`, `thunks`, `listeners`,
 //!    `last_open_error`, the shared-memory table's own.
 //!
 //! A lock may be taken while holding only locks above it; a leaf lock is never held while
@@ -51,6 +56,7 @@ mod error;
 mod listener;
 mod locked;
 mod options;
+mod out;
 mod socket;
 mod thunk;
 mod ticker;
@@ -85,6 +91,7 @@ pub use listener::Listener;
 use listener::SourceSlot;
 use locked::Locked;
 pub use options::{LocalNetwork, Networks, Options};
+pub use out::WriteCounts;
 pub use paths::PathMemory;
 pub use socket::{MultiSocket, NetworkView};
 use thunk::ThunkRunner;
@@ -103,6 +110,8 @@ struct ConnEntry {
     /// Its keepalives are at the cellular pace ([`CELLULAR_KEEPALIVE`]; the ticker sets them
     /// once the session knows the connection's network).
     cellular: Arc<AtomicBool>,
+    /// Its write side, once its writer has started (`out`).
+    out: Arc<tokio::sync::Mutex<Option<out::Out>>>,
     fd: i32,
     net: NetId,
     /// Its path: (local address, peer address), the key of [`PathMemory`].
@@ -151,6 +160,8 @@ pub(crate) struct Shared {
     listeners: Mutex<HashMap<NetId, tokio::task::AbortHandle>>,
     /// The timer task's idle state ([`ticker::Ticker`]).
     ticker: Arc<ticker::Ticker>,
+    /// Who wrote the batches of frames (`out`).
+    writes: out::Counts,
 }
 
 impl Drop for Shared {
@@ -259,6 +270,7 @@ impl Shared {
             last_open_error: Mutex::new(None),
             listeners: Mutex::new(HashMap::new()),
             ticker: Arc::default(),
+            writes: out::Counts::default(),
         })
     }
 
@@ -352,6 +364,9 @@ impl Shared {
             self.over.store(true, Ordering::Relaxed);
         }
         s.wakes.changed = true;
+        if !s.held.is_empty() {
+            self.take_held_batches(s);
+        }
     }
 
     /// Whether the session has ended (failed or finished).
@@ -360,14 +375,20 @@ impl Shared {
     }
 
     /// After the application took delivery `d`: the receive side changed, which a reader
-    /// paused for back-pressure waits for (`changed`). Writers are woken (`after`) once an
-    /// IROB has been delivered whole, which may finish the session, or when the read made a
-    /// credit due (`flow`); otherwise a delivery creates nothing to send. (Waking them per
+    /// paused for back-pressure waits for (`changed`). Once an IROB has been delivered whole
+    /// its events are acted on (`after`), and writers are woken when that finished the session
+    /// or when the read made a credit due (`flow`); otherwise a delivery creates nothing to
+    /// send. (Waking them per
     /// chunk had the receiver's writer take the lock and read TCP_INFO four times per MiB of
     /// a bulk transfer for nothing; a credit is due once per eighth of a window read.)
     fn after_recv(self: &Arc<Self>, s: &mut Locked<'_>, d: &Delivery) {
-        if d.end || s.credit_pending() {
+        let credit = s.credit_pending();
+        if d.end || credit {
             self.after(s);
+            // Only a credit or the session's end gives a writer something to do: waking them
+            // per message delivered cost a request-and-answer exchange a runtime worker woken
+            // from the application's thread on each side (issue 48).
+            s.wakes.writers = credit || s.is_finished();
         } else {
             s.wakes.changed = true;
         }

@@ -187,7 +187,7 @@ impl MultiSocket {
             tokio::pin!(space);
             space.as_mut().enable();
             {
-                let mut s = self.shared.session();
+                let mut s = self.shared.sending();
                 let r = attempt(&mut s, self.shared.now());
                 self.shared.after(&mut s);
                 match r {
@@ -219,7 +219,7 @@ impl MultiSocket {
     /// Append bytes to an open IROB (waits while the send buffer is full).
     pub async fn irob_send(&self, irob: IrobId, data: impl Into<Bytes>) -> Result<(), Error> {
         self.send_buffer_room().await;
-        let mut s = self.shared.session();
+        let mut s = self.shared.sending();
         let r = s.irob_send(irob, data.into());
         self.shared.after(&mut s);
         Ok(r?)
@@ -227,7 +227,7 @@ impl MultiSocket {
 
     /// End an IROB.
     pub fn end_irob(&self, irob: IrobId) -> Result<(), Error> {
-        let mut s = self.shared.session();
+        let mut s = self.shared.sending();
         let r = s.end_irob(irob);
         self.shared.after(&mut s);
         Ok(r?)
@@ -373,7 +373,7 @@ impl MultiSocket {
     /// [`MultiSocket::send`] without waiting: [`SendError::WouldBlock`] when `label` cannot be
     /// sent now or the send buffer is full (wait with [`MultiSocket::sendable`]).
     pub fn try_send(&self, label: Label, data: impl Into<Bytes>) -> Result<IrobId, Error> {
-        let mut s = self.shared.session();
+        let mut s = self.shared.sending();
         let r = s.send(label, data.into(), None, self.shared.now());
         if let Err(SendError::WouldBlock(_)) = r {
             self.shared
@@ -387,7 +387,7 @@ impl MultiSocket {
     /// [`MultiSocket::irob_send`] without waiting: [`SendError::BufferFull`] while the send
     /// buffer is full.
     pub fn try_irob_send(&self, irob: IrobId, data: impl Into<Bytes>) -> Result<(), Error> {
-        let mut s = self.shared.session();
+        let mut s = self.shared.sending();
         if s.failure().is_none() && s.unacknowledged() >= self.shared.options.config.max_send_buffer
         {
             self.shared.blocked.fetch_or(BUFFER_BIT, Ordering::SeqCst);
@@ -475,6 +475,12 @@ impl MultiSocket {
     /// ([`crate::proto::Session::duplicate_bytes`]).
     pub fn duplicate_bytes(&self) -> u64 {
         self.shared.session().duplicate_bytes()
+    }
+
+    /// Who wrote this end's batches of frames so far: the sending thread itself, or a
+    /// connection's writer task (a hand-off; issue 48).
+    pub fn write_counts(&self) -> super::WriteCounts {
+        self.shared.writes.get()
     }
 
     /// What flow control did so far: whether credit and AFC's read rate were negotiated, the

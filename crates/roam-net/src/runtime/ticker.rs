@@ -8,8 +8,9 @@
 //! unacknowledged, nothing deferred or in doubt: `Session::is_quiet`), the ticker sleeps
 //! until the session's next deadline (`Session::poll_timeout`: probes, reconnects,
 //! handshakes, failure) or [`IDLE_TICK`], whichever is first, and readings go at that pace:
-//! there is nothing in flight to sample. The first change that ends the quiet wakes it at
-//! once (`Shared::after`, [`Ticker::busy`]), so a transfer is sampled from its start every
+//! there is nothing in flight to sample. It goes idle only once the session has been quiet
+//! for [`IDLE_AFTER`] (a session of requests and answers is quiet between them). The first
+//! change that ends an idle ticker's quiet wakes it at once (`Shared::after`, [`Ticker::busy`]), so a transfer is sampled from its start every
 //! [`TICK`].
 
 use super::*;
@@ -19,6 +20,12 @@ pub(super) const TICK: Duration = Duration::from_millis(100);
 
 /// The longest an idle session's ticker sleeps.
 pub(super) const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// A session quiet this long has its ticker go idle. Until then it keeps [`TICK`], so that a
+/// session exchanging requests and answers, quiet between them, does not have its ticker
+/// woken (a runtime worker woken: a futex or an eventfd write) for every request (issue 48:
+/// a hand-off per request on loopback).
+pub(super) const IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// What the ticker shares with the rest of the multi-socket.
 #[derive(Default)]
@@ -42,6 +49,8 @@ impl Ticker {
 /// The timer task: session timeouts, TCP_INFO samples, shared-memory publication.
 pub(super) async fn ticker(weak: Weak<Shared>) {
     let mut last_info = Time::ZERO;
+    // Since when the session has been quiet, as last seen.
+    let mut quiet_since: Option<Time> = None;
     loop {
         let Some(sh) = weak.upgrade() else { return };
         let ticker = sh.ticker.clone();
@@ -49,14 +58,20 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
         // (under the session's lock, as every `Shared::after` is) then finds it set and wakes
         // the ticker, and one made before it shows in the look.
         ticker.idle.store(true, Ordering::SeqCst);
-        let (deadline, idle) = {
+        let (deadline, quiet) = {
             let s = sh.session();
             (s.poll_timeout(), s.is_quiet())
         };
+        let now = sh.now();
+        quiet_since = if quiet {
+            quiet_since.or(Some(now))
+        } else {
+            None
+        };
+        let idle = quiet_since.is_some_and(|t| now.saturating_since(t) >= IDLE_AFTER);
         if !idle {
             ticker.idle.store(false, Ordering::SeqCst);
         }
-        let now = sh.now();
         let most = if idle { IDLE_TICK } else { TICK };
         let wait = deadline
             .map_or(most, |d| d.saturating_since(now))

@@ -17,6 +17,11 @@
 //!   writer coalesces the frames queued since its last pass into one system call, so the TCP
 //!   sender buffers its messages and writes each hundred at once (`tcp_unbatched_msgs_per_s`:
 //!   one write a message, for reference);
+//! - `round_trip_us`: a 64-byte request answered by a 64-byte response, one at a time, TCP's
+//!   and the multi-socket's (median and 90th percentile, `--round-trips` each): what the
+//!   hand-offs between threads cost a request (issue 48, item 1); `roam_sender_writes`: who
+//!   wrote the multi-socket senders' batches, the sending thread or a writer task
+//!   (`--writer-only` turns the first off, to measure what it buys);
 //! - `hotspot`: the crowded-hotspot scenario (wifi 0.6 Mbit/s 20 ms RTT, cell 2.0 Mbit/s 400 ms RTT,
 //!   100-packet queues) for `roam` (multi-socket over both links), `mptcp` (Linux MPTCP, default
 //!   scheduler, subflows on both links) and `tcp_aggregation` (plain TCP over the one link that
@@ -47,11 +52,11 @@ use roam_lab::harness::system::{Builtin, System};
 use roam_net::proto::session::FlowPolicy;
 use roam_net::proto::{Deps, Label};
 use roam_net::runtime::blocking::{Listener, MultiSocket};
-use roam_net::runtime::{LocalNetwork, Networks, Options, Tls};
+use roam_net::runtime::{LocalNetwork, Networks, Options, Tls, WriteCounts};
 use roam_trace::scenario::Scenario;
 use serde_json::json;
 
-use super::net_sessions::usage::Cost;
+use super::net_sessions::usage::{Cost, Cpu};
 use super::net_sessions::{self, Stack};
 
 pub(super) const CC: &str = "cubic";
@@ -82,6 +87,14 @@ pub struct BenchNetArgs {
     /// `loopback_throughput_ratio_vs_tcp`.
     #[arg(long, default_value = "afc", value_delimiter = ',')]
     flow: Vec<FlowPolicy>,
+    /// Round trips of a 64-byte request and a 64-byte response, one at a time, over loopback:
+    /// TCP's and the multi-socket's (foreground small), their median and 90th percentile.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(10..))]
+    round_trips: u32,
+    /// The loopback multi-sockets hand every send to their connections' writer tasks, as before
+    /// issue 48's direct writes (`Options::writes_from_caller` off): what those buy.
+    #[arg(long)]
+    writer_only: bool,
     /// Instead of all the above: at the scale of a relay. Open this many idle sessions (both
     /// ends in one process) of roam-net multi-sockets, plain TCP and QUIC (quinn), each stack
     /// in a child process, and report memory, accept rate and wake-ups per idle session and
@@ -168,6 +181,9 @@ struct Bulk {
     bytes_per_s: f64,
     /// CPU time and context switches per GB moved.
     cost: Cost,
+    /// A multi-socket sender's batches: written by the sending thread, or by its writer task
+    /// (a hand-off; `roam_net::runtime::WriteCounts`).
+    writes: Option<WriteCounts>,
 }
 
 /// Run `transfer` (returning the bytes received and the receiver's span in seconds), counting
@@ -182,6 +198,7 @@ fn counted(transfer: impl FnOnce() -> Result<(u64, f64)>) -> Result<Bulk> {
     Ok(Bulk {
         bytes_per_s: total as f64 / span,
         cost: after.cost_since(&before, total),
+        writes: None,
     })
 }
 
@@ -202,10 +219,20 @@ fn tcp_throughput(secs: u64) -> Result<Bulk> {
 
 /// A connected pair over loopback; with `tls`, every connection is TLS under a fresh
 /// self-signed certificate.
-fn roam_pair(tls: bool, flow: FlowPolicy) -> Result<(MultiSocket, MultiSocket, Listener)> {
+/// How the loopback multi-sockets are set up: their flow control (both ends) and whether a
+/// send may write from the sending thread (`--writer-only` turns it off).
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    flow: FlowPolicy,
+    writes_from_caller: bool,
+}
+
+fn roam_pair(tls: bool, setup: Setup) -> Result<(MultiSocket, MultiSocket, Listener)> {
     let (mut server, mut client) = (roam_options(lo()), roam_options(lo()));
-    server.config.flow.policy = flow;
-    client.config.flow.policy = flow;
+    for o in [&mut server, &mut client] {
+        o.config.flow.policy = setup.flow;
+        o.writes_from_caller = setup.writes_from_caller;
+    }
     if tls {
         let c = rcgen::generate_simple_self_signed(vec!["roam.bench".to_string()])?;
         let (cert, key) = (c.cert.pem(), c.signing_key.serialize_pem());
@@ -221,9 +248,10 @@ fn roam_pair(tls: bool, flow: FlowPolicy) -> Result<(MultiSocket, MultiSocket, L
 }
 
 /// One multi-socket's bulk transfer for `secs` seconds (the pair's set-up counted too).
-fn roam_throughput(secs: u64, tls: bool, flow: FlowPolicy) -> Result<Bulk> {
-    counted(|| {
-        let (c, s, _l) = roam_pair(tls, flow)?;
+fn roam_throughput(secs: u64, tls: bool, setup: Setup) -> Result<Bulk> {
+    let mut writes = None;
+    let mut bulk = counted(|| {
+        let (c, s, _l) = roam_pair(tls, setup)?;
         let rx = std::thread::spawn(move || {
             let mut total = 0u64;
             let mut first = None;
@@ -239,8 +267,11 @@ fn roam_throughput(secs: u64, tls: bool, flow: FlowPolicy) -> Result<Bulk> {
             c.send(Label::BackgroundLarge, buf.clone(), None)?;
         }
         c.close(Duration::from_secs(30));
+        writes = Some(c.write_counts());
         rx.join().map_err(|_| anyhow!("receiver panicked"))
-    })
+    })?;
+    bulk.writes = writes;
+    Ok(bulk)
 }
 
 /// 64-byte messages per second over a TCP_NODELAY connection; `batched`: written a hundred at
@@ -267,8 +298,116 @@ fn tcp_message_rate(secs: u64, batched: bool) -> Result<f64> {
     Ok(n as f64 / span)
 }
 
-fn roam_message_rate(secs: u64, flow: FlowPolicy) -> Result<f64> {
-    let (c, s, _l) = roam_pair(false, flow)?;
+/// Who wrote the multi-socket senders' batches (issue 48, item 1: the sending thread itself,
+/// or its writer task after a hand-off): summed over the headline flow control's bulk runs,
+/// and in the small-message run.
+fn sender_writes(runs: &[(Bulk, Vec<Bulk>)], messages: WriteCounts) -> serde_json::Value {
+    let (mut caller, mut writer) = (0, 0);
+    for w in runs.iter().filter_map(|r| r.1[0].writes) {
+        caller += w.from_caller;
+        writer += w.from_writer;
+    }
+    json!({
+        "bulk": { "from_caller": caller, "from_writer": writer },
+        "small_messages": { "from_caller": messages.from_caller, "from_writer": messages.from_writer },
+    })
+}
+
+/// Round-trip times, in microseconds, and what a round trip cost the process (both ends):
+/// context switches (each a thread put to sleep or woken: the hand-offs) and CPU time.
+struct RoundTrips {
+    median_us: f64,
+    p90_us: f64,
+    switches: f64,
+    cpu_us: f64,
+}
+
+impl RoundTrips {
+    /// From the round trips' times `us` and the process's use before and after them.
+    fn of(mut us: Vec<f64>, before: Cpu, after: Cpu) -> RoundTrips {
+        us.sort_by(f64::total_cmp);
+        let n = us.len() as f64;
+        RoundTrips {
+            median_us: us[us.len() / 2],
+            p90_us: us[us.len() * 9 / 10],
+            switches: after.switches.saturating_sub(before.switches) as f64 / n,
+            cpu_us: after.cpu_us.saturating_sub(before.cpu_us) as f64 / n,
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "median": self.median_us,
+            "p90": self.p90_us,
+            "switches_per_round_trip": self.switches,
+            "cpu_us_per_round_trip": self.cpu_us,
+        })
+    }
+}
+
+/// `n` round trips of a 64-byte request answered by a 64-byte response over one TCP_NODELAY
+/// connection (the server a thread of its own, blocking reads).
+fn tcp_round_trips(n: u32) -> Result<RoundTrips> {
+    let (mut c, mut s) = tcp_pair()?;
+    s.set_nodelay(true)?;
+    let server = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut m = [0u8; 64];
+        loop {
+            if let Err(e) = s.read_exact(&mut m) {
+                return if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    Ok(())
+                } else {
+                    Err(e)
+                };
+            }
+            s.write_all(&m)?;
+        }
+    });
+    let mut m = [7u8; 64];
+    let mut us = Vec::with_capacity(n as usize);
+    let before = net_sessions::usage::cpu();
+    for _ in 0..n {
+        let t = Instant::now();
+        c.write_all(&m)?;
+        c.read_exact(&mut m)?;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let after = net_sessions::usage::cpu();
+    drop(c);
+    server.join().map_err(|_| anyhow!("server panicked"))??;
+    Ok(RoundTrips::of(us, before, after))
+}
+
+/// As [`tcp_round_trips`], over one multi-socket: each request and response one
+/// foreground-small IROB.
+fn roam_round_trips(n: u32, setup: Setup) -> Result<RoundTrips> {
+    let (c, s, _l) = roam_pair(false, setup)?;
+    let server = std::thread::spawn(move || -> Result<()> {
+        while let Some((_, _, m)) = s.recv_irob()? {
+            s.send(Label::ForegroundSmall, m, None)?;
+        }
+        Ok(())
+    });
+    let m = Bytes::from_static(&[7u8; 64]);
+    let mut us = Vec::with_capacity(n as usize);
+    let before = net_sessions::usage::cpu();
+    for _ in 0..n {
+        let t = Instant::now();
+        c.send(Label::ForegroundSmall, m.clone(), None)?;
+        let r = c.recv_irob()?.context("the server closed")?;
+        if r.2.len() != m.len() {
+            bail!("a response of {} bytes", r.2.len());
+        }
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let after = net_sessions::usage::cpu();
+    c.close(Duration::from_secs(30));
+    server.join().map_err(|_| anyhow!("server panicked"))??;
+    Ok(RoundTrips::of(us, before, after))
+}
+
+fn roam_message_rate(secs: u64, setup: Setup) -> Result<(f64, WriteCounts)> {
+    let (c, s, _l) = roam_pair(false, setup)?;
     let rx = std::thread::spawn(move || {
         let mut n = 0u64;
         let mut first = None;
@@ -288,8 +427,9 @@ fn roam_message_rate(secs: u64, flow: FlowPolicy) -> Result<f64> {
         }
     }
     c.close(Duration::from_secs(30));
+    let writes = c.write_counts();
     let (n, span) = rx.join().map_err(|_| anyhow!("receiver panicked"))?;
-    Ok(n as f64 / span)
+    Ok((n as f64 / span, writes))
 }
 
 // ----- hotspot ----------------------------------------------------------------------------------
@@ -712,13 +852,17 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
         a.loopback_runs, a.loopback_seconds
     );
     let flow = a.flow.first().copied().unwrap_or_default();
+    let setup = |flow| Setup {
+        flow,
+        writes_from_caller: !a.writer_only,
+    };
     // Per run: TCP's transfer, then each flow control's.
     let mut runs: Vec<(Bulk, Vec<Bulk>)> = Vec::new();
     for i in 0..a.loopback_runs {
         let tcp = tcp_throughput(a.loopback_seconds)?;
         let mut roam = Vec::new();
         for &p in &a.flow {
-            let r = roam_throughput(a.loopback_seconds, false, p)?;
+            let r = roam_throughput(a.loopback_seconds, false, setup(p))?;
             eprintln!(
                 "  run {}: tcp {:.2} Gbit/s ({:.2} CPU s/GB, {:.0} switches/GB), roam ({}) \
                  {:.2} Gbit/s ({:.2} CPU s/GB, {:.0} switches/GB), ratio {:.3}",
@@ -775,7 +919,7 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
             (p.name().to_string(), v)
         })
         .collect();
-    let roam_tls_bps = roam_throughput(a.loopback_seconds, true, flow)?.bytes_per_s;
+    let roam_tls_bps = roam_throughput(a.loopback_seconds, true, setup(flow))?.bytes_per_s;
     eprintln!(
         "  median ratio {ratio:.3}; roam over TLS {:.2} Gbit/s",
         roam_tls_bps * 8e-9
@@ -783,8 +927,20 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
     eprintln!("small messages ({} s each)...", a.loopback_seconds);
     let tcp_rate = tcp_message_rate(a.loopback_seconds, true)?;
     let tcp_unbatched = tcp_message_rate(a.loopback_seconds, false)?;
-    let roam_rate = roam_message_rate(a.loopback_seconds, flow)?;
+    let (roam_rate, message_writes) = roam_message_rate(a.loopback_seconds, setup(flow))?;
     eprintln!("  tcp {tcp_rate:.0}/s ({tcp_unbatched:.0}/s unbatched), roam {roam_rate:.0}/s");
+    eprintln!(
+        "request and response ({} round trips each)...",
+        a.round_trips
+    );
+    let tcp_rt = tcp_round_trips(a.round_trips)?;
+    let roam_rt = roam_round_trips(a.round_trips, setup(flow))?;
+    let round_trip = json!({
+        "tcp": tcp_rt.json(),
+        "roam": roam_rt.json(),
+        "median_vs_tcp": roam_rt.median_us / tcp_rt.median_us,
+    });
+    eprintln!("  {round_trip}");
 
     let scenario = Scenario::by_name("hotspot", 1)?;
     let mut hotspot = serde_json::Map::new();
@@ -825,7 +981,10 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
         "loopback_flow": flow.name(),
         "loopback_by_flow": by_flow,
         "loopback_cpu": cpu,
+        "roam_sender_writes": sender_writes(&runs, message_writes),
         "small_message_rate_ratio_vs_tcp": roam_rate / tcp_rate,
+        "round_trip_us": round_trip,
+        "writes_from_caller": !a.writer_only,
         "loopback": { "tcp_gbit": tcp_bps * 8e-9, "roam_gbit": roam_bps * 8e-9, "roam_tls_gbit": roam_tls_bps * 8e-9, "tcp_msgs_per_s": tcp_rate, "tcp_unbatched_msgs_per_s": tcp_unbatched, "roam_msgs_per_s": roam_rate },
         "hotspot": hotspot,
     });

@@ -318,6 +318,9 @@ impl Session {
             );
             self.close_conn_with_error(conn, reason, now);
         }
+        if !self.acks.is_empty() {
+            self.acks_since.get_or_insert(now);
+        }
         self.drop_deliveries(now);
         self.check_thunks(now);
     }

@@ -75,7 +75,7 @@ pub use receiving::{DEP_OVERHEAD, MAX_PENDING_ACKS, MERGE_BELOW, PIECE_OVERHEAD}
 pub use recovery::HAVE_RANGES;
 pub use selection::{Redundancy, TransferEnergy};
 use sending::OutIrob;
-pub use transmit::PROBE_SIZES;
+pub use transmit::{ACK_BYTES, PROBE_SIZES};
 pub use waiting::IROB_SPAN;
 use waiting::{DepWait, IdSet};
 
@@ -345,6 +345,10 @@ pub struct Session {
     /// IROBs to acknowledge in the next frames (a set: a resend acknowledged again is not
     /// queued twice); at most [`MAX_PENDING_ACKS`] before the driver stops reading.
     acks: BTreeSet<IrobId>,
+    /// When the oldest of `acks` was queued, and the payload received since acknowledgements
+    /// last went out (`Session::acks_due`).
+    acks_since: Option<Time>,
+    ack_bytes: u64,
     in_buffered: u64,
     acked_buffered: u64,
     /// Bookkeeping of the IROBs held (`InIrob::bookkeeping`), all and acknowledged ones.
@@ -421,6 +425,8 @@ impl Session {
             delivery_wait: DepWait::default(),
             current: None,
             acks: BTreeSet::new(),
+            acks_since: None,
+            ack_bytes: 0,
             in_buffered: 0,
             acked_buffered: 0,
             in_book: 0,
@@ -690,6 +696,10 @@ impl Session {
         }
         // The pacer (`flow::sender`).
         if let Some(t) = self.pacing_deadline() {
+            at(t);
+        }
+        // Coalesced acknowledgements (`acks_due`).
+        if let Some(t) = self.ack_deadline() {
             at(t);
         }
         // Hedges (`hedge_late_foreground`).

@@ -118,6 +118,7 @@ fn concat(a: &[u8], b: &[u8]) -> Bytes {
 impl Session {
     pub(super) fn on_chunk(&mut self, ch: Chunk, now: Time) -> Result<(), String> {
         self.arrivals += 1;
+        self.ack_bytes += ch.data.len() as u64;
         if self.acked.contains(ch.irob) && !self.incoming.contains_key(&ch.irob) {
             // A resend of something already delivered (a hedge, or a resend after a break):
             // ignore it, but acknowledge its end again, as the first acknowledgement may be

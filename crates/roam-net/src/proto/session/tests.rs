@@ -591,6 +591,74 @@ fn a_small_foreground_irob_on_a_broken_connection_is_sent_again_at_once() {
     assert!(!s.doubt.contains(&0));
 }
 
+/// What one poll of connection `conn` at `now` sends: the IROBs acknowledged by `Ack` frames
+/// and those acknowledged by data chunks.
+fn acks_sent(s: &mut Session, conn: ConnId, now: Time) -> (Vec<IrobId>, Vec<IrobId>) {
+    let (mut alone, mut riding) = (Vec::new(), Vec::new());
+    while let Some(t) = s.poll_transmit(conn, now, u64::MAX) {
+        let mut dec = super::super::Decoder::default();
+        dec.push(&t.head);
+        dec.push(&t.data);
+        while let Ok(Some(f)) = dec.next_frame() {
+            match f {
+                Frame::Ack { acks } => alone.extend(acks),
+                Frame::Data(c) => riding.extend(c.acks),
+                _ => {}
+            }
+        }
+    }
+    (alone, riding)
+}
+
+/// Issue 48: acknowledgements are coalesced. One ride on the next data chunk to the peer (a
+/// request's in its answer); without data they go out alone once the oldest has waited
+/// `Config::ack_delay` (a deadline `poll_timeout` reports), or at once when they acknowledge
+/// `ACK_BYTES` of payload.
+#[test]
+fn acknowledgements_ride_on_data_or_wait_for_the_ack_delay() {
+    let mut s = hotspot([Some(600_000), Some(2_000_000)]);
+    let chunk = |irob, len| {
+        Frame::Data(super::super::wire::Chunk {
+            irob,
+            label: Label::ForegroundSmall,
+            offset: 0,
+            deps: Some(Deps::List(vec![])),
+            end: true,
+            acks: vec![],
+            data: Bytes::from(vec![1u8; len]),
+        })
+    };
+    let t0 = Time::ZERO + Duration::from_secs(1);
+    let delay = s.config.ack_delay;
+    // A request, and its answer a moment later: the acknowledgement rides on the answer.
+    s.handle_frame(1, chunk(0, 100), t0);
+    assert_eq!(
+        acks_sent(&mut s, 1, t0),
+        (vec![], vec![]),
+        "sent before due"
+    );
+    assert_eq!(s.ack_deadline(), Some(t0 + delay));
+    assert!(s.poll_timeout().is_some_and(|t| t <= t0 + delay));
+    let now = t0 + delay / 2;
+    s.send(
+        Label::ForegroundSmall,
+        Bytes::from_static(b"answer"),
+        None,
+        now,
+    )
+    .unwrap();
+    assert_eq!(acks_sent(&mut s, 1, now), (vec![], vec![0]));
+    assert_eq!(s.ack_deadline(), None);
+    // No answer: alone once due.
+    s.handle_frame(1, chunk(1, 100), t0 + delay);
+    s.handle_frame(1, chunk(2, 100), t0 + delay * 3 / 2);
+    assert_eq!(acks_sent(&mut s, 1, t0 + delay * 3 / 2), (vec![], vec![]));
+    assert_eq!(acks_sent(&mut s, 1, t0 + delay * 2), (vec![1, 2], vec![]));
+    // A bulk chunk's acknowledgement goes at once: the sender's window.
+    s.handle_frame(1, chunk(3, ACK_BYTES as usize), t0 + delay * 3);
+    assert_eq!(acks_sent(&mut s, 1, t0 + delay * 3), (vec![3], vec![]));
+}
+
 /// The receiver delivers the first copy of a hedged IROB and ignores the second, but
 /// acknowledges it again (the first acknowledgement may have gone out on a dead network).
 #[test]
@@ -607,9 +675,11 @@ fn a_second_copy_is_not_delivered_but_acknowledged_again() {
             data: Bytes::from_static(b"brake"),
         })
     };
+    // Polled when the coalesced acknowledgements are due (`Config::ack_delay`).
     let acks = |s: &mut Session, conn| {
         let mut n = 0;
-        while let Some(t) = s.poll_transmit(conn, Time::ZERO, 0) {
+        let at = s.ack_deadline().unwrap_or(Time::ZERO);
+        while let Some(t) = s.poll_transmit(conn, at, 0) {
             let mut dec = super::super::Decoder::default();
             dec.push(&t.head);
             dec.push(&t.data);

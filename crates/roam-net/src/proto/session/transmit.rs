@@ -17,6 +17,11 @@ use crate::proto::wire::{Chunk, Frame, HEADER_LEN};
 /// estimate of the hotspot's 3G (2 Mbit/s, 400 ms) was 0.35 Mbit/s; with 12 KiB, 1.90.
 pub const PROBE_SIZES: [u32; 2] = [64, 12 * 1024];
 
+/// Acknowledgements of this much received payload go out at once, without waiting for
+/// [`Config::ack_delay`](super::Config::ack_delay): a bulk transfer's sender gets its window
+/// back per chunk (the default chunk is 256 KiB), as without coalescing.
+pub const ACK_BYTES: u64 = 256 * 1024;
+
 const _: () = assert!(
     PROBE_SIZES[0] + PROBE_SIZES[1] + 2 * HEADER_LEN as u32 <= 10 * 1448,
     "the probes must fit in TCP's initial window"
@@ -66,7 +71,7 @@ impl Session {
         if let Some(t) = self.next_chunk(conn, now, background_room) {
             return Some(t);
         }
-        if !self.acks.is_empty() {
+        if self.acks_due(now) {
             let acks = self.take_acks();
             return Some(encode(&Frame::Ack { acks }, 0));
         }
@@ -288,9 +293,32 @@ impl Session {
             Some(&first_left) => self.acks.split_off(&first_left),
             None => BTreeSet::new(),
         };
+        if rest.is_empty() {
+            self.acks_since = None;
+            self.ack_bytes = 0;
+        }
         std::mem::replace(&mut self.acks, rest)
             .into_iter()
             .collect()
+    }
+
+    /// Whether the acknowledgements waiting go out in a frame of their own now
+    /// ([`Config::ack_delay`]): the oldest has waited `ack_delay`, or the payload received
+    /// since acknowledgements last went out reached [`ACK_BYTES`], or more wait than one frame
+    /// carries. Otherwise they wait for a data chunk to ride on, or for `ack_deadline`.
+    pub(super) fn acks_due(&self, now: Time) -> bool {
+        !self.acks.is_empty()
+            && (self.ack_bytes >= ACK_BYTES
+                || self.acks.len() >= self.config.wire.max_list
+                || self.ack_deadline().is_none_or(|t| now >= t))
+    }
+
+    /// When the acknowledgements waiting are due at the latest ([`Session::acks_due`]).
+    pub fn ack_deadline(&self) -> Option<Time> {
+        if self.acks.is_empty() {
+            return None;
+        }
+        Some(self.acks_since? + self.config.ack_delay)
     }
 
     pub(super) fn take_chunk(
