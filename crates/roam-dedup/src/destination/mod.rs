@@ -558,7 +558,7 @@ impl Destination {
                 let long = self
                     .store
                     .flowlet(id)
-                    .map_or(true, |fl| fl.names.len() >= fc.max_names);
+                    .is_none_or(|fl| fl.names.len() >= fc.max_names);
                 let full = segment.len() * 2 >= fc.segment;
                 long || (full && prev.join(&moments).gain() - prev_gain - gain > fc.d_thresh)
             }

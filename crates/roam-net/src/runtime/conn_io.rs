@@ -58,7 +58,8 @@ pub(super) async fn reader(
         // Frames already buffered (the listener may have read past the first frame); what
         // they make sendable (answers, due acknowledgements) is written from here when the
         // connections' writers are idle (`out`). Acknowledgements not due yet wait for data
-        // to ride on, or for their deadline, which this reader keeps (`Config::ack_delay`).
+        // to ride on, or for their deadline, which this reader keeps (`Config::ack_delay`);
+        // due ones went out in this pass or are its writers' (woken by `after`).
         let ack_at = {
             let mut s = sh.sending();
             let now = sh.now();
@@ -77,8 +78,12 @@ pub(super) async fn reader(
             sh.after(&mut s);
             s.ack_deadline()
         };
-        let ack_wait = ack_at.map(|t| t.saturating_since(sh.now()));
+        let now = sh.now();
+        let acks_until = ack_at
+            .filter(|&t| t > now)
+            .map(|t| tokio::time::Instant::now() + t.saturating_since(now));
         if closing.load(Ordering::SeqCst) {
+            hand_over_acks(&sh);
             return;
         }
         // Back-pressure: stop reading while the application has a window's worth unread, or
@@ -95,10 +100,10 @@ pub(super) async fn reader(
             if go_on {
                 break;
             }
-            match ack_wait {
-                Some(w) => tokio::select! {
+            match acks_until {
+                Some(t) => tokio::select! {
                     _ = n => {}
-                    _ = tokio::time::sleep(w) => {
+                    _ = tokio::time::sleep_until(t) => {
                         acks_due = true;
                         break;
                     }
@@ -119,16 +124,16 @@ pub(super) async fn reader(
         let watch_idle = spare.len() > IDLE_SPARES || !small;
         let mut into = buf.limit(limit);
         let read = rd.read_buf(&mut into);
-        let wait = match (watch_idle, ack_wait) {
-            (true, Some(a)) => Some(a.min(SPARE_IDLE)),
-            (true, None) => Some(SPARE_IDLE),
-            (false, a) => a,
+        let idle_until = watch_idle.then(|| tokio::time::Instant::now() + SPARE_IDLE);
+        let until = match (idle_until, acks_until) {
+            (Some(i), Some(a)) => Some(i.min(a)),
+            (i, a) => i.or(a),
         };
-        let read = if let Some(wait) = wait {
+        let read = if let Some(until) = until {
             // `read_buf` is cancel-safe: on timeout nothing was read.
-            match tokio::time::timeout(wait, read).await {
+            match tokio::time::timeout_at(until, read).await {
                 Ok(r) => r,
-                Err(_) if !watch_idle || wait < SPARE_IDLE => continue, // acknowledgements due
+                Err(_) if idle_until.is_none_or(|i| until < i) => continue, // acknowledgements due
                 Err(_) => {
                     spare.trim(IDLE_SPARES);
                     let buf = dec.buffer_mut();
@@ -153,6 +158,8 @@ pub(super) async fn reader(
                 let mut s = sh.session();
                 s.connection_closed(conn, sh.now());
                 sh.after(&mut s);
+                drop(s);
+                hand_over_acks(&sh);
                 closing.store(true, Ordering::SeqCst);
                 if let Some(c) = sh.conns.lock().unwrap().get(&conn) {
                     c.wake.notify_one();
@@ -162,6 +169,24 @@ pub(super) async fn reader(
             Ok(_) => {}
         }
     }
+}
+
+/// A reader that ends lets go of the deadline of the acknowledgements it queued
+/// (`Config::ack_delay`): a timer acts on the session then, waking the writers of the
+/// connections left, which send them.
+fn hand_over_acks(sh: &Arc<Shared>) {
+    let Some(at) = sh.session().ack_deadline() else {
+        return;
+    };
+    let wait = at.saturating_since(sh.now());
+    let weak = Arc::downgrade(sh);
+    sh.handle.spawn(async move {
+        tokio::time::sleep(wait).await;
+        if let Some(sh) = weak.upgrade() {
+            let mut s = sh.session();
+            sh.after(&mut s);
+        }
+    });
 }
 
 /// The largest frame the receive buffers are cut for: a full chunk of the default size
@@ -379,8 +404,8 @@ pub(super) async fn writer(
         }
         // How long to sleep unless woken: while the anticipatory cap holds background data
         // back, until enough of it should have drained; otherwise a second, a safety net only
-        // (every change of the session wakes the writers, `Shared::after`, or writes itself:
-        // `out`; an idle session's writer should not wake more often).
+        // (a change that may give it something to write wakes it, `Shared::after`, or writes
+        // itself, `out`; an idle session's writer should not wake more often).
         let (batch, finished) = {
             let kernel = sh.kernel_state(fd, network.as_deref());
             let mut s = sh.session();
@@ -401,7 +426,10 @@ pub(super) async fn writer(
             continue;
         }
         if closing.load(Ordering::SeqCst) || finished {
-            let _ = tokio::time::timeout(grace, out.wr.shutdown()).await;
+            // No send takes this side again (`Shared::sending` skips an empty one).
+            if let Some(mut out) = held.take() {
+                let _ = tokio::time::timeout(grace, out.wr.shutdown()).await;
+            }
             drop(held);
             {
                 let mut s = sh.session();

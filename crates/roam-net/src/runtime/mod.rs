@@ -306,9 +306,15 @@ impl Shared {
         }
     }
 
-    /// Act on the session's events, then wake writers and application waiters (once the lock
+    /// Take the frames of the write sides this thread holds (`out`), act on the session's
+    /// events, then decide which writers and application waiters to wake (woken once the lock
     /// is let go: `locked`).
     fn after(self: &Arc<Self>, s: &mut Locked<'_>) {
+        // First, so that what taking them changes (a label's backlog, trace events) is seen
+        // below.
+        if !s.held.is_empty() {
+            self.take_held_batches(s);
+        }
         if !s.is_quiet() && self.ticker.busy() {
             s.wakes.ticker = true;
         }
@@ -364,9 +370,6 @@ impl Shared {
             self.over.store(true, Ordering::Relaxed);
         }
         s.wakes.changed = true;
-        if !s.held.is_empty() {
-            self.take_held_batches(s);
-        }
     }
 
     /// Whether the session has ended (failed or finished).

@@ -80,9 +80,10 @@ pub struct Options {
     /// estimates rather than probing it at once. `None` (the default): each multi-socket
     /// measures alone. The proxy and the relay give all theirs one.
     pub paths: Option<Arc<PathMemory>>,
-    /// A send writes its frames to an idle connection from the sending thread itself, instead
-    /// of handing them to the connection's writer task (`out`; issue 48). On by default; off
-    /// only to measure what it buys (`roam bench net --writer-only`).
+    /// A send writes its frames to an idle connection from the sending thread itself, and a
+    /// connection's reader what received frames make sendable, instead of handing them to the
+    /// connection's writer task (`out`; issue 48). On by default; off only to measure what it
+    /// buys (`roam bench net --writer-only`).
     pub writes_from_caller: bool,
     /// Log connection events (opens, closes with reasons) and scheduling decisions
     /// ([`Config::trace`]: where each foreground IROB went, hedges) to standard error.

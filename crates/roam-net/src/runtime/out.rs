@@ -12,7 +12,9 @@
 //! ([`Held::write`]). The writer of a held connection is not woken. What the kernel does not
 //! take at once stays in [`Out::pending`] and the writer is woken to finish it: so a send never
 //! waits for the network, and the writer is needed only when a socket is full, when the
-//! anticipatory cap holds background data back, or when a batch did not take everything.
+//! anticipatory cap holds background data back, when a batch did not take everything, when a
+//! write failed, or when the session has ended (the writer closes the connection). A
+//! connection's reader writes what received frames make sendable the same way.
 //!
 //! Frames are taken and written under the same hold of the write side, by the writer as by a
 //! sender, so two parties never interleave their frames on one connection.

@@ -591,6 +591,19 @@ fn a_small_foreground_irob_on_a_broken_connection_is_sent_again_at_once() {
     assert!(!s.doubt.contains(&0));
 }
 
+/// A foreground-small IROB whole in one chunk, depending on nothing.
+fn whole_small_irob(irob: IrobId, data: Bytes) -> Frame {
+    Frame::Data(super::super::wire::Chunk {
+        irob,
+        label: Label::ForegroundSmall,
+        offset: 0,
+        deps: Some(Deps::List(vec![])),
+        end: true,
+        acks: vec![],
+        data,
+    })
+}
+
 /// What one poll of connection `conn` at `now` sends: the IROBs acknowledged by `Ack` frames
 /// and those acknowledged by data chunks.
 fn acks_sent(s: &mut Session, conn: ConnId, now: Time) -> (Vec<IrobId>, Vec<IrobId>) {
@@ -617,17 +630,7 @@ fn acks_sent(s: &mut Session, conn: ConnId, now: Time) -> (Vec<IrobId>, Vec<Irob
 #[test]
 fn acknowledgements_ride_on_data_or_wait_for_the_ack_delay() {
     let mut s = hotspot([Some(600_000), Some(2_000_000)]);
-    let chunk = |irob, len| {
-        Frame::Data(super::super::wire::Chunk {
-            irob,
-            label: Label::ForegroundSmall,
-            offset: 0,
-            deps: Some(Deps::List(vec![])),
-            end: true,
-            acks: vec![],
-            data: Bytes::from(vec![1u8; len]),
-        })
-    };
+    let chunk = |irob, len| whole_small_irob(irob, Bytes::from(vec![1u8; len]));
     let t0 = Time::ZERO + Duration::from_secs(1);
     let delay = s.config.ack_delay;
     // A request, and its answer a moment later: the acknowledgement rides on the answer.
@@ -664,32 +667,12 @@ fn acknowledgements_ride_on_data_or_wait_for_the_ack_delay() {
 #[test]
 fn a_second_copy_is_not_delivered_but_acknowledged_again() {
     let mut s = hotspot([Some(600_000), Some(2_000_000)]);
-    let chunk = || {
-        Frame::Data(super::super::wire::Chunk {
-            irob: 0,
-            label: Label::ForegroundSmall,
-            offset: 0,
-            deps: Some(Deps::List(vec![])),
-            end: true,
-            acks: vec![],
-            data: Bytes::from_static(b"brake"),
-        })
-    };
+    let chunk = || whole_small_irob(0, Bytes::from_static(b"brake"));
     // Polled when the coalesced acknowledgements are due (`Config::ack_delay`).
     let acks = |s: &mut Session, conn| {
-        let mut n = 0;
         let at = s.ack_deadline().unwrap_or(Time::ZERO);
-        while let Some(t) = s.poll_transmit(conn, at, 0) {
-            let mut dec = super::super::Decoder::default();
-            dec.push(&t.head);
-            dec.push(&t.data);
-            while let Ok(Some(f)) = dec.next_frame() {
-                if let Frame::Ack { acks } = f {
-                    n += acks.iter().filter(|&&a| a == 0).count();
-                }
-            }
-        }
-        n
+        let alone = acks_sent(s, conn, at).0;
+        alone.iter().filter(|&&a| a == 0).count()
     };
     s.handle_frame(1, chunk(), Time::ZERO);
     assert_eq!(acks(&mut s, 1), 1);
