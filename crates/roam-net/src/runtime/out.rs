@@ -182,8 +182,8 @@ pub(super) struct Held {
 impl Shared {
     /// The session, locked, with the write sides of the connections no writer is using held,
     /// so that what the change makes sendable on them is written from this thread once the
-    /// lock is let go (module doc). For the application's sends; [`Shared::session`] for the
-    /// rest.
+    /// lock is let go (module doc). For the application's sends and the readers' passes;
+    /// [`Shared::session`] for the rest.
     pub(super) fn sending(&self) -> Locked<'_> {
         if !self.options.writes_from_caller {
             return self.session();
@@ -204,7 +204,7 @@ impl Shared {
                 continue; // its writer is writing
             };
             if out.as_ref().is_none_or(Out::has_leftover) {
-                continue; // not started, or the writer has bytes to finish first
+                continue; // not started or shut down, or the writer has bytes to finish first
             }
             let network = self.shm.as_ref().and_then(|_| net_key(self, entry.net));
             let kernel = self.kernel_state(entry.fd, network.as_deref());
