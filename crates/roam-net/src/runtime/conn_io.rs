@@ -383,12 +383,10 @@ pub(super) async fn writer(
         capped,
         out: side,
         fd,
-        net,
+        network,
         ..
     } = entry;
     *side.lock().await = Some(Out::new(wr));
-    // The shared-memory key of the connection's network, looked up once (hot path below).
-    let network = net_key(&sh, net);
     let grace = sh.options.user_timeout;
     loop {
         let mut held = side.lock().await;

@@ -84,8 +84,10 @@ pub(super) fn set_keepalive(fd: i32, options: &Options, cellular: bool) -> io::R
     sock.set_tcp_keepalive(&keepalive)
 }
 
-/// Socket options of a new connection; its bookkeeping entry.
-pub(super) fn prepare(stream: &TcpStream, net: NetId, options: &Options) -> io::Result<ConnEntry> {
+/// Socket options of a new connection over network `net` of multi-socket `sh`; its
+/// bookkeeping entry.
+pub(super) fn prepare(stream: &TcpStream, net: NetId, sh: &Shared) -> io::Result<ConnEntry> {
+    let options = &sh.options;
     stream.set_nodelay(true)?;
     let sock = socket2::SockRef::from(stream);
     if let Some(cc) = &options.congestion_control {
@@ -104,6 +106,7 @@ pub(super) fn prepare(stream: &TcpStream, net: NetId, options: &Options) -> io::
         out: Arc::default(),
         fd,
         net,
+        network: net_key(sh, net).map(Arc::from),
         path: match (stream.local_addr(), stream.peer_addr()) {
             (Ok(l), Ok(p)) => Some((l.ip().to_canonical(), p.ip().to_canonical())),
             _ => None,
@@ -149,7 +152,7 @@ impl Shared {
             })
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-            let entry = prepare(&stream, net, &self.options)?;
+            let entry = prepare(&stream, net, &self)?;
             let tls = local.as_ref().and(self.options.tls.as_ref());
             let (rd, wr) =
                 tokio::time::timeout(self.options.connect_timeout, tls::client(stream, tls))

@@ -262,7 +262,7 @@ pub(super) fn attach(
     mut slot: SourceSlot,
 ) -> Result<(), String> {
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
-    let entry = prepare(stream.tcp(), net, &sh.options).map_err(|e| e.to_string())?;
+    let entry = prepare(stream.tcp(), net, sh).map_err(|e| e.to_string())?;
     let (rd, wr) = stream.split();
     sh.log(format!("connection {conn} accepted from {from}"));
     sh.conns.lock().unwrap().insert(conn, entry.clone());

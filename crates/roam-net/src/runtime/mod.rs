@@ -1,13 +1,13 @@
 //! The tokio driver: runs a [`Session`] over real TCP connections, one per (local network, peer
 //! address), each bound to its network's address (and device, when permitted).
 //!
-//! Per connection a reader task decodes frames into the session and a writer task asks the
-//! session for the next frames; an application's send writes its frames itself when the
-//! connection's writer is idle (`out`). Both apply anticipatory scheduling: background data is
-//! handed to the kernel only while the socket's unacknowledged bytes (SIOCOUTQ) stay below the
-//! session's [`Session::background_cap`] (minus what other processes on this device hold on the
-//! same network, from shared memory: `Shared::take_batch`); TCP_NOTSENT_LOWAT keeps the kernel's unsent queue short so
-//! that foreground data is not stuck behind it. A timer task samples TCP_INFO (passive
+//! Per connection a reader task decodes frames into the session and a writer task asks the session
+//! for the next frames; an application's send writes its frames itself when the connection's writer
+//! is idle (`out`). Both apply anticipatory scheduling: background data is handed to the kernel
+//! only while the socket's unacknowledged bytes (SIOCOUTQ) stay below the session's
+//! [`Session::background_cap`] (minus what other processes on this device hold on the same network,
+//! from shared memory: `Shared::take_batch`); TCP_NOTSENT_LOWAT keeps the kernel's unsent queue
+//! short so that foreground data is not stuck behind it. A timer task samples TCP_INFO (passive
 //! estimates), fires session timers and publishes estimates.
 //!
 //! The parts: [`Options`] (`options`), [`Error`] (`error`), [`MultiSocket`] (`socket`, the
@@ -114,6 +114,9 @@ struct ConnEntry {
     out: Arc<tokio::sync::Mutex<Option<out::Out>>>,
     fd: i32,
     net: NetId,
+    /// Its network's shared-memory key (`net_key`), looked up once: the writer and every
+    /// send read the other processes' counts under it (`Shared::kernel_state`).
+    network: Option<Arc<str>>,
     /// Its path: (local address, peer address), the key of [`PathMemory`].
     path: Option<(IpAddr, IpAddr)>,
 }
@@ -377,13 +380,12 @@ impl Shared {
         self.over.load(Ordering::Relaxed)
     }
 
-    /// After the application took delivery `d`: the receive side changed, which a reader
-    /// paused for back-pressure waits for (`changed`). Once an IROB has been delivered whole
-    /// its events are acted on (`after`), and writers are woken when that finished the session
-    /// or when the read made a credit due (`flow`); otherwise a delivery creates nothing to
-    /// send. (Waking them per
-    /// chunk had the receiver's writer take the lock and read TCP_INFO four times per MiB of
-    /// a bulk transfer for nothing; a credit is due once per eighth of a window read.)
+    /// After the application took delivery `d`: the receive side changed, which a reader paused for
+    /// back-pressure waits for (`changed`). Once an IROB has been delivered whole its events are
+    /// acted on (`after`), and writers are woken when that finished the session or when the read
+    /// made a credit due (`flow`); otherwise a delivery creates nothing to send. (Waking them per
+    /// chunk had the receiver's writer take the lock and read TCP_INFO four times per MiB of a bulk
+    /// transfer for nothing; a credit is due once per eighth of a window read.)
     fn after_recv(self: &Arc<Self>, s: &mut Locked<'_>, d: &Delivery) {
         let credit = s.credit_pending();
         if d.end || credit {

@@ -206,8 +206,7 @@ impl Shared {
             if out.as_ref().is_none_or(Out::has_leftover) {
                 continue; // not started or shut down, or the writer has bytes to finish first
             }
-            let network = self.shm.as_ref().and_then(|_| net_key(self, entry.net));
-            let kernel = self.kernel_state(entry.fd, network.as_deref());
+            let kernel = self.kernel_state(entry.fd, entry.network.as_deref());
             held.push(Held {
                 conn,
                 entry,

@@ -2,16 +2,15 @@
 //! estimates (`Session::tcp_sample` turns them into throughput samples), and publication of
 //! each network's queue and estimates in shared memory.
 //!
-//! **Idle sessions tick once a second.** A relay holds many sessions, most of them idle; a
-//! tick every 100 ms for each (and the writer it wakes) cost an idle session about ten wake-ups
-//! a second (`roam bench net --sessions`, issue 48). While the session is quiet (nothing
-//! unacknowledged, nothing deferred or in doubt: `Session::is_quiet`), the ticker sleeps
-//! until the session's next deadline (`Session::poll_timeout`: probes, reconnects,
-//! handshakes, failure) or [`IDLE_TICK`], whichever is first, and readings go at that pace:
-//! there is nothing in flight to sample. It goes idle only once the session has been quiet
-//! for [`IDLE_AFTER`] (a session of requests and answers is quiet between them). The first
-//! change that ends an idle ticker's quiet wakes it at once (`Shared::after`, [`Ticker::busy`]), so a transfer is sampled from its start every
-//! [`TICK`].
+//! **Idle sessions tick once a second.** A relay holds many sessions, most of them idle; a tick
+//! every 100 ms for each (and the writer it wakes) cost an idle session about ten wake-ups a second
+//! (`roam bench net --sessions`, issue 48). While the session is quiet (nothing unacknowledged,
+//! nothing deferred or in doubt: `Session::is_quiet`), the ticker sleeps until the session's next
+//! deadline (`Session::poll_timeout`: probes, reconnects, handshakes, failure) or [`IDLE_TICK`],
+//! whichever is first, and readings go at that pace: there is nothing in flight to sample. It goes
+//! idle only once the session has been quiet for [`IDLE_AFTER`] (a session of requests and answers
+//! is quiet between them). The first change that ends an idle ticker's quiet wakes it at once
+//! (`Shared::after`, [`Ticker::busy`]), so a transfer is sampled from its start every [`TICK`].
 
 use super::*;
 

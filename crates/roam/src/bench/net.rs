@@ -217,8 +217,6 @@ fn tcp_throughput(secs: u64) -> Result<Bulk> {
     })
 }
 
-/// A connected pair over loopback; with `tls`, every connection is TLS under a fresh
-/// self-signed certificate.
 /// How the loopback multi-sockets are set up: their flow control (both ends) and whether a
 /// send may write from the sending thread (`--writer-only` turns it off).
 #[derive(Clone, Copy, Debug)]
@@ -227,6 +225,8 @@ struct Setup {
     writes_from_caller: bool,
 }
 
+/// A connected pair over loopback; with `tls`, every connection is TLS under a fresh
+/// self-signed certificate.
 fn roam_pair(tls: bool, setup: Setup) -> Result<(MultiSocket, MultiSocket, Listener)> {
     let (mut server, mut client) = (roam_options(lo()), roam_options(lo()));
     for o in [&mut server, &mut client] {
@@ -327,9 +327,10 @@ impl RoundTrips {
     fn of(mut us: Vec<f64>, before: Cpu, after: Cpu) -> RoundTrips {
         us.sort_by(f64::total_cmp);
         let n = us.len() as f64;
+        let q = |q| super::hostile::quantile(&us, q).unwrap_or(f64::NAN);
         RoundTrips {
-            median_us: us[us.len() / 2],
-            p90_us: us[us.len() * 9 / 10],
+            median_us: q(0.5),
+            p90_us: q(0.9),
             switches: after.switches.saturating_sub(before.switches) as f64 / n,
             cpu_us: after.cpu_us.saturating_sub(before.cpu_us) as f64 / n,
         }

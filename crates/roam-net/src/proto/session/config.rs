@@ -65,13 +65,14 @@ pub struct Config {
     /// have gone out on a connection that broke before the peer noticed (see
     /// `Session::recheck_unacknowledged`).
     pub ack_timeout: Duration,
-    /// Acknowledgements are coalesced: they ride on the next data chunk to the peer, and go
-    /// out in a frame of their own only once the oldest has waited this long, once the IROBs
-    /// they acknowledge hold [`ACK_BYTES`](super::ACK_BYTES) of payload, or once more wait
-    /// than one frame lists (`WireLimits::max_list`; see `Session::acks_due`). A request answered within it carries its acknowledgement in the
-    /// answer; a stream of small messages gets an acknowledgement frame per this much time,
-    /// not per read (issue 48, item 1). Default 1 ms: a small part of any network's round trip
-    /// (the hedges and the sender's window wait round trips, not this).
+    /// Acknowledgements are coalesced: they ride on the next data chunk to the peer, and go out in
+    /// a frame of their own only once the oldest has waited this long, once the IROBs they
+    /// acknowledge hold [`ACK_BYTES`](super::ACK_BYTES) of payload, or once more wait than one
+    /// frame lists (`WireLimits::max_list`; see `Session::acks_due`). A request answered within it
+    /// carries its acknowledgement in the answer; a stream of small messages gets an
+    /// acknowledgement frame per this much time, not per read (issue 48, item 1). Default 1 ms: a
+    /// small part of any network's round trip (the hedges and the sender's window wait round trips,
+    /// not this).
     pub ack_delay: Duration,
     /// The policy of each label, by [`Label::rank`] (see [`Config::policy`]).
     pub policies: [LabelPolicy; 4],

@@ -196,7 +196,8 @@ fn honest_phase(running: Vec<Server>, length: Duration) -> (Vec<Server>, Vec<Vec
         .unzip()
 }
 
-fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+/// The `q` quantile of `sorted` (the nearest rank), `None` when empty.
+pub(super) fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     (!sorted.is_empty()).then(|| sorted[((sorted.len() - 1) as f64 * q).round() as usize])
 }
 
