@@ -199,6 +199,11 @@ impl MultiSocket {
         self.inner.write_counts()
     }
 
+    /// See [`super::MultiSocket::receive_held`].
+    pub fn receive_held(&self) -> super::ReceiveHeld {
+        self.inner.receive_held()
+    }
+
     /// See [`super::MultiSocket::flow_stats`].
     pub fn flow_stats(&self) -> crate::proto::session::FlowStats {
         self.inner.flow_stats()

@@ -93,7 +93,7 @@ use locked::Locked;
 pub use options::{LocalNetwork, Networks, Options};
 pub use out::WriteCounts;
 pub use paths::PathMemory;
-pub use socket::{MultiSocket, NetworkView};
+pub use socket::{MultiSocket, NetworkView, ReceiveHeld};
 use thunk::ThunkRunner;
 pub use thunk::{Thunk, ThunkHandle};
 use ticker::ticker;

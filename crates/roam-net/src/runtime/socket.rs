@@ -35,6 +35,28 @@ pub struct NetworkView {
     pub bandwidth: Option<BitRate>,
 }
 
+/// What a receiver holds that its application has not read ([`MultiSocket::receive_held`]):
+/// the memory a flow-control scheme answers for, counted as kernel TCP's receive queue is
+/// (AFC, the Sanadhya thesis ch. III: the receive buffer the window protects).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiveHeld {
+    /// Payload in the session not yet delivered to the application: acknowledged IROBs and
+    /// IROBs still incomplete or waiting for their dependencies
+    /// ([`crate::proto::session::Session::receive_buffered`]).
+    pub payload: u64,
+    /// Bytes in the connections' kernel receive queues that the readers have not taken yet
+    /// (FIONREAD). Frames a reader has taken but not yet decoded (at most one receive buffer
+    /// per connection) are not counted.
+    pub kernel: u64,
+}
+
+impl ReceiveHeld {
+    /// Both together.
+    pub fn total(&self) -> u64 {
+        self.payload + self.kernel
+    }
+}
+
 impl MultiSocket {
     /// An application's handle of `sh`.
     pub(super) fn held(sh: Arc<Shared>) -> MultiSocket {
@@ -488,6 +510,21 @@ impl MultiSocket {
     /// rate now ([`crate::proto::session::Session::flow_stats`]).
     pub fn flow_stats(&self) -> crate::proto::session::FlowStats {
         self.shared.session().flow_stats()
+    }
+
+    /// What this side holds that its application has not read ([`ReceiveHeld`]), now.
+    pub fn receive_held(&self) -> ReceiveHeld {
+        let payload = self.shared.session().receive_buffered();
+        let fds: Vec<i32> = self
+            .shared
+            .conns
+            .lock()
+            .unwrap()
+            .values()
+            .map(|e| e.fd)
+            .collect();
+        let kernel = fds.into_iter().filter_map(|fd| sys::inq(fd).ok()).sum();
+        ReceiveHeld { payload, kernel }
     }
 
     /// The scout saw local network `name` get address `addr` (or go away: `None`). Called from

@@ -33,6 +33,9 @@ pub struct TcpInfo {
     /// count of RTO firings since data was last acknowledged; 0 once an acknowledgement
     /// arrives).
     pub timeouts: u8,
+    /// How long the connection's sending was limited by the peer's receive window, in all
+    /// (`tcpi_rwnd_limited`, kernel >= 4.10): the time a sender stalled on flow control.
+    pub rwnd_limited: Option<Duration>,
 }
 
 impl TcpInfo {
@@ -98,6 +101,7 @@ pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
         slow_start: u32_at(80).unwrap_or(0) < u32_at(76).unwrap_or(0),
         notsent: u32_at(144).unwrap_or(0) as u64,
         timeouts: if len > 2 { buf[2] } else { 0 },
+        rwnd_limited: u64_at(176).map(Duration::from_micros),
     })
 }
 
@@ -107,6 +111,17 @@ pub fn outq(fd: RawFd) -> io::Result<u64> {
     let mut v: libc::c_int = 0;
     // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int.
     let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut v) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v.max(0) as u64)
+}
+
+/// Bytes in the socket's receive queue that no one has read yet (FIONREAD, = SIOCINQ).
+pub fn inq(fd: RawFd) -> io::Result<u64> {
+    let mut v: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut v) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -226,5 +241,41 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         panic!("SIOCOUTQ never drained");
+    }
+
+    #[test]
+    fn a_sender_held_by_a_reader_that_does_not_read_counts_window_limited_time() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let before = tcp_info(c.as_raw_fd()).unwrap().rwnd_limited;
+        let Some(before) = before else {
+            eprintln!("skipped: this kernel's TCP_INFO has no tcpi_rwnd_limited (before 4.10)");
+            return;
+        };
+        assert_eq!(before, Duration::ZERO, "nothing sent yet");
+        // Fill the receiver's window and hold it full for a while.
+        c.set_nonblocking(true).unwrap();
+        let block = [7u8; 64 * 1024];
+        let mut sent = 0;
+        loop {
+            match c.write(&block) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let held = tcp_info(c.as_raw_fd()).unwrap().rwnd_limited.unwrap();
+        assert!(
+            held >= Duration::from_millis(20),
+            "{held:?} after {sent} bytes"
+        );
+        assert!(
+            inq(s.as_raw_fd()).unwrap() > 0,
+            "the reader holds what it did not read"
+        );
+        let mut buf = vec![0u8; 1 << 20];
+        let _ = s.read(&mut buf).unwrap();
     }
 }

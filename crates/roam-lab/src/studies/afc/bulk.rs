@@ -5,11 +5,14 @@
 //!
 //! **Metrics**: goodput (bytes the application read over the run) as a fraction of the ideal,
 //! the smaller of the scenario's mean network and read rates; the peak of what the receiver
-//! held unread (TCP: the socket's receive queue, `FIONREAD`, sampled before each read; roam:
-//! the acknowledged bytes the application had not read, `FlowStats::peak_unread`, which leaves
-//! out what sits in the kernel beneath roam); for roam, how often and how long the sender
-//! waited for credit, and the credits sent; for the CPU-bound reader, the CPU it used, the
-//! share it was granted and how long its cgroup was throttled.
+//! held unread, sampled before each read (`peak_unread_kb`; TCP: the socket's receive queue,
+//! `FIONREAD`; roam: the payload its session holds undelivered, complete IROBs or not, plus
+//! its connections' kernel receive queues, `MultiSocket::receive_held`: like with like since
+//! 2026-11-30; before, roam's figure was the acknowledged bytes alone, kept as
+//! `peak_acked_unread_kb`); how often and how long the sender was held by
+//! the receiver's window, as far as each stack tells ([`Stalls`]); for roam, the credits sent;
+//! for the CPU-bound reader, the CPU it used, the share it was granted and how long its cgroup
+//! was throttled.
 
 use std::net::{SocketAddr, SocketAddrV4, TcpStream};
 use std::os::fd::AsRawFd;
@@ -72,7 +75,11 @@ fn trial(t: &Trial, reading: Reading) -> Result<Vec<Metric>> {
         slot: shape.slot,
         reading,
     };
-    let (read, sender) = one_flow(t, system, table, flow)?;
+    let Flowed {
+        read,
+        sender,
+        stalls,
+    } = one_flow(t, system, table, flow)?;
     let goodput = read.goodput_mbps();
     let mut m = vec![
         Metric::new("goodput_mbps", goodput, "Mbit/s"),
@@ -87,10 +94,15 @@ fn trial(t: &Trial, reading: Reading) -> Result<Vec<Metric>> {
             Metric::new("throttled_s", cpu.throttled_s, "s"),
         ]);
     }
-    if let (Some(rx), Some(tx)) = (read.flow, sender) {
+    if let Some(n) = stalls.waits {
+        m.push(Metric::new("sender_waits", n as f64, ""));
+    }
+    if let Some(d) = stalls.wait {
+        m.push(Metric::new("sender_wait_s", d.as_secs_f64(), "s"));
+    }
+    if let (Some(rx), Some(_)) = (read.flow, sender) {
         m.extend([
-            Metric::new("sender_waits", tx.blocked as f64, ""),
-            Metric::new("sender_wait_s", tx.blocked_time.as_secs_f64(), "s"),
+            Metric::new("peak_acked_unread_kb", rx.peak_unread as f64 / 1e3, "kB"),
             Metric::new("credits", rx.credits_sent as f64, ""),
             Metric::new("proactive_credits", rx.proactive_sent as f64, ""),
             Metric::new("read_rate_negotiated", rx.read_rate as u8 as f64, ""),
@@ -157,28 +169,80 @@ impl Shape {
     }
 }
 
-/// One flow of `system`: what its reader measured, and for roam its sender's flow statistics.
+/// How often and how long a flow's sender was held by the receiver's window ("sender
+/// stalls"), as far as its stack tells; `None` where it does not.
+///
+/// - roam: the waits for credit and their time (`FlowStats::blocked`, `blocked_time`);
+/// - kernel TCP: the time the sender was limited by the receive window (`tcpi_rwnd_limited`,
+///   read from the server's socket when the trial ends); the kernel does not count the waits;
+/// - quinn: the `DATA_BLOCKED` and `STREAM_DATA_BLOCKED` frames it sent (RFC 9000 §4.1: a
+///   sender sends one when flow control holds it back), which count the waits, not their time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Stalls {
+    pub(super) waits: Option<u64>,
+    pub(super) wait: Option<Duration>,
+}
+
+/// What one flow measured: its reader's figures, for roam the sender's flow statistics, and
+/// the sender's stalls.
+pub(super) struct Flowed {
+    pub(super) read: Read,
+    pub(super) sender: Option<FlowStats>,
+    pub(super) stalls: Stalls,
+}
+
+/// One flow of `system`.
 pub(super) fn one_flow(
     t: &Trial,
     system: AfcSystem,
     table: &'static Table4,
     flow: Flow,
-) -> Result<(Read, Option<FlowStats>)> {
+) -> Result<Flowed> {
     Ok(match system {
-        AfcSystem::TcpFixed | AfcSystem::TcpAuto => (tcp(t, system, table, flow)?, None),
-        AfcSystem::Quic => (super::quic::run(t, table, flow)?, None),
+        AfcSystem::TcpFixed | AfcSystem::TcpAuto => {
+            let (read, wait) = tcp(t, system, table, flow)?;
+            Flowed {
+                read,
+                sender: None,
+                stalls: Stalls { waits: None, wait },
+            }
+        }
+        AfcSystem::Quic => {
+            let (read, waits) = super::quic::run(t, table, flow)?;
+            Flowed {
+                read,
+                sender: None,
+                stalls: Stalls {
+                    waits: Some(waits),
+                    wait: None,
+                },
+            }
+        }
         AfcSystem::Roam(policy) => {
-            let (r, s) = roam(t, system, policy, table, flow)?;
-            (r, Some(s))
+            let (read, s) = roam(t, system, policy, table, flow)?;
+            Flowed {
+                read,
+                sender: Some(s),
+                stalls: Stalls {
+                    waits: Some(s.blocked),
+                    wait: Some(s.blocked_time),
+                },
+            }
         }
     })
 }
 
-/// Kernel TCP: the emulator's bulk server, and a reader whose socket has the scenario's
-/// buffer (`tcp-fixed`) or Linux's autotuning (`tcp-auto`).
-fn tcp(t: &Trial, system: AfcSystem, table: &'static Table4, flow: Flow) -> Result<Read> {
-    let server = roam_emu::traffic::bulk_server_with(&t.emu, flow.port, false, Some(CC))
-        .context("starting the bulk server")?;
+/// Kernel TCP: a server that always has data to send ([`tcp_server`]), and a reader whose
+/// socket has the scenario's buffer (`tcp-fixed`) or Linux's autotuning (`tcp-auto`). Returns
+/// what the reader measured and how long the server was limited by the receive window.
+fn tcp(
+    t: &Trial,
+    system: AfcSystem,
+    table: &'static Table4,
+    flow: Flow,
+) -> Result<(Read, Option<Duration>)> {
+    let over = Arc::new(AtomicBool::new(false));
+    let server = tcp_server(t, flow.port, over.clone())?;
     let local = t.emu.links()[0].client_addr;
     let fixed = (system == AfcSystem::TcpFixed).then_some(flow.buffer);
     let port = flow.port;
@@ -218,25 +282,84 @@ fn tcp(t: &Trial, system: AfcSystem, table: &'static Table4, flow: Flow) -> Resu
                     }
                     Ok(got)
                 },
-                || fionread(fd),
+                || roam_net::runtime::sys::inq(fd).unwrap_or(0),
             )
         })
         .join()
         .map_err(|_| anyhow!("the reader panicked"))?
-        .context("entering the client namespace")?;
-    server.stop();
-    read
+        .context("entering the client namespace");
+    over.store(true, Ordering::SeqCst);
+    let held = server
+        .join()
+        .map_err(|_| anyhow!("the TCP server panicked"))?
+        .context("entering the server namespace")?;
+    Ok((read??, held?))
 }
 
-/// Bytes waiting in a socket's receive queue.
-fn fionread(fd: i32) -> u64 {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int through the pointer, which is valid for it.
-    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
-    if r == 0 {
-        n.max(0) as u64
-    } else {
-        0
+/// The kernel TCP flows' server, in the server's namespace: one connection, written to as
+/// fast as TCP takes it (blocks of 64 KiB, the lab's congestion control) until `over`; then
+/// the time its sending was limited by the receiver's window (`tcpi_rwnd_limited`; `None` on
+/// kernels without it).
+fn tcp_server(
+    t: &Trial,
+    port: u16,
+    over: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<std::io::Result<Result<Option<Duration>>>>> {
+    use std::io::Write as _;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = t.emu.spawn_in_server(move || -> Result<Option<Duration>> {
+        let l = match roam_emu::traffic::listen(port, false) {
+            Ok(l) => {
+                ready_tx.send(Ok(())).ok();
+                l
+            }
+            Err(e) => {
+                ready_tx.send(Err(e.to_string())).ok();
+                return Err(e.into());
+            }
+        };
+        l.set_nonblocking(true)?;
+        let deadline = std::time::Instant::now() + CONNECT_WAIT;
+        let mut c = loop {
+            match l.accept() {
+                Ok((c, _)) => break c,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if std::time::Instant::now() >= deadline || over.load(Ordering::SeqCst) {
+                        bail!("no client within {} s", CONNECT_WAIT.as_secs());
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        c.set_nonblocking(false)?;
+        roam_emu::traffic::set_congestion_control(&c, CC)
+            .with_context(|| format!("setting congestion control {CC}"))?;
+        c.set_write_timeout(Some(Duration::from_millis(200)))?;
+        let block = vec![0x5au8; 64 * 1024];
+        while !over.load(Ordering::SeqCst) {
+            match c.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break, // the reader went away
+            }
+        }
+        Ok(roam_net::runtime::sys::tcp_info(c.as_raw_fd())
+            .ok()
+            .and_then(|i| i.rwnd_limited))
+    });
+    match ready_rx.recv_timeout(CONNECT_WAIT) {
+        Ok(Ok(())) => Ok(server),
+        Ok(Err(e)) => bail!("the TCP server did not start: {e}"),
+        Err(_) => bail!(
+            "the TCP server did not start within {} s",
+            CONNECT_WAIT.as_secs()
+        ),
     }
 }
 
@@ -333,7 +456,7 @@ fn roam(
                     }
                     Ok(got)
                 },
-                || ms.flow_stats().peak_unread,
+                || ms.receive_held().total(),
             )?;
             r.flow = Some(ms.flow_stats());
             Ok(r)

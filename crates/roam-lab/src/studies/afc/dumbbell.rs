@@ -104,7 +104,7 @@ fn flows(
                     slot,
                     reading: Reading::Paced,
                 };
-                s.spawn(move || one_flow(t, sys, table, flow).map(|(r, _)| r.goodput_mbps()))
+                s.spawn(move || one_flow(t, sys, table, flow).map(|f| f.read.goodput_mbps()))
             })
             .collect();
         handles

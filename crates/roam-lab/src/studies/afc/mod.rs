@@ -32,7 +32,7 @@ use crate::harness::results::written_by;
 use crate::harness::seeds::seeds_line;
 use crate::harness::study::{report_lines, Defaults, Finished, Request, Study};
 use crate::harness::system::System;
-use crate::report::compare::{by_seed, cell};
+use crate::report::compare::{by_seed, cell, values};
 use crate::report::stats::ratio_of_means;
 use crate::report::{fmt_num, Row};
 use paper::table4;
@@ -175,10 +175,13 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
          a server that always has data, a reader at the scenario's rate (`bulk`: every 10 ms \
          what the rate allows, nothing banked). Goodput is what the application read over the \
          run, over the ideal (the smaller of the mean network and read rates). \"Unread\" is \
-         the most the receiver held that the application had not read: TCP's socket queue; \
-         roam's acknowledged bytes (kernel queues beneath roam not counted: roam-legacy's \
-         driver stops reading past its window and leaves the rest to kernel TCP's autotuned \
-         buffers). The thesis's numbers are NS2's (600 s); ours are {} s runs.\n",
+         the most the receiver held that the application had not read, sampled before each \
+         read: TCP's socket queue; roam's undelivered payload plus its connections' kernel \
+         queues (like with like since 2026-11-30); QUIC's received datagrams less what was \
+         read (approximate). \"Sender held\" is how long the sender was held by the \
+         receiver's window, as its stack tells: roam's waits for credit, TCP's \
+         `tcpi_rwnd_limited`; quinn tells only how often, by the `DATA_BLOCKED` frames it \
+         sent. The thesis's numbers are NS2's (600 s); ours are {} s runs.\n",
         plan.duration
             .unwrap_or(if plan.quick {
                 apps()[0].quick
@@ -234,16 +237,18 @@ fn readers(plan: &Plan, rows: &[Row], app: &str, systems: &[String]) -> String {
             fmt_num(shape.map_or(t.ideal_mbps, |s| s.ideal_mbps))
         );
         md.push_str(if cpu {
-            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender waits (s) | CPU used of share | throttled (s) |\n|---|---|---|---|---|---|---|\n"
+            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender held | CPU used of share | throttled (s) |\n|---|---|---|---|---|---|---|\n"
         } else {
-            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender waits (s) | thesis |\n|---|---|---|---|---|---|\n"
+            "| system | fraction of ideal | goodput (Mbit/s) | peak unread (kB) | sender held | thesis |\n|---|---|---|---|---|---|\n"
         });
         for sys in systems {
             let c = |m: &str| cell(rows, app, sc, sys, m).cell();
-            let waits = if sys.starts_with("roam") {
-                c("sender_wait_s")
-            } else {
-                "-".into()
+            let has = |m: &str| !values(rows, app, sc, sys, m).is_empty();
+            let waits = match (has("sender_wait_s"), has("sender_waits")) {
+                (true, true) => format!("{} s ({} times)", c("sender_wait_s"), c("sender_waits")),
+                (true, false) => format!("{} s", c("sender_wait_s")),
+                (false, true) => format!("{} times", c("sender_waits")),
+                (false, false) => "-".into(),
             };
             let last = if cpu {
                 let used = by_seed(rows, app, sc, sys, "reader_cpu_s");

@@ -32,8 +32,9 @@ const NAME: &str = "afc.roam.lab";
 /// Bytes per write of the server.
 const BLOCK: usize = 64 << 10;
 
-/// One trial over quinn: the reader's measurements.
-pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<Read> {
+/// One trial over quinn: the reader's measurements, and the `DATA_BLOCKED` and
+/// `STREAM_DATA_BLOCKED` frames the server sent (the times flow control held it back).
+pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<(Read, u64)> {
     let cert = rcgen::generate_simple_self_signed(vec![NAME.into()])?;
     let der = CertificateDer::from(cert.cert);
     let key = PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
@@ -42,7 +43,7 @@ pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<Read>
     let stop = over.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
     let server_der = der.clone();
-    let server = t.emu.spawn_in_server(move || -> Result<()> {
+    let server = t.emu.spawn_in_server(move || -> Result<u64> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -73,9 +74,10 @@ pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<Read>
                     Ok(Err(_)) => break, // the client went away
                 }
             }
+            let frames = conn.stats().frame_tx;
             conn.close(0u32.into(), b"over");
             let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
-            Ok(())
+            Ok(frames.data_blocked + frames.stream_data_blocked)
         })
     });
     match ready_rx.recv_timeout(CONNECT_WAIT) {
@@ -160,9 +162,9 @@ pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<Read>
         .map_err(|_| anyhow!("the QUIC reader panicked"))?
         .context("entering the client namespace");
     over.store(true, Ordering::SeqCst);
-    server
+    let blocked = server
         .join()
         .map_err(|_| anyhow!("the QUIC server panicked"))?
         .context("entering the server namespace")??;
-    read?
+    Ok((read??, blocked))
 }
