@@ -352,10 +352,11 @@ fn afc_follows_a_sinusoidal_read_rate_where_standard_credit_lags() {
     );
     let late = |v: &[f64]| v[v.len() / 2..].iter().sum::<f64>() / (v.len() - v.len() / 2) as f64;
     // Both start with nothing in flight (the first period's 0.87). AFC's error then settles
-    // within a period to a residual of about a tenth of A0 (the buffer, A0 * RTT, cannot hold
-    // a peak's worth: the fluid model has no such bound), less than half of standard
+    // within a period to a residual of about a tenth of A0, less than half of standard
     // credit's, which stays at about a quarter of A0 period after period (with updates every
-    // eighth of a window; 0.48 with quiche's half).
+    // eighth of a window; 0.48 with quiche's half). The residual is this measurement's, not
+    // the controller's: bins of a sixteenth of a period are about one delivery each, and it
+    // is the same with three times the buffer (the next test measures per round trip).
     assert!(late(&afc) < 0.15, "AFC does not settle: {}", show(&afc));
     assert!(
         late(&afc) < 0.5 * late(&standard),
@@ -367,6 +368,90 @@ fn afc_follows_a_sinusoidal_read_rate_where_standard_credit_lags() {
         late(&standard) > 0.5 * standard[1],
         "standard credit's error decayed: {}",
         show(&standard)
+    );
+}
+
+#[test]
+fn afcs_error_under_a_sinusoidal_read_rate_decays_to_what_remains_without_flow_control() {
+    // The thesis's claim (eq. 30-34): with the read rate fed forward, the error of the
+    // integral controller decays as e^(-alpha t) instead of settling into a lasting lag. Same
+    // set-up as above (AR = A0 (1 + sin wt), RTT 200 ms, a period of 4 RTTs, the buffer
+    // A0 * RTT), the shortfall measured per round trip instead of per sixteenth of a period:
+    // finer bins add a floor of their own (a delivery's chunk against a bin's few kilobytes,
+    // and a shortfall counts only the bins that fell short). What remains of the error is
+    // compared with a run whose flow control never binds (standard credit with three times the
+    // buffer, room for a peak's worth): the floor of this measurement, not an error of the
+    // controller.
+    let rtt = Duration::from_millis(200);
+    let a0 = 2.0 * MBPS;
+    let period = 4.0 * rtt.as_secs_f64();
+    let w = 2.0 * std::f64::consts::PI / period;
+    let want = move |t: f64| a0 * (1.0 + (w * t).sin());
+    let seconds = 20;
+    let shortfall_per_period = |policy, buffer: f64| -> Vec<f64> {
+        let b = (buffer * a0 * rtt.as_secs_f64()) as u64;
+        let r = run(
+            &Scenario {
+                read: Box::new(want),
+                network: Box::new(|_| 100.0 * MBPS),
+                delay: rtt / 2,
+                client: flow(policy, b),
+                server: flow(policy, b),
+                seconds,
+            },
+            None,
+        );
+        let dt = rtt.as_secs_f64();
+        (0..(seconds as f64 / period) as usize - 1)
+            .map(|p| {
+                (0..4)
+                    .map(|i| {
+                        let t = p as f64 * period + i as f64 * dt;
+                        (want(t + dt / 2.0) - rate(&r.read, t, t + dt)).max(0.0) * dt
+                    })
+                    .sum::<f64>()
+                    / period
+                    / a0
+            })
+            .collect()
+    };
+    let afc = shortfall_per_period(FlowPolicy::Afc, 1.0);
+    let standard = shortfall_per_period(FlowPolicy::Standard, 1.0);
+    let unbound = shortfall_per_period(FlowPolicy::Standard, 3.0);
+    let show = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.3}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    eprintln!(
+        "shortfall per period over A0:\n  AFC       {}\n  standard  {}\n  unbound   {}",
+        show(&afc),
+        show(&standard),
+        show(&unbound)
+    );
+    let late = |v: &[f64]| v[1..].iter().sum::<f64>() / (v.len() - 1) as f64;
+    // The first period starts with nothing in flight, for all three.
+    assert!(afc[0] > 0.5, "{}", show(&afc));
+    // AFC's error is gone within that period: every later period is an eighth of it or less,
+    assert!(
+        afc[1..].iter().all(|&e| e < afc[0] / 8.0),
+        "AFC: {}",
+        show(&afc)
+    );
+    // and what is left is the measurement's floor, as when flow control does not bind;
+    assert!(
+        late(&afc) < 1.5 * late(&unbound) + 0.02,
+        "AFC {} vs unbound {}",
+        late(&afc),
+        late(&unbound)
+    );
+    // standard credit's lag stays, period after period, several times that.
+    assert!(
+        late(&standard) > 3.0 * late(&afc),
+        "standard {} vs AFC {}",
+        late(&standard),
+        late(&afc)
     );
 }
 
