@@ -6,10 +6,18 @@
 //! node it passes, the root's too. Trees are grouped by site (the root's host), so a user can
 //! see and forget one site.
 //!
-//! The thesis keeps raw hit counts and no ageing; so does roam. Each node also keeps when it
-//! was last hit, shown by `roam precog status`. The forest is bounded: past
-//! [`Forest::max_nodes`] the least-hit leaves (oldest first among equals) are dropped, so a
-//! long-lived profile cannot grow without end.
+//! **Ageing** (beyond the thesis, which keeps raw hit counts). Habits change: a section read
+//! every morning last month and never since should give way to this week's. Each node keeps,
+//! beside its raw `hits`, a `weight`: its hits, each counting half as much for every
+//! [`Forest::half_life`] since it happened (an exponentially decayed count, kept as of the
+//! node's last hit and brought forward when it is hit again or ranked: [`aged`]). The default
+//! half-life is [`HALF_LIFE`], a week: a habit left for a week counts half, for a month about
+//! a twentieth. The plan ranks by the aged weight ([`crate::PlanConfig::ageing`]) or, as the
+//! thesis, by raw hits. Each node also keeps when it was last hit, shown by `roam precog
+//! status`.
+//!
+//! The forest is bounded: past [`Forest::max_nodes`] the leaves of least aged weight (oldest
+//! first among equals) are dropped, so a long-lived profile cannot grow without end.
 
 use crate::action::Action;
 use crate::path::{host, Path};
@@ -19,14 +27,31 @@ use std::collections::BTreeMap;
 /// Default bound on the nodes in the forest (roots included).
 pub const MAX_NODES: usize = 100_000;
 
+/// Default half-life of a hit (see the module's docs on ageing): a week, in seconds.
+pub const HALF_LIFE: u64 = 7 * 24 * 3600;
+
+/// A node's `weight`, kept as of its last hit `last`, brought forward to `now` with a
+/// half-life of `half_life` seconds (0: no ageing). A node from a file written before ageing
+/// (weight 0 with hits) counts its raw hits.
+pub fn aged(weight: f64, hits: u64, last: u64, now: u64, half_life: u64) -> f64 {
+    let w = if weight > 0.0 { weight } else { hits as f64 };
+    if half_life == 0 {
+        return w;
+    }
+    w * 0.5f64.powf(now.saturating_sub(last) as f64 / half_life as f64)
+}
+
 /// One node: the action it stands for (none at a root), its hits and its children.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     /// The action (the most recent recording of it, whose locators best fit today's layout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<Action>,
     /// How many recorded paths passed through this node.
     pub hits: u64,
+    /// Its hits aged as of `last` (see the module's docs; 0 in files written before ageing).
+    #[serde(default)]
+    pub weight: f64,
     /// When it was last hit (seconds since the Unix epoch).
     pub last: u64,
     /// The actions taken next.
@@ -39,9 +64,17 @@ impl Node {
         Node {
             action,
             hits: 0,
+            weight: 0.0,
             last: 0,
             children: vec![],
         }
+    }
+
+    /// One more hit at `now`.
+    fn hit(&mut self, now: u64, half_life: u64) {
+        self.weight = aged(self.weight, self.hits, self.last, now, half_life) + 1.0;
+        self.hits += 1;
+        self.last = self.last.max(now);
     }
 
     fn count(&self) -> usize {
@@ -50,7 +83,7 @@ impl Node {
 }
 
 /// One tree: a root page and the actions from it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tree {
     /// The root page's URL.
     pub url: String,
@@ -66,6 +99,9 @@ pub struct Forest {
     /// The bound on nodes; see the module's docs.
     #[serde(default = "default_max")]
     pub max_nodes: usize,
+    /// The half-life of a hit, seconds (0: no ageing); see the module's docs.
+    #[serde(default = "default_half_life")]
+    pub half_life: u64,
     /// The node count, once known (recounted after loading).
     #[serde(skip)]
     nodes: Option<usize>,
@@ -75,18 +111,23 @@ fn default_max() -> usize {
     MAX_NODES
 }
 
+fn default_half_life() -> u64 {
+    HALF_LIFE
+}
+
 impl Default for Forest {
     fn default() -> Self {
         Forest {
             sites: BTreeMap::new(),
             max_nodes: MAX_NODES,
+            half_life: HALF_LIFE,
             nodes: None,
         }
     }
 }
 
 /// A node reached by a path from a root: what replay works from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Reach {
     /// The site.
     pub site: String,
@@ -96,6 +137,8 @@ pub struct Reach {
     pub actions: Vec<Action>,
     /// The node's hits.
     pub hits: u64,
+    /// Its hits aged as of `last` (its `weight`; [`aged`] brings it forward).
+    pub weight: f64,
     /// When it was last hit.
     pub last: u64,
 }
@@ -122,8 +165,8 @@ impl Forest {
                 count += 1;
                 Node::new(None)
             });
-        node.hits += 1;
-        node.last = now;
+        let half_life = self.half_life;
+        node.hit(now, half_life);
         for a in &path.actions {
             let i = match node
                 .children
@@ -139,11 +182,24 @@ impl Forest {
             };
             node = &mut node.children[i];
             node.action = Some(a.clone());
-            node.hits += 1;
-            node.last = now;
+            node.hit(now, half_life);
         }
         self.nodes = Some(count);
-        self.bound();
+        self.bound(now);
+    }
+
+    /// The most recent hit anywhere in the forest (0 when empty): the `now` a plan ages
+    /// weights to unless told otherwise.
+    pub fn latest(&self) -> u64 {
+        fn walk(n: &Node) -> u64 {
+            n.children.iter().map(walk).fold(n.last, u64::max)
+        }
+        self.sites
+            .values()
+            .flat_map(|t| t.values())
+            .map(walk)
+            .max()
+            .unwrap_or(0)
     }
 
     /// How many nodes the forest holds (roots included).
@@ -184,6 +240,7 @@ impl Forest {
                 root: root.to_string(),
                 actions: trail.clone(),
                 hits: n.hits,
+                weight: n.weight,
                 last: n.last,
             });
             for c in &n.children {
@@ -203,17 +260,22 @@ impl Forest {
         out
     }
 
-    /// Drop the least-hit leaves (the oldest first among equals) until within `max_nodes`:
-    /// in rounds, each taking the weakest leaves there are (a leaf's parent can become one).
-    fn bound(&mut self) {
+    /// Drop the leaves of least weight aged to `now` (the oldest first among equals) until
+    /// within `max_nodes`: in rounds, each taking the weakest leaves there are (a leaf's
+    /// parent can become one).
+    fn bound(&mut self, now: u64) {
         let mut count = self.nodes.unwrap_or_else(|| self.len());
+        let half_life = self.half_life;
         while count > self.max_nodes {
             let mut all: Vec<Leaf> = vec![];
             for (site, trees) in &self.sites {
                 for (root, n) in trees {
                     leaves(n, &mut vec![], &mut |leaf, at| {
                         all.push((
-                            (leaf.hits, leaf.last),
+                            (
+                                aged(leaf.weight, leaf.hits, leaf.last, now, half_life),
+                                leaf.last,
+                            ),
                             site.clone(),
                             root.clone(),
                             at.to_vec(),
@@ -221,7 +283,12 @@ impl Forest {
                     });
                 }
             }
-            all.sort();
+            all.sort_by(|a, b| {
+                a.0 .0
+                    .total_cmp(&b.0 .0)
+                    .then(a.0 .1.cmp(&b.0 .1))
+                    .then_with(|| (&a.1, &a.2, &a.3).cmp(&(&b.1, &b.2, &b.3)))
+            });
             all.truncate(count - self.max_nodes);
             if all.is_empty() {
                 break;
@@ -250,8 +317,8 @@ impl Forest {
     }
 }
 
-/// A leaf for [`Forest::bound`]: (hits, last hit), site, root, child indices.
-type Leaf = ((u64, u64), String, String, Vec<usize>);
+/// A leaf for [`Forest::bound`]: (aged weight, last hit), site, root, child indices.
+type Leaf = ((f64, u64), String, String, Vec<usize>);
 
 fn leaves(n: &Node, at: &mut Vec<usize>, f: &mut dyn FnMut(&Node, &[usize])) {
     if n.children.is_empty() {
@@ -302,6 +369,24 @@ mod tests {
         f.record(&path("http://other.net/", &["a"]), 1);
         assert_eq!(f.forget("EXAMPLE.org"), 4);
         assert_eq!(f.sites.keys().collect::<Vec<_>>(), ["other.net"]);
+    }
+
+    #[test]
+    fn a_hit_counts_half_after_each_half_life() {
+        let mut f = Forest {
+            half_life: 100,
+            ..Forest::new()
+        };
+        f.record(&path("http://a.example/", &["x"]), 0);
+        f.record(&path("http://a.example/", &["x"]), 100);
+        let x = &f.sites["a.example"]["http://a.example/"].children[0];
+        assert_eq!(x.hits, 2);
+        assert!((x.weight - 1.5).abs() < 1e-9, "{}", x.weight);
+        assert!((aged(x.weight, x.hits, x.last, 300, 100) - 0.375).abs() < 1e-9);
+        assert_eq!(aged(x.weight, x.hits, x.last, 300, 0), 1.5, "no ageing");
+        // A node from before ageing counts its raw hits.
+        assert_eq!(aged(0.0, 4, 0, 0, 100), 4.0);
+        assert_eq!(f.latest(), 100);
     }
 
     #[test]

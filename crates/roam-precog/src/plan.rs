@@ -1,15 +1,16 @@
 //! What to replay: the thesis's top 25% of nodes (ch. V).
 //!
-//! Every node of the forest (roots included) is ranked by its hit count, the most-hit first
-//! (ties: the most recently hit, then the shorter path, then by name, so a plan is
-//! deterministic). The top [`PlanConfig::fraction`] of them, rounded up, are chosen, over the
+//! Every node of the forest (roots included) is ranked by its hits aged to the plan's time
+//! (the forest's module docs: a hit counts half after each half-life; with
+//! [`PlanConfig::ageing`] off, raw hit counts, as the thesis), the most-hit first (ties: the
+//! most recently hit, then the shorter path, then by name, so a plan is deterministic). The top [`PlanConfig::fraction`] of them, rounded up, are chosen, over the
 //! whole forest as the thesis's evaluation does, on the sites the user lets replay. Replaying
 //! the path to a node passes through every node above it, so a chosen node whose path is a
 //! prefix of another chosen node's is covered by that one: the plan keeps only the paths no
 //! other chosen path extends, most-hit first.
 
 use crate::action::Action;
-use crate::forest::{Forest, Reach};
+use crate::forest::{aged, Forest, Reach};
 use crate::rules::Rules;
 use std::collections::HashSet;
 
@@ -20,6 +21,12 @@ pub struct PlanConfig {
     pub fraction: f64,
     /// Most paths in one plan (a replay session's bound; budgets may stop it sooner).
     pub max_paths: usize,
+    /// Rank by hits aged with the forest's half-life (`true`, roam's default) or by raw hit
+    /// counts (`false`, the thesis's).
+    pub ageing: bool,
+    /// When the plan is made, seconds since the Unix epoch, which hits are aged to; `None`:
+    /// the forest's latest hit ([`Forest::latest`]).
+    pub at: Option<u64>,
 }
 
 impl Default for PlanConfig {
@@ -27,6 +34,8 @@ impl Default for PlanConfig {
         PlanConfig {
             fraction: 0.25,
             max_paths: 10_000,
+            ageing: true,
+            at: None,
         }
     }
 }
@@ -62,9 +71,18 @@ pub fn plan(forest: &Forest, rules: &Rules, cfg: &PlanConfig) -> Plan {
         .into_iter()
         .filter(|r| rules.replays(&r.site))
         .collect();
+    let now = cfg.at.unwrap_or_else(|| forest.latest());
+    let half_life = if cfg.ageing { forest.half_life } else { 0 };
+    let score = |r: &Reach| {
+        if cfg.ageing {
+            aged(r.weight, r.hits, r.last, now, half_life)
+        } else {
+            r.hits as f64
+        }
+    };
     nodes.sort_by(|a, b| {
-        b.hits
-            .cmp(&a.hits)
+        score(b)
+            .total_cmp(&score(a))
             .then(b.last.cmp(&a.last))
             .then(a.actions.len().cmp(&b.actions.len()))
             .then_with(|| (&a.site, &a.root).cmp(&(&b.site, &b.root)))
@@ -147,6 +165,46 @@ mod tests {
         assert_eq!(p.chosen, 4);
         assert_eq!(p.paths.len(), 2, "{:?}", p.paths);
         assert_eq!(p.paths[0].actions, vec![click("sports"), click("s1")]);
+    }
+
+    #[test]
+    fn ageing_lets_a_new_habit_displace_an_old_one_that_raw_counts_keep() {
+        let day = 24 * 3600;
+        let mut f = Forest::new();
+        let at = |f: &mut Forest, id: &str, when: u64, times: usize| {
+            for _ in 0..times {
+                f.record(
+                    &Path {
+                        root: "http://n.example/".into(),
+                        actions: vec![click(id)],
+                    },
+                    when,
+                );
+            }
+        };
+        // Sports every day of a month ago, then world news three times this week.
+        at(&mut f, "sports", day, 10);
+        at(&mut f, "world", 30 * day, 3);
+        // Three nodes: the root (13 hits, first either way), sports and world; two chosen.
+        let cfg = |ageing| PlanConfig {
+            fraction: 2.0 / 3.0,
+            ageing,
+            ..Default::default()
+        };
+        let aged = plan(&f, &Rules::default(), &cfg(true));
+        assert_eq!(aged.paths[0].actions, vec![click("world")], "{aged:?}");
+        let raw = plan(&f, &Rules::default(), &cfg(false));
+        assert_eq!(raw.paths[0].actions, vec![click("sports")], "{raw:?}");
+        // Planned on the day of the old habit, it still wins.
+        let then = plan(
+            &f,
+            &Rules::default(),
+            &PlanConfig {
+                at: Some(day),
+                ..cfg(true)
+            },
+        );
+        assert_eq!(then.paths[0].actions, vec![click("sports")], "{then:?}");
     }
 
     #[test]

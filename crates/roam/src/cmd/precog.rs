@@ -111,14 +111,25 @@ pub struct BrowseArgs {
     duration: Option<Duration>,
 }
 
+/// What a replay takes, shared by `status` and `replay`.
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// The fraction of nodes to replay (the thesis: 0.25).
+    #[arg(long, default_value_t = 0.25)]
+    fraction: f64,
+    /// Rank by raw hit counts, as the thesis, instead of hits aged with a half-life of a
+    /// week (a habit left for a week counts half).
+    #[arg(long)]
+    raw_hits: bool,
+}
+
 /// Arguments of `roam precog status`.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     #[command(flatten)]
     state: StateArgs,
-    /// The fraction of nodes a replay would take (the thesis: 0.25).
-    #[arg(long, default_value_t = 0.25)]
-    fraction: f64,
+    #[command(flatten)]
+    plan: PlanArgs,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -146,9 +157,8 @@ pub struct ReplayArgs {
     /// With --when wifi, give up after waiting this long.
     #[arg(long, value_name = "DURATION", value_parser = crate::parse_dur, default_value = "24h")]
     wait: Duration,
-    /// The fraction of nodes to replay (the thesis: 0.25).
-    #[arg(long, default_value_t = 0.25)]
-    fraction: f64,
+    #[command(flatten)]
+    plan: PlanArgs,
     /// Stop once this many MB were fetched (the replay's data budget).
     #[arg(long, value_name = "MB")]
     max_mb: Option<f64>,
@@ -282,8 +292,9 @@ fn browse(a: &BrowseArgs) -> Result<()> {
     Ok(())
 }
 
-/// The state at `args`, its trees and rules, and what a replay of `fraction` would take.
-fn planned(args: &StateArgs, fraction: f64) -> Result<(State, Forest, Rules, roam_precog::Plan)> {
+/// The state at `args`, its trees and rules, and what a replay would take now.
+fn planned(args: &StateArgs, how: &PlanArgs) -> Result<(State, Forest, Rules, roam_precog::Plan)> {
+    let fraction = how.fraction;
     let state = args.state()?;
     let forest = state.forest()?;
     let rules = state.rules()?;
@@ -292,6 +303,8 @@ fn planned(args: &StateArgs, fraction: f64) -> Result<(State, Forest, Rules, roa
         &rules,
         &PlanConfig {
             fraction,
+            ageing: !how.raw_hits,
+            at: Some(unix_now()),
             ..Default::default()
         },
     );
@@ -299,7 +312,7 @@ fn planned(args: &StateArgs, fraction: f64) -> Result<(State, Forest, Rules, roa
 }
 
 fn status(a: &StatusArgs) -> Result<()> {
-    let (state, forest, rules, p) = planned(&a.state, a.fraction)?;
+    let (state, forest, rules, p) = planned(&a.state, &a.plan)?;
     let reaches = forest.reaches();
     let sites: Vec<serde_json::Value> = forest
         .sites
@@ -365,7 +378,7 @@ fn status(a: &StatusArgs) -> Result<()> {
     }
     println!(
         "\na replay now takes the top {:.0}% of {} nodes ({}), as {} paths:",
-        a.fraction * 100.0,
+        a.plan.fraction * 100.0,
         p.ranked,
         p.chosen,
         p.paths.len()
@@ -381,10 +394,10 @@ fn status(a: &StatusArgs) -> Result<()> {
 }
 
 fn replay(a: &ReplayArgs) -> Result<()> {
-    if !(a.fraction > 0.0 && a.fraction <= 1.0) {
+    if !(a.plan.fraction > 0.0 && a.plan.fraction <= 1.0) {
         bail!(
             "--fraction {}: a fraction of the nodes, in (0, 1]",
-            a.fraction
+            a.plan.fraction
         );
     }
     if a.max_mb.is_some_and(|m| !(m.is_finite() && m > 0.0)) {
@@ -393,7 +406,7 @@ fn replay(a: &ReplayArgs) -> Result<()> {
     if a.max_joules.is_some_and(|j| !(j.is_finite() && j > 0.0)) {
         bail!("--max-joules: a positive number of joules");
     }
-    let (state, _, rules, p) = planned(&a.state, a.fraction)?;
+    let (state, _, rules, p) = planned(&a.state, &a.plan)?;
     if p.paths.is_empty() {
         eprintln!("roam precog: nothing to replay (record with `roam precog browse` first)");
         return Ok(());
