@@ -10,8 +10,9 @@
 use roam_budget::live::battery;
 use std::path::Path;
 
-/// A snapshot of the device.
-#[derive(Clone, Debug, PartialEq)]
+/// A snapshot of the device (also read from a JSON file by `roam precog replay
+/// --conditions`, for a device whose state [`read`] cannot see, and for tests).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Conditions {
     /// An unmetered, non-cellular network is up.
     pub wifi: bool,

@@ -178,7 +178,50 @@ fn browse_records_and_replay_fetches() {
     let o = roam(&d, &["browse", "--headless", "--url", &url, "--for", "4s"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("1 paths recorded"), "{}", text(&o));
-    let o = roam(&d, &["replay", "--json", "--step-timeout", "10s"]);
+    // Replay is for WiFi: refused at once without it, waited for with --when wifi.
+    let conditions = d.join("conditions.json");
+    let set = |wifi: bool| {
+        let c = serde_json::json!({"wifi": wifi, "battery": 0.9, "charging": false,
+            "load": 0.0, "disk_free": 1u64 << 40});
+        std::fs::write(&conditions, c.to_string()).unwrap();
+    };
+    let c = conditions.to_str().unwrap();
+    set(false);
+    let o = roam(&d, &["replay", "--conditions", c]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("not on WiFi"), "{}", text(&o));
+    let o = roam(
+        &d,
+        &[
+            "replay",
+            "--when",
+            "wifi",
+            "--wait",
+            "1s",
+            "--conditions",
+            c,
+        ],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("gave up after") && text(&o).contains("not on WiFi"),
+        "{}",
+        text(&o)
+    );
+    set(true);
+    let o = roam(
+        &d,
+        &[
+            "replay",
+            "--json",
+            "--step-timeout",
+            "10s",
+            "--when",
+            "wifi",
+            "--conditions",
+            c,
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(v["done"], 1, "{v}");

@@ -138,7 +138,8 @@ pub struct StatusArgs {
 /// When a replay runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum When {
-    /// At once, whatever the network.
+    /// At once if on WiFi (refused otherwise, unless --any-network), whatever the battery,
+    /// CPU and disk.
     Now,
     /// Once on WiFi with battery, CPU and disk to spare (checked every 30 s).
     Wifi,
@@ -154,6 +155,16 @@ pub struct ReplayArgs {
     /// When to replay.
     #[arg(long, value_enum, default_value_t = When::Now)]
     when: When,
+    /// Replay now even if no WiFi is up (on cellular or metered networks: it spends the
+    /// data plan Precog exists to save).
+    #[arg(long)]
+    any_network: bool,
+    /// Read the device's conditions (WiFi, battery, load, free disk) from this JSON file at
+    /// each check instead of from the device, e.g. `{"wifi": true, "battery": 0.8,
+    /// "charging": false, "load": 0.1, "disk_free": 10000000000}`: for a device whose
+    /// networks or battery roam cannot see, and for tests.
+    #[arg(long, value_name = "FILE")]
+    conditions: Option<PathBuf>,
     /// With --when wifi, give up after waiting this long.
     #[arg(long, value_name = "DURATION", value_parser = crate::parse_dur, default_value = "24h")]
     wait: Duration,
@@ -413,10 +424,26 @@ fn replay(a: &ReplayArgs) -> Result<()> {
     }
     let thresholds = Thresholds::default();
     let dir = state.dir().to_path_buf();
+    let conditions = |file: &Option<PathBuf>| -> Result<gate::Conditions> {
+        match file {
+            None => Ok(gate::read(&dir)),
+            Some(f) => {
+                let b = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+                serde_json::from_slice(&b)
+                    .with_context(|| format!("{}: not a conditions snapshot", f.display()))
+            }
+        }
+    };
+    if a.when == When::Now && !a.any_network && !conditions(&a.conditions)?.wifi {
+        bail!(
+            "{} (Precog replays on WiFi; --when wifi waits for it, --any-network replays anyway)",
+            gate::Wait::NoWifi
+        );
+    }
     if a.when == When::Wifi {
         let started = Instant::now();
         loop {
-            match thresholds.check(&gate::read(&dir)) {
+            match thresholds.check(&conditions(&a.conditions)?) {
                 Ok(()) => break,
                 Err(w) if started.elapsed() >= a.wait => bail!("gave up after {:?}: {w}", a.wait),
                 Err(w) => eprintln!("roam precog: waiting: {w}"),
@@ -440,9 +467,10 @@ fn replay(a: &ReplayArgs) -> Result<()> {
     let when = a.when;
     let mut allowed = || match when {
         When::Now => Ok(()),
-        When::Wifi => thresholds
-            .check(&gate::read(&dir))
-            .map_err(|w| w.to_string()),
+        When::Wifi => match conditions(&a.conditions) {
+            Ok(c) => thresholds.check(&c).map_err(|w| w.to_string()),
+            Err(e) => Err(format!("{e:#}")),
+        },
     };
     let b = bar.clone();
     let mut progress = |_: usize, r: &roam_precog::browser::replay::PathReport| {
