@@ -9,7 +9,10 @@
 //! - a page load within [`FOLLOW`] of the last action is that action's result: the path goes on;
 //! - any other page load ends the path and starts a new one rooted at the new page;
 //! - a POST ends the path (the thesis stops recording there), and what follows until the next
-//!   root page is not recorded;
+//!   root page is not recorded; so does any form carrying a password (the recorder reports it
+//!   as a POST: sent with GET, the password is in the next page's URL). A page after a POST
+//!   that comes too late to be taken for its result still starts a path, but rooted at its URL
+//!   without the query (which may carry what the form sent);
 //! - a path reaching [`MAX_DEPTH`] actions ends.
 //!
 //! Paths are recorded only on sites the user's rules allow ([`crate::rules::Rules::records`]).
@@ -80,10 +83,14 @@ impl PathCutter {
             return None;
         }
         let done = self.finish();
-        self.after_post = false;
+        let root = if std::mem::take(&mut self.after_post) {
+            static_url(url).split('?').next().unwrap_or_default()
+        } else {
+            static_url(url)
+        };
         if host(url).is_some_and(|h| rules.records(&h)) {
             self.current = Some(Path {
-                root: static_url(url).to_string(),
+                root: root.to_string(),
                 actions: vec![],
             });
         }
@@ -165,6 +172,20 @@ mod tests {
         // The next root page records again.
         c.page("http://w.example/", t(60), &rules);
         assert!(c.finish().is_some());
+    }
+
+    #[test]
+    fn a_late_page_after_a_post_is_rooted_without_its_query() {
+        let rules = Rules::default();
+        let mut c = PathCutter::new();
+        c.page("http://w.example/login", t(0), &rules);
+        c.post(t(1));
+        // A sign-in answered slowly: what the form sent may be in the query.
+        c.page("http://w.example/hello?user=a&pw=secret#top", t(30), &rules);
+        assert_eq!(c.finish().unwrap().root, "http://w.example/hello");
+        // After it, roots keep their queries again.
+        c.page("http://w.example/find?q=x", t(60), &rules);
+        assert_eq!(c.finish().unwrap().root, "http://w.example/find?q=x");
     }
 
     #[test]

@@ -33,7 +33,15 @@ const ROOT: &str = r#"<!doctype html><html><body>
 <p><a id="away" href="http://other.invalid/">Elsewhere</a> <span class="twin">a</span><span class="twin">b</span></p>
 </body></html>"#;
 
-/// Serve ROOT at `/`, a script that POSTs at `/autopost`, and a small page anywhere else;
+/// A settings page: a checkbox whose change the page reports (a GET the server logs), and a
+/// GET sign-in form with a password field.
+const PREFS: &str = r#"<!doctype html><html><body>
+<label><input type="checkbox" id="dark" onchange="fetch('/pref?dark=' + this.checked)"> Dark</label>
+<form id="login" action="/hello"><input name="user"><input type="password" name="pw">
+<button id="go">Sign in</button></form>
+</body></html>"#;
+
+/// Serve ROOT at `/`, PREFS at `/prefs`, a script that POSTs at `/autopost`, and a small page anywhere else;
 /// log "METHOD path" of every request.
 fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -81,6 +89,7 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                     // The front page with a box inserted before the others (a layout change).
                     "/moved" => ROOT.replace("<div id=\"news\">", "<div id=\"news\"><div class=\"box\"><a class=\"headline\" href=\"/story/16\">Breaking</a></div>"),
                     "/autopost" => "<html><body><script>fetch('/edit',{method:'POST',body:'x'})</script>posting</body></html>".into(),
+                    "/prefs" => PREFS.into(),
                     p => format!("<html><body><h1>{p}</h1></body></html>"),
                 };
                 let _ = write!(
@@ -513,4 +522,84 @@ fn the_recorder_keeps_a_typed_search_and_ends_a_path_at_a_post() {
         reports.contains(&Report::Post),
         "the POST form ends the path: {reports:?}"
     );
+}
+
+#[test]
+fn a_checkbox_is_recorded_and_replayed_and_a_password_never_reaches_a_path() {
+    if !chromium() {
+        return;
+    }
+    let (base, log) = serve();
+    let (_browser, tab, rec) = recording(&format!("{base}/prefs"));
+    tab.wait_for_element("#dark").unwrap().click().unwrap();
+    tab.wait_for_element("input[name=user]")
+        .unwrap()
+        .click()
+        .unwrap();
+    tab.type_str("ann").unwrap();
+    tab.wait_for_element("input[name=pw]")
+        .unwrap()
+        .click()
+        .unwrap();
+    tab.type_str("hunter2-secret").unwrap();
+    // A GET form with a password: its submission would put the password in the next URL.
+    tab.wait_for_element("#go").unwrap().click().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let reports = rec.drain();
+    assert!(
+        reports.contains(&Report::Post),
+        "a sign-in is a POST: {reports:?}"
+    );
+    let rules = Rules::default();
+    let mut cut = PathCutter::new();
+    let mut paths = vec![];
+    for (i, r) in reports.iter().enumerate() {
+        let now = Time::from_millis(i as u64);
+        paths.extend(match r.clone() {
+            Report::Page(u) => cut.page(&u, now, &rules),
+            Report::Action(a) => cut.action(a, now),
+            Report::Post => cut.post(now),
+        });
+    }
+    paths.extend(cut.finish());
+    assert!(
+        !format!("{paths:?}").contains("hunter2-secret"),
+        "the password was recorded: {paths:?}"
+    );
+    assert_eq!(paths.len(), 1, "{paths:?}");
+    let check = paths[0]
+        .actions
+        .iter()
+        .find(|a| matches!(a.event, Event::Check { .. }))
+        .unwrap_or_else(|| panic!("no checkbox change recorded: {reports:?}"));
+    assert_eq!(check.event, Event::Check { checked: true });
+    assert_eq!(check.locators.primary(), &Locator::Id { id: "dark".into() });
+    assert!(
+        !paths[0]
+            .actions
+            .iter()
+            .any(|a| matches!(a.event, Event::Submit { .. })),
+        "the sign-in form is not an action: {paths:?}"
+    );
+    // What was recorded replays: the checkbox is set again, and the page sees its change.
+    log.lock().unwrap().clear();
+    let report = replay_all(
+        &ReplayConfig {
+            idle: Duration::from_millis(300),
+            ..Default::default()
+        },
+        &Rules::default(),
+        &[Replay {
+            site: "127.0.0.1".into(),
+            root: paths[0].root.clone(),
+            actions: vec![check.clone()],
+            hits: 1,
+        }],
+        &mut || Ok(()),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.paths[0].outcome, Outcome::Done, "{report:?}");
+    let log = log.lock().unwrap();
+    assert!(log.iter().any(|l| l == "GET /pref?dark=true"), "{log:?}");
 }

@@ -92,7 +92,10 @@
     const form = e.target;
     if (!(form instanceof HTMLFormElement)) return;
     const method = ((e.submitter && e.submitter.getAttribute('formmethod')) || form.method || 'get').toLowerCase();
-    if (method !== 'get') { send({ type: 'post' }); return; }
+    // A form carrying a password is a sign-in, handled as a POST (the path ends, nothing is
+    // recorded of it): sent with GET, the password would be in the next page's URL.
+    const secret = Array.from(form.elements).some((f) => f.type === 'password' && f.value);
+    if (method !== 'get' || secret) { send({ type: 'post' }); return; }
     // A submission the page's script made is not the user's action (a POST still ends the path).
     if (!e.isTrusted) return;
     const fields = [];
