@@ -187,4 +187,52 @@ mod tests {
         assert!(e.contains("version 9"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
+
+    /// Not a test on its own: the writer `a_killed_writer_leaves_the_last_whole_forest` kills.
+    /// With `ROAM_PRECOG_CRASH_DIR` set, it saves ever larger forests there until killed.
+    #[test]
+    fn crash_writer() {
+        let Some(d) = std::env::var_os("ROAM_PRECOG_CRASH_DIR") else {
+            return;
+        };
+        let s = State::new(PathBuf::from(d));
+        let mut f = Forest::new();
+        for i in 0u64.. {
+            f.record(
+                &ActionPath {
+                    root: format!("http://a.example/{i}"),
+                    actions: vec![],
+                },
+                i,
+            );
+            s.save_forest(&f).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_killed_writer_leaves_the_last_whole_forest() {
+        let d = dir("crash");
+        for round in 0..3 {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "store::tests::crash_writer", "--nocapture"])
+                .env("ROAM_PRECOG_CRASH_DIR", &d)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            // Let it write a few hundred forests, then kill it wherever it is.
+            std::thread::sleep(std::time::Duration::from_millis(400 + 150 * round));
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            let f = State::new(&d)
+                .forest()
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            let n = f.sites.get("a.example").map_or(0, |t| t.len());
+            assert!(n > 0, "round {round}: nothing was saved in time");
+            // Whole: every root from 0 to the last, as one save wrote them.
+            let roots = &f.sites["a.example"];
+            assert!((0..n).all(|i| roots.contains_key(&format!("http://a.example/{i}"))));
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

@@ -603,3 +603,61 @@ fn a_checkbox_is_recorded_and_replayed_and_a_password_never_reaches_a_path() {
     let log = log.lock().unwrap();
     assert!(log.iter().any(|l| l == "GET /pref?dark=true"), "{log:?}");
 }
+
+#[test]
+fn a_replay_session_restarts_a_lost_browser_on_the_same_profile_and_goes_on() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let profile = std::env::temp_dir().join(format!("roam-precog-restart-{}", std::process::id()));
+    let cfg = ReplayConfig {
+        idle: Duration::from_millis(300),
+        step_timeout: Duration::from_secs(5),
+        browser: BrowserConfig {
+            profile: Some(profile.clone()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let page = |p: &str| Replay {
+        site: "127.0.0.1".into(),
+        root: format!("{base}{p}"),
+        actions: vec![],
+        hits: 1,
+    };
+    let paths = [page("/a"), page("/b"), page("/c")];
+    // After the first path the browser dies (every process on the profile, as a crash).
+    let mut progress = |i: usize, _: &roam_precog::browser::replay::PathReport| {
+        if i == 0 {
+            std::process::Command::new("pkill")
+                .args(["-9", "-f", &profile.display().to_string()])
+                .status()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let report = replay_all(
+        &cfg,
+        &Rules::default(),
+        &paths,
+        &mut || Ok(()),
+        &mut progress,
+    )
+    .unwrap();
+    let outcomes: Vec<&Outcome> = report.paths.iter().map(|p| &p.outcome).collect();
+    assert_eq!(outcomes.len(), 3, "{report:?}");
+    assert_eq!(outcomes[0], &Outcome::Done);
+    assert!(
+        matches!(outcomes[1], Outcome::BrowserLost { .. }),
+        "{:?}",
+        outcomes[1]
+    );
+    assert_eq!(
+        outcomes[2],
+        &Outcome::Done,
+        "a new browser took over: {report:?}"
+    );
+    assert_eq!(report.stopped, None);
+    let _ = std::fs::remove_dir_all(&profile);
+}
