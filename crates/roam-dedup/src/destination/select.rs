@@ -205,3 +205,118 @@ impl Matching {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store holding one flowlet per list of name numbers (chained in order), and its ids.
+    fn store(flowlets: &[&[u64]]) -> (Store, Vec<FlowletId>) {
+        let mut s = Store::new(1 << 30);
+        let mut ids: Vec<FlowletId> = vec![];
+        for names in flowlets {
+            let id = s.new_flowlet(ids.last().copied());
+            for &n in *names {
+                s.append(id, Name(n), Box::new([n as u8; 16]));
+            }
+            ids.push(id);
+        }
+        (s, ids)
+    }
+
+    fn names(v: impl IntoIterator<Item = u64>) -> Vec<Name> {
+        v.into_iter().map(Name).collect()
+    }
+
+    fn thesis() -> SelectConfig {
+        SelectConfig {
+            decay: 1.0,
+            ..SelectConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_match_is_looked_for_only_within_the_window_after_the_last_one() {
+        // Past flowlet: 0..100. A segment of 2 names, win_factor 4: 8 names are looked at.
+        let (s, ids) = store(&[&(0..100).collect::<Vec<_>>()]);
+        let (past, cfg) = (ids[0], thesis());
+        let mut m = Matching::default();
+        m.restart(999);
+        assert_eq!(m.best(&s, &names([0, 1]), &[past], &cfg), Some(past));
+        assert_eq!(m.pairs[&past].last_match, Some(1));
+        // 5 and 9 lie in the window 2..10: both found, the match moves to 9.
+        m.best(&s, &names([5, 9]), &[past], &cfg);
+        assert_eq!(m.pairs[&past].hits, 4.0);
+        assert_eq!(m.pairs[&past].last_match, Some(9));
+        // 12 is in the window 10..18, 50 is not: one hit, the match at 12.
+        m.best(&s, &names([12, 50]), &[past], &cfg);
+        assert_eq!(m.pairs[&past].hits, 5.0);
+        assert_eq!(m.pairs[&past].last_match, Some(12));
+        // Nothing of the window (13..21): re-anchored where the flowlet holds them.
+        m.best(&s, &names([70, 71]), &[past], &cfg);
+        assert_eq!(m.pairs[&past].hits, 7.0);
+        assert_eq!(m.pairs[&past].last_match, Some(71));
+    }
+
+    #[test]
+    fn the_most_hit_past_flowlet_wins_and_the_runner_up_replaces_the_arriving_one() {
+        let (s, ids) = store(&[&[1, 2, 3, 4], &[1, 2, 3, 9], &[1, 2, 7, 8]]);
+        let (a, b, c) = (ids[0], ids[1], ids[2]);
+        let cfg = thesis();
+        let mut m = Matching::default();
+        m.restart(999);
+        // a and b match three names each, c two: the tie goes to the newer id, b.
+        assert_eq!(m.best(&s, &names([1, 2, 3]), &[a, b, c], &cfg), Some(b));
+        // When the best is the arriving flowlet itself (its own names, just stored), the
+        // runner-up takes its place if it has at least half its hits...
+        let mut m = Matching::default();
+        m.restart(b);
+        assert_eq!(m.best(&s, &names([1, 2, 3, 9]), &[b, c], &cfg), Some(c));
+        // ...and not below that share.
+        let strict = SelectConfig {
+            runner_up: 0.6,
+            ..cfg
+        };
+        let mut m = Matching::default();
+        m.restart(b);
+        assert_eq!(m.best(&s, &names([1, 2, 3, 9]), &[b, c], &strict), Some(b));
+    }
+
+    #[test]
+    fn advertisements_start_delta_past_the_match_never_repeat_and_follow_the_chain() {
+        let (s, ids) = store(&[&(0..10).collect::<Vec<_>>(), &(10..20).collect::<Vec<_>>()]);
+        let (past, cfg) = (
+            ids[0],
+            SelectConfig {
+                per_message: 4,
+                max_lead: 100,
+                ..thesis()
+            },
+        );
+        let mut m = Matching::default();
+        m.restart(999);
+        m.best(&s, &names([0, 1]), &[past], &cfg);
+        let mut known = Lru::new(1 << 20);
+        // Last match at 1, δ = 2: from name 4, four names.
+        let adv = m.advertise(&s, past, 2, &mut known, &cfg);
+        assert_eq!(adv, names([4, 5, 6, 7]));
+        // The next goes on after the last advertised, into the flowlet that followed.
+        assert_eq!(
+            m.advertise(&s, past, 2, &mut known, &cfg),
+            names([8, 9, 10, 11])
+        );
+        // Names the phone already has from this source are not advertised again.
+        known.insert(Name(13), 1);
+        assert_eq!(
+            m.advertise(&s, past, 2, &mut known, &cfg),
+            names([12, 14, 15])
+        );
+        // The lead is bounded: no further than max_lead past the match (+ δ).
+        let short = SelectConfig { max_lead: 3, ..cfg };
+        let mut m = Matching::default();
+        m.restart(999);
+        m.best(&s, &names([0, 1]), &[past], &short);
+        let adv = m.advertise(&s, past, 0, &mut Lru::new(1 << 20), &short);
+        assert_eq!(adv, names([2, 3, 4]));
+    }
+}
