@@ -95,6 +95,14 @@ fn sweep(s: &str) -> Result<(String, Vec<f64>)> {
 }
 
 fn analyze_cmd(a: &AnalyzeArgs) -> Result<()> {
+    // Arguments first: a bad --sweep is said before the captures are read.
+    let points: Vec<(String, f64)> = match &a.sweep {
+        Some(s) => {
+            let (k, vals) = sweep(s)?;
+            vals.into_iter().map(|v| (k.clone(), v)).collect()
+        }
+        None => vec![(String::new(), 0.0)],
+    };
     let (past, present) = if a.past.is_empty() {
         split(read(&a.pcaps)?, a.min_stream)
     } else {
@@ -111,13 +119,6 @@ fn analyze_cmd(a: &AnalyzeArgs) -> Result<()> {
             a.min_stream
         );
     }
-    let points: Vec<(String, f64)> = match &a.sweep {
-        Some(s) => {
-            let (k, vals) = sweep(s)?;
-            vals.into_iter().map(|v| (k.clone(), v)).collect()
-        }
-        None => vec![(String::new(), 0.0)],
-    };
     let mut results = Vec::new();
     for (k, v) in &points {
         let (mut src_kb, mut dst_mb, mut ratio) =
