@@ -11,16 +11,18 @@
 //! The parts, in the order data flows:
 //! - [`locator`] and [`action`]: what an action is: an element's candidate locators and an event;
 //! - [`path`]: the browser's reports cut into paths (root page, then actions), sans-IO;
-//! - [`forest`]: the action trees those paths build, with hit counters;
+//! - [`forest`]: the action trees those paths build, with hit counters and their ageing;
 //! - [`plan`]: what to replay: the thesis's top 25% of nodes;
 //! - [`rules`]: the user's control per domain (record, replay, the one sign-in POST allowed);
 //! - [`gate`]: when replay may run (WiFi, battery, CPU, disk);
-//! - [`store`]: the trees and rules on disk, private and written whole;
+//! - [`allowance`]: what replays may spend a day, across replays (bytes, modelled energy);
+//! - [`store`]: the trees, rules and allowance on disk, private and written whole;
 //! - [`browser`]: Chromium over the DevTools protocol: the recorder and the replayer.
 //!
 //! Everything but [`browser`] and [`gate::read`] is sans-IO.
 
 pub mod action;
+pub mod allowance;
 pub mod browser;
 pub mod forest;
 pub mod gate;
@@ -31,6 +33,7 @@ pub mod rules;
 pub mod store;
 
 pub use action::{Action, Event};
+pub use allowance::Allowance;
 pub use forest::Forest;
 pub use locator::{Locator, Locators};
 pub use path::{Path, PathCutter};

@@ -6,6 +6,7 @@
 //! may read them. A file that does not parse, or that another version of roam wrote, is
 //! refused with an error naming it; it is never overwritten silently.
 
+use crate::allowance::Allowance;
 use crate::forest::Forest;
 use crate::rules::Rules;
 use roam_store::files::{read_private_json, write_private};
@@ -50,7 +51,13 @@ struct RulesBody {
     rules: Rules,
 }
 
-/// Precog's directory: `forest.json` (the action trees) and `rules.json` (the user's rules).
+#[derive(Serialize, Deserialize)]
+struct AllowanceBody {
+    allowance: Allowance,
+}
+
+/// Precog's directory: `forest.json` (the action trees), `rules.json` (the user's rules) and
+/// `allowance.json` (what replays may spend a day, and what today's spent).
 #[derive(Clone, Debug)]
 pub struct State {
     dir: PathBuf,
@@ -128,6 +135,24 @@ impl State {
             "rules.json",
             RulesBody {
                 rules: rules.clone(),
+            },
+        )
+    }
+
+    /// The replays' daily allowance (unbounded if none was saved yet).
+    pub fn allowance(&self) -> Result<Allowance, StateError> {
+        Ok(self
+            .read::<AllowanceBody>("allowance.json", "Precog's replay allowance")?
+            .map(|b| b.allowance)
+            .unwrap_or_default())
+    }
+
+    /// Save the replays' daily allowance.
+    pub fn save_allowance(&self, allowance: &Allowance) -> Result<(), StateError> {
+        self.write(
+            "allowance.json",
+            AllowanceBody {
+                allowance: allowance.clone(),
             },
         )
     }

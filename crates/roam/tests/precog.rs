@@ -225,6 +225,29 @@ fn browse_records_and_replay_fetches() {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(v["done"], 1, "{v}");
+    // What it fetched counts against the day's allowance, kept across replays.
+    let o = roam(&d, &["status", "--json"]);
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(st["allowance"]["spent_today_bytes"], v["bytes"], "{st}");
+    assert!(st["allowance"]["bytes_per_day"].is_null(), "{st}");
+    // An allowance already spent today refuses the next replay.
+    let o = roam(
+        &d,
+        &["replay", "--mb-per-day", "0.000001", "--conditions", c],
+    );
+    if v["bytes"].as_u64().unwrap() > 0 {
+        assert!(!o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("allowance is spent"), "{}", text(&o));
+    }
+    let o = roam(&d, &["status", "--json"]);
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(st["allowance"]["bytes_per_day"], 1, "{st}");
+    let o = roam(&d, &["replay", "--mb-per-day=-1", "--conditions", c]);
+    assert!(
+        text(&o).contains("--mb-per-day: a number of at least 0"),
+        "{}",
+        text(&o)
+    );
     // The profile's cache already held the page from the browse: fetched again, or cached.
     assert!(
         v["bytes"].as_u64().unwrap() > 0 || v["cached"].as_u64().unwrap() > 0,

@@ -170,9 +170,17 @@ pub struct ReplayArgs {
     wait: Duration,
     #[command(flatten)]
     plan: PlanArgs,
-    /// Stop once this many MB were fetched (the replay's data budget).
+    /// Stop once this many MB were fetched (this replay's data budget).
     #[arg(long, value_name = "MB")]
     max_mb: Option<f64>,
+    /// Set the daily allowance of every replay together, MB fetched a day (kept in the
+    /// state's allowance.json; 0 removes the bound). Each replay takes at most what the day
+    /// has left.
+    #[arg(long, value_name = "MB")]
+    mb_per_day: Option<f64>,
+    /// Set the daily allowance of modelled radio energy, joules a day (0 removes the bound).
+    #[arg(long, value_name = "J")]
+    joules_per_day: Option<f64>,
     /// Stop once the replay's radio energy reaches this many joules (modelled with the
     /// huang2012 WiFi radio: roam-budget's model, not a measurement).
     #[arg(long, value_name = "J")]
@@ -351,14 +359,23 @@ fn status(a: &StatusArgs) -> Result<()> {
                 "actions": r.actions.iter().map(|x| x.to_string()).collect::<Vec<_>>()})
             })
             .collect();
+        let allowance = state.allowance()?;
+        let today = allowance.spent_today(unix_now());
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({"dir": state.dir(), "sites": sites,
-                "ranked": p.ranked, "chosen": p.chosen, "replay": paths}))?
+                "ranked": p.ranked, "chosen": p.chosen, "replay": paths,
+                "allowance": {"bytes_per_day": allowance.bytes_per_day,
+                    "joules_per_day": allowance.joules_per_day,
+                    "spent_today_bytes": today.bytes, "spent_today_joules": today.joules}}))?
         );
         return Ok(());
     }
     println!("Precog's state: {}", state.dir().display());
+    println!(
+        "replay allowance: {}",
+        spent_text(&state.allowance()?, unix_now())
+    );
     if forest.is_empty() {
         println!("nothing recorded yet (roam precog browse)");
         return Ok(());
@@ -453,11 +470,40 @@ fn replay(a: &ReplayArgs) -> Result<()> {
             );
         }
     }
+    for (flag, v) in [
+        ("--mb-per-day", a.mb_per_day),
+        ("--joules-per-day", a.joules_per_day),
+    ] {
+        if v.is_some_and(|x| !(x.is_finite() && x >= 0.0)) {
+            bail!("{flag}: a number of at least 0 (0 removes the bound)");
+        }
+    }
+    let mut allowance = state.allowance()?;
+    if let Some(mb) = a.mb_per_day {
+        allowance.bytes_per_day = (mb > 0.0).then_some((mb * 1e6) as u64);
+    }
+    if let Some(j) = a.joules_per_day {
+        allowance.joules_per_day = (j > 0.0).then_some(j);
+    }
+    if a.mb_per_day.is_some() || a.joules_per_day.is_some() {
+        state.save_allowance(&allowance)?;
+    }
+    let (bytes_left, joules_left) = allowance.left(unix_now());
+    if bytes_left == Some(0) || joules_left == Some(0.0) {
+        bail!(
+            "today's replay allowance is spent ({}; --mb-per-day or --joules-per-day change it)",
+            spent_text(&allowance, unix_now())
+        );
+    }
+    let least = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
     let cfg = ReplayConfig {
         browser: a.browser.config(&state, true),
         step_timeout: a.step_timeout,
-        max_bytes: a.max_mb.map(|m| (m * 1e6) as u64),
-        max_joules: a.max_joules,
+        max_bytes: least(a.max_mb.map(|m| m * 1e6), bytes_left.map(|b| b as f64)).map(|b| b as u64),
+        max_joules: least(a.max_joules, joules_left),
         ..ReplayConfig::default()
     };
     let bar = Progress::builder(Unit::Count("paths"))
@@ -485,8 +531,23 @@ fn replay(a: &ReplayArgs) -> Result<()> {
             ));
         }
     };
+    let started = Instant::now();
     let report = replay_all(&cfg, &rules, &p.paths, &mut allowed, &mut progress)?;
     bar.finish();
+    // What it spent, against the day's allowance (energy modelled as the replay's cap is).
+    let joules = roam_budget::profile::profile(cfg.radio)
+        .map(|r| {
+            roam_budget::transfer_energy(
+                std::sync::Arc::new(r),
+                report.bytes(),
+                started.elapsed(),
+                roam_budget::Direction::Down,
+            )
+            .0
+        })
+        .unwrap_or(0.0);
+    allowance.spend(unix_now(), report.bytes(), joules);
+    state.save_allowance(&allowance)?;
     let done = report
         .paths
         .iter()
@@ -517,6 +578,20 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Today's spending against the allowance, for people.
+fn spent_text(a: &roam_precog::Allowance, now: u64) -> String {
+    let s = a.spent_today(now);
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+    format!(
+        "today {} of {} and {:.1} J of {} (modelled)",
+        mb(s.bytes),
+        a.bytes_per_day.map_or("no bound".into(), mb),
+        s.joules,
+        a.joules_per_day
+            .map_or("no bound".into(), |j| format!("{j:.1} J"))
+    )
 }
 
 fn forget(a: &ForgetArgs) -> Result<()> {
