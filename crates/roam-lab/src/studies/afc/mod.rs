@@ -183,10 +183,18 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
          `tcpi_rwnd_limited`; quinn tells only how often, by the `DATA_BLOCKED` frames it \
          sent. The thesis's numbers are NS2's (600 s); ours are {} s runs.\n",
         plan.duration
-            .unwrap_or(if plan.quick {
-                apps()[0].quick
-            } else {
-                apps()[0].full
+            .unwrap_or_else(|| {
+                // The run's first application's length (the dumbbell's differs from bulk's).
+                let all = apps();
+                let app = all
+                    .iter()
+                    .find(|a| plan.apps.first().is_some_and(|n| n == a.name))
+                    .unwrap_or(&all[0]);
+                if plan.quick {
+                    app.quick
+                } else {
+                    app.full
+                }
             })
             .as_secs()
     );
