@@ -172,7 +172,8 @@ impl Shape {
 /// How often and how long a flow's sender was held by the receiver's window ("sender
 /// stalls"), as far as its stack tells; `None` where it does not.
 ///
-/// - roam: the waits for credit and their time (`FlowStats::blocked`, `blocked_time`);
+/// - roam: the waits for credit and their time (`FlowStats::blocked`, `blocked_time`); none
+///   for `roam-legacy`, which has no credit (kernel TCP's window beneath it holds it, uncounted);
 /// - kernel TCP: the time the sender was limited by the receive window (`tcpi_rwnd_limited`,
 ///   read from the server's socket when the trial ends); the kernel does not count the waits;
 /// - quinn: the `DATA_BLOCKED` and `STREAM_DATA_BLOCKED` frames it sent (RFC 9000 §4.1: a
@@ -220,13 +221,19 @@ pub(super) fn one_flow(
         }
         AfcSystem::Roam(policy) => {
             let (read, s) = roam(t, system, policy, table, flow)?;
-            Flowed {
-                read,
-                sender: Some(s),
-                stalls: Stalls {
+            // Without credit (legacy) nothing in roam holds the sender: kernel TCP's window
+            // beneath it does, uncounted.
+            let stalls = match policy {
+                FlowPolicy::Legacy => Stalls::default(),
+                _ => Stalls {
                     waits: Some(s.blocked),
                     wait: Some(s.blocked_time),
                 },
+            };
+            Flowed {
+                read,
+                sender: Some(s),
+                stalls,
             }
         }
     })
