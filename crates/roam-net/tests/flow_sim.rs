@@ -299,46 +299,53 @@ fn a_stalled_reader_stops_the_sender_within_one_round_trip() {
     );
 }
 
-#[test]
-fn afc_follows_a_sinusoidal_read_rate_where_standard_credit_lags() {
-    // The thesis's analysis (eq. 24-34): with AR = A0 (1 + sin wt) and the network never the
-    // limit, window updates alone track the rate through a first-order lag (an error of
-    // amplitude A0 w / sqrt(a^2 + w^2), a = 1/RTT, that never decays), while the feed-forward
-    // removes it. Here RTT 200 ms and a period of 4 RTTs (w/a = 1.57): 0.84 A0.
+/// The sinusoid of the thesis's analysis (eq. 24-34): AR = A0 (1 + sin wt) with A0 = 2 Mbit/s,
+/// RTT 200 ms, a period of 4 RTTs, a 100 Mbit/s network that is never the limit, `policy` on
+/// both sides with a buffer of `buffer` x A0 x RTT, for 20 s. Returns the application's
+/// shortfall per period of the read rate (what it wanted to read and could not, over A0),
+/// measured in `bins` bins a period.
+fn sinusoid_shortfall(policy: FlowPolicy, buffer: f64, bins: usize) -> Vec<f64> {
     let rtt = Duration::from_millis(200);
     let a0 = 2.0 * MBPS;
     let period = 4.0 * rtt.as_secs_f64();
     let w = 2.0 * std::f64::consts::PI / period;
-    let b = (a0 * rtt.as_secs_f64()) as u64;
-    let sc = |client, server| Scenario {
-        read: Box::new(move |t| a0 * (1.0 + (w * t).sin())),
-        network: Box::new(|_| 100.0 * MBPS),
-        delay: rtt / 2,
-        client: flow(client, b),
-        server: flow(server, b),
-        seconds: 20,
-    };
-    // The application's shortfall (what it wanted to read and could not, over A0) per period
-    // of the read rate, from the start.
-    let shortfall = |r: &Run| -> Vec<f64> {
-        let want = |t: f64| a0 * (1.0 + (w * t).sin());
-        (0..(20.0 / period) as usize - 1)
-            .map(|p| {
-                let bins = 16;
-                let dt = period / bins as f64;
-                (0..bins)
-                    .map(|i| {
-                        let t = p as f64 * period + i as f64 * dt;
-                        (want(t + dt / 2.0) - rate(&r.read, t, t + dt)).max(0.0) * dt
-                    })
-                    .sum::<f64>()
-                    / period
-                    / a0
-            })
-            .collect()
-    };
-    let standard = shortfall(&run(&sc(FlowPolicy::Standard, FlowPolicy::Standard), None));
-    let afc = shortfall(&run(&sc(FlowPolicy::Afc, FlowPolicy::Afc), None));
+    let want = move |t: f64| a0 * (1.0 + (w * t).sin());
+    let seconds = 20;
+    let b = (buffer * a0 * rtt.as_secs_f64()) as u64;
+    let r = run(
+        &Scenario {
+            read: Box::new(want),
+            network: Box::new(|_| 100.0 * MBPS),
+            delay: rtt / 2,
+            client: flow(policy, b),
+            server: flow(policy, b),
+            seconds,
+        },
+        None,
+    );
+    let dt = period / bins as f64;
+    (0..(seconds as f64 / period) as usize - 1)
+        .map(|p| {
+            (0..bins)
+                .map(|i| {
+                    let t = p as f64 * period + i as f64 * dt;
+                    (want(t + dt / 2.0) - rate(&r.read, t, t + dt)).max(0.0) * dt
+                })
+                .sum::<f64>()
+                / period
+                / a0
+        })
+        .collect()
+}
+
+#[test]
+fn afc_follows_a_sinusoidal_read_rate_where_standard_credit_lags() {
+    // The thesis's analysis (eq. 24-34): window updates alone track the rate through a
+    // first-order lag (an error of amplitude A0 w / sqrt(a^2 + w^2), a = 1/RTT, that never
+    // decays), while the feed-forward removes it. With a period of 4 RTTs (w/a = 1.57): 0.84
+    // A0. Measured per sixteenth of a period.
+    let standard = sinusoid_shortfall(FlowPolicy::Standard, 1.0, 16);
+    let afc = sinusoid_shortfall(FlowPolicy::Afc, 1.0, 16);
     let show = |v: &[f64]| {
         v.iter()
             .map(|x| format!("{x:.2}"))
@@ -374,50 +381,16 @@ fn afc_follows_a_sinusoidal_read_rate_where_standard_credit_lags() {
 #[test]
 fn afcs_error_under_a_sinusoidal_read_rate_decays_to_what_remains_without_flow_control() {
     // The thesis's claim (eq. 30-34): with the read rate fed forward, the error of the
-    // integral controller decays as e^(-alpha t) instead of settling into a lasting lag. Same
-    // set-up as above (AR = A0 (1 + sin wt), RTT 200 ms, a period of 4 RTTs, the buffer
-    // A0 * RTT), the shortfall measured per round trip instead of per sixteenth of a period:
-    // finer bins add a floor of their own (a delivery's chunk against a bin's few kilobytes,
-    // and a shortfall counts only the bins that fell short). What remains of the error is
-    // compared with a run whose flow control never binds (standard credit with three times the
-    // buffer, room for a peak's worth): the floor of this measurement, not an error of the
-    // controller.
-    let rtt = Duration::from_millis(200);
-    let a0 = 2.0 * MBPS;
-    let period = 4.0 * rtt.as_secs_f64();
-    let w = 2.0 * std::f64::consts::PI / period;
-    let want = move |t: f64| a0 * (1.0 + (w * t).sin());
-    let seconds = 20;
-    let shortfall_per_period = |policy, buffer: f64| -> Vec<f64> {
-        let b = (buffer * a0 * rtt.as_secs_f64()) as u64;
-        let r = run(
-            &Scenario {
-                read: Box::new(want),
-                network: Box::new(|_| 100.0 * MBPS),
-                delay: rtt / 2,
-                client: flow(policy, b),
-                server: flow(policy, b),
-                seconds,
-            },
-            None,
-        );
-        let dt = rtt.as_secs_f64();
-        (0..(seconds as f64 / period) as usize - 1)
-            .map(|p| {
-                (0..4)
-                    .map(|i| {
-                        let t = p as f64 * period + i as f64 * dt;
-                        (want(t + dt / 2.0) - rate(&r.read, t, t + dt)).max(0.0) * dt
-                    })
-                    .sum::<f64>()
-                    / period
-                    / a0
-            })
-            .collect()
-    };
-    let afc = shortfall_per_period(FlowPolicy::Afc, 1.0);
-    let standard = shortfall_per_period(FlowPolicy::Standard, 1.0);
-    let unbound = shortfall_per_period(FlowPolicy::Standard, 3.0);
+    // integral controller decays as e^(-alpha t) instead of settling into a lasting lag. The
+    // sinusoid above, the shortfall measured per round trip instead of per sixteenth of a
+    // period: finer bins add a floor of their own (a delivery's chunk against a bin's few
+    // kilobytes, and a shortfall counts only the bins that fell short). What remains of the
+    // error is compared with a run whose flow control never binds (standard credit with three
+    // times the buffer, room for a peak's worth): the floor of this measurement, not an error
+    // of the controller.
+    let afc = sinusoid_shortfall(FlowPolicy::Afc, 1.0, 4);
+    let standard = sinusoid_shortfall(FlowPolicy::Standard, 1.0, 4);
+    let unbound = sinusoid_shortfall(FlowPolicy::Standard, 3.0, 4);
     let show = |v: &[f64]| {
         v.iter()
             .map(|x| format!("{x:.3}"))

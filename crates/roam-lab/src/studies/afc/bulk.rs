@@ -360,13 +360,19 @@ fn tcp_server(
             .ok()
             .and_then(|i| i.rwnd_limited))
     });
-    match ready_rx.recv_timeout(CONNECT_WAIT) {
-        Ok(Ok(())) => Ok(server),
-        Ok(Err(e)) => bail!("the TCP server did not start: {e}"),
-        Err(_) => bail!(
-            "the TCP server did not start within {} s",
-            CONNECT_WAIT.as_secs()
-        ),
+    started(&ready_rx, "the TCP server")?;
+    Ok(server)
+}
+
+/// Wait for a server thread's word that it listens (or why it does not); `what` names it.
+pub(super) fn started(
+    ready: &std::sync::mpsc::Receiver<std::result::Result<(), String>>,
+    what: &str,
+) -> Result<()> {
+    match ready.recv_timeout(CONNECT_WAIT) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => bail!("{what} did not start: {e}"),
+        Err(_) => bail!("{what} did not start within {} s", CONNECT_WAIT.as_secs()),
     }
 }
 
@@ -435,14 +441,7 @@ fn roam(
         ms.abort("the trial is over");
         Ok(stats)
     });
-    match ready_rx.recv_timeout(CONNECT_WAIT) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => bail!("the roam server did not start: {e}"),
-        Err(_) => bail!(
-            "the roam server did not start within {} s",
-            CONNECT_WAIT.as_secs()
-        ),
-    }
+    started(&ready_rx, "the roam server")?;
     let duration = flow.duration;
     let read = t
         .emu

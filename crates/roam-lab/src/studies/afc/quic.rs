@@ -80,14 +80,7 @@ pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<(Read
             Ok(frames.data_blocked + frames.stream_data_blocked)
         })
     });
-    match ready_rx.recv_timeout(CONNECT_WAIT) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => bail!("the QUIC server did not start: {e}"),
-        Err(_) => bail!(
-            "the QUIC server did not start within {} s",
-            CONNECT_WAIT.as_secs()
-        ),
-    }
+    super::bulk::started(&ready_rx, "the QUIC server")?;
     let (buffer, duration) = (flow.buffer, flow.duration);
     let read = t
         .emu
