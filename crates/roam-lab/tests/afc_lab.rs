@@ -59,9 +59,11 @@ fn each_stack_reports_goodput_memory_and_how_its_sender_was_held() {
             _ => {
                 assert!(get(&ms, "sender_wait_s").is_some(), "{name}: {ms:?}");
                 assert!(get(&ms, "sender_waits").is_some(), "{name}: {ms:?}");
-                // Like with like: what roam holds counts more than its acknowledged bytes.
+                // Like with like: what roam holds counts its acknowledged bytes and more. The
+                // two peaks are sampled at different moments (before each read; at each
+                // arrival), so allow a receive buffer's worth (about 1 MiB) between them.
                 let acked = get(&ms, "peak_acked_unread_kb").unwrap();
-                assert!(unread >= acked, "{name}: {ms:?}");
+                assert!(acked > 0.0 && unread + 1100.0 >= acked, "{name}: {ms:?}");
             }
         }
     }

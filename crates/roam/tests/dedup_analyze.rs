@@ -101,9 +101,7 @@ fn a_page_read_again_after_an_edit_is_found_redundant_and_swept() {
         let found = r["found_fraction"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&found), "{r}");
     }
-    // A source cache too small for the page finds less by its regular cache than one that
-    // holds it: the regular cache is never larger than the page here, so only feedback
-    // finds the past's chunks (dd-src never saw them).
+    // dd-src never saw the past: what it finds of it, it finds by the phone's feedback.
     let fb = |r: &serde_json::Value| r["found_feedback_bytes"].as_u64().unwrap();
     assert!(fb(&runs[1]) > 0, "feedback found nothing: {v}");
     // The same as tables.

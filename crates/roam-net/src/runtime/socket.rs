@@ -515,15 +515,10 @@ impl MultiSocket {
     /// What this side holds that its application has not read ([`ReceiveHeld`]), now.
     pub fn receive_held(&self) -> ReceiveHeld {
         let payload = self.shared.session().receive_buffered();
-        let fds: Vec<i32> = self
-            .shared
-            .conns
-            .lock()
-            .unwrap()
-            .values()
-            .map(|e| e.fd)
-            .collect();
-        let kernel = fds.into_iter().filter_map(|fd| sys::inq(fd).ok()).sum();
+        // Under the connections' lock, so that no descriptor is closed and reused meanwhile.
+        let conns = self.shared.conns.lock().unwrap();
+        let kernel = conns.values().filter_map(|e| sys::inq(e.fd).ok()).sum();
+        drop(conns);
         ReceiveHeld { payload, kernel }
     }
 

@@ -434,7 +434,28 @@ fn replay(a: &ReplayArgs) -> Result<()> {
     if a.max_joules.is_some_and(|j| !(j.is_finite() && j > 0.0)) {
         bail!("--max-joules: a positive number of joules");
     }
+    // The allowance's flags are taken (and kept) first, whatever follows.
+    for (flag, v) in [
+        ("--mb-per-day", a.mb_per_day),
+        ("--joules-per-day", a.joules_per_day),
+    ] {
+        if v.is_some_and(|x| !(x.is_finite() && x >= 0.0)) {
+            bail!("{flag}: a number of at least 0 (0 removes the bound)");
+        }
+    }
+    if a.mb_per_day.is_some() || a.joules_per_day.is_some() {
+        let state = a.state.state()?;
+        let mut allowance = state.allowance()?;
+        if let Some(mb) = a.mb_per_day {
+            allowance.bytes_per_day = (mb > 0.0).then_some((mb * 1e6) as u64);
+        }
+        if let Some(j) = a.joules_per_day {
+            allowance.joules_per_day = (j > 0.0).then_some(j);
+        }
+        state.save_allowance(&allowance)?;
+    }
     let (state, _, rules, p) = planned(&a.state, &a.plan)?;
+    allowance_left(&state)?;
     if p.paths.is_empty() {
         eprintln!("roam precog: nothing to replay (record with `roam precog browse` first)");
         return Ok(());
@@ -470,31 +491,8 @@ fn replay(a: &ReplayArgs) -> Result<()> {
             );
         }
     }
-    for (flag, v) in [
-        ("--mb-per-day", a.mb_per_day),
-        ("--joules-per-day", a.joules_per_day),
-    ] {
-        if v.is_some_and(|x| !(x.is_finite() && x >= 0.0)) {
-            bail!("{flag}: a number of at least 0 (0 removes the bound)");
-        }
-    }
-    let mut allowance = state.allowance()?;
-    if let Some(mb) = a.mb_per_day {
-        allowance.bytes_per_day = (mb > 0.0).then_some((mb * 1e6) as u64);
-    }
-    if let Some(j) = a.joules_per_day {
-        allowance.joules_per_day = (j > 0.0).then_some(j);
-    }
-    if a.mb_per_day.is_some() || a.joules_per_day.is_some() {
-        state.save_allowance(&allowance)?;
-    }
-    let (bytes_left, joules_left) = allowance.left(unix_now());
-    if bytes_left == Some(0) || joules_left == Some(0.0) {
-        bail!(
-            "today's replay allowance is spent ({}; --mb-per-day or --joules-per-day change it)",
-            spent_text(&allowance, unix_now())
-        );
-    }
+    // What the day has left, after the wait (which may have crossed midnight).
+    let (bytes_left, joules_left) = allowance_left(&state)?;
     let least = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, y) => x.or(y),
@@ -511,8 +509,15 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         .total(p.paths.len() as u64)
         .start();
     let when = a.when;
+    let any_network = a.any_network;
     let mut allowed = || match when {
-        When::Now => Ok(()),
+        // Replay stops when WiFi goes, unless the user said any network would do.
+        When::Now if any_network => Ok(()),
+        When::Now => match conditions(&a.conditions) {
+            Ok(c) if c.wifi => Ok(()),
+            Ok(_) => Err(gate::Wait::NoWifi.to_string()),
+            Err(e) => Err(format!("{e:#}")),
+        },
         When::Wifi => match conditions(&a.conditions) {
             Ok(c) => thresholds.check(&c).map_err(|w| w.to_string()),
             Err(e) => Err(format!("{e:#}")),
@@ -546,6 +551,8 @@ fn replay(a: &ReplayArgs) -> Result<()> {
             .0
         })
         .unwrap_or(0.0);
+    // Read again: the flags or another replay may have changed it while this one ran.
+    let mut allowance = state.allowance()?;
     allowance.spend(unix_now(), report.bytes(), joules);
     state.save_allowance(&allowance)?;
     let done = report
@@ -578,6 +585,20 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What today's allowance has left (bytes, joules; `None`: no bound), or an error if it is
+/// spent.
+fn allowance_left(state: &State) -> Result<(Option<u64>, Option<f64>)> {
+    let allowance = state.allowance()?;
+    let left = allowance.left(unix_now());
+    if left.0 == Some(0) || left.1 == Some(0.0) {
+        bail!(
+            "today's replay allowance is spent ({}; --mb-per-day or --joules-per-day change it)",
+            spent_text(&allowance, unix_now())
+        );
+    }
+    Ok(left)
 }
 
 /// Today's spending against the allowance, for people.

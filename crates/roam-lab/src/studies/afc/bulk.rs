@@ -177,7 +177,8 @@ impl Shape {
 /// - kernel TCP: the time the sender was limited by the receive window (`tcpi_rwnd_limited`,
 ///   read from the server's socket when the trial ends); the kernel does not count the waits;
 /// - quinn: the `DATA_BLOCKED` and `STREAM_DATA_BLOCKED` frames it sent (RFC 9000 §4.1: a
-///   sender sends one when flow control holds it back), which count the waits, not their time.
+///   sender sends one when flow control holds it back): frames, not waits (one wait can
+///   send both kinds, and a lost frame is sent again), and no time.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Stalls {
     pub(super) waits: Option<u64>,

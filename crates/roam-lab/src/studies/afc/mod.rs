@@ -255,7 +255,7 @@ fn readers(plan: &Plan, rows: &[Row], app: &str, systems: &[String]) -> String {
             let waits = match (has("sender_wait_s"), has("sender_waits")) {
                 (true, true) => format!("{} s ({} times)", c("sender_wait_s"), c("sender_waits")),
                 (true, false) => format!("{} s", c("sender_wait_s")),
-                (false, true) => format!("{} times", c("sender_waits")),
+                (false, true) => format!("{} frames", c("sender_waits")),
                 (false, false) => "-".into(),
             };
             let last = if cpu {

@@ -28,7 +28,7 @@
         }
         case 'css': return Array.from(document.querySelectorAll(c.selector));
         case 'text': return Array.from(document.getElementsByTagName(c.tag)).filter(
-          (e) => (e.innerText || e.value || '').replace(/\s+/g, ' ').trim() === c.text);
+          (e) => ((e.tagName === 'INPUT' ? (['button', 'submit', 'reset'].includes(e.type) ? e.value : '') : e.innerText) || '').replace(/\s+/g, ' ').trim() === c.text);
         case 'attr': return Array.from(document.getElementsByTagName(c.tag)).filter(
           (e) => e.getAttribute(c.name) === c.value);
       }
