@@ -14,7 +14,9 @@
 //! a new version of it, comes through a second source that never saw it: the same order,
 //! every fifth file edited (a line inserted in its middle), one in ten new (a file's bytes
 //! reversed), one in twenty gone. It is not the lab's corpus: `cellular_bytes_vs_best_baseline`
-//! comes from a `roam lab dedup` run named with `--lab DIR` (null without one).
+//! comes from a `roam lab dedup` run named with `--lab DIR` (null without one): `ac+zstd`'s
+//! cellular bytes against the best baseline's on the run's first corpus, with `ac`'s and
+//! `ac+zstd`'s on every corpus beside it ([`lab_figures`]).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -44,31 +46,63 @@ pub struct BenchDedupArgs {
     lab: Option<PathBuf>,
 }
 
-/// Asymmetric caching's advantage in cellular bytes in the lab run at `dir`: the ratio, the
-/// baseline and the scenario it is on.
+/// Asymmetric caching's advantage in cellular bytes in the lab run at `dir` ([`lab_figures`]).
 fn lab_advantage(dir: &std::path::Path) -> Result<serde_json::Value> {
-    use roam_lab::studies::dedup::{baseline_names, cellular_advantage};
     let path = dir.join("trials.csv");
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("--lab: reading {}", path.display()))?;
     let rows = roam_lab::report::parse_csv(&text, &path.display().to_string())?;
-    let Some(first) = rows.iter().find(|r| r.app == "docs") else {
-        bail!("--lab {}: no trial of roam lab dedup's docs", dir.display());
-    };
-    let sc = first.scenario.clone();
+    let mut v = lab_figures(&rows).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--lab {}: no finished trials of ac or ac+zstd and a baseline on any corpus",
+            dir.display()
+        )
+    })?;
+    v["run"] = json!(dir.display().to_string());
+    Ok(v)
+}
+
+/// From a `roam lab dedup` run's rows: per corpus (on its first scenario), `ac`'s and
+/// `ac+zstd`'s cellular bytes against the best baseline's (the ratio of means, its interval,
+/// which baseline); and the one figure, `ratio`: on the first corpus with a figure,
+/// `ac+zstd`'s (asymmetric caching as deployed, with compression), else `ac`'s. `None`
+/// without any such pair.
+fn lab_figures(rows: &[roam_lab::report::Row]) -> Option<serde_json::Value> {
+    use roam_lab::studies::dedup::{baseline_names, cellular_advantage};
     let mut systems: Vec<&str> = rows.iter().map(|r| r.system.as_str()).collect();
     systems.sort();
     systems.dedup();
     let base = baseline_names(systems);
-    let (best, r) = cellular_advantage(&rows, ("docs", &sc), "ac", &base).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--lab {}: no finished trials of ac and a baseline on {sc}",
-            dir.display()
-        )
-    })?;
-    Ok(
-        json!({ "ratio": r.ratio, "interval": r.interval, "baseline": best, "scenario": sc, "run": dir.display().to_string() }),
-    )
+    let mut apps: Vec<&str> = Vec::new();
+    for r in rows {
+        if !apps.contains(&r.app.as_str()) {
+            apps.push(&r.app);
+        }
+    }
+    let mut corpora = serde_json::Map::new();
+    let mut headline: Option<(f64, &str, &str)> = None;
+    for app in apps {
+        let sc = rows.iter().find(|r| r.app == app)?.scenario.as_str();
+        let mut per = serde_json::Map::new();
+        for ours in ["ac+zstd", "ac"] {
+            let Some((best, r)) = cellular_advantage(rows, (app, sc), ours, &base) else {
+                continue;
+            };
+            per.insert(
+                ours.into(),
+                json!({"ratio": r.ratio, "interval": r.interval, "baseline": best}),
+            );
+            if headline.is_none() {
+                headline = Some((r.ratio, app, ours));
+            }
+        }
+        if !per.is_empty() {
+            per.insert("scenario".into(), json!(sc));
+            corpora.insert(app.into(), serde_json::Value::Object(per));
+        }
+    }
+    let (ratio, app, ours) = headline?;
+    Some(json!({"ratio": ratio, "corpus": app, "system": ours, "by_corpus": corpora}))
 }
 
 /// Every regular file under `dir` (not compressed), in name order, up to `limit` bytes.
@@ -221,4 +255,53 @@ pub fn dedup(a: &BenchDedupArgs) -> Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_lab::report::Row;
+
+    fn row(app: &str, system: &str, seed: u64, kb: f64) -> Row {
+        Row {
+            app: app.into(),
+            scenario: "walking-campus".into(),
+            system: system.into(),
+            trial: seed as u32,
+            seed,
+            metric: "cell_kB".into(),
+            value: kb,
+            unit: "kB".into(),
+        }
+    }
+
+    #[test]
+    fn the_lab_figure_is_ac_with_zstd_on_the_first_corpus_with_every_corpus_beside_it() {
+        let mut rows = vec![];
+        for seed in 1..=3 {
+            rows.extend([
+                row("docs", "none", seed, 1000.0),
+                row("docs", "zstd", seed, 400.0),
+                row("docs", "ac", seed, 500.0),
+                row("docs", "ac+zstd", seed, 320.0),
+                row("wiki", "zstd", seed, 300.0),
+                row("wiki", "ac", seed, 600.0),
+            ]);
+        }
+        let v = lab_figures(&rows).unwrap();
+        assert_eq!(v["corpus"], "docs");
+        assert_eq!(v["system"], "ac+zstd");
+        assert!((v["ratio"].as_f64().unwrap() - 1.25).abs() < 1e-9, "{v}");
+        assert_eq!(v["by_corpus"]["docs"]["ac+zstd"]["baseline"], "zstd");
+        assert!((v["by_corpus"]["docs"]["ac"]["ratio"].as_f64().unwrap() - 0.8).abs() < 1e-9);
+        assert!((v["by_corpus"]["wiki"]["ac"]["ratio"].as_f64().unwrap() - 0.5).abs() < 1e-9);
+        assert!(v["by_corpus"]["wiki"].get("ac+zstd").is_none());
+        // Nothing of ours, or no baseline: no figure.
+        let only_base: Vec<Row> = rows
+            .iter()
+            .filter(|r| r.system == "zstd")
+            .cloned()
+            .collect();
+        assert!(lab_figures(&only_base).is_none());
+    }
 }
