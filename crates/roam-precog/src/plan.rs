@@ -71,14 +71,13 @@ pub fn plan(forest: &Forest, rules: &Rules, cfg: &PlanConfig) -> Plan {
         .into_iter()
         .filter(|r| rules.replays(&r.site))
         .collect();
-    let now = cfg.at.unwrap_or_else(|| forest.latest());
-    let half_life = if cfg.ageing { forest.half_life } else { 0 };
-    let score = |r: &Reach| {
-        if cfg.ageing {
-            aged(r.weight, r.hits, r.last, now, half_life)
-        } else {
-            r.hits as f64
-        }
+    // Hits aged to the plan's time, or the raw counts.
+    let now = cfg
+        .ageing
+        .then(|| cfg.at.unwrap_or_else(|| forest.latest()));
+    let score = |r: &Reach| match now {
+        Some(now) => aged(r.weight, r.hits, r.last, now, forest.half_life),
+        None => r.hits as f64,
     };
     nodes.sort_by(|a, b| {
         score(b)

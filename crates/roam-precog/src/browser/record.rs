@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The recorder's script.
-pub const RECORDER_JS: &str = include_str!("js/recorder.js");
+pub const RECORDER_JS: &str = concat!(include_str!("js/text.js"), include_str!("js/recorder.js"));
 /// The DevTools binding the script reports through.
 pub const BINDING: &str = "__roamPrecog";
 /// Most reports waiting; more are dropped and counted.

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The replay step's script.
-pub const REPLAY_JS: &str = include_str!("js/replay.js");
+pub const REPLAY_JS: &str = concat!(include_str!("js/text.js"), include_str!("js/replay.js"));
 
 /// How a replay runs.
 #[derive(Clone, Debug)]
@@ -472,6 +472,9 @@ pub struct SessionReport {
     pub paths: Vec<PathReport>,
     /// Why the session ended early, if it did.
     pub stopped: Option<String>,
+    /// The WiFi radio's energy for the session's bytes over its length, joules, modelled
+    /// with [`ReplayConfig::radio`] (roam-budget's model, not a measurement).
+    pub joules: f64,
 }
 
 impl SessionReport {
@@ -492,13 +495,20 @@ pub fn replay_all(
     progress: &mut dyn FnMut(usize, &PathReport),
 ) -> Result<SessionReport, BrowserError> {
     let mut report = SessionReport::default();
-    let radio = match cfg.max_joules {
-        Some(_) => Some(Arc::new(roam_budget::profile::profile(cfg.radio).map_err(
-            |e| BrowserError::Launch(format!("radio model {}: {e}", cfg.radio)),
-        )?)),
-        None => None,
-    };
+    let radio = Arc::new(
+        roam_budget::profile::profile(cfg.radio)
+            .map_err(|e| BrowserError::Launch(format!("radio model {}: {e}", cfg.radio)))?,
+    );
     let started = Instant::now();
+    let energy = |bytes: u64| {
+        roam_budget::transfer_energy(
+            radio.clone(),
+            bytes,
+            started.elapsed(),
+            roam_budget::Direction::Down,
+        )
+        .0
+    };
     let mut replayer = Replayer::start(cfg, rules)?;
     let mut restarts = 0;
     let mut spent = 0;
@@ -511,14 +521,8 @@ pub fn replay_all(
             report.stopped = Some(format!("the byte budget ({spent} B) is spent"));
             break;
         }
-        if let (Some(max), Some(p), true) = (cfg.max_joules, &radio, spent > 0) {
-            let j = roam_budget::transfer_energy(
-                p.clone(),
-                spent,
-                started.elapsed(),
-                roam_budget::Direction::Down,
-            )
-            .0;
+        if let (Some(max), true) = (cfg.max_joules, spent > 0) {
+            let j = energy(spent);
             if j >= max {
                 report.stopped = Some(format!("the energy budget is spent ({j:.1} J modelled)"));
                 break;
@@ -546,5 +550,6 @@ pub fn replay_all(
             replayer = Replayer::start(cfg, rules)?;
         }
     }
+    report.joules = if spent > 0 { energy(spent) } else { 0.0 };
     Ok(report)
 }

@@ -536,24 +536,12 @@ fn replay(a: &ReplayArgs) -> Result<()> {
             ));
         }
     };
-    let started = Instant::now();
     let report = replay_all(&cfg, &rules, &p.paths, &mut allowed, &mut progress)?;
     bar.finish();
-    // What it spent, against the day's allowance (energy modelled as the replay's cap is).
-    let joules = roam_budget::profile::profile(cfg.radio)
-        .map(|r| {
-            roam_budget::transfer_energy(
-                std::sync::Arc::new(r),
-                report.bytes(),
-                started.elapsed(),
-                roam_budget::Direction::Down,
-            )
-            .0
-        })
-        .unwrap_or(0.0);
-    // Read again: the flags or another replay may have changed it while this one ran.
+    // What it spent, against the day's allowance, read again: the flags or another replay
+    // may have changed it while this one ran.
     let mut allowance = state.allowance()?;
-    allowance.spend(unix_now(), report.bytes(), joules);
+    allowance.spend(unix_now(), report.bytes(), report.joules);
     state.save_allowance(&allowance)?;
     let done = report
         .paths

@@ -75,11 +75,7 @@ fn trial(t: &Trial, reading: Reading) -> Result<Vec<Metric>> {
         slot: shape.slot,
         reading,
     };
-    let Flowed {
-        read,
-        sender,
-        stalls,
-    } = one_flow(t, system, table, flow)?;
+    let Flowed { read, stalls } = one_flow(t, system, table, flow)?;
     let goodput = read.goodput_mbps();
     let mut m = vec![
         Metric::new("goodput_mbps", goodput, "Mbit/s"),
@@ -100,7 +96,7 @@ fn trial(t: &Trial, reading: Reading) -> Result<Vec<Metric>> {
     if let Some(d) = stalls.wait {
         m.push(Metric::new("sender_wait_s", d.as_secs_f64(), "s"));
     }
-    if let (Some(rx), Some(_)) = (read.flow, sender) {
+    if let Some(rx) = read.flow {
         m.extend([
             Metric::new("peak_acked_unread_kb", rx.peak_unread as f64 / 1e3, "kB"),
             Metric::new("credits", rx.credits_sent as f64, ""),
@@ -185,11 +181,10 @@ pub(super) struct Stalls {
     pub(super) wait: Option<Duration>,
 }
 
-/// What one flow measured: its reader's figures, for roam the sender's flow statistics, and
-/// the sender's stalls.
+/// What one flow measured: its reader's figures (for roam, with the receiver's flow
+/// statistics) and its sender's stalls.
 pub(super) struct Flowed {
     pub(super) read: Read,
-    pub(super) sender: Option<FlowStats>,
     pub(super) stalls: Stalls,
 }
 
@@ -205,7 +200,6 @@ pub(super) fn one_flow(
             let (read, wait) = tcp(t, system, table, flow)?;
             Flowed {
                 read,
-                sender: None,
                 stalls: Stalls { waits: None, wait },
             }
         }
@@ -213,7 +207,6 @@ pub(super) fn one_flow(
             let (read, waits) = super::quic::run(t, table, flow)?;
             Flowed {
                 read,
-                sender: None,
                 stalls: Stalls {
                     waits: Some(waits),
                     wait: None,
@@ -231,11 +224,7 @@ pub(super) fn one_flow(
                     wait: Some(s.blocked_time),
                 },
             };
-            Flowed {
-                read,
-                sender: Some(s),
-                stalls,
-            }
+            Flowed { read, stalls }
         }
     })
 }

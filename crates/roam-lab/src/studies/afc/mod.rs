@@ -180,7 +180,7 @@ fn report(plan: &Plan, rows: &[Row], version: &str) -> String {
          queues (like with like since 2026-11-30); QUIC's received datagrams less what was \
          read (approximate). \"Sender held\" is how long the sender was held by the \
          receiver's window, as its stack tells: roam's waits for credit, TCP's \
-         `tcpi_rwnd_limited`; quinn tells only how often, by the `DATA_BLOCKED` frames it \
+         `tcpi_rwnd_limited`; quinn tells neither, only the `DATA_BLOCKED` frames it \
          sent. The thesis's numbers are NS2's (600 s); ours are {} s runs.\n",
         plan.duration
             .unwrap_or_else(|| {

@@ -33,7 +33,8 @@ const NAME: &str = "afc.roam.lab";
 const BLOCK: usize = 64 << 10;
 
 /// One trial over quinn: the reader's measurements, and the `DATA_BLOCKED` and
-/// `STREAM_DATA_BLOCKED` frames the server sent (the times flow control held it back).
+/// `STREAM_DATA_BLOCKED` frames the server sent while flow control held it back (frames, not
+/// waits: `bulk::Stalls`).
 pub(super) fn run(t: &Trial, table: &'static Table4, flow: Flow) -> Result<(Read, u64)> {
     let cert = rcgen::generate_simple_self_signed(vec![NAME.into()])?;
     let der = CertificateDer::from(cert.cert);

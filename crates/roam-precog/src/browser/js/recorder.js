@@ -51,13 +51,8 @@
     const sel = parts.join(' > ');
     return sel.length <= MAX ? { kind: 'css', selector: sel } : null;
   };
-  // An element's visible text; of an <input>, only a button's label (its value): what a user
-  // typed into a field (a password, a search) is never read.
-  const label = (el) => el.tagName === 'INPUT'
-    ? (['button', 'submit', 'reset'].includes(el.type) ? el.value : '')
-    : el.innerText;
   const text = (el) => {
-    const t = (label(el) || '').replace(/\s+/g, ' ').trim();
+    const t = window.__roamPrecogText(el); // js/text.js
     return t && t.length <= 80 ? { kind: 'text', tag: el.tagName.toLowerCase(), text: t } : null;
   };
   const attr = (el) => {

@@ -28,7 +28,7 @@
         }
         case 'css': return Array.from(document.querySelectorAll(c.selector));
         case 'text': return Array.from(document.getElementsByTagName(c.tag)).filter(
-          (e) => ((e.tagName === 'INPUT' ? (['button', 'submit', 'reset'].includes(e.type) ? e.value : '') : e.innerText) || '').replace(/\s+/g, ' ').trim() === c.text);
+          (e) => window.__roamPrecogText(e) === c.text); // js/text.js
         case 'attr': return Array.from(document.getElementsByTagName(c.tag)).filter(
           (e) => e.getAttribute(c.name) === c.value);
       }
