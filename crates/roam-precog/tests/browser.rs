@@ -4,11 +4,13 @@
 
 use roam_core::Time;
 use roam_precog::browser::record::{Recorder, Report};
-use roam_precog::browser::replay::{replay_all, run_step, Outcome, ReplayConfig, Replayer};
+use roam_precog::browser::replay::{run_step, Outcome, ReplayConfig, Replayer};
+use roam_precog::browser::session::replay_all;
 use roam_precog::browser::{launch, BrowserConfig};
 use roam_precog::{Action, Event, Locator, Locators, PathCutter, Replay, Rules};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,7 +43,11 @@ const PREFS: &str = r#"<!doctype html><html><body>
 <button id="go">Sign in</button></form>
 </body></html>"#;
 
-/// Serve ROOT at `/`, PREFS at `/prefs`, a script that POSTs at `/autopost`, and a small page anywhere else;
+/// Requests for `/slow` being answered now, and the most at once.
+static SLOW: AtomicUsize = AtomicUsize::new(0);
+static SLOW_MOST: AtomicUsize = AtomicUsize::new(0);
+
+/// Serve ROOT at `/`, a page after 3 s at `/slow`, PREFS at `/prefs`, a script that POSTs at `/autopost`, and a small page anywhere else;
 /// log "METHOD path" of every request.
 fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -78,6 +84,13 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                     // Accepts, reads, never answers.
                     std::thread::sleep(Duration::from_secs(8));
                     return;
+                }
+                if path.starts_with("/slow") {
+                    // Answers after 3 s; counts how many wait at once.
+                    let now = SLOW.fetch_add(1, Ordering::SeqCst) + 1;
+                    SLOW_MOST.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_secs(3));
+                    SLOW.fetch_sub(1, Ordering::SeqCst);
                 }
                 if path == "/away" {
                     // Another site: the same server under another name.
@@ -166,6 +179,17 @@ fn the_recorder_turns_clicks_into_a_path() {
 
 #[test]
 fn replay_follows_paths_and_stops_where_it_must() {
+    follows_paths_and_stops_where_it_must(1);
+}
+
+/// The same paths in four tabs side by side: each path's outcome as in one tab, the report
+/// in the plan's order, no POST sent.
+#[test]
+fn tabs_side_by_side_replay_each_path_as_one_tab_does() {
+    follows_paths_and_stops_where_it_must(4);
+}
+
+fn follows_paths_and_stops_where_it_must(tabs: usize) {
     if !chromium() {
         return;
     }
@@ -217,6 +241,7 @@ fn replay_follows_paths_and_stops_where_it_must() {
     ];
     let cfg = ReplayConfig {
         idle: Duration::from_millis(300),
+        tabs,
         ..Default::default()
     };
     let mut seen = 0;
@@ -310,6 +335,66 @@ fn replay_stops_when_the_conditions_do() {
     .unwrap();
     assert_eq!(report.paths.len(), 1);
     assert_eq!(report.stopped.as_deref(), Some("not on WiFi"));
+}
+
+/// Two tabs wait on two slow pages at once, and once the session's time is up no further
+/// path starts.
+#[test]
+fn a_session_runs_tabs_at_once_and_starts_no_path_after_its_time() {
+    if !chromium() {
+        return;
+    }
+    let (base, log) = serve();
+    // Each its own URL: the browser's cache would hold a second request for one URL until
+    // the first is answered.
+    let slow: Vec<Replay> = (0..5)
+        .map(|i| Replay {
+            site: "127.0.0.1".into(),
+            root: format!("{base}/slow?{i}"),
+            actions: vec![],
+            hits: 1,
+        })
+        .collect();
+    let cfg = ReplayConfig {
+        idle: Duration::from_millis(300),
+        tabs: 2,
+        max_time: Some(Duration::from_secs(1)),
+        ..Default::default()
+    };
+    let report = replay_all(
+        &cfg,
+        &Rules::default(),
+        &slow,
+        &mut || Ok(()),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.paths.len(), 2, "{:?}", report.paths);
+    assert!(
+        report.paths.iter().all(|p| p.outcome == Outcome::Done),
+        "{:?}",
+        report.paths
+    );
+    assert!(
+        report
+            .stopped
+            .as_deref()
+            .is_some_and(|s| s.contains("time")),
+        "{:?}",
+        report.stopped
+    );
+    assert_eq!(
+        SLOW_MOST.load(Ordering::SeqCst),
+        2,
+        "both tabs waited at once"
+    );
+    let asked = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("GET /slow"))
+        .count();
+    assert_eq!(asked, 2, "{:?}", log.lock().unwrap());
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Chromium over the DevTools protocol (the `headless_chrome` crate): launching Debian's
-//! `chromium`, the recorder ([`record`]) and the replayer ([`replay`]).
+//! `chromium`, the recorder ([`record`]), the replayer ([`replay`]) and a replay session
+//! through several tabs ([`session`]).
 //!
 //! roam never downloads a browser: it runs `/usr/bin/chromium` (or `$ROAM_CHROMIUM`), with the
 //! user's profile directory so that what a replay fetches lands in the HTTP cache the user's
@@ -9,6 +10,7 @@
 
 pub mod record;
 pub mod replay;
+pub mod session;
 
 use headless_chrome::{Browser, LaunchOptions};
 use std::ffi::OsString;
@@ -104,6 +106,18 @@ pub fn launch(cfg: &BrowserConfig) -> Result<Browser, BrowserError> {
         "--disable-features=OptimizationHints,MediaRouter,AutofillServerCommunication,Translate,InterestFeedContentSuggestions".into(),
         "--homepage=about:blank".into(),
     ];
+    if cfg.headless {
+        // A replay's tabs side by side are all in the background but one: their timers and
+        // renderers run at full speed all the same (the user's own browser keeps Chromium's
+        // thrift).
+        for a in [
+            "--disable-background-timer-throttling",
+            "--disable-renderer-backgrounding",
+            "--disable-backgrounding-occluded-windows",
+        ] {
+            args.push(a.into());
+        }
+    }
     if let Some(p) = &cfg.proxy {
         args.push(format!("--proxy-server={p}").into());
         // Chromium sends loopback addresses around a proxy unless told not to.

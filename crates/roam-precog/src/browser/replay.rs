@@ -15,12 +15,11 @@
 //!   through DevTools' Fetch interception, and a POST the user's rules do not allow (only a
 //!   sign-in they named may be sent) is failed before it leaves: the guarantee does not rest
 //!   on the page's script;
-//! - the browser crashed ([`Outcome::BrowserLost`]): it is started again for the next path;
-//! - the conditions stopped allowing a replay, e.g. WiFi went ([`Outcome::Stopped`]): the
-//!   session ends.
+//! - the browser crashed ([`Outcome::BrowserLost`]): it is started again for the next path.
 //!
 //! Bytes are counted from the browser's own network events (`encodedDataLength`: bytes on
-//! the wire, headers included) and requests served from its cache are counted apart.
+//! the wire, headers included) and requests served from its cache are counted apart. A
+//! session of many paths, its budgets and its tabs side by side, is [`super::session`]'s.
 
 use super::{launch, same_site, BrowserConfig, BrowserError};
 use crate::action::Action;
@@ -62,6 +61,12 @@ pub struct ReplayConfig {
     /// Rest the pointer on an element this long before clicking it, as a person's hand does
     /// (what hover-triggered features, such as speculation rules' `moderate` eagerness, need).
     pub hover: Option<Duration>,
+    /// Paths replayed side by side, each in its own tab of the one browser (its HTTP cache
+    /// shared): a path spends most of its time waiting for its page to go idle.
+    pub tabs: usize,
+    /// Start no path once this long has passed since the first one started (the WiFi hour's
+    /// length, say).
+    pub max_time: Option<Duration>,
 }
 
 impl Default for ReplayConfig {
@@ -75,6 +80,8 @@ impl Default for ReplayConfig {
             max_joules: None,
             radio: "huang2012/wifi",
             hover: None,
+            tabs: 1,
+            max_time: None,
         }
     }
 }
@@ -125,11 +132,6 @@ pub enum Outcome {
         /// What DevTools said.
         why: String,
     },
-    /// Replay was stopped (the conditions changed, or the byte budget was spent).
-    Stopped {
-        /// Why.
-        why: String,
-    },
 }
 
 /// One path's replay.
@@ -171,9 +173,15 @@ struct Net {
     speculative: u64,
 }
 
-/// A browser set up for replay: one tab, network events counted, POSTs intercepted.
+/// A browser set up for replay: [`ReplayConfig::tabs`] tabs sharing its profile (so its HTTP
+/// cache), each replaying one path at a time.
 pub struct Replayer {
-    _browser: Browser,
+    browser: Browser,
+    tabs: Vec<TabReplayer>,
+}
+
+/// One tab of a [`Replayer`]: its network events counted, its POSTs intercepted.
+pub struct TabReplayer {
     tab: Arc<Tab>,
     net: Arc<Mutex<Net>>,
     rules: Arc<Mutex<(Rules, String)>>,
@@ -228,9 +236,43 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Replayer {
-    /// Start the browser for replay under `rules`.
+    /// Start the browser for replay under `rules`, with [`ReplayConfig::tabs`] tabs.
     pub fn start(cfg: &ReplayConfig, rules: &Rules) -> Result<Replayer, BrowserError> {
         let browser = launch(&cfg.browser)?;
+        let tabs = (0..cfg.tabs.max(1))
+            .map(|_| TabReplayer::open(&browser, cfg, rules))
+            .collect::<Result<_, _>>()?;
+        Ok(Replayer { browser, tabs })
+    }
+
+    /// The tabs, to replay paths side by side (from one thread each).
+    pub fn tabs(&self) -> &[TabReplayer] {
+        &self.tabs
+    }
+
+    /// Replay one path in the first tab.
+    pub fn replay(&self, r: &Replay) -> PathReport {
+        self.tabs[0].replay(r)
+    }
+
+    /// The browser's process id, if roam started it.
+    pub fn pid(&self) -> Option<u32> {
+        self.browser.get_process_id()
+    }
+
+    /// Bytes fetched by this browser's tabs so far.
+    pub fn bytes(&self) -> u64 {
+        self.tabs.iter().map(|t| t.counts().0).sum()
+    }
+}
+
+impl TabReplayer {
+    /// Open a tab in `browser` and set it up for replay under `rules`.
+    fn open(
+        browser: &Browser,
+        cfg: &ReplayConfig,
+        rules: &Rules,
+    ) -> Result<TabReplayer, BrowserError> {
         let tab = browser.new_tab().map_err(BrowserError::cdp)?;
         tab.set_default_timeout(cfg.step_timeout);
         let net = Arc::new(Mutex::new(Net::default()));
@@ -323,8 +365,7 @@ impl Replayer {
             None,
         )
         .map_err(BrowserError::cdp)?;
-        Ok(Replayer {
-            _browser: browser,
+        Ok(TabReplayer {
             tab,
             net,
             rules,
@@ -355,17 +396,7 @@ impl Replayer {
         (n.bytes, n.cached, n.refused, n.speculative)
     }
 
-    /// The browser's process id, if roam started it.
-    pub fn pid(&self) -> Option<u32> {
-        self._browser.get_process_id()
-    }
-
-    /// Bytes fetched by this browser so far.
-    pub fn bytes(&self) -> u64 {
-        self.counts().0
-    }
-
-    /// Replay one path.
+    /// Replay one path in this tab.
     pub fn replay(&self, r: &Replay) -> PathReport {
         let start = Instant::now();
         let before = self.counts();
@@ -463,93 +494,4 @@ impl Replayer {
         }
         (r.actions.len(), Outcome::Done)
     }
-}
-
-/// A replay session's result.
-#[derive(Clone, Debug, Default)]
-pub struct SessionReport {
-    /// Each path's replay, in order.
-    pub paths: Vec<PathReport>,
-    /// Why the session ended early, if it did.
-    pub stopped: Option<String>,
-    /// The WiFi radio's energy for the session's bytes over its length, joules, modelled
-    /// with [`ReplayConfig::radio`] (roam-budget's model, not a measurement).
-    pub joules: f64,
-}
-
-impl SessionReport {
-    /// Bytes fetched by the whole session.
-    pub fn bytes(&self) -> u64 {
-        self.paths.iter().map(|p| p.bytes).sum()
-    }
-}
-
-/// Replay `paths` in order. Before each path `allowed` is asked whether replay may go on (the
-/// conditions, [`crate::gate`]); `progress` hears of each path as it ends. A browser that
-/// crashed is started again for the next path (at most 3 times a session).
-pub fn replay_all(
-    cfg: &ReplayConfig,
-    rules: &Rules,
-    paths: &[Replay],
-    allowed: &mut dyn FnMut() -> Result<(), String>,
-    progress: &mut dyn FnMut(usize, &PathReport),
-) -> Result<SessionReport, BrowserError> {
-    let mut report = SessionReport::default();
-    let radio = Arc::new(
-        roam_budget::profile::profile(cfg.radio)
-            .map_err(|e| BrowserError::Launch(format!("radio model {}: {e}", cfg.radio)))?,
-    );
-    let started = Instant::now();
-    let energy = |bytes: u64| {
-        roam_budget::transfer_energy(
-            radio.clone(),
-            bytes,
-            started.elapsed(),
-            roam_budget::Direction::Down,
-        )
-        .0
-    };
-    let mut replayer = Replayer::start(cfg, rules)?;
-    let mut restarts = 0;
-    let mut spent = 0;
-    for (i, p) in paths.iter().enumerate() {
-        if let Err(why) = allowed() {
-            report.stopped = Some(why);
-            break;
-        }
-        if cfg.max_bytes.is_some_and(|m| spent >= m) {
-            report.stopped = Some(format!("the byte budget ({spent} B) is spent"));
-            break;
-        }
-        if let (Some(max), true) = (cfg.max_joules, spent > 0) {
-            let j = energy(spent);
-            if j >= max {
-                report.stopped = Some(format!("the energy budget is spent ({j:.1} J modelled)"));
-                break;
-            }
-        }
-        let r = replayer.replay(p);
-        spent += r.bytes;
-        let lost = matches!(r.outcome, Outcome::BrowserLost { .. });
-        progress(i, &r);
-        report.paths.push(r);
-        if lost {
-            if restarts == 3 {
-                report.stopped = Some("the browser was lost 4 times".into());
-                break;
-            }
-            restarts += 1;
-            // The old browser lets go of the profile before a new one takes it.
-            drop(replayer);
-            if let Some(p) = &cfg.browser.profile {
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while super::profile_in_use(p) && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-            replayer = Replayer::start(cfg, rules)?;
-        }
-    }
-    report.joules = if spent > 0 { energy(spent) } else { 0.0 };
-    Ok(report)
 }

@@ -18,7 +18,8 @@ use roam_lab::servers::nginx;
 use roam_lab::studies::precog::{
     crawl, efficiency, news, saved, saved_per_wifi_vs_url, trial, users,
 };
-use roam_precog::browser::replay::{replay_all, run_step, Outcome, ReplayConfig};
+use roam_precog::browser::replay::{run_step, Outcome, ReplayConfig};
+use roam_precog::browser::session::replay_all;
 use roam_precog::browser::{launch, BrowserConfig};
 use roam_precog::{Action, Locator, Locators, Replay, Rules};
 use serde_json::json;

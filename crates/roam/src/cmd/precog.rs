@@ -14,7 +14,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use roam_core::progress::{Progress, Unit};
 use roam_core::Time;
 use roam_precog::browser::record::{Recorder, Report};
-use roam_precog::browser::replay::{replay_all, Outcome, ReplayConfig};
+use roam_precog::browser::replay::{Outcome, ReplayConfig};
+use roam_precog::browser::session::replay_all;
 use roam_precog::browser::{launch, BrowserConfig};
 use roam_precog::gate::{self, Thresholds};
 use roam_precog::{plan, Forest, PathCutter, PlanConfig, Rules, State};
@@ -188,6 +189,10 @@ pub struct ReplayArgs {
     /// Longest wait for one step's page to go idle.
     #[arg(long, value_name = "DURATION", value_parser = crate::parse_dur, default_value = "20s")]
     step_timeout: Duration,
+    /// Paths replayed side by side, each in its own tab of the one browser (1-32): a path
+    /// mostly waits for its pages, so a WiFi window holds that many times more.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
+    tabs: u16,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -502,6 +507,7 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         step_timeout: a.step_timeout,
         max_bytes: least(a.max_mb.map(|m| m * 1e6), bytes_left.map(|b| b as f64)).map(|b| b as u64),
         max_joules: least(a.max_joules, joules_left),
+        tabs: usize::from(a.tabs),
         ..ReplayConfig::default()
     };
     let bar = Progress::builder(Unit::Count("paths"))

@@ -29,7 +29,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use roam_dedup::Source;
 use roam_net::proxy::{Proxy, ProxyConfig, Relay};
 use roam_net::runtime::{LocalNetwork, Networks};
-use roam_precog::browser::replay::{replay_all, Outcome, ReplayConfig, SessionReport};
+use roam_precog::browser::replay::{Outcome, ReplayConfig};
+use roam_precog::browser::session::{replay_all, SessionReport};
 use roam_precog::browser::BrowserConfig;
 use roam_precog::{plan, Forest, PlanConfig, Replay, Rules};
 
@@ -315,6 +316,15 @@ pub const MEASURED_PATHS: usize = 40;
 /// redundancy is thousands of paths.
 pub const WIFI_BUDGET: u64 = 24 << 20;
 
+/// Paths the WiFi hour replays side by side, each in a tab of the one browser
+/// ([`ReplayConfig::tabs`]): with the browser's cache warm a path fetches little (a story's
+/// HTML), so the budget takes thousands of paths, and one tab at a time took hours.
+pub const WIFI_TABS: usize = 6;
+
+/// The WiFi hour is an hour: a prefetch still under its byte budget stops starting paths
+/// then (the trial's `wifi_s` says how long it ran).
+pub const WIFI_HOUR: Duration = Duration::from_secs(3600);
+
 /// Run one trial of `site` at redundancy `level` for `t`'s system, with the universal set
 /// `universe`.
 pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result<Vec<Metric>> {
@@ -475,6 +485,8 @@ fn sessions(
     let (wifi_cfg, cell_cfg) = (
         ReplayConfig {
             max_bytes: Some(WIFI_BUDGET),
+            tabs: WIFI_TABS,
+            max_time: Some(WIFI_HOUR),
             ..config(SOCKS_PORTS[0])
         },
         ReplayConfig {
@@ -539,6 +551,9 @@ fn metrics(
             .filter(|p| p.outcome == Outcome::Done)
             .count()
     };
+    if let Some(why) = &s.wifi.stopped {
+        t.note(format!("the WiFi hour stopped: {why}"));
+    }
     for p in s
         .cell
         .paths
@@ -572,6 +587,7 @@ fn metrics(
         Metric::new("cell_kB_loaded", s.cell_bytes as f64 / 1e3, "kB"),
         Metric::new("cell_sample", 1.0 / scale, ""),
         Metric::new("wifi_kB", s.wifi_bytes as f64 / 1e3, "kB"),
+        Metric::new("wifi_s", s.wifi_secs, "s"),
         Metric::new(
             "page_ms",
             if pages > 0 {
