@@ -576,6 +576,7 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
             }
             let _ = writeln!(s);
             versus_url(&mut s, rows, app, sc);
+            beyond_a_quarter(&mut s, plan, rows, app, sc);
         }
     }
     if !m.notes.is_empty() {
@@ -585,6 +586,50 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
         }
     }
     s
+}
+
+/// "Beyond the top 25%": how much of the cellular hour's action redundancy a replay of each
+/// top share of the trees would leverage, and at how many pages, from the trials' users
+/// (the trees alone: the same for every system, so one system's trials are read).
+fn beyond_a_quarter(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
+    let Some(sys) = plan
+        .systems
+        .iter()
+        .map(|x| x.name())
+        .find(|n| cell(rows, app, sc, n, "leveraged_top25").n > 0)
+    else {
+        return;
+    };
+    let v = |metric: String| cell(rows, app, sc, sys, &metric).value();
+    let _ = writeln!(
+        s,
+        "**Beyond the top 25%** ({app} on {sc}; the trees of the trials' users, no page loaded; \
+         pages: each chosen path's root and one per action, before the WiFi budget)\n\n\
+         | top of the trees | action redundancy leveraged | pages a replay loads |\n|---|---|---|"
+    );
+    for p in trial::FRACTIONS {
+        let _ = writeln!(
+            s,
+            "| {p}% | {} | {} |",
+            pct(v(format!("leveraged_top{p}"))),
+            fmt_num(v(format!("pages_top{p}")))
+        );
+    }
+    let (all, pages) = (v("leveraged_top100".into()), v("pages_top100".into()));
+    let knee = trial::FRACTIONS
+        .iter()
+        .find(|p| v(format!("leveraged_top{p}")) >= 0.9 * all);
+    if let (Some(knee), true) = (knee, all > 0.0 && pages > 0.0) {
+        let _ = writeln!(
+            s,
+            "
+The top {knee}% reaches nine tenths of what the whole forest leverages ({}), with {} of its {} pages.",
+            pct(all),
+            pct(v(format!("pages_top{knee}")) / pages),
+            fmt_num(pages),
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// Cellular bytes saved per WiFi byte, Precog with the dedup cache against URL-based prefetch

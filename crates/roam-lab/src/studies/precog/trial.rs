@@ -276,6 +276,39 @@ fn keys_of(
     out
 }
 
+/// The shares of the top of the forest the lab weighs beside the thesis's 25%.
+pub const FRACTIONS: [u32; 6] = [5, 10, 25, 50, 75, 100];
+
+/// For each of [`FRACTIONS`] (percent) of the forest's nodes, ranked as the lab's plan ranks
+/// them: the share of `taken`'s action nodes a replay of that top would have leveraged
+/// (`leveraged_top{p}`) and how many pages that replay loads (`pages_top{p}`: each path's
+/// root and one page per action, before any byte budget). Worked out from the trees alone,
+/// no page loaded, so every trial of every system carries the same figures for its user.
+fn fractions(forest: &Forest, rules: &Rules, taken: &[Replay]) -> Vec<Metric> {
+    let mut out = vec![];
+    for p in FRACTIONS {
+        let at = plan(
+            forest,
+            rules,
+            &PlanConfig {
+                fraction: f64::from(p) / 100.0,
+                ageing: false,
+                max_paths: usize::MAX,
+                ..PlanConfig::default()
+            },
+        );
+        let replayed = keys_of(at.paths.iter().map(|r| (r.root.clone(), r.actions.clone())));
+        let pages: usize = at.paths.iter().map(|r| r.actions.len() + 1).sum();
+        out.push(Metric::new(
+            &format!("leveraged_top{p}"),
+            share(taken, &replayed),
+            "",
+        ));
+        out.push(Metric::new(&format!("pages_top{p}"), pages as f64, ""));
+    }
+    out
+}
+
 /// `a` with only its positional locators (the thesis's anchored path, the CSS path), when it
 /// has any: where the user's hand goes.
 fn by_habit(a: &roam_precog::Action) -> roam_precog::Action {
@@ -401,6 +434,7 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result
         .collect();
     let ideal = share(&taken, &known);
     let observed = share(&taken, &replayed);
+    let beyond = fractions(&forest, &rules, &taken);
 
     let served = Served::new(site, sys == PrecogSystem::SpeculationRules, t.seed)?;
     served.at(site, w, t.seed)?;
@@ -431,6 +465,7 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result
     let _ = nginx.wait();
     let (s, sources) = result?;
     let mut m = metrics(t, &s, ideal, observed, precog_plan.chosen, scale);
+    m.extend(beyond);
     if let Some(w) = &served.wiki {
         m.push(Metric::new("articles_edited", w.edited() as f64, ""));
     }
@@ -617,4 +652,65 @@ fn metrics(
             "J",
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roam_precog::{Action, Event, Locator, Locators};
+
+    fn click(id: &str) -> Action {
+        Action {
+            locators: Locators::new(vec![Locator::Id { id: id.into() }]).unwrap(),
+            event: Event::Click,
+        }
+    }
+
+    fn path(ids: &[&str]) -> Replay {
+        Replay {
+            site: "n.example".into(),
+            root: "http://n.example/".into(),
+            actions: ids.iter().map(|i| click(i)).collect(),
+            hits: 0,
+        }
+    }
+
+    #[test]
+    fn a_larger_top_leverages_more_and_loads_more_pages() {
+        let mut f = Forest::new();
+        for (ids, times) in [
+            (&["sports", "s1"][..], 6),
+            (&["world", "w1"][..], 3),
+            (&["arts"][..], 1),
+        ] {
+            for _ in 0..times {
+                let p = path(ids);
+                f.record(
+                    &roam_precog::Path {
+                        root: p.root,
+                        actions: p.actions,
+                    },
+                    1,
+                );
+            }
+        }
+        // The hour's user goes sports -> s1, then arts: three action nodes, all in the trees.
+        let taken = [path(&["sports", "s1"]), path(&["arts"])];
+        let m: HashMap<String, f64> = fractions(&f, &Rules::default(), &taken)
+            .into_iter()
+            .map(|m| (m.name, m.value))
+            .collect();
+        // 6 nodes: root 10, sports 6, s1 6, world 3, w1 3, arts 1. The top 25% (2 nodes):
+        // root and sports, one path of 2 pages, one of the hour's three nodes.
+        assert_eq!(m["pages_top25"], 2.0);
+        assert!((m["leveraged_top25"] - 1.0 / 3.0).abs() < 1e-9, "{m:?}");
+        // The whole forest: every node the hour took, three paths of 3, 3 and 2 pages.
+        assert_eq!(m["leveraged_top100"], 1.0);
+        assert_eq!(m["pages_top100"], 8.0);
+        for w in FRACTIONS.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            assert!(m[&format!("leveraged_top{a}")] <= m[&format!("leveraged_top{b}")]);
+            assert!(m[&format!("pages_top{a}")] <= m[&format!("pages_top{b}")]);
+        }
+    }
 }
