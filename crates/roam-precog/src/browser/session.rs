@@ -20,7 +20,7 @@
 //! A browser that crashed (a path ended [`Outcome::BrowserLost`]) is started again, with
 //! every tab, once the paths under way have ended (at most 3 times a session).
 
-use super::replay::{Outcome, PathReport, ReplayConfig, Replayer};
+use super::replay::{Outcome, PathReport, ReplayConfig, Replayer, TabReplayer};
 use super::BrowserError;
 use crate::plan::Replay;
 use crate::rules::Rules;
@@ -46,6 +46,29 @@ impl SessionReport {
     pub fn bytes(&self) -> u64 {
         self.paths.iter().map(|p| p.bytes).sum()
     }
+}
+
+/// `tab.replay(path)`, with a panic in the DevTools client taken as the browser lost: the
+/// session hears of every path it handed out, and waits for none forever.
+fn replay_caught(tab: &TabReplayer, path: &Replay) -> PathReport {
+    let started = Instant::now();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tab.replay(path))).unwrap_or_else(
+        |_| PathReport {
+            root: path.root.clone(),
+            actions: path.actions.clone(),
+            steps: 0,
+            outcome: Outcome::BrowserLost {
+                step: 0,
+                why: "the DevTools client panicked".into(),
+            },
+            bytes: 0,
+            cached: 0,
+            posts_refused: 0,
+            took: started.elapsed(),
+            hovered: Duration::ZERO,
+            speculative: 0,
+        },
+    )
 }
 
 /// The most times a session starts its browser again after a crash.
@@ -128,12 +151,16 @@ pub fn replay_all(
                 let ended_tx = ended_tx.clone();
                 s.spawn(move || {
                     for i in rx {
-                        if ended_tx.send((k, i, tab.replay(&paths[i]))).is_err() {
+                        if ended_tx
+                            .send((k, i, replay_caught(tab, &paths[i])))
+                            .is_err()
+                        {
                             break;
                         }
                     }
                 });
             }
+            drop(ended_tx);
             let mut idle: Vec<usize> = (0..hand.len()).rev().collect();
             let (mut under_way, mut lost) = (0, false);
             loop {
