@@ -48,23 +48,31 @@ struct Path {
 /// Run `streams` (one flow each, one after another) through a source and a destination; the
 /// bytes each flow delivered.
 fn run(streams: &[Vec<u8>], src: &mut Source, dst: &mut Destination, path: &Path) -> Vec<Vec<u8>> {
-    run_via(streams, src, dst, path, 0)
+    run_via(streams, src, dst, path, &[0], &[])
 }
 
-/// [`run`] with the flows through the phone's source `via`.
+/// [`run`] with the flows through the phone's sources `vias` (cycled), and `requests` going
+/// up each flow before its response.
 fn run_via(
     streams: &[Vec<u8>],
     src: &mut Source,
     dst: &mut Destination,
     path: &Path,
-    via: u32,
+    vias: &[u32],
+    requests: &[Vec<u8>],
 ) -> Vec<Vec<u8>> {
     let now = Instant::now();
     let mut delivered = Vec::new();
     for (fi, stream) in streams.iter().enumerate() {
         let flow = fi as u64;
         src.open(flow);
-        dst.open_via(flow, via);
+        dst.open_via(flow, vias[fi % vias.len()]);
+        // The program's requests up the flow, in two parts (their hints go up with the rest).
+        if let Some(r) = requests.get(fi) {
+            let half = r.len() / 2;
+            dst.request(flow, &r[..half]).unwrap();
+            dst.request(flow, &r[half..]).unwrap();
+        }
         let mut wire = Vec::new();
         let mut out = Vec::new();
         let mut pending: Vec<u8> = Vec::new(); // record bytes not yet given to the phone
@@ -181,11 +189,19 @@ fn run_via(
 }
 
 /// Streams with redundancy: each a sequence of objects, some shared with earlier streams,
-/// some edited.
-fn streams(plan: &[(u64, usize, bool)], n_streams: usize) -> Vec<Vec<u8>> {
+/// some edited; with `http`, each object an HTTP/1 response, and each stream's requests for
+/// them (a path per stream, so an object asked for again has moved), as a kept-alive
+/// connection carries them.
+fn streams(
+    plan: &[(u64, usize, bool)],
+    n_streams: usize,
+    http: bool,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let mut out = Vec::new();
+    let mut asked = Vec::new();
     for s in 0..n_streams {
         let mut st = Vec::new();
+        let mut up = Vec::new();
         for (k, &(seed, len, edit)) in plan.iter().enumerate() {
             if (k + s) % 3 == 0 {
                 continue;
@@ -194,11 +210,18 @@ fn streams(plan: &[(u64, usize, bool)], n_streams: usize) -> Vec<Vec<u8>> {
             if edit && s % 2 == 1 && o.len() > 100 {
                 o[50] ^= 0xff;
             }
+            if http {
+                up.extend(format!("GET /s{s}/{seed}.html HTTP/1.1\r\nHost: h\r\n\r\n").bytes());
+                st.extend(
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", o.len()).bytes(),
+                );
+            }
             st.extend_from_slice(&o);
         }
         out.push(st);
+        asked.push(up);
     }
-    out
+    (out, asked)
 }
 
 proptest! {
@@ -217,8 +240,10 @@ proptest! {
         dst_cache in 1u64..400_000,
         name_bits in prop_oneof![Just(64u32), 6u32..12],
         keep in 0usize..100_000,
+        http in any::<bool>(),
+        sources in 1usize..3,
     ) {
-        let streams = streams(&plan, n_streams);
+        let (streams, requests) = streams(&plan, n_streams, http);
         let mut src = Source::new(SourceConfig {
             regular_bytes: src_cache,
             feedback_bytes: src_cache,
@@ -232,7 +257,7 @@ proptest! {
             ..DestinationConfig::default()
         });
         let path = Path { reads, splits, lose_every, reorder, flush_every };
-        let got = run(&streams, &mut src, &mut dst, &path);
+        let got = run_via(&streams, &mut src, &mut dst, &path, &[0, 1][..sources], &requests);
         for (i, (a, b)) in streams.iter().zip(&got).enumerate() {
             prop_assert!(a == b, "stream {} differs: {} bytes in, {} out", i, a.len(), b.len());
         }
@@ -259,7 +284,14 @@ fn feedback_finds_what_the_small_regular_cache_has_forgotten() {
     run(&[past], &mut other, &mut dst, &path);
     let mut src = Source::new(SourceConfig::default()).unwrap();
     let before = dst.stats();
-    let got = run_via(std::slice::from_ref(&present), &mut src, &mut dst, &path, 1);
+    let got = run_via(
+        std::slice::from_ref(&present),
+        &mut src,
+        &mut dst,
+        &path,
+        &[1],
+        &[],
+    );
     assert_eq!(got[0], present);
     let s = src.stats();
     let d = dst.stats();
@@ -280,7 +312,7 @@ fn feedback_finds_what_the_small_regular_cache_has_forgotten() {
 /// cache; the source's statistics after checking every byte arrived.
 fn repaired(name_bits: u32, dst_cache: u64) -> roam_dedup::source::SourceStats {
     let plan: Vec<(u64, usize, bool)> = (0..10).map(|i| (i, 20_000, i % 3 == 0)).collect();
-    let streams = streams(&plan, 3);
+    let (streams, _) = streams(&plan, 3, false);
     let mut src = Source::new(SourceConfig {
         name_bits,
         ..SourceConfig::default()

@@ -14,9 +14,9 @@
 //! ([`Responses`]), and when the same request goes up again it advertises that flowlet's names,
 //! and those of the flowlets that followed it, up to [`super::select::SelectConfig::hint_names`],
 //! sent in front of the request on the connection's ordered stream: the source holds them in
-//! its feedback cache before the target has answered. A page whose URL changed finds nothing
-//! here and is left to the thesis's matching; so is every request after the first on a
-//! connection (its response's place in the flow is not known when it goes up).
+//! its feedback cache before the target has answered. Every later request on a connection,
+//! and a page whose URL changed, is [`super::exchange`]'s: it follows the HTTP/1 exchanges to
+//! remember each response's names.
 //!
 //! The key ([`request_key`]): for an HTTP/1 request, its request line and `Host` header (the
 //! other headers vary between two asks for one page: cookies, dates, caching validators);

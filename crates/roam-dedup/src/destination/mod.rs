@@ -14,6 +14,7 @@
 //! the source to forget, and holds the records after it (bounded) until it comes.
 
 pub mod disk;
+pub mod exchange;
 pub mod flowlet;
 pub mod hint;
 pub mod select;
@@ -89,6 +90,8 @@ pub struct DestinationStats {
     /// Of the names advertised, those advertised at a request, before its response
     /// ([`Destination::request`]).
     pub hint_names: u64,
+    /// Requests hinted with the names of a response whose URL moved ([`exchange`]).
+    pub moved_hints: u64,
     /// Bytes of acknowledgements and requests to resend.
     pub control_bytes: u64,
     /// Flowlets begun.
@@ -148,6 +151,8 @@ struct Flow {
     /// The key of the request that began the flow ([`Destination::request`]), remembered
     /// with the flowlet its response begins with.
     request: Option<Name>,
+    /// Its HTTP/1 exchanges ([`exchange`]).
+    exchanges: exchange::Exchanges,
     /// Messages for the source.
     upstream: Vec<u8>,
     ack: Option<u64>,
@@ -169,6 +174,8 @@ pub struct Destination {
     learned: (u64, u64),
     /// The flowlet each request's response began with ([`hint`]).
     responses: hint::Responses,
+    /// Each request's response's names ([`exchange`]).
+    remembered: exchange::Remembered,
     scratch: Vec<u8>,
 }
 
@@ -191,6 +198,7 @@ impl Destination {
             delta: 0,
             learned: (0, 0),
             responses: hint::Responses::default(),
+            remembered: exchange::Remembered::default(),
             scratch: Vec::new(),
         }
     }
@@ -242,7 +250,11 @@ impl Destination {
 
     /// End a flow.
     pub fn close(&mut self, flow: FlowId) {
-        self.flows.remove(&flow);
+        if let Some(mut f) = self.flows.remove(&flow) {
+            if let Some((asked, names)) = f.exchanges.close() {
+                self.remembered.remember(&asked, names);
+            }
+        }
     }
 
     /// Set the thesis's δ from the links, for every flow without its own
@@ -282,31 +294,64 @@ impl Destination {
         self.flows.get(&flow).map(|f| f.delta.unwrap_or(self.delta))
     }
 
-    /// The program's first bytes up `flow` (the request that begins it), before any of its
-    /// response: beyond the thesis ([`hint`]), if the same request began a flow before, the
-    /// names of the flowlet its response began with, and of those after it, up to
-    /// [`SelectConfig::hint_names`], are queued for the source ([`Destination::upstream`]),
-    /// to go up in front of the request. Once per flow; later calls, and calls after the
-    /// response has begun, do nothing.
+    /// The program's bytes up `flow`, as they go (each call the next bytes). Beyond the
+    /// thesis ([`hint`], [`exchange`]): names the phone expects in a response are queued for
+    /// the source ([`Destination::upstream`]), to go up in front of the request:
+    /// - for the request that begins the flow, if the same request began a flow before, the
+    ///   names of the flowlet its response began with and of those after it, up to
+    ///   [`SelectConfig::hint_names`];
+    /// - for every HTTP/1 request the flow's exchanges follow, if no such flowlet is known,
+    ///   the names its key's last response carried, or those of the response its moved key
+    ///   stands for ([`exchange::Remembered`]).
     pub fn request(&mut self, flow: FlowId, bytes: &[u8]) -> Result<(), DestinationError> {
         let f = self
             .flows
             .get_mut(&flow)
             .ok_or(DestinationError::NoFlow(flow))?;
-        if f.request.is_some() || f.current.is_some() || bytes.is_empty() {
+        if bytes.is_empty() {
             return Ok(());
         }
-        let key = hint::request_key(bytes);
-        f.request = Some(key);
+        let first = f.request.is_none() && f.current.is_none();
+        if first {
+            f.request = Some(hint::request_key(bytes));
+        }
+        let asked = if f.exchanges.followed() {
+            f.exchanges.up(bytes)
+        } else {
+            vec![]
+        };
         let max = self.cfg.select.hint_names;
+        let Some(known) = self.known.get_mut(&f.source) else {
+            return Ok(());
+        };
         if !self.cfg.feedback || max == 0 {
             return Ok(());
         }
-        let (Some(first), Some(known)) = (self.responses.first(key), self.known.get_mut(&f.source))
-        else {
-            return Ok(());
-        };
-        let names = hint::names(&self.store, first, max, known);
+        let mut names = vec![];
+        let flowlet = first
+            .then(|| f.request.and_then(|k| self.responses.first(k)))
+            .flatten();
+        if let Some(first) = flowlet {
+            names = hint::names(&self.store, first, max, known);
+        }
+        for (i, a) in asked.iter().enumerate() {
+            if i == 0 && flowlet.is_some() {
+                continue;
+            }
+            let Some((remembered, moved)) = self.remembered.names_for(a) else {
+                continue;
+            };
+            let before = names.len();
+            for &n in remembered {
+                if !known.contains(n) && self.store.get(n).is_some() {
+                    known.insert(n, 1);
+                    names.push(n);
+                }
+            }
+            if moved && names.len() > before {
+                self.stats.moved_hints += 1;
+            }
+        }
         self.stats.hint_names += names.len() as u64;
         for msg in names.chunks(self.cfg.select.per_message.max(1)) {
             queue_advertisement(&mut self.stats, &mut f.upstream, msg.to_vec());
@@ -499,8 +544,18 @@ impl Destination {
         f.next_seq += 1;
         if rec.passthrough {
             // Nothing named, nothing kept at the source: no acknowledgement, no learning.
+            f.exchanges.lose();
             self.scratch = bytes;
             return Ok(());
+        }
+        if f.exchanges.followed() {
+            let named = pieces
+                .iter()
+                .filter(|p| p.2 > 2 * Name::LEN)
+                .map(|p| (p.0, p.1));
+            for (asked, names) in f.exchanges.down(&bytes, named) {
+                self.remembered.remember(&asked, names);
+            }
         }
         f.ack = Some(rec.seq);
         // Learn, piece by piece: each piece is one chunk.
@@ -842,6 +897,93 @@ mod tests {
                 assert_eq!(hinted, 0);
             } else {
                 assert!(hinted > 100, "{hinted} names hinted");
+                assert!(found > 0.8, "found by feedback: {found:.3}");
+            }
+        }
+    }
+
+    /// Beyond the thesis ([`exchange`]): a story prefetched on one network as the second page
+    /// of a kept-alive connection, asked for on the other network under the URL of the next
+    /// hour, also as a connection's second page. Its request goes up with the names of the
+    /// response its moved key stands for, and the other network's source, which never saw
+    /// the story, finds most of it by feedback; with hints off it finds nothing.
+    #[test]
+    fn a_story_whose_url_moved_is_found_on_a_kept_alive_connection() {
+        use crate::source::{Source, SourceConfig};
+        let story = crate::testdata::text(12_000, 11);
+        let http = |body: &[u8]| {
+            let mut r = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            r.extend_from_slice(body);
+            r
+        };
+        let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: news\r\n\r\n");
+        // One exchange on `flow`: the request (and what it hints) up, the response down.
+        let exchange =
+            |d: &mut Destination, src: &mut Source, flow: FlowId, req: &str, resp: &[u8]| {
+                d.request(flow, req.as_bytes()).unwrap();
+                let mut up = Vec::new();
+                d.upstream(flow, &mut up).unwrap();
+                let mut back = Vec::new();
+                src.handle(flow, &up, std::time::Instant::now(), &mut back)
+                    .unwrap();
+                let mut wire = Vec::new();
+                src.push(flow, resp, &mut wire).unwrap();
+                src.flush(flow, &mut wire).unwrap();
+                let mut out = Vec::new();
+                assert_eq!(d.receive(flow, &wire, &mut out).unwrap(), wire.len());
+                assert!(out == resp, "the stream out is the stream in");
+            };
+        let cfg = || SourceConfig {
+            regular_bytes: 1 << 20,
+            feedback_bytes: 1 << 20,
+            ..Default::default()
+        };
+        for hint_names in [744, 0] {
+            let mut d = Destination::new(DestinationConfig {
+                select: SelectConfig {
+                    hint_names,
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+            // On WiFi, at hour 97.
+            let mut wifi = Source::new(cfg()).unwrap();
+            d.open_via(1, 0);
+            wifi.open(1);
+            let front = crate::testdata::text(3_000, 12);
+            exchange(&mut d, &mut wifi, 1, &get("/world/"), &http(&front));
+            exchange(
+                &mut d,
+                &mut wifi,
+                1,
+                &get("/world/h97/1234-storm.html"),
+                &http(&story),
+            );
+            d.close(1);
+            // On cellular, at hour 98, from another section's page: the story moved.
+            let mut cell = Source::new(cfg()).unwrap();
+            d.open_via(2, 1);
+            cell.open(2);
+            let sports = crate::testdata::text(3_000, 13);
+            exchange(&mut d, &mut cell, 2, &get("/sports/"), &http(&sports));
+            let before = cell.stats().feedback_hit_bytes;
+            exchange(
+                &mut d,
+                &mut cell,
+                2,
+                &get("/world/h98/1234-storm.html"),
+                &http(&story),
+            );
+            let found = (cell.stats().feedback_hit_bytes - before) as f64 / story.len() as f64;
+            if hint_names == 0 {
+                assert_eq!(d.stats().moved_hints, 0);
+                assert!(found < 0.1, "found by feedback without hints: {found:.3}");
+            } else {
+                assert_eq!(d.stats().moved_hints, 1);
                 assert!(found > 0.8, "found by feedback: {found:.3}");
             }
         }

@@ -222,8 +222,6 @@ pub(super) struct ProxyEnd {
     flow: FlowId,
     /// Record bytes not yet whole.
     pending: Mutex<Vec<u8>>,
-    /// Whether the program's first bytes (its request) have gone up.
-    requested: std::sync::atomic::AtomicBool,
     /// The connection's multi-socket (a handle that does not keep it open), whose estimates
     /// set the flow's δ, and when they last did.
     links: Option<(MultiSocket, Mutex<Option<Instant>>)>,
@@ -241,7 +239,6 @@ impl ProxyEnd {
             destination,
             flow,
             pending: Mutex::new(Vec::new()),
-            requested: std::sync::atomic::AtomicBool::new(false),
             links: None,
         }
     }
@@ -303,23 +300,22 @@ impl ProxyEnd {
 }
 
 impl Codec for ProxyEnd {
-    /// The program's bytes, each IROB behind its tag; in front of the first, the phone's
-    /// feedback for the response it asks for ([`Destination::request`]).
+    /// The program's bytes, each IROB behind its tag; in front of them, the phone's feedback
+    /// for the responses they ask for ([`Destination::request`]: the flow's first request's,
+    /// and each HTTP/1 request's the destination follows).
     fn outgoing(&self, data: &[u8], _more: bool, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
         if data.is_empty() {
             return Ok(());
         }
-        if !self.requested.swap(true, Ordering::Relaxed) {
-            let mut up = vec![TAG_DEDUP];
-            {
-                let mut dst = lock(&self.destination);
-                dst.request(self.flow, data)
-                    .and_then(|()| dst.upstream(self.flow, &mut up))
-                    .map_err(|e| failed("dd-dst", e))?;
-            }
-            if up.len() > 1 {
-                send.push(up);
-            }
+        let mut up = vec![TAG_DEDUP];
+        {
+            let mut dst = lock(&self.destination);
+            dst.request(self.flow, data)
+                .and_then(|()| dst.upstream(self.flow, &mut up))
+                .map_err(|e| failed("dd-dst", e))?;
+        }
+        if up.len() > 1 {
+            send.push(up);
         }
         let mut b = Vec::with_capacity(data.len() + 1);
         b.push(TAG_DATA);
