@@ -272,6 +272,12 @@ fn follows_paths_and_stops_where_it_must(tabs: usize) {
         "the page's own POST was refused"
     );
     assert!(report.paths[0].bytes > 0);
+    // The bytes by kind add up: here pages only.
+    for p in &report.paths {
+        let k = p.by_kind;
+        assert_eq!(k.document + k.image + k.other, p.bytes, "{p:?}");
+    }
+    assert!(report.paths[0].by_kind.document > 0);
     let log = log.lock().unwrap();
     assert!(log.iter().any(|l| l == "GET /sports"), "{log:?}");
     assert!(log.iter().any(|l| l == "GET /story/18"), "{log:?}");
@@ -338,7 +344,7 @@ fn replay_stops_when_the_conditions_do() {
 }
 
 /// Two tabs wait on two slow pages at once, and once the session's time is up no further
-/// path starts.
+/// path starts and those under way are halted.
 #[test]
 fn a_session_runs_tabs_at_once_and_starts_no_path_after_its_time() {
     if !chromium() {
@@ -369,9 +375,13 @@ fn a_session_runs_tabs_at_once_and_starts_no_path_after_its_time() {
         &mut |_, _| {},
     )
     .unwrap();
+    // The two under way when the time ran out were halted, and no other started.
     assert_eq!(report.paths.len(), 2, "{:?}", report.paths);
     assert!(
-        report.paths.iter().all(|p| p.outcome == Outcome::Done),
+        report
+            .paths
+            .iter()
+            .all(|p| p.outcome == Outcome::Halted { step: 0 }),
         "{:?}",
         report.paths
     );
@@ -395,6 +405,62 @@ fn a_session_runs_tabs_at_once_and_starts_no_path_after_its_time() {
         .filter(|l| l.starts_with("GET /slow"))
         .count();
     assert_eq!(asked, 2, "{:?}", log.lock().unwrap());
+}
+
+/// WiFi goes while two tabs wait on slow pages: no further path starts, and those under way
+/// are halted rather than finished on whatever network is left.
+#[test]
+fn paths_under_way_are_halted_when_the_conditions_fail() {
+    if !chromium() {
+        return;
+    }
+    let (base, log) = serve();
+    let slow: Vec<Replay> = (10..15)
+        .map(|i| Replay {
+            site: "127.0.0.1".into(),
+            root: format!("{base}/slow?{i}"),
+            actions: vec![],
+            hits: 1,
+        })
+        .collect();
+    let cfg = ReplayConfig {
+        idle: Duration::from_millis(300),
+        tabs: 2,
+        ..Default::default()
+    };
+    let mut calls = 0;
+    let report = replay_all(
+        &cfg,
+        &Rules::default(),
+        &slow,
+        &mut || {
+            calls += 1;
+            if calls > 2 {
+                Err("not on WiFi".into())
+            } else {
+                Ok(())
+            }
+        },
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.stopped.as_deref(), Some("not on WiFi"));
+    assert_eq!(report.paths.len(), 2, "{:?}", report.paths);
+    assert!(
+        report
+            .paths
+            .iter()
+            .all(|p| p.outcome == Outcome::Halted { step: 0 }),
+        "{:?}",
+        report.paths
+    );
+    let asked = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("GET /slow?1"))
+        .count();
+    assert_eq!(asked, 2);
 }
 
 #[test]

@@ -87,11 +87,11 @@ pub fn moved_key(host: &[u8], target: &[u8]) -> Option<Name> {
 }
 
 /// Responses' names by their requests' keys, and moved keys to the request key they stand
-/// for (`None`: ambiguous).
+/// for (`None`: ambiguous) with how many remembered keys share them.
 #[derive(Debug, Default)]
 pub struct Remembered {
     names: HashMap<Name, Vec<Name>>,
-    moved: HashMap<Name, Option<Name>>,
+    moved: HashMap<Name, (Option<Name>, usize)>,
     /// Keys in the order first remembered, with their moved keys, oldest first.
     order: VecDeque<(Name, Option<Name>)>,
 }
@@ -102,22 +102,30 @@ impl Remembered {
         if names.is_empty() {
             return;
         }
-        if self.names.insert(asked.key, names).is_none() {
-            self.order.push_back((asked.key, asked.moved));
-            while self.order.len() > MAX_REMEMBERED {
-                let Some((old, moved)) = self.order.pop_front() else {
-                    break;
-                };
-                self.names.remove(&old);
-                if let Some(m) = moved {
-                    self.moved.remove(&m);
-                }
+        if self.names.insert(asked.key, names).is_some() {
+            return;
+        }
+        self.order.push_back((asked.key, asked.moved));
+        if let Some(m) = asked.moved {
+            // A moved key stays ambiguous while two of the keys sharing it are remembered.
+            let e = self.moved.entry(m).or_insert((Some(asked.key), 0));
+            e.1 += 1;
+            if e.0 != Some(asked.key) {
+                e.0 = None;
             }
         }
-        if let Some(m) = asked.moved {
-            let e = self.moved.entry(m).or_insert(Some(asked.key));
-            if *e != Some(asked.key) {
-                *e = None;
+        while self.order.len() > MAX_REMEMBERED {
+            let Some((old, moved)) = self.order.pop_front() else {
+                break;
+            };
+            self.names.remove(&old);
+            if let Some(m) = moved {
+                if let Some(e) = self.moved.get_mut(&m) {
+                    e.1 -= 1;
+                    if e.1 == 0 {
+                        self.moved.remove(&m);
+                    }
+                }
             }
         }
     }
@@ -128,7 +136,7 @@ impl Remembered {
         if let Some(n) = self.names.get(&asked.key) {
             return Some((n, false));
         }
-        let key = (*self.moved.get(&asked.moved?)?)?;
+        let key = self.moved.get(&asked.moved?)?.0?;
         self.names.get(&key).map(|n| (&n[..], true))
     }
 
@@ -276,6 +284,8 @@ impl Exchanges {
         self.lost = true;
         self.answering = None;
         self.asked.clear();
+        self.up = Up::Head(Vec::new());
+        self.down = Down::Idle;
     }
 
     /// Bytes of the program going up: the requests whose heads ended in them.
@@ -293,6 +303,8 @@ impl Exchanges {
                     }
                 }
                 Up::Head(h) => match take_until_end(h, bytes, &mut i, false, MAX_HEAD) {
+                    // A request line begins with its method's capitals.
+                    _ if h.first().is_some_and(|c| !c.is_ascii_uppercase()) => self.lose(),
                     None => self.lose(),
                     Some(false) => {}
                     Some(true) => {
@@ -330,7 +342,8 @@ impl Exchanges {
             return None;
         }
         let body = body_of(head).ok()?;
-        if body == Body::Chunked {
+        // A chunked request body is not followed, nor a tunnel.
+        if body == Body::Chunked || method == b"CONNECT" {
             return None;
         }
         let host = headers(head)
@@ -405,6 +418,8 @@ impl Exchanges {
                     None => self.lose(),
                 },
                 Down::Head(h) => match take_until_end(h, bytes, &mut i, false, MAX_HEAD) {
+                    // A status line begins `HTTP/`.
+                    _ if h.first().is_some_and(|&c| c != b'H') => self.lose(),
                     None => self.lose(),
                     Some(false) => {}
                     Some(true) => {
@@ -465,9 +480,14 @@ impl Exchanges {
                     }
                 }
                 Down::ChunkEnd(k) => {
-                    let take = usize::from(*k).min(bytes.len() - i);
-                    i += take;
-                    *k -= take as u8;
+                    // The CRLF after the data: anything else and the framing is not followed.
+                    let want = if *k == 2 { b'\r' } else { b'\n' };
+                    if bytes[i] != want {
+                        self.lose();
+                        continue;
+                    }
+                    i += 1;
+                    *k -= 1;
                     if *k == 0 {
                         self.down = Down::ChunkSize(Vec::new());
                     }
@@ -639,6 +659,19 @@ mod tests {
         let mut w = Exchanges::default();
         w.up(&[b'G'; MAX_HEAD + 10]);
         assert!(!w.followed());
+        // A tunnel is not followed; nor a chunk's data without its CRLF.
+        let mut t = Exchanges::default();
+        t.up(b"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n");
+        assert!(!t.followed());
+        let mut c = Exchanges::default();
+        c.up(&get("/a"));
+        deliver(
+            &mut c,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY",
+            0,
+            8,
+        );
+        assert!(!c.followed());
     }
 
     #[test]
@@ -675,5 +708,26 @@ mod tests {
         assert_eq!(r.names_for(&asked(0)), None);
         assert!(r.moved.len() <= MAX_REMEMBERED);
         assert!(r.names_for(&asked(MAX_REMEMBERED as u64 + 2)).is_some());
+    }
+
+    #[test]
+    fn a_moved_key_stays_ambiguous_while_a_key_sharing_it_is_remembered() {
+        let mut r = Remembered::default();
+        let shared = Some(Name(7));
+        let asked = |i: u64, moved| Asked {
+            key: Name(i),
+            moved,
+            head: false,
+        };
+        r.remember(&asked(1, shared), vec![Name(1)]);
+        r.remember(&asked(2, shared), vec![Name(2)]);
+        // Enough others that the first, and only the first, is forgotten.
+        for i in 0..MAX_REMEMBERED as u64 - 1 {
+            r.remember(&asked(100 + i, None), vec![Name(3)]);
+        }
+        assert_eq!(r.names_for(&asked(1, None)), None);
+        assert!(r.names_for(&asked(2, None)).is_some());
+        // A third page with the same last segment: the key is still shared with the second.
+        assert_eq!(r.names_for(&asked(9, shared)), None);
     }
 }

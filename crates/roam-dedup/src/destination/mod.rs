@@ -302,7 +302,9 @@ impl Destination {
     ///   [`SelectConfig::hint_names`];
     /// - for every HTTP/1 request the flow's exchanges follow, if no such flowlet is known,
     ///   the names its key's last response carried, or those of the response its moved key
-    ///   stands for ([`exchange::Remembered`]).
+    ///   stands for ([`exchange::Remembered`]);
+    ///
+    /// at most [`SelectConfig::hint_names`] a call.
     pub fn request(&mut self, flow: FlowId, bytes: &[u8]) -> Result<(), DestinationError> {
         let f = self
             .flows
@@ -343,6 +345,9 @@ impl Destination {
             };
             let before = names.len();
             for &n in remembered {
+                if names.len() >= max {
+                    break;
+                }
                 if !known.contains(n) && self.store.get(n).is_some() {
                     known.insert(n, 1);
                     names.push(n);

@@ -15,7 +15,8 @@
 //!   through DevTools' Fetch interception, and a POST the user's rules do not allow (only a
 //!   sign-in they named may be sent) is failed before it leaves: the guarantee does not rest
 //!   on the page's script;
-//! - the browser crashed ([`Outcome::BrowserLost`]): it is started again for the next path.
+//! - the browser crashed ([`Outcome::BrowserLost`]): it is started again for the next path;
+//! - the session stopped it while it ran ([`Outcome::Halted`], [`Replayer::halt`]).
 //!
 //! Bytes are counted from the browser's own network events (`encodedDataLength`: bytes on
 //! the wire, headers included) and requests served from its cache are counted apart. A
@@ -32,7 +33,8 @@ use headless_chrome::protocol::cdp::types::Event;
 use headless_chrome::protocol::cdp::{Fetch, Network};
 use headless_chrome::{Browser, Tab};
 use serde::Deserialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -125,6 +127,12 @@ pub enum Outcome {
         /// What the browser said (`net::ERR_...`).
         why: String,
     },
+    /// The session stopped the replay before step `step` was done (the conditions changed, a
+    /// budget was spent, or its time was up while the path was under way).
+    Halted {
+        /// The step.
+        step: usize,
+    },
     /// The browser failed at step `step`.
     BrowserLost {
         /// The step.
@@ -158,6 +166,46 @@ pub struct PathReport {
     /// Requests the browser made speculatively (`Sec-Purpose: prefetch`, from the page's
     /// speculation rules).
     pub speculative: u64,
+    /// [`PathReport::bytes`] by what the browser fetched them as.
+    pub by_kind: ByKind,
+    /// Responses that only confirmed a cached copy (`304 Not Modified`).
+    pub revalidated: u64,
+}
+
+/// Bytes fetched over the network, by the resource type DevTools gives each response.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByKind {
+    /// Pages (`Document`).
+    pub document: u64,
+    /// Images.
+    pub image: u64,
+    /// Everything else: scripts, styles, fonts, fetches.
+    pub other: u64,
+}
+
+impl ByKind {
+    fn add(&mut self, kind: Kind, bytes: u64) {
+        match kind {
+            Kind::Document => self.document += bytes,
+            Kind::Image => self.image += bytes,
+            Kind::Other => self.other += bytes,
+        }
+    }
+
+    fn since(self, before: ByKind) -> ByKind {
+        ByKind {
+            document: self.document - before.document,
+            image: self.image - before.image,
+            other: self.other - before.other,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Document,
+    Image,
+    Other,
 }
 
 #[derive(Default)]
@@ -171,6 +219,21 @@ struct Net {
     refused: u64,
     /// Requests the browser made ahead of a click (`Sec-Purpose: prefetch`: speculation rules).
     speculative: u64,
+    /// Each response's resource type, until it finishes.
+    kinds: HashMap<String, Kind>,
+    by_kind: ByKind,
+    revalidated: u64,
+}
+
+/// What a tab's counters stood at.
+#[derive(Clone, Copy)]
+struct Counts {
+    bytes: u64,
+    cached: u64,
+    refused: u64,
+    speculative: u64,
+    by_kind: ByKind,
+    revalidated: u64,
 }
 
 /// A browser set up for replay: [`ReplayConfig::tabs`] tabs sharing its profile (so its HTTP
@@ -178,6 +241,7 @@ struct Net {
 pub struct Replayer {
     browser: Browser,
     tabs: Vec<TabReplayer>,
+    halt: Arc<AtomicBool>,
 }
 
 /// One tab of a [`Replayer`]: its network events counted, its POSTs intercepted.
@@ -186,6 +250,8 @@ pub struct TabReplayer {
     net: Arc<Mutex<Net>>,
     rules: Arc<Mutex<(Rules, String)>>,
     cfg: ReplayConfig,
+    /// Set by [`Replayer::halt`]: the path under way stops at its next step.
+    halt: Arc<AtomicBool>,
 }
 
 /// What `js/replay.js` said of one step.
@@ -239,10 +305,21 @@ impl Replayer {
     /// Start the browser for replay under `rules`, with [`ReplayConfig::tabs`] tabs.
     pub fn start(cfg: &ReplayConfig, rules: &Rules) -> Result<Replayer, BrowserError> {
         let browser = launch(&cfg.browser)?;
+        let halt = Arc::new(AtomicBool::new(false));
         let tabs = (0..cfg.tabs.max(1))
-            .map(|_| TabReplayer::open(&browser, cfg, rules))
+            .map(|_| TabReplayer::open(&browser, cfg, rules, halt.clone()))
             .collect::<Result<_, _>>()?;
-        Ok(Replayer { browser, tabs })
+        Ok(Replayer {
+            browser,
+            tabs,
+            halt,
+        })
+    }
+
+    /// Stop every tab's path under way at its next step ([`Outcome::Halted`]); paths replayed
+    /// after this are halted at once.
+    pub fn halt(&self) {
+        self.halt.store(true, Ordering::Relaxed);
     }
 
     /// The tabs, to replay paths side by side (from one thread each).
@@ -262,7 +339,7 @@ impl Replayer {
 
     /// Bytes fetched by this browser's tabs so far.
     pub fn bytes(&self) -> u64 {
-        self.tabs.iter().map(|t| t.counts().0).sum()
+        self.tabs.iter().map(|t| t.counts().bytes).sum()
     }
 }
 
@@ -272,6 +349,7 @@ impl TabReplayer {
         browser: &Browser,
         cfg: &ReplayConfig,
         rules: &Rules,
+        halt: Arc<AtomicBool>,
     ) -> Result<TabReplayer, BrowserError> {
         let tab = browser.new_tab().map_err(BrowserError::cdp)?;
         tab.set_default_timeout(cfg.step_timeout);
@@ -300,21 +378,33 @@ impl TabReplayer {
                     if resp.from_disk_cache == Some(true) || resp.from_prefetch_cache == Some(true)
                     {
                         n.from_cache.insert(r.params.request_id.clone());
+                    } else if resp.status == 304 {
+                        n.revalidated += 1;
                     }
+                    let kind = match r.params.Type {
+                        Network::ResourceType::Document => Kind::Document,
+                        Network::ResourceType::Image => Kind::Image,
+                        _ => Kind::Other,
+                    };
+                    n.kinds.insert(r.params.request_id.clone(), kind);
                 }
                 Event::NetworkLoadingFinished(f) => {
                     let id = &f.params.request_id;
                     n.inflight.remove(id);
+                    let kind = n.kinds.remove(id).unwrap_or(Kind::Other);
                     if n.from_cache.remove(id) {
                         n.cached += 1;
                     } else {
-                        n.bytes += f.params.encoded_data_length.max(0.0) as u64;
+                        let bytes = f.params.encoded_data_length.max(0.0) as u64;
+                        n.bytes += bytes;
+                        n.by_kind.add(kind, bytes);
                     }
                     n.last = Some(Instant::now());
                 }
                 Event::NetworkLoadingFailed(f) => {
                     n.inflight.remove(&f.params.request_id);
                     n.from_cache.remove(&f.params.request_id);
+                    n.kinds.remove(&f.params.request_id);
                     n.last = Some(Instant::now());
                 }
                 Event::NetworkRequestServedFromCache(_) => n.cached += 1,
@@ -366,6 +456,7 @@ impl TabReplayer {
         )
         .map_err(BrowserError::cdp)?;
         Ok(TabReplayer {
+            halt,
             tab,
             net,
             rules,
@@ -373,12 +464,22 @@ impl TabReplayer {
         })
     }
 
-    /// Wait until the network has been quiet for `idle` (true), or the step timed out.
+    /// Why a step's page did not settle: the session halted it, or it timed out.
+    fn unsettled(&self, step: usize) -> Outcome {
+        if self.halted() {
+            Outcome::Halted { step }
+        } else {
+            Outcome::Timeout { step }
+        }
+    }
+
+    /// Wait until the network has been quiet for `idle` (true), or the step timed out or was
+    /// halted.
     fn settle(&self) -> bool {
         let deadline = Instant::now() + self.cfg.step_timeout;
         // Let the step's first request start.
         std::thread::sleep(Duration::from_millis(50));
-        while Instant::now() < deadline {
+        while Instant::now() < deadline && !self.halted() {
             {
                 let n = lock(&self.net);
                 let quiet = n.last.is_none_or(|t| t.elapsed() >= self.cfg.idle);
@@ -391,9 +492,20 @@ impl TabReplayer {
         false
     }
 
-    fn counts(&self) -> (u64, u64, u64, u64) {
+    fn halted(&self) -> bool {
+        self.halt.load(Ordering::Relaxed)
+    }
+
+    fn counts(&self) -> Counts {
         let n = lock(&self.net);
-        (n.bytes, n.cached, n.refused, n.speculative)
+        Counts {
+            bytes: n.bytes,
+            cached: n.cached,
+            refused: n.refused,
+            speculative: n.speculative,
+            by_kind: n.by_kind,
+            revalidated: n.revalidated,
+        }
     }
 
     /// Replay one path in this tab.
@@ -409,16 +521,21 @@ impl TabReplayer {
             actions: r.actions.clone(),
             steps,
             outcome,
-            bytes: after.0 - before.0,
-            cached: after.1 - before.1,
-            posts_refused: after.2 - before.2,
-            speculative: after.3 - before.3,
+            bytes: after.bytes - before.bytes,
+            cached: after.cached - before.cached,
+            posts_refused: after.refused - before.refused,
+            speculative: after.speculative - before.speculative,
+            by_kind: after.by_kind.since(before.by_kind),
+            revalidated: after.revalidated - before.revalidated,
             took: start.elapsed(),
             hovered,
         }
     }
 
     fn steps(&self, r: &Replay, hovered: &mut Duration) -> (usize, Outcome) {
+        if self.halted() {
+            return (0, Outcome::Halted { step: 0 });
+        }
         if let Err(e) = self.tab.navigate_to(&r.root) {
             let why = e.to_string();
             // A network error is the page's; anything else, the browser's.
@@ -429,7 +546,7 @@ impl TabReplayer {
             };
         }
         if !self.settle() {
-            return (0, Outcome::Timeout { step: 0 });
+            return (0, self.unsettled(0));
         }
         if !same_site(&self.tab.get_url(), &r.site) {
             return (
@@ -442,6 +559,9 @@ impl TabReplayer {
         }
         for (i, a) in r.actions.iter().enumerate() {
             let step = i + 1;
+            if self.halted() {
+                return (i, Outcome::Halted { step });
+            }
             if let (Some(rest), ActionEvent::Click) = (self.cfg.hover, &a.event) {
                 // The pointer goes to the element and rests there before the click.
                 if let Ok(found) = run_step(&self.tab, a, &r.site, true) {
@@ -485,7 +605,7 @@ impl TabReplayer {
                 _ => return (i, Outcome::Missing { step }),
             }
             if !self.settle() {
-                return (step, Outcome::Timeout { step });
+                return (step, self.unsettled(step));
             }
             let url = self.tab.get_url();
             if !same_site(&url, &r.site) {

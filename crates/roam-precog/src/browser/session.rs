@@ -9,13 +9,17 @@
 //! the paths in order, asks `allowed` (the conditions, [`crate::gate`]) and checks the budgets
 //! before each one, and hears each tab's report; the tabs' threads only replay.
 //!
-//! Before each path the session stops if:
+//! Before each path, and every [`CHECK_EVERY`] while paths are under way, the session stops
+//! if:
 //! - `allowed` says no (WiFi went, the battery fell): [`SessionReport::stopped`] says why;
-//! - the bytes fetched reached [`ReplayConfig::max_bytes`], or their modelled radio energy
-//!   [`ReplayConfig::max_joules`]; with several tabs the paths already under way finish, so a
-//!   budget can be passed by what at most `tabs - 1` paths fetch;
+//! - the bytes fetched so far (paths under way included) reached [`ReplayConfig::max_bytes`],
+//!   or their modelled radio energy [`ReplayConfig::max_joules`];
 //! - [`ReplayConfig::max_time`] has passed since the first path started (the browser's start
 //!   is not counted).
+//!
+//! Once stopped, no path starts, and the paths under way are halted at their next step
+//! ([`Outcome::Halted`]): what they fetch meanwhile, at most half a second's worth and a
+//! step's, is all a budget can be passed by.
 //!
 //! A browser that crashed (a path ended [`Outcome::BrowserLost`]) is started again, with
 //! every tab, once the paths under way have ended (at most 3 times a session).
@@ -67,9 +71,14 @@ fn replay_caught(tab: &TabReplayer, path: &Replay) -> PathReport {
             took: started.elapsed(),
             hovered: Duration::ZERO,
             speculative: 0,
+            by_kind: Default::default(),
+            revalidated: 0,
         },
     )
 }
+
+/// How often the session checks its conditions and budgets while paths are under way.
+const CHECK_EVERY: Duration = Duration::from_millis(500);
 
 /// The most times a session starts its browser again after a crash.
 const RESTARTS: usize = 3;
@@ -142,6 +151,9 @@ pub fn replay_all(
                 break;
             }
         };
+        // What earlier browsers of the session fetched: with this one's live count, the
+        // session's bytes so far, paths under way included.
+        let spent_before = spent;
         let lost = std::thread::scope(|s| {
             let (ended_tx, ended) = mpsc::channel::<(usize, usize, PathReport)>();
             let mut hand = vec![];
@@ -171,15 +183,32 @@ pub fn replay_all(
                         break;
                     }
                     idle.pop();
-                    // A tab's thread ends only when its sender is dropped.
-                    let _ = hand[k].send(next);
+                    if hand[k].send(next).is_err() {
+                        // The tab's thread is gone: take the browser for lost.
+                        lost = true;
+                        break;
+                    }
                     next += 1;
                     under_way += 1;
                 }
                 if under_way == 0 {
                     break;
                 }
-                let Ok((k, i, r)) = ended.recv() else { break };
+                let (k, i, r) = match ended.recv_timeout(CHECK_EVERY) {
+                    Ok(x) => x,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        // Paths under way: the conditions and budgets are checked meanwhile,
+                        // and a stop halts them at their next step.
+                        if stopped.is_none() {
+                            if let Some(why) = refuse(spent_before + replayer.bytes()) {
+                                stopped = Some(why);
+                                replayer.halt();
+                            }
+                        }
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                };
                 under_way -= 1;
                 spent += r.bytes;
                 lost |= matches!(r.outcome, Outcome::BrowserLost { .. });
@@ -195,7 +224,7 @@ pub fn replay_all(
             break;
         }
         if restarts == RESTARTS {
-            stopped = Some(format!("the browser was lost {} times", RESTARTS + 1));
+            stopped.get_or_insert(format!("the browser was lost {} times", RESTARTS + 1));
             break;
         }
         restarts += 1;

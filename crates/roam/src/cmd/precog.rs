@@ -542,7 +542,10 @@ fn replay(a: &ReplayArgs) -> Result<()> {
             ));
         }
     };
+    let began = Instant::now();
     let report = replay_all(&cfg, &rules, &p.paths, &mut allowed, &mut progress)?;
+    // The session's own time: its paths ran side by side.
+    let secs = began.elapsed().as_secs_f64();
     bar.finish();
     // What it spent, against the day's allowance, read again: the flags or another replay
     // may have changed it while this one ran.
@@ -556,7 +559,6 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         .count();
     let steps: usize = report.paths.iter().map(|r| r.steps).sum();
     let actions: usize = report.paths.iter().map(|r| r.actions.len()).sum();
-    let secs: f64 = report.paths.iter().map(|r| r.took.as_secs_f64()).sum();
     let refused: u64 = report.paths.iter().map(|r| r.posts_refused).sum();
     if a.json {
         println!(

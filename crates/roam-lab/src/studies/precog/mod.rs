@@ -576,6 +576,7 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
             }
             let _ = writeln!(s);
             versus_url(&mut s, rows, app, sc);
+            by_kind(&mut s, plan, rows, app, sc);
             beyond_a_quarter(&mut s, plan, rows, app, sc);
         }
     }
@@ -586,6 +587,38 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
         }
     }
     s
+}
+
+/// What each system's browser fetched in the cellular hour, by kind: where the bytes a
+/// prefetch did not save went.
+fn by_kind(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
+    let systems: Vec<&str> = plan
+        .systems
+        .iter()
+        .map(|x| x.name())
+        .filter(|n| cell(rows, app, sc, n, "cell_document_kB").n > 0)
+        .collect();
+    if systems.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "**What the cellular hour fetched** ({app} on {sc}; the browser's own count of the \
+         loaded sample's bytes, means over trials)\n\n\
+         | system | pages kB | images kB | other kB | revalidated (304) |\n|---|---|---|---|---|"
+    );
+    for n in systems {
+        let v = |metric: &str| fmt_num(cell(rows, app, sc, n, metric).value());
+        let _ = writeln!(
+            s,
+            "| {n} | {} | {} | {} | {} |",
+            v("cell_document_kB"),
+            v("cell_image_kB"),
+            v("cell_other_kB"),
+            v("cell_revalidated")
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// "Beyond the top 25%": how much of the cellular hour's action redundancy a replay of each

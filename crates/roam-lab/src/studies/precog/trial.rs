@@ -293,7 +293,6 @@ fn fractions(forest: &Forest, rules: &Rules, taken: &[Replay]) -> Vec<Metric> {
             &PlanConfig {
                 fraction: f64::from(p) / 100.0,
                 ageing: false,
-                max_paths: usize::MAX,
                 ..PlanConfig::default()
             },
         );
@@ -638,6 +637,28 @@ fn metrics(
         Metric::new("prefetch_paths", s.wifi.paths.len() as f64, ""),
         Metric::new("prefetch_whole", whole(&s.wifi) as f64, ""),
         Metric::new("nodes_chosen", chosen as f64, ""),
+        // What the browser fetched in the cellular hour, by kind (its own count of the
+        // loaded sample's bytes on the wire, without the proxies' framing).
+        Metric::new(
+            "cell_document_kB",
+            s.cell.paths.iter().map(|p| p.by_kind.document).sum::<u64>() as f64 / 1e3,
+            "kB",
+        ),
+        Metric::new(
+            "cell_image_kB",
+            s.cell.paths.iter().map(|p| p.by_kind.image).sum::<u64>() as f64 / 1e3,
+            "kB",
+        ),
+        Metric::new(
+            "cell_other_kB",
+            s.cell.paths.iter().map(|p| p.by_kind.other).sum::<u64>() as f64 / 1e3,
+            "kB",
+        ),
+        Metric::new(
+            "cell_revalidated",
+            s.cell.paths.iter().map(|p| p.revalidated).sum::<u64>() as f64,
+            "",
+        ),
         Metric::new(
             "speculative_requests",
             s.cell.paths.iter().map(|p| p.speculative).sum::<u64>() as f64,
