@@ -343,6 +343,27 @@ fn replay_stops_when_the_conditions_do() {
     assert_eq!(report.stopped.as_deref(), Some("not on WiFi"));
 }
 
+/// Paths to `/slow` pages, each its own URL: the browser's cache would hold a second request
+/// for one URL until the first is answered.
+fn slow_pages(base: &str, ids: std::ops::Range<u32>) -> Vec<Replay> {
+    ids.map(|i| Replay {
+        site: "127.0.0.1".into(),
+        root: format!("{base}/slow?{i}"),
+        actions: vec![],
+        hits: 1,
+    })
+    .collect()
+}
+
+/// Two tabs side by side, a short idle wait.
+fn two_tabs() -> ReplayConfig {
+    ReplayConfig {
+        idle: Duration::from_millis(300),
+        tabs: 2,
+        ..Default::default()
+    }
+}
+
 /// Two tabs wait on two slow pages at once, and once the session's time is up no further
 /// path starts and those under way are halted.
 #[test]
@@ -351,21 +372,10 @@ fn a_session_runs_tabs_at_once_and_starts_no_path_after_its_time() {
         return;
     }
     let (base, log) = serve();
-    // Each its own URL: the browser's cache would hold a second request for one URL until
-    // the first is answered.
-    let slow: Vec<Replay> = (0..5)
-        .map(|i| Replay {
-            site: "127.0.0.1".into(),
-            root: format!("{base}/slow?{i}"),
-            actions: vec![],
-            hits: 1,
-        })
-        .collect();
+    let slow = slow_pages(&base, 0..5);
     let cfg = ReplayConfig {
-        idle: Duration::from_millis(300),
-        tabs: 2,
         max_time: Some(Duration::from_secs(1)),
-        ..Default::default()
+        ..two_tabs()
     };
     let report = replay_all(
         &cfg,
@@ -415,19 +425,8 @@ fn paths_under_way_are_halted_when_the_conditions_fail() {
         return;
     }
     let (base, log) = serve();
-    let slow: Vec<Replay> = (10..15)
-        .map(|i| Replay {
-            site: "127.0.0.1".into(),
-            root: format!("{base}/slow?{i}"),
-            actions: vec![],
-            hits: 1,
-        })
-        .collect();
-    let cfg = ReplayConfig {
-        idle: Duration::from_millis(300),
-        tabs: 2,
-        ..Default::default()
-    };
+    let slow = slow_pages(&base, 10..15);
+    let cfg = two_tabs();
     let mut calls = 0;
     let report = replay_all(
         &cfg,

@@ -825,13 +825,60 @@ mod tests {
         assert_eq!((d.delta(2), d.delta(3)), (Some(40), Some(43)));
     }
 
+    /// A destination hinting at most `hint_names` names a request.
+    fn hinting(hint_names: usize) -> Destination {
+        Destination::new(DestinationConfig {
+            select: SelectConfig {
+                hint_names,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    /// A source with 1 MiB for each cache.
+    fn source() -> crate::source::Source {
+        crate::source::Source::new(crate::source::SourceConfig {
+            regular_bytes: 1 << 20,
+            feedback_bytes: 1 << 20,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// One exchange on `flow`: the request (and what it hints) up to `src`, the response
+    /// `resp` down through it, delivered whole.
+    fn exchange(
+        d: &mut Destination,
+        src: &mut crate::source::Source,
+        flow: FlowId,
+        req: &str,
+        resp: &[u8],
+    ) {
+        d.request(flow, req.as_bytes()).unwrap();
+        let mut up = Vec::new();
+        d.upstream(flow, &mut up).unwrap();
+        let mut back = Vec::new();
+        assert_eq!(
+            src.handle(flow, &up, std::time::Instant::now(), &mut back)
+                .unwrap(),
+            up.len()
+        );
+        let mut wire = Vec::new();
+        src.push(flow, resp, &mut wire).unwrap();
+        src.flush(flow, &mut wire).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(d.receive(flow, &wire, &mut out).unwrap(), wire.len());
+        assert!(out == resp, "the stream out is the stream in");
+    }
+
     /// Beyond the thesis ([`hint`]): a page asked for again, edited since, through a source
     /// that never saw it. The names of its last response go up at the request, before any of
     /// the new one, and the source finds most of it by feedback; another request, or hints
     /// turned off, advertise nothing.
     #[test]
     fn a_request_asked_again_advertises_its_last_response_before_any_of_it_arrives() {
-        use crate::source::{Source, SourceConfig};
+        use crate::source::Source;
         let page = crate::testdata::text(60_000, 7);
         let mut edited = page.clone();
         edited.splice(
@@ -843,59 +890,25 @@ mod tests {
         };
         let fetch =
             |d: &mut Destination, src: &mut Source, flow: FlowId, req: &str, body: &[u8]| {
-                d.request(flow, req.as_bytes()).unwrap();
-                let mut up = Vec::new();
-                d.upstream(flow, &mut up).unwrap();
-                let hinted = d.stats().hint_names;
                 src.open(flow);
-                let mut back = Vec::new();
-                assert_eq!(
-                    src.handle(flow, &up, std::time::Instant::now(), &mut back)
-                        .unwrap(),
-                    up.len()
-                );
-                let mut wire = Vec::new();
-                src.push(flow, body, &mut wire).unwrap();
-                src.flush(flow, &mut wire).unwrap();
-                let mut out = Vec::new();
-                assert_eq!(d.receive(flow, &wire, &mut out).unwrap(), wire.len());
-                assert!(out == body, "the stream out is the stream in");
+                let hinted = d.stats().hint_names;
+                exchange(d, src, flow, req, body);
                 d.close(flow);
-                hinted
+                d.stats().hint_names - hinted
             };
-        let cfg = || SourceConfig {
-            regular_bytes: 1 << 20,
-            feedback_bytes: 1 << 20,
-            ..Default::default()
-        };
         for hint_names in [744, 0] {
-            let mut d = Destination::new(DestinationConfig {
-                select: SelectConfig {
-                    hint_names,
-                    ..Default::default()
-                },
-                ..Default::default()
-            });
+            let mut d = hinting(hint_names);
             d.open_via(1, 0);
-            assert_eq!(
-                fetch(
-                    &mut d,
-                    &mut Source::new(cfg()).unwrap(),
-                    1,
-                    &ask("1"),
-                    &page
-                ),
-                0
-            );
+            assert_eq!(fetch(&mut d, &mut source(), 1, &ask("1"), &page), 0);
             // Another page's request: nothing to hint.
             d.open_via(2, 1);
-            let mut other = Source::new(cfg()).unwrap();
+            let mut other = source();
             let other_page = crate::testdata::text(20_000, 8);
             let req = "GET /b.html HTTP/1.1\r\nHost: docs\r\n\r\n";
             assert_eq!(fetch(&mut d, &mut other, 2, req, &other_page), 0);
             // The same request again, through a source that never saw the page.
             d.open_via(3, 2);
-            let mut fresh = Source::new(cfg()).unwrap();
+            let mut fresh = source();
             let hinted = fetch(&mut d, &mut fresh, 3, &ask("2"), &edited);
             let found = fresh.stats().feedback_hit_bytes as f64 / edited.len() as f64;
             if hint_names == 0 {
@@ -914,7 +927,6 @@ mod tests {
     /// the story, finds most of it by feedback; with hints off it finds nothing.
     #[test]
     fn a_story_whose_url_moved_is_found_on_a_kept_alive_connection() {
-        use crate::source::{Source, SourceConfig};
         let story = crate::testdata::text(12_000, 11);
         let http = |body: &[u8]| {
             let mut r = format!(
@@ -926,37 +938,10 @@ mod tests {
             r
         };
         let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: news\r\n\r\n");
-        // One exchange on `flow`: the request (and what it hints) up, the response down.
-        let exchange =
-            |d: &mut Destination, src: &mut Source, flow: FlowId, req: &str, resp: &[u8]| {
-                d.request(flow, req.as_bytes()).unwrap();
-                let mut up = Vec::new();
-                d.upstream(flow, &mut up).unwrap();
-                let mut back = Vec::new();
-                src.handle(flow, &up, std::time::Instant::now(), &mut back)
-                    .unwrap();
-                let mut wire = Vec::new();
-                src.push(flow, resp, &mut wire).unwrap();
-                src.flush(flow, &mut wire).unwrap();
-                let mut out = Vec::new();
-                assert_eq!(d.receive(flow, &wire, &mut out).unwrap(), wire.len());
-                assert!(out == resp, "the stream out is the stream in");
-            };
-        let cfg = || SourceConfig {
-            regular_bytes: 1 << 20,
-            feedback_bytes: 1 << 20,
-            ..Default::default()
-        };
         for hint_names in [744, 0] {
-            let mut d = Destination::new(DestinationConfig {
-                select: SelectConfig {
-                    hint_names,
-                    ..Default::default()
-                },
-                ..Default::default()
-            });
+            let mut d = hinting(hint_names);
             // On WiFi, at hour 97.
-            let mut wifi = Source::new(cfg()).unwrap();
+            let mut wifi = source();
             d.open_via(1, 0);
             wifi.open(1);
             let front = crate::testdata::text(3_000, 12);
@@ -970,7 +955,7 @@ mod tests {
             );
             d.close(1);
             // On cellular, at hour 98, from another section's page: the story moved.
-            let mut cell = Source::new(cfg()).unwrap();
+            let mut cell = source();
             d.open_via(2, 1);
             cell.open(2);
             let sports = crate::testdata::text(3_000, 13);
