@@ -198,6 +198,16 @@ fn link_bytes(t: &Trial, kind: roam_trace::LinkKind) -> u64 {
         .sum()
 }
 
+/// Bytes the links of `kind` delivered so far upstream (from the device).
+fn up_bytes(t: &Trial, kind: roam_trace::LinkKind) -> u64 {
+    t.emu
+        .links()
+        .iter()
+        .filter(|l| l.config.kind == kind)
+        .map(|l| l.up.delivered_bytes.load(Ordering::Relaxed))
+        .sum()
+}
+
 /// The paths a user took in `hours` (cellular ones), as the forest records them.
 fn record(forest: &mut Forest, universe: &[Crawled], hours: &[&users::Hour]) {
     for h in hours.iter().filter(|h| !h.wifi) {
@@ -480,6 +490,22 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result
             cell.feedback_hit_bytes as f64 / 1e3,
             "kB",
         ));
+        // What deduplication cost on cellular: the phone's messages up (feedback, hints,
+        // acknowledgements), and the records' bytes down against what they carried.
+        m.push(Metric::new(
+            "dedup_upstream_kB",
+            cell.upstream_bytes as f64 / 1e3,
+            "kB",
+        ));
+        m.push(Metric::new(
+            "dedup_down_over_in",
+            if cell.bytes_in > 0 {
+                cell.bytes_out as f64 / cell.bytes_in as f64
+            } else {
+                f64::NAN
+            },
+            "",
+        ));
     }
     Ok(m)
 }
@@ -491,6 +517,8 @@ struct Sessions {
     wifi_secs: f64,
     cell: SessionReport,
     cell_bytes: u64,
+    /// Of them, the uplink's.
+    cell_up_bytes: u64,
     cell_secs: f64,
 }
 
@@ -545,6 +573,7 @@ fn sessions(
     let rules = Rules::default();
     let cell_started = Instant::now();
     let cell_before = link_bytes(t, roam_trace::LinkKind::Cellular);
+    let cell_up_before = up_bytes(t, roam_trace::LinkKind::Cellular);
     let cell = t.run_client("precog cellular hour", move || {
         replay_all(&cell_cfg, &rules, &cellular, &mut || Ok(()), &mut |_, _| {
             progress(started.elapsed().as_secs())
@@ -556,6 +585,7 @@ fn sessions(
         wifi_bytes,
         wifi_secs,
         cell_bytes: link_bytes(t, roam_trace::LinkKind::Cellular) - cell_before,
+        cell_up_bytes: up_bytes(t, roam_trace::LinkKind::Cellular) - cell_up_before,
         cell_secs: cell_started.elapsed().as_secs_f64(),
         cell,
     })
@@ -619,6 +649,7 @@ fn metrics(
     vec![
         Metric::new("cell_kB", s.cell_bytes as f64 * scale / 1e3, "kB"),
         Metric::new("cell_kB_loaded", s.cell_bytes as f64 / 1e3, "kB"),
+        Metric::new("cell_up_kB_loaded", s.cell_up_bytes as f64 / 1e3, "kB"),
         Metric::new("cell_sample", 1.0 / scale, ""),
         Metric::new("wifi_kB", s.wifi_bytes as f64 / 1e3, "kB"),
         Metric::new("wifi_s", s.wifi_secs, "s"),
