@@ -323,24 +323,29 @@ fn replay_stops_when_the_conditions_do() {
         actions: vec![],
         hits: 1,
     };
-    let mut calls = 0;
     let report = replay_all(
         &ReplayConfig::default(),
         &Rules::default(),
         &[p.clone(), p],
-        &mut || {
-            calls += 1;
-            if calls > 1 {
-                Err("not on WiFi".into())
-            } else {
-                Ok(())
-            }
-        },
+        &mut wifi_for(1),
         &mut |_, _| {},
     )
     .unwrap();
     assert_eq!(report.paths.len(), 1);
     assert_eq!(report.stopped.as_deref(), Some("not on WiFi"));
+}
+
+/// Conditions that allow `n` paths to start, then say WiFi went.
+fn wifi_for(n: usize) -> impl FnMut() -> Result<(), String> {
+    let mut calls = 0;
+    move || {
+        calls += 1;
+        if calls > n {
+            Err("not on WiFi".into())
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// Paths to `/slow` pages, each its own URL: the browser's cache would hold a second request
@@ -427,19 +432,11 @@ fn paths_under_way_are_halted_when_the_conditions_fail() {
     let (base, log) = serve();
     let slow = slow_pages(&base, 10..15);
     let cfg = two_tabs();
-    let mut calls = 0;
     let report = replay_all(
         &cfg,
         &Rules::default(),
         &slow,
-        &mut || {
-            calls += 1;
-            if calls > 2 {
-                Err("not on WiFi".into())
-            } else {
-                Ok(())
-            }
-        },
+        &mut wifi_for(2),
         &mut |_, _| {},
     )
     .unwrap();

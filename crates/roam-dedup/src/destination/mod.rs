@@ -317,11 +317,7 @@ impl Destination {
         if first {
             f.request = Some(hint::request_key(bytes));
         }
-        let asked = if f.exchanges.followed() {
-            f.exchanges.up(bytes)
-        } else {
-            vec![]
-        };
+        let asked = f.exchanges.up(bytes);
         let max = self.cfg.select.hint_names;
         let Some(known) = self.known.get_mut(&f.source) else {
             return Ok(());
@@ -333,8 +329,8 @@ impl Destination {
         let flowlet = first
             .then(|| f.request.and_then(|k| self.responses.first(k)))
             .flatten();
-        if let Some(first) = flowlet {
-            names = hint::names(&self.store, first, max, known);
+        if let Some(start) = flowlet {
+            names = hint::names(&self.store, start, max, known);
         }
         for (i, a) in asked.iter().enumerate() {
             if i == 0 && flowlet.is_some() {

@@ -214,23 +214,18 @@ struct Net {
     /// Requests answered from the disk cache: their `encodedDataLength` is not network bytes.
     from_cache: HashSet<String>,
     last: Option<Instant>,
-    bytes: u64,
-    cached: u64,
-    refused: u64,
-    /// Requests the browser made ahead of a click (`Sec-Purpose: prefetch`: speculation rules).
-    speculative: u64,
     /// Each response's resource type, until it finishes.
     kinds: HashMap<String, Kind>,
-    by_kind: ByKind,
-    revalidated: u64,
+    counts: Counts,
 }
 
-/// What a tab's counters stood at.
-#[derive(Clone, Copy)]
+/// A tab's counters; a path's report is their difference across it.
+#[derive(Clone, Copy, Default)]
 struct Counts {
     bytes: u64,
     cached: u64,
     refused: u64,
+    /// Requests the browser made ahead of a click (`Sec-Purpose: prefetch`: speculation rules).
     speculative: u64,
     by_kind: ByKind,
     revalidated: u64,
@@ -368,7 +363,7 @@ impl TabReplayer {
                     if purpose.is_some_and(|p| p.starts_with("prefetch"))
                         && r.params.redirect_response.is_none()
                     {
-                        n.speculative += 1;
+                        n.counts.speculative += 1;
                     }
                     n.inflight.insert(r.params.request_id.clone());
                     n.last = Some(Instant::now());
@@ -379,7 +374,7 @@ impl TabReplayer {
                     {
                         n.from_cache.insert(r.params.request_id.clone());
                     } else if resp.status == 304 {
-                        n.revalidated += 1;
+                        n.counts.revalidated += 1;
                     }
                     let kind = match r.params.Type {
                         Network::ResourceType::Document => Kind::Document,
@@ -393,11 +388,11 @@ impl TabReplayer {
                     n.inflight.remove(id);
                     let kind = n.kinds.remove(id).unwrap_or(Kind::Other);
                     if n.from_cache.remove(id) {
-                        n.cached += 1;
+                        n.counts.cached += 1;
                     } else {
                         let bytes = f.params.encoded_data_length.max(0.0) as u64;
-                        n.bytes += bytes;
-                        n.by_kind.add(kind, bytes);
+                        n.counts.bytes += bytes;
+                        n.counts.by_kind.add(kind, bytes);
                     }
                     n.last = Some(Instant::now());
                 }
@@ -407,7 +402,7 @@ impl TabReplayer {
                     n.kinds.remove(&f.params.request_id);
                     n.last = Some(Instant::now());
                 }
-                Event::NetworkRequestServedFromCache(_) => n.cached += 1,
+                Event::NetworkRequestServedFromCache(_) => n.counts.cached += 1,
                 _ => {}
             }
         }))
@@ -437,7 +432,7 @@ impl TabReplayer {
                 if allowed {
                     RequestPausedDecision::Continue(None)
                 } else {
-                    lock(&n).refused += 1;
+                    lock(&n).counts.refused += 1;
                     RequestPausedDecision::Fail(Fetch::FailRequest {
                         request_id: ev.params.request_id.clone(),
                         error_reason: Network::ErrorReason::BlockedByClient,
@@ -497,15 +492,7 @@ impl TabReplayer {
     }
 
     fn counts(&self) -> Counts {
-        let n = lock(&self.net);
-        Counts {
-            bytes: n.bytes,
-            cached: n.cached,
-            refused: n.refused,
-            speculative: n.speculative,
-            by_kind: n.by_kind,
-            revalidated: n.revalidated,
-        }
+        lock(&self.net).counts
     }
 
     /// Replay one path in this tab.

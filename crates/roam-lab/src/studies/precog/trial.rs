@@ -187,25 +187,22 @@ fn data_path(t: &Trial, sys: PrecogSystem) -> Result<(Vec<Running>, Sources)> {
 
 /// Bytes the links of `kind` delivered so far, both ways.
 fn link_bytes(t: &Trial, kind: roam_trace::LinkKind) -> u64 {
-    t.emu
-        .links()
-        .iter()
-        .filter(|l| l.config.kind == kind)
-        .map(|l| {
-            l.down.delivered_bytes.load(Ordering::Relaxed)
-                + l.up.delivered_bytes.load(Ordering::Relaxed)
-        })
-        .sum()
+    let (up, down) = delivered(t, kind);
+    up + down
 }
 
-/// Bytes the links of `kind` delivered so far upstream (from the device).
-fn up_bytes(t: &Trial, kind: roam_trace::LinkKind) -> u64 {
+/// Bytes the links of `kind` delivered so far: up (from the device), down.
+fn delivered(t: &Trial, kind: roam_trace::LinkKind) -> (u64, u64) {
     t.emu
         .links()
         .iter()
         .filter(|l| l.config.kind == kind)
-        .map(|l| l.up.delivered_bytes.load(Ordering::Relaxed))
-        .sum()
+        .fold((0, 0), |(u, d), l| {
+            (
+                u + l.up.delivered_bytes.load(Ordering::Relaxed),
+                d + l.down.delivered_bytes.load(Ordering::Relaxed),
+            )
+        })
 }
 
 /// The paths a user took in `hours` (cellular ones), as the forest records them.
@@ -573,7 +570,7 @@ fn sessions(
     let rules = Rules::default();
     let cell_started = Instant::now();
     let cell_before = link_bytes(t, roam_trace::LinkKind::Cellular);
-    let cell_up_before = up_bytes(t, roam_trace::LinkKind::Cellular);
+    let cell_up_before = delivered(t, roam_trace::LinkKind::Cellular).0;
     let cell = t.run_client("precog cellular hour", move || {
         replay_all(&cell_cfg, &rules, &cellular, &mut || Ok(()), &mut |_, _| {
             progress(started.elapsed().as_secs())
@@ -585,7 +582,7 @@ fn sessions(
         wifi_bytes,
         wifi_secs,
         cell_bytes: link_bytes(t, roam_trace::LinkKind::Cellular) - cell_before,
-        cell_up_bytes: up_bytes(t, roam_trace::LinkKind::Cellular) - cell_up_before,
+        cell_up_bytes: delivered(t, roam_trace::LinkKind::Cellular).0 - cell_up_before,
         cell_secs: cell_started.elapsed().as_secs_f64(),
         cell,
     })
