@@ -47,8 +47,10 @@ const PREFS: &str = r#"<!doctype html><html><body>
 static SLOW: AtomicUsize = AtomicUsize::new(0);
 static SLOW_MOST: AtomicUsize = AtomicUsize::new(0);
 
-/// Serve ROOT at `/`, a page after 3 s at `/slow`, PREFS at `/prefs`, a script that POSTs at `/autopost`, and a small page anywhere else;
-/// log "METHOD path" of every request.
+/// Serve ROOT at `/`, a page after 3 s at `/slow`, PREFS at `/prefs`, a script that POSTs at
+/// `/autopost`, a page revalidated on every use (`no-cache`, ETag; 304 when it matches) that
+/// loads a cacheable script at `/fresh`, and a small page anywhere else; log "METHOD path" of
+/// every request.
 fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
@@ -66,6 +68,7 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                     return;
                 }
                 let mut len = 0usize;
+                let mut conditional = false;
                 loop {
                     let mut h = String::new();
                     if r.read_line(&mut h).is_err() || h.trim().is_empty() {
@@ -74,6 +77,7 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                     if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
                         len = v.trim().parse().unwrap_or(0);
                     }
+                    conditional |= h.to_ascii_lowercase().starts_with("if-none-match:");
                 }
                 let mut body = vec![0; len];
                 let _ = std::io::Read::read_exact(&mut r, &mut body);
@@ -95,6 +99,20 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                 if path == "/away" {
                     // Another site: the same server under another name.
                     let _ = write!(s, "HTTP/1.1 302 Found\r\nLocation: http://localhost:{port}/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    return;
+                }
+                if path == "/fresh" && conditional {
+                    let _ = write!(s, "HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n");
+                    return;
+                }
+                if path == "/fresh" {
+                    let page = "<html><head><script src=\"/app.js\"></script></head><body>fresh</body></html>";
+                    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nETag: \"v1\"\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n{page}", page.len());
+                    return;
+                }
+                if path == "/app.js" {
+                    let js = "var loaded = true;\n".repeat(100);
+                    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/javascript\r\nContent-Length: {}\r\nCache-Control: max-age=3600\r\nConnection: close\r\n\r\n{js}", js.len());
                     return;
                 }
                 let page = match path {
@@ -275,7 +293,7 @@ fn follows_paths_and_stops_where_it_must(tabs: usize) {
     // The bytes by kind add up: here pages only.
     for p in &report.paths {
         let k = p.by_kind;
-        assert_eq!(k.document + k.image + k.other, p.bytes, "{p:?}");
+        assert_eq!(k.document + k.image + k.code + k.other, p.bytes, "{p:?}");
     }
     assert!(report.paths[0].by_kind.document > 0);
     let log = log.lock().unwrap();
@@ -358,6 +376,49 @@ fn slow_pages(base: &str, ids: std::ops::Range<u32>) -> Vec<Replay> {
         hits: 1,
     })
     .collect()
+}
+
+/// A page the server asks to revalidate on every use, loaded twice: the second load is a
+/// 304 and fetches its script from the cache, and the bytes by kind say so.
+#[test]
+fn a_revalidated_page_is_counted_and_its_cached_script_is_not() {
+    if !chromium() {
+        return;
+    }
+    let (base, _log) = serve();
+    let fresh = Replay {
+        site: "127.0.0.1".into(),
+        root: format!("{base}/fresh"),
+        actions: vec![],
+        hits: 1,
+    };
+    let cfg = ReplayConfig {
+        idle: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let report = replay_all(
+        &cfg,
+        &Rules::default(),
+        &[fresh.clone(), fresh],
+        &mut || Ok(()),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let (first, second) = (&report.paths[0], &report.paths[1]);
+    assert_eq!(first.revalidated, 0, "{first:?}");
+    assert!(
+        first.by_kind.code >= 1900,
+        "the script came over the network: {first:?}"
+    );
+    assert_eq!(second.revalidated, 1, "{second:?}");
+    assert_eq!(
+        second.by_kind.code, 0,
+        "the script came from the cache: {second:?}"
+    );
+    assert!(
+        second.by_kind.document < first.by_kind.document,
+        "{second:?}"
+    );
 }
 
 /// Two tabs side by side, a short idle wait.

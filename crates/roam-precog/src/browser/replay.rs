@@ -168,7 +168,9 @@ pub struct PathReport {
     pub speculative: u64,
     /// [`PathReport::bytes`] by what the browser fetched them as.
     pub by_kind: ByKind,
-    /// Responses that only confirmed a cached copy (`304 Not Modified`).
+    /// Responses that only confirmed a cached copy (`304 Not Modified` on the wire: DevTools
+    /// reports such a response with the cached copy's status, so this counts the raw status
+    /// of `Network.responseReceivedExtraInfo`).
     pub revalidated: u64,
 }
 
@@ -179,7 +181,10 @@ pub struct ByKind {
     pub document: u64,
     /// Images.
     pub image: u64,
-    /// Everything else: scripts, styles, fonts, fetches.
+    /// Scripts and stylesheets: shared by a site's pages, so a cache that works fetches them
+    /// once.
+    pub code: u64,
+    /// Everything else (fonts, fetches, favicons), and a response whose type never arrived.
     pub other: u64,
 }
 
@@ -188,6 +193,7 @@ impl ByKind {
         match kind {
             Kind::Document => self.document += bytes,
             Kind::Image => self.image += bytes,
+            Kind::Code => self.code += bytes,
             Kind::Other => self.other += bytes,
         }
     }
@@ -196,6 +202,7 @@ impl ByKind {
         ByKind {
             document: self.document - before.document,
             image: self.image - before.image,
+            code: self.code - before.code,
             other: self.other - before.other,
         }
     }
@@ -205,6 +212,7 @@ impl ByKind {
 enum Kind {
     Document,
     Image,
+    Code,
     Other,
 }
 
@@ -373,12 +381,13 @@ impl TabReplayer {
                     if resp.from_disk_cache == Some(true) || resp.from_prefetch_cache == Some(true)
                     {
                         n.from_cache.insert(r.params.request_id.clone());
-                    } else if resp.status == 304 {
-                        n.counts.revalidated += 1;
                     }
                     let kind = match r.params.Type {
                         Network::ResourceType::Document => Kind::Document,
                         Network::ResourceType::Image => Kind::Image,
+                        Network::ResourceType::Script | Network::ResourceType::Stylesheet => {
+                            Kind::Code
+                        }
                         _ => Kind::Other,
                     };
                     n.kinds.insert(r.params.request_id.clone(), kind);
@@ -395,6 +404,9 @@ impl TabReplayer {
                         n.counts.by_kind.add(kind, bytes);
                     }
                     n.last = Some(Instant::now());
+                }
+                Event::NetworkResponseReceivedExtraInfo(x) if x.params.status_code == 304 => {
+                    n.counts.revalidated += 1;
                 }
                 Event::NetworkLoadingFailed(f) => {
                     n.inflight.remove(&f.params.request_id);

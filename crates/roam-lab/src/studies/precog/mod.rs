@@ -604,18 +604,22 @@ fn by_kind(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
     let _ = writeln!(
         s,
         "**What the cellular hour fetched** ({app} on {sc}; the browser's own count of the \
-         loaded sample's bytes, means over trials)\n\n\
-         | system | pages kB | images kB | other kB | revalidated (304) |\n|---|---|---|---|---|"
+         loaded sample's bytes, means over trials; beside them the bytes the emulator counted on \
+         the cellular link for the same sample, both ways, with the proxies' framing)\n\n\
+         | system | pages kB | images kB | scripts and styles kB | other kB | revalidated (304) \
+         | cellular link kB |\n|---|---|---|---|---|---|---|"
     );
     for n in systems {
         let v = |metric: &str| fmt_num(cell(rows, app, sc, n, metric).value());
         let _ = writeln!(
             s,
-            "| {n} | {} | {} | {} | {} |",
+            "| {n} | {} | {} | {} | {} | {} | {} |",
             v("cell_document_kB"),
             v("cell_image_kB"),
+            v("cell_code_kB"),
             v("cell_other_kB"),
-            v("cell_revalidated")
+            v("cell_revalidated"),
+            v("cell_kB_loaded")
         );
     }
     let _ = writeln!(s);

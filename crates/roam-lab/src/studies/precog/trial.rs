@@ -678,6 +678,11 @@ fn metrics(
             "kB",
         ),
         Metric::new(
+            "cell_code_kB",
+            s.cell.paths.iter().map(|p| p.by_kind.code).sum::<u64>() as f64 / 1e3,
+            "kB",
+        ),
+        Metric::new(
             "cell_other_kB",
             s.cell.paths.iter().map(|p| p.by_kind.other).sum::<u64>() as f64 / 1e3,
             "kB",
