@@ -167,6 +167,61 @@ pub fn kill_namespace_processes(emu: &Emulator) -> usize {
     first.len()
 }
 
+/// Make SIGINT, SIGTERM and SIGHUP stop every process this one started, then end it (exit
+/// status 128 + the signal), for commands such as `roam lab` whose children are not all
+/// started through [`spawn_lasting`] or [`run`]: a browser launched by a library, a trial's
+/// client tools. Without it such children outlive a stopped lab and go on using the CPU inside
+/// namespaces nobody will clean (a killed Precog run left 33 Chromium processes running).
+///
+/// This process becomes a child subreaper, so a child's orphans stay its descendants and are
+/// found too. Descendants get SIGTERM, and SIGKILL those still there after two seconds.
+/// SIGKILL of this process itself cannot be caught; [`spawn_lasting`]'s children die with it
+/// all the same.
+pub fn stop_descendants_on_signal() -> std::io::Result<()> {
+    let mut signals =
+        signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+    std::thread::Builder::new()
+        .name("roam-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let n = stop_descendants();
+                eprintln!("roam: signal {sig}: stopped {n} process(es) it had started");
+                std::process::exit(128 + sig);
+            }
+        })?;
+    Ok(())
+}
+
+/// SIGTERM to every descendant of this process, SIGKILL to those left after two seconds;
+/// returns how many there were.
+pub fn stop_descendants() -> usize {
+    let me = std::process::id() as i32;
+    let first = sys::descendants(me);
+    for &p in &first {
+        sys::kill(p, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        reap_orphans();
+        let left = sys::descendants(me);
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            for &p in &left {
+                sys::kill(p, libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            reap_orphans();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.len()
+}
+
 fn reap_orphans() {
     loop {
         let mut status = 0;

@@ -237,6 +237,36 @@ pub fn pids_in_netns(ino: u64) -> Vec<i32> {
     out
 }
 
+/// Every process descended from `root` (children, their children, ...), found through the
+/// parent named in each `/proc/PID/stat`; `root` itself is not included.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parents: Vec<(i32, i32)> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, parent_of(pid)?)))
+        .collect();
+    let mut out = vec![];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(child, _) in parents.iter().filter(|(_, pp)| *pp == p) {
+            out.push(child);
+            frontier.push(child);
+        }
+    }
+    out
+}
+
+/// The parent of `pid`: the field after the command name, which is in parentheses and may
+/// itself hold spaces and parentheses (so the last `)` ends it).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Send `sig` to a process.
 pub fn kill(pid: i32, sig: libc::c_int) {
     // SAFETY: kill has no memory-safety preconditions.
@@ -274,5 +304,43 @@ pub fn check_privileges() -> Result<(), String> {
     match new_netns() {
         Ok(_) => Ok(()),
         Err(e) => Err(format!("the emulator cannot create a network namespace ({e}); it needs root or unprivileged user namespaces")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn descendants_are_children_and_their_children() {
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let sh_pid = sh.id() as i32;
+        let me = std::process::id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Until both sleeps have started: then this process's descendants are the shell and
+        // its two children.
+        let (kids, mine) = loop {
+            let kids = descendants(sh_pid);
+            let mine = descendants(me);
+            if kids.len() == 2 {
+                break (kids, mine);
+            }
+            assert!(Instant::now() < deadline, "{kids:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(mine.contains(&sh_pid), "{mine:?}");
+        for p in kids {
+            assert!(
+                mine.contains(&p),
+                "a grandchild is a descendant too: {mine:?}"
+            );
+            kill(p, libc::SIGKILL);
+        }
+        let _ = sh.wait();
+        assert!(!descendants(me).contains(&sh_pid));
     }
 }

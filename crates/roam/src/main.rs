@@ -5,7 +5,7 @@
 mod bench;
 mod cmd;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::time::Duration;
 
@@ -93,6 +93,13 @@ impl Cmd {
             _ => false,
         }
     }
+
+    /// Whether it starts processes of its own that a signal must stop with it (a lab's
+    /// browsers, clients and servers; [`roam_emu::run::stop_descendants_on_signal`]).
+    /// `roam emu` stops its own ([`roam_emu::run::run`]).
+    fn stops_what_it_started(&self) -> bool {
+        matches!(self, Cmd::Lab(_) | Cmd::Drive(_) | Cmd::Bench(_))
+    }
 }
 
 /// A duration argument: `20ms`, `3s`, `30m` ([`roam_core::parse_duration`]).
@@ -120,6 +127,9 @@ fn main() {
 
 /// Run the command: its exit status, or the error to report.
 fn real_main(cli: Cli) -> Result<i32> {
+    if cli.cmd.stops_what_it_started() {
+        roam_emu::run::stop_descendants_on_signal().context("installing the signal handlers")?;
+    }
     match cli.cmd {
         Cmd::Emu(c) => cmd::emu::run(c),
         Cmd::Trace(c) => cmd::trace::run(c).map(|_| 0),

@@ -257,3 +257,77 @@ fn browse_records_and_replay_fetches() {
     std::fs::remove_dir_all(&d).unwrap();
     std::fs::remove_dir_all(&site).unwrap();
 }
+
+/// The processes whose environment holds `mark` (inherited from the lab below), by command
+/// name, `name` if not empty.
+fn marked(mark: &str, name: &str) -> Vec<(i32, String)> {
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|v| v == mark.as_bytes()) {
+            continue;
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if name.is_empty() || comm.trim() == name {
+            out.push((pid, comm.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// `roam lab precog` stopped by SIGTERM while its browser runs stops that browser, and every
+/// other process it started, before it ends (a killed run once left 33 Chromium processes
+/// replaying in a namespace nobody would clean).
+#[test]
+fn a_stopped_lab_leaves_no_browser_running() {
+    if !chromium() || !roam_emu::testing::privileged_or_skip() {
+        return;
+    }
+    let d = dir("lab-stopped");
+    let mark = format!("ROAM_TEST_MARK=lab-stopped-{}", std::process::id());
+    let (k, v) = mark.split_once('=').unwrap();
+    let mut lab = Command::new(env!("CARGO_BIN_EXE_roam"))
+        .args([
+            "lab",
+            "precog",
+            "--quick",
+            "--apps",
+            "news",
+            "--systems",
+            "precog",
+        ])
+        .arg("--out")
+        .arg(d.join("lab"))
+        .env(k, v)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while marked(&mark, "chromium").is_empty() {
+        assert!(
+            lab.try_wait().unwrap().is_none(),
+            "the lab ended before it started a browser"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no browser within 300 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(lab.id() as i32, libc::SIGTERM) };
+    let status = lab.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    let left = marked(&mark, "");
+    assert!(
+        left.is_empty(),
+        "still running after the lab ended: {left:?}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
