@@ -82,6 +82,13 @@ pub struct SourceStats {
     pub feedback_dropped: u64,
     /// Upstream message bytes received.
     pub upstream_bytes: u64,
+    /// Batches of upstream messages handled ([`Source::handle`] calls that used any): each is
+    /// one message of the carrier, whose framing and packets the last hop carries too.
+    pub upstream_batches: u64,
+    /// Of the upstream messages: advertisements (feedback and hints) ...
+    pub advertisements: u64,
+    /// ... and acknowledgements.
+    pub acks: u64,
     /// Bytes passed through (encrypted, or dedup off).
     pub passthrough_bytes: u64,
 }
@@ -400,6 +407,9 @@ impl Source {
             }
             self.message(flow, msg, now, out)?;
         }
+        if used > 0 {
+            self.stats.upstream_batches += 1;
+        }
         Ok(used)
     }
 
@@ -413,6 +423,7 @@ impl Source {
         let f = self.flows.get_mut(&flow).ok_or(SourceError::NoFlow(flow))?;
         match msg {
             Upstream::Advertise(names) => {
+                self.stats.advertisements += 1;
                 let (per_phone, total) = (
                     self.cfg.feedback_names_per_s,
                     self.cfg.feedback_names_per_s_total,
@@ -450,6 +461,7 @@ impl Source {
                 }
             }
             Upstream::Ack(seq) => {
+                self.stats.acks += 1;
                 while f.kept.front().is_some_and(|k| k.0 <= seq) {
                     let (_, bytes) = f.kept.pop_front().expect("front exists");
                     f.kept_bytes -= bytes.len();

@@ -205,6 +205,20 @@ fn delivered(t: &Trial, kind: roam_trace::LinkKind) -> (u64, u64) {
         })
 }
 
+/// Packets the links of `kind` delivered so far: up, down.
+fn packets(t: &Trial, kind: roam_trace::LinkKind) -> (u64, u64) {
+    t.emu
+        .links()
+        .iter()
+        .filter(|l| l.config.kind == kind)
+        .fold((0, 0), |(u, d), l| {
+            (
+                u + l.up.delivered_pkts.load(Ordering::Relaxed),
+                d + l.down.delivered_pkts.load(Ordering::Relaxed),
+            )
+        })
+}
+
 /// The paths a user took in `hours` (cellular ones), as the forest records them.
 fn record(forest: &mut Forest, universe: &[Crawled], hours: &[&users::Hour]) {
     for h in hours.iter().filter(|h| !h.wifi) {
@@ -495,6 +509,17 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result
             "kB",
         ));
         m.push(Metric::new(
+            "dedup_upstream_batches",
+            cell.upstream_batches as f64,
+            "",
+        ));
+        m.push(Metric::new("dedup_acks", cell.acks as f64, ""));
+        m.push(Metric::new(
+            "dedup_advertisements",
+            cell.advertisements as f64,
+            "",
+        ));
+        m.push(Metric::new(
             "dedup_down_over_in",
             if cell.bytes_in > 0 {
                 cell.bytes_out as f64 / cell.bytes_in as f64
@@ -516,6 +541,8 @@ struct Sessions {
     cell_bytes: u64,
     /// Of them, the uplink's.
     cell_up_bytes: u64,
+    /// The cellular hour's packets: up, down.
+    cell_packets: (u64, u64),
     cell_secs: f64,
 }
 
@@ -571,6 +598,7 @@ fn sessions(
     let cell_started = Instant::now();
     let cell_before = link_bytes(t, roam_trace::LinkKind::Cellular);
     let cell_up_before = delivered(t, roam_trace::LinkKind::Cellular).0;
+    let packets_before = packets(t, roam_trace::LinkKind::Cellular);
     let cell = t.run_client("precog cellular hour", move || {
         replay_all(&cell_cfg, &rules, &cellular, &mut || Ok(()), &mut |_, _| {
             progress(started.elapsed().as_secs())
@@ -583,6 +611,10 @@ fn sessions(
         wifi_secs,
         cell_bytes: link_bytes(t, roam_trace::LinkKind::Cellular) - cell_before,
         cell_up_bytes: delivered(t, roam_trace::LinkKind::Cellular).0 - cell_up_before,
+        cell_packets: {
+            let (up, down) = packets(t, roam_trace::LinkKind::Cellular);
+            (up - packets_before.0, down - packets_before.1)
+        },
         cell_secs: cell_started.elapsed().as_secs_f64(),
         cell,
     })
@@ -647,6 +679,8 @@ fn metrics(
         Metric::new("cell_kB", s.cell_bytes as f64 * scale / 1e3, "kB"),
         Metric::new("cell_kB_loaded", s.cell_bytes as f64 / 1e3, "kB"),
         Metric::new("cell_up_kB_loaded", s.cell_up_bytes as f64 / 1e3, "kB"),
+        Metric::new("cell_up_pkts_loaded", s.cell_packets.0 as f64, ""),
+        Metric::new("cell_down_pkts_loaded", s.cell_packets.1 as f64, ""),
         Metric::new("cell_sample", 1.0 / scale, ""),
         Metric::new("wifi_kB", s.wifi_bytes as f64 / 1e3, "kB"),
         Metric::new("wifi_s", s.wifi_secs, "s"),
