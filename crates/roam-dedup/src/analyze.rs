@@ -50,7 +50,13 @@ impl Default for Setup {
                 feedback_names_per_s_total: u32::MAX,
                 ..SourceConfig::default()
             },
-            destination: DestinationConfig::default(),
+            // The thesis's phone, which advertises whatever it costs: the analysis reports
+            // what its feedback finds and costs, so the data path's credit (which holds it
+            // back where it does not pay) would hide the cost it measures.
+            destination: DestinationConfig {
+                budget: None,
+                ..DestinationConfig::default()
+            },
             read: 16 * 1024,
             down_over_up: None,
         }

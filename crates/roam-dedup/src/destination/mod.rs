@@ -13,6 +13,7 @@
 //! checksum that fails) is never delivered: the phone asks for it again, names its chunks for
 //! the source to forget, and holds the records after it (bounded) until it comes.
 
+pub mod budget;
 pub mod disk;
 pub mod exchange;
 pub mod flowlet;
@@ -51,6 +52,9 @@ pub struct DestinationConfig {
     /// Whether to choose and send feedback at all (off: the phone only rebuilds, as with a
     /// source that has no feedback cache).
     pub feedback: bool,
+    /// The credit feedback runs on, per source ([`budget`]: beyond the thesis; `None`
+    /// advertises whatever it costs, as the thesis's phone does).
+    pub budget: Option<budget::FeedbackBudget>,
     /// Bits of each name used: as many as the source's
     /// ([`crate::source::SourceConfig::name_bits`]).
     pub name_bits: u32,
@@ -65,6 +69,7 @@ impl Default for DestinationConfig {
             known_names: 1 << 20,
             max_held: 8 << 20,
             feedback: true,
+            budget: Some(budget::FeedbackBudget::default()),
             name_bits: 64,
         }
     }
@@ -94,6 +99,11 @@ pub struct DestinationStats {
     pub moved_hints: u64,
     /// Bytes of acknowledgements and requests to resend.
     pub control_bytes: u64,
+    /// Bytes delivered from names the phone had advertised to their source: what its
+    /// feedback found, as the phone sees it.
+    pub feedback_found_bytes: u64,
+    /// Advertisements not sent because their source's credit was spent ([`budget`]).
+    pub feedback_withheld: u64,
     /// Flowlets begun.
     pub flowlets: u64,
 }
@@ -166,6 +176,8 @@ pub struct Destination {
     disk: Option<disk::Disk>,
     /// Per source: names seen from it or advertised to it.
     known: HashMap<SourceId, Lru>,
+    /// Per source: the credit its feedback runs on ([`budget`]).
+    credits: HashMap<SourceId, budget::Credit>,
     flows: HashMap<FlowId, Flow>,
     stats: DestinationStats,
     /// δ of the flows without their own ([`Destination::set_rates`]).
@@ -192,6 +204,7 @@ impl Destination {
             store: Store::new(cfg.cache_bytes),
             disk: None,
             known: HashMap::new(),
+            credits: HashMap::new(),
             cfg,
             flows: HashMap::new(),
             stats: DestinationStats::default(),
@@ -246,6 +259,10 @@ impl Destination {
         f.source = source;
         let limit = self.cfg.known_names;
         self.known.entry(source).or_insert_with(|| Lru::new(limit));
+        let budget = self.cfg.budget;
+        self.credits
+            .entry(source)
+            .or_insert_with(|| budget::Credit::new(budget.as_ref()));
     }
 
     /// End a flow.
@@ -325,6 +342,16 @@ impl Destination {
         if !self.cfg.feedback || max == 0 {
             return Ok(());
         }
+        let budget = self.cfg.budget.as_ref();
+        let Some(credit) = self.credits.get_mut(&f.source) else {
+            return Ok(());
+        };
+        if !credit.allows(budget) {
+            if !asked.is_empty() {
+                self.stats.feedback_withheld += 1;
+            }
+            return Ok(());
+        }
         let mut names = vec![];
         let flowlet = first
             .then(|| f.request.and_then(|k| self.responses.first(k)))
@@ -355,7 +382,7 @@ impl Destination {
         }
         self.stats.hint_names += names.len() as u64;
         for msg in names.chunks(self.cfg.select.per_message.max(1)) {
-            queue_advertisement(&mut self.stats, &mut f.upstream, msg.to_vec());
+            queue_advertisement(&mut self.stats, credit, &mut f.upstream, msg.to_vec());
         }
         Ok(())
     }
@@ -559,6 +586,15 @@ impl Destination {
             }
         }
         f.ack = Some(rec.seq);
+        let budget = self.cfg.budget.as_ref();
+        if let Some(credit) = self.credits.get_mut(&f.source) {
+            credit.delivered(budget, bytes.len());
+            for &(name, _, len, named) in &pieces {
+                if named && credit.found(budget, name, len) {
+                    self.stats.feedback_found_bytes += len as u64;
+                }
+            }
+        }
         // Learn, piece by piece: each piece is one chunk.
         for &(name, at, len, named) in &pieces {
             if named {
@@ -661,15 +697,22 @@ impl Destination {
             return;
         };
         self.store.touch(best);
-        let Some(known) = self.known.get_mut(&f.source) else {
+        let (Some(known), Some(credit)) = (
+            self.known.get_mut(&f.source),
+            self.credits.get_mut(&f.source),
+        ) else {
             return;
         };
+        if !credit.allows(self.cfg.budget.as_ref()) {
+            self.stats.feedback_withheld += 1;
+            return;
+        }
         let delta = f.delta.unwrap_or(self.delta);
         let adv = f
             .matching
             .advertise(&self.store, best, delta, known, &self.cfg.select);
         if !adv.is_empty() {
-            queue_advertisement(&mut self.stats, &mut f.upstream, adv);
+            queue_advertisement(&mut self.stats, credit, &mut f.upstream, adv);
         }
     }
 
@@ -690,12 +733,21 @@ impl Destination {
     }
 }
 
-/// Queue one advertisement of `names` for the source, counting it.
-fn queue_advertisement(stats: &mut DestinationStats, upstream: &mut Vec<u8>, names: Vec<Name>) {
+/// Queue one advertisement of `names` for the source, counting it and spending its bytes of
+/// the source's credit.
+fn queue_advertisement(
+    stats: &mut DestinationStats,
+    credit: &mut budget::Credit,
+    upstream: &mut Vec<u8>,
+    names: Vec<Name>,
+) {
     let before = upstream.len();
     stats.feedback_names += names.len() as u64;
+    credit.advertise(&names);
     Upstream::Advertise(names).encode(upstream);
-    stats.feedback_bytes += (upstream.len() - before) as u64;
+    let bytes = upstream.len() - before;
+    stats.feedback_bytes += bytes as u64;
+    credit.spend(bytes);
 }
 
 /// How many names `bytes` of a stream hold, chunks averaging `mean_chunk` bytes, rounded up
@@ -760,7 +812,12 @@ mod tests {
     /// A destination that read `past` (flow 1, through source 0), and where each of the
     /// past's names sits in it (every chunk longer than a reference).
     fn with_past(past: &[u8]) -> (Destination, HashMap<Name, usize>) {
-        let mut d = Destination::new(DestinationConfig::default());
+        with_past_as(past, DestinationConfig::default())
+    }
+
+    /// [`with_past`] with `cfg`.
+    fn with_past_as(past: &[u8], cfg: DestinationConfig) -> (Destination, HashMap<Name, usize>) {
+        let mut d = Destination::new(cfg);
         let mut src = crate::source::Source::new(crate::source::SourceConfig::default()).unwrap();
         src.open(1);
         d.open_via(1, 0);
@@ -819,6 +876,91 @@ mod tests {
         assert_eq!(other, plain);
         d.set_rates(1e6, 1e6, 0.01, 250.0); // 1 MB/s for 10.7 ms: 43 names
         assert_eq!((d.delta(2), d.delta(3)), (Some(40), Some(43)));
+    }
+
+    /// A phone that read a stream reads it again, 4 KiB at a time, through a source that never
+    /// saw it, under `budget`; its feedback reaches the source if `heard`. What the phone and
+    /// the source did.
+    fn read_again(
+        len: usize,
+        budget: Option<budget::FeedbackBudget>,
+        heard: bool,
+    ) -> (DestinationStats, crate::source::SourceStats) {
+        let past = crate::testdata::text(len, 47);
+        let cfg = DestinationConfig {
+            budget,
+            ..Default::default()
+        };
+        let (mut d, _) = with_past_as(&past, cfg);
+        let mut src = crate::source::Source::new(crate::source::SourceConfig::default()).unwrap();
+        src.open(2);
+        d.open_via(2, 1);
+        let (mut wire, mut out, mut up) = (Vec::new(), Vec::new(), Vec::new());
+        let now = std::time::Instant::now();
+        for piece in past.chunks(4096) {
+            src.push(2, piece, &mut wire).unwrap();
+            let used = d.receive(2, &wire, &mut out).unwrap();
+            wire.drain(..used);
+            d.upstream(2, &mut up).unwrap();
+            if heard {
+                let used = src.handle(2, &up, now, &mut wire).unwrap();
+                up.drain(..used);
+            } else {
+                up.clear();
+            }
+        }
+        src.flush(2, &mut wire).unwrap();
+        let used = d.receive(2, &wire, &mut out).unwrap();
+        assert_eq!(used, wire.len());
+        assert!(out == past, "the stream out is the stream in");
+        (d.stats(), src.stats())
+    }
+
+    /// Feedback that finds nothing (the source never hears it) stops costing once its credit
+    /// is spent: at most the start, the share of what was delivered and one message. The
+    /// thesis's phone (no budget) goes on advertising.
+    #[test]
+    fn feedback_that_finds_nothing_stops_at_its_credit() {
+        let b = budget::FeedbackBudget::default();
+        let (governed, _) = read_again(2_000_000, Some(b), false);
+        let bound = b.start as f64 + b.share * 2_000_000.0 + 1500.0;
+        assert!(
+            (governed.feedback_bytes as f64) < bound,
+            "{} bytes of feedback, bound {bound}: {governed:?}",
+            governed.feedback_bytes
+        );
+        assert!(governed.feedback_withheld > 0, "{governed:?}");
+        assert_eq!(governed.feedback_found_bytes, 0);
+        let (thesis, _) = read_again(2_000_000, None, false);
+        assert!(
+            thesis.feedback_bytes as f64 > 2.0 * bound,
+            "the thesis's phone advertises on: {thesis:?}"
+        );
+    }
+
+    /// Feedback that pays is not held back: reading a past stream again finds as much of it
+    /// with the credit as without, though the credit starts at a few names and no share of
+    /// the traffic tops it up (what feedback finds pays for the rest), and the phone's count
+    /// of what its feedback found is the source's.
+    #[test]
+    fn feedback_that_pays_is_not_held_back() {
+        let b = budget::FeedbackBudget {
+            start: 256,
+            share: 0.0,
+            ..Default::default()
+        };
+        let (governed, at_src) = read_again(200_000, Some(b), true);
+        let (thesis, _) = read_again(200_000, None, true);
+        assert!(
+            governed.feedback_found_bytes > 100_000,
+            "found {} of 200000: {governed:?}",
+            governed.feedback_found_bytes
+        );
+        assert!(
+            governed.feedback_found_bytes as f64 >= 0.95 * thesis.feedback_found_bytes as f64,
+            "{governed:?} against {thesis:?}"
+        );
+        assert_eq!(governed.feedback_found_bytes, at_src.feedback_hit_bytes);
     }
 
     /// A destination hinting at most `hint_names` names a request.
