@@ -167,25 +167,38 @@ pub fn kill_namespace_processes(emu: &Emulator) -> usize {
     first.len()
 }
 
+/// Set once a signal has begun stopping this process ([`stop_descendants_on_signal`]).
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a signal is stopping this process: what is under way is being stopped, and
+/// nothing it ends with should be recorded as a result.
+pub fn stopping() -> bool {
+    STOPPING.load(Ordering::SeqCst)
+}
+
 /// Make SIGINT, SIGTERM and SIGHUP stop every process this one started, then end it (exit
 /// status 128 + the signal), for commands such as `roam lab` whose children are not all
 /// started through [`spawn_lasting`] or [`run`]: a browser launched by a library, a trial's
 /// client tools. Without it such children outlive a stopped lab and go on using the CPU inside
 /// namespaces nobody will clean (a killed Precog run left 33 Chromium processes running).
 ///
-/// This process becomes a child subreaper, so a child's orphans stay its descendants and are
-/// found too. Descendants get SIGTERM, and SIGKILL those still there after two seconds.
-/// SIGKILL of this process itself cannot be caught; [`spawn_lasting`]'s children die with it
-/// all the same.
+/// SIGHUP is left alone where it was ignored (`nohup`). On a signal, [`stopping`] turns true,
+/// this process becomes a child subreaper (so orphans of what it stops stay its descendants),
+/// and [`stop_descendants`] runs. SIGKILL of this process itself cannot be caught;
+/// [`spawn_lasting`]'s children die with it all the same.
 pub fn stop_descendants_on_signal() -> std::io::Result<()> {
-    let mut signals =
-        signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
-    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+    let mut sigs = vec![libc::SIGINT, libc::SIGTERM];
+    if !ignored(libc::SIGHUP) {
+        sigs.push(libc::SIGHUP);
+    }
+    let mut signals = signal_hook::iterator::Signals::new(&sigs)?;
     std::thread::Builder::new()
         .name("roam-signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
+                STOPPING.store(true, Ordering::SeqCst);
+                // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument.
+                unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
                 let n = stop_descendants();
                 eprintln!("roam: signal {sig}: stopped {n} process(es) it had started");
                 std::process::exit(128 + sig);
@@ -194,32 +207,47 @@ pub fn stop_descendants_on_signal() -> std::io::Result<()> {
     Ok(())
 }
 
-/// SIGTERM to every descendant of this process, SIGKILL to those left after two seconds;
-/// returns how many there were.
+/// Whether `sig` is ignored (as `nohup` leaves SIGHUP).
+fn ignored(sig: libc::c_int) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// SIGTERM to every descendant of this process, SIGKILL to those left after two seconds, and
+/// again to any that appear meanwhile (a thread of this process may start one while it
+/// stops), until none is left or five seconds have passed; returns how many were stopped.
 pub fn stop_descendants() -> usize {
     let me = std::process::id() as i32;
-    let first = sys::descendants(me);
-    for &p in &first {
+    let mut stopped: std::collections::HashSet<i32> = sys::descendants(me).into_iter().collect();
+    for &p in &stopped {
         sys::kill(p, libc::SIGTERM);
     }
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let start = Instant::now();
     loop {
         reap_orphans();
         let left = sys::descendants(me);
         if left.is_empty() {
             break;
         }
-        if Instant::now() > deadline {
-            for &p in &left {
-                sys::kill(p, libc::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-            reap_orphans();
+        let waited = start.elapsed();
+        if waited > Duration::from_secs(5) {
             break;
         }
+        for &p in &left {
+            if waited > Duration::from_secs(2) {
+                sys::kill(p, libc::SIGKILL);
+            } else if stopped.insert(p) {
+                // Started since the last look.
+                sys::kill(p, libc::SIGTERM);
+            }
+        }
+        stopped.extend(&left);
         std::thread::sleep(Duration::from_millis(20));
     }
-    first.len()
+    stopped.len()
 }
 
 fn reap_orphans() {

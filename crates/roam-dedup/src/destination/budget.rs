@@ -2,9 +2,10 @@
 //!
 //! The thesis measured 6.74 bytes saved per byte of feedback over 30 users' traffic (ch. IV),
 //! and its phone never stops advertising. Where the phone's predictions find little, each
-//! advertisement is metered data spent for nothing: in the Precog lab's cellular hour, after
-//! the WiFi hour had put the stories in the browser's cache, the phone's 16 advertisements and
-//! 52 acknowledgements (7.7 kB) found 0.7 kB (docs/dedup.md).
+//! advertisement is metered data spent for nothing: in a quick Precog lab's cellular hour,
+//! after the WiFi hour had put the stories in the browser's cache, the phone's messages up (16
+//! advertisements, 52 acknowledgements: 7.7 kB) found 0.7 kB (docs/dedup.md). The credit
+//! governs advertisements only: acknowledgements carry the relay's pacing.
 //!
 //! So the phone keeps, per source, a **credit** in bytes ([`FeedbackBudget`]):
 //! - it starts at [`FeedbackBudget::start`], so that a phone can find out whether feedback pays;
@@ -14,9 +15,14 @@
 //!   so a phone that ran out tries again in proportion to its traffic;
 //! - it never exceeds [`FeedbackBudget::max`], so a good hour cannot pay for a long bad one.
 //!
-//! The phone advertises only while the credit is positive. What feedback can lose is then at
-//! most `start` plus `share` of the traffic plus one message; where it pays (the docs corpus:
-//! 32.7 bytes saved per byte) the credit only grows and nothing changes.
+//! The phone advertises only while the credit is positive, and a request's hints no more names
+//! than the credit affords ([`Credit::affords`]). What feedback can lose is then at most
+//! `start` plus `share` of the traffic plus one message; where it pays (the docs corpus: 32.7
+//! bytes saved per byte) the credit only grows and nothing changes.
+//!
+//! Only a name's first arrival counts: a name advertised but first sent as a literal (the
+//! advertisement came late, or the source dropped it) is forgotten, so that its later
+//! repeats, which the source's regular cache finds, earn nothing.
 
 use crate::lru::Lru;
 use crate::name::Name;
@@ -76,6 +82,14 @@ impl Credit {
         }
     }
 
+    /// How many names an advertisement may carry now (all, without a budget).
+    pub(crate) fn affords(&self, budget: Option<&FeedbackBudget>) -> usize {
+        match budget {
+            None => usize::MAX,
+            Some(_) => (self.bytes.max(0.0) / Name::LEN as f64).ceil() as usize,
+        }
+    }
+
     /// An advertisement went, `bytes` long.
     pub(crate) fn spend(&mut self, bytes: usize) {
         self.bytes -= bytes as f64;
@@ -88,15 +102,17 @@ impl Credit {
         }
     }
 
-    /// A chunk of `len` bytes arrived as `name`: whether the phone had advertised it (feedback
-    /// found it), in which case it earns its bytes.
-    pub(crate) fn found(
+    /// A chunk of `len` bytes arrived, as `name` if `named` (else as a literal): whether the
+    /// phone had advertised it and it came as a name (feedback found it), in which case it
+    /// earns its bytes. Either way it is no longer awaited.
+    pub(crate) fn arrived(
         &mut self,
         budget: Option<&FeedbackBudget>,
         name: Name,
         len: usize,
+        named: bool,
     ) -> bool {
-        if !self.advertised.remove(name) {
+        if !self.advertised.remove(name) || !named {
             return false;
         }
         if let Some(b) = budget {
@@ -123,10 +139,20 @@ mod tests {
         c.spend(150);
         assert!(!c.allows(Some(&b)), "spent past its start");
         assert!(c.allows(None), "without a budget feedback always goes");
-        assert!(!c.found(Some(&b), Name(3), 500), "never advertised");
-        assert!(c.found(Some(&b), Name(1), 300));
-        assert!(!c.found(Some(&b), Name(1), 300), "credited once");
+        assert_eq!(c.affords(Some(&b)), 0);
+        assert!(!c.arrived(Some(&b), Name(3), 500, true), "never advertised");
+        assert!(
+            !c.arrived(Some(&b), Name(2), 500, false),
+            "came as a literal"
+        );
+        assert!(
+            !c.arrived(Some(&b), Name(2), 500, true),
+            "its first arrival was the literal"
+        );
+        assert!(c.arrived(Some(&b), Name(1), 300, true));
+        assert!(!c.arrived(Some(&b), Name(1), 300, true), "credited once");
         assert!(c.allows(Some(&b)));
+        assert_eq!(c.affords(Some(&b)), 250_usize.div_ceil(Name::LEN));
         c.spend(250);
         assert!(!c.allows(Some(&b)));
         c.delivered(Some(&b), 2);

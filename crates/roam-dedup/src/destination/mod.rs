@@ -102,7 +102,8 @@ pub struct DestinationStats {
     /// Bytes delivered from names the phone had advertised to their source: what its
     /// feedback found, as the phone sees it.
     pub feedback_found_bytes: u64,
-    /// Advertisements not sent because their source's credit was spent ([`budget`]).
+    /// Times the phone would have looked for names to advertise (a segment that matched a
+    /// past flowlet, a followed request) but its source's credit was spent ([`budget`]).
     pub feedback_withheld: u64,
     /// Flowlets begun.
     pub flowlets: u64,
@@ -352,6 +353,7 @@ impl Destination {
             }
             return Ok(());
         }
+        let max = max.min(credit.affords(budget));
         let mut names = vec![];
         let flowlet = first
             .then(|| f.request.and_then(|k| self.responses.first(k)))
@@ -586,19 +588,19 @@ impl Destination {
             }
         }
         f.ack = Some(rec.seq);
-        let budget = self.cfg.budget.as_ref();
+        let budget = self.cfg.budget;
         if let Some(credit) = self.credits.get_mut(&f.source) {
-            credit.delivered(budget, bytes.len());
-            for &(name, _, len, named) in &pieces {
-                if named && credit.found(budget, name, len) {
-                    self.stats.feedback_found_bytes += len as u64;
-                }
-            }
+            credit.delivered(budget.as_ref(), bytes.len());
         }
-        // Learn, piece by piece: each piece is one chunk.
+        // Learn, piece by piece: each piece is one chunk. Whether feedback found it is settled
+        // piece by piece too, since learning one may advertise the next ones of this record.
         for &(name, at, len, named) in &pieces {
             if named {
                 self.stats.named_bytes += len as u64;
+            }
+            let credit = self.credits.get_mut(&f.source);
+            if credit.is_some_and(|c| c.arrived(budget.as_ref(), name, len, named)) {
+                self.stats.feedback_found_bytes += len as u64;
             }
             self.learn(f, name, &bytes[at..at + len]);
         }
@@ -886,7 +888,18 @@ mod tests {
         budget: Option<budget::FeedbackBudget>,
         heard: bool,
     ) -> (DestinationStats, crate::source::SourceStats) {
+        read_again_times(len, 1, budget, heard)
+    }
+
+    /// [`read_again`], the stream read `times` times over in one flow.
+    fn read_again_times(
+        len: usize,
+        times: usize,
+        budget: Option<budget::FeedbackBudget>,
+        heard: bool,
+    ) -> (DestinationStats, crate::source::SourceStats) {
         let past = crate::testdata::text(len, 47);
+        let again = past.repeat(times);
         let cfg = DestinationConfig {
             budget,
             ..Default::default()
@@ -897,7 +910,7 @@ mod tests {
         d.open_via(2, 1);
         let (mut wire, mut out, mut up) = (Vec::new(), Vec::new(), Vec::new());
         let now = std::time::Instant::now();
-        for piece in past.chunks(4096) {
+        for piece in again.chunks(4096) {
             src.push(2, piece, &mut wire).unwrap();
             let used = d.receive(2, &wire, &mut out).unwrap();
             wire.drain(..used);
@@ -912,7 +925,7 @@ mod tests {
         src.flush(2, &mut wire).unwrap();
         let used = d.receive(2, &wire, &mut out).unwrap();
         assert_eq!(used, wire.len());
-        assert!(out == past, "the stream out is the stream in");
+        assert!(out == again, "the stream out is the stream in");
         (d.stats(), src.stats())
     }
 
@@ -936,6 +949,17 @@ mod tests {
             thesis.feedback_bytes as f64 > 2.0 * bound,
             "the thesis's phone advertises on: {thesis:?}"
         );
+    }
+
+    /// A stream read twice over through a source that never hears the phone: the source's
+    /// regular cache finds the second time, whose names the phone had advertised, but they came
+    /// first as literals, so they are not feedback's and earn no credit.
+    #[test]
+    fn a_repeat_the_regular_cache_finds_is_not_feedback() {
+        let (d, src) = read_again_times(200_000, 2, None, false);
+        assert!(src.regular_hit_bytes > 100_000, "{src:?}");
+        assert!(d.feedback_names > 0, "{d:?}");
+        assert_eq!(d.feedback_found_bytes, 0, "{d:?}");
     }
 
     /// Feedback that pays is not held back: reading a past stream again finds as much of it

@@ -122,6 +122,11 @@ impl Recorder {
     /// Append a finished trial to the files at once; a failed append is reported on stderr
     /// (through `say`) and made good when the run ends ([`Recorder::finish`]).
     pub fn record(&self, t: TrialRecord, say: impl Fn(&str)) {
+        // A stopped run's trials under way ended because their processes were stopped: what
+        // they measured is not a measurement, and `--resume` runs them again.
+        if roam_emu::run::stopping() {
+            return;
+        }
         let appends: [(&Mutex<std::fs::File>, String, &str); 3] = [
             (&self.trials_csv, report::csv_lines(&t.rows), "trials.csv"),
             (&self.trials_log, lines(&t.notes), TRIALS_LOG),

@@ -605,7 +605,8 @@ fn by_kind(s: &mut String, plan: &Plan, rows: &[Row], app: &str, sc: &str) {
         s,
         "**What the cellular hour fetched** ({app} on {sc}; the browser's own count of the \
          loaded sample's bytes, means over trials; beside them the bytes the emulator counted on \
-         the cellular link for the same sample, both ways, with the proxies' framing)\n\n\
+         the cellular link for the same sample, both ways, with the proxies' framing and the packets' \
+         headers)\n\n\
          | system | pages kB | images kB | scripts and styles kB | other kB | revalidated (304) \
          | cellular link kB |\n|---|---|---|---|---|---|---|"
     );
