@@ -22,5 +22,6 @@ pub mod traffic;
 
 pub use control::{Command, LinkCommand, ScheduledCommand};
 pub use emulator::{EmuConfig, EmuError, Emulator, LinkHandle, SERVER_ADDR};
+pub use forward::DirCounters;
 pub use queue::{Jitter, PacketEvent};
 pub use spec::{parse_link, LinkConfig};

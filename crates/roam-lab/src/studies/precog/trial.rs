@@ -193,28 +193,28 @@ fn link_bytes(t: &Trial, kind: roam_trace::LinkKind) -> u64 {
 
 /// Bytes the links of `kind` delivered so far: up (from the device), down.
 fn delivered(t: &Trial, kind: roam_trace::LinkKind) -> (u64, u64) {
-    t.emu
-        .links()
-        .iter()
-        .filter(|l| l.config.kind == kind)
-        .fold((0, 0), |(u, d), l| {
-            (
-                u + l.up.delivered_bytes.load(Ordering::Relaxed),
-                d + l.down.delivered_bytes.load(Ordering::Relaxed),
-            )
-        })
+    summed(t, kind, |d| &d.delivered_bytes)
 }
 
 /// Packets the links of `kind` delivered so far: up, down.
 fn packets(t: &Trial, kind: roam_trace::LinkKind) -> (u64, u64) {
+    summed(t, kind, |d| &d.delivered_pkts)
+}
+
+/// One counter of each direction, summed over the links of `kind`: up, down.
+fn summed(
+    t: &Trial,
+    kind: roam_trace::LinkKind,
+    counter: impl Fn(&roam_emu::DirCounters) -> &std::sync::atomic::AtomicU64,
+) -> (u64, u64) {
     t.emu
         .links()
         .iter()
         .filter(|l| l.config.kind == kind)
         .fold((0, 0), |(u, d), l| {
             (
-                u + l.up.delivered_pkts.load(Ordering::Relaxed),
-                d + l.down.delivered_pkts.load(Ordering::Relaxed),
+                u + counter(&l.up).load(Ordering::Relaxed),
+                d + counter(&l.down).load(Ordering::Relaxed),
             )
         })
 }
