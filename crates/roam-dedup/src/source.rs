@@ -82,8 +82,9 @@ pub struct SourceStats {
     pub feedback_dropped: u64,
     /// Upstream message bytes received.
     pub upstream_bytes: u64,
-    /// Batches of upstream messages handled ([`Source::handle`] calls that used any): each is
-    /// one message of the carrier, whose framing and packets the last hop carries too.
+    /// Batches of upstream messages handled ([`Source::handle`] calls that used any). The
+    /// relay calls it for each piece of the carrier's messages it reads, so this is at least
+    /// their number; each message has framing and packets the last hop carries too.
     pub upstream_batches: u64,
     /// Of the upstream messages: advertisements (feedback and hints) ...
     pub advertisements: u64,
