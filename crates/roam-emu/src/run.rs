@@ -129,42 +129,15 @@ fn exit_code(s: std::process::ExitStatus) -> i32 {
     s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
 }
 
-/// Terminate every process in the emulator's namespaces; returns how many had to be killed.
+/// Terminate every process in the emulator's namespaces ([`terminate`]); returns how many
+/// there were.
 pub fn kill_namespace_processes(emu: &Emulator) -> usize {
     let inos: Vec<u64> = emu
         .namespaces()
         .iter()
         .filter_map(|ns| sys::ns_inode(ns).ok())
         .collect();
-    let find = || -> Vec<i32> { inos.iter().flat_map(|i| sys::pids_in_netns(*i)).collect() };
-    let first = find();
-    if first.is_empty() {
-        return 0;
-    }
-    for &p in &first {
-        sys::kill(p, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        reap_orphans();
-        let left = find();
-        if left.is_empty() {
-            break;
-        }
-        if Instant::now() > deadline {
-            for &p in &left {
-                sys::kill(p, libc::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            reap_orphans();
-            if find().is_empty() || Instant::now() > deadline + Duration::from_secs(3) {
-                break;
-            }
-        } else {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    first.len()
+    terminate(|| inos.iter().flat_map(|i| sys::pids_in_netns(*i)).collect())
 }
 
 /// Set once a signal has begun stopping this process ([`stop_descendants_on_signal`]).
@@ -216,19 +189,25 @@ fn ignored(sig: libc::c_int) -> bool {
     }
 }
 
-/// SIGTERM to every descendant of this process, SIGKILL to those left after two seconds, and
-/// again to any that appear meanwhile (a thread of this process may start one while it
-/// stops), until none is left or five seconds have passed; returns how many were stopped.
+/// Every descendant of this process [`terminate`]d; returns how many there were.
 pub fn stop_descendants() -> usize {
     let me = std::process::id() as i32;
-    let mut stopped: std::collections::HashSet<i32> = sys::descendants(me).into_iter().collect();
+    terminate(|| sys::descendants(me))
+}
+
+/// SIGTERM to every process `find` names, SIGKILL to those left after two seconds, and
+/// SIGTERM to any that appear meanwhile (a thread of this process may start one while it
+/// stops), until `find` names none or five seconds have passed, reaping this process's
+/// children as they end; returns how many there were.
+fn terminate(find: impl Fn() -> Vec<i32>) -> usize {
+    let mut stopped: std::collections::HashSet<i32> = find().into_iter().collect();
     for &p in &stopped {
         sys::kill(p, libc::SIGTERM);
     }
     let start = Instant::now();
     loop {
         reap_orphans();
-        let left = sys::descendants(me);
+        let left = find();
         if left.is_empty() {
             break;
         }
@@ -244,7 +223,6 @@ pub fn stop_descendants() -> usize {
                 sys::kill(p, libc::SIGTERM);
             }
         }
-        stopped.extend(&left);
         std::thread::sleep(Duration::from_millis(20));
     }
     stopped.len()

@@ -196,6 +196,37 @@ fn delivered(t: &Trial, kind: roam_trace::LinkKind) -> (u64, u64) {
     summed(t, kind, |d| &d.delivered_bytes)
 }
 
+/// What the cellular relay's dd-src found, and what deduplication cost there: the phone's
+/// messages up (feedback, hints, acknowledgements), and the records' bytes down against what
+/// they carried.
+fn dedup_metrics(cell: &roam_dedup::source::SourceStats) -> Vec<Metric> {
+    let ratio = if cell.bytes_in > 0 {
+        cell.bytes_out as f64 / cell.bytes_in as f64
+    } else {
+        f64::NAN
+    };
+    [
+        (
+            "dedup_regular_kB",
+            cell.regular_hit_bytes as f64 / 1e3,
+            "kB",
+        ),
+        (
+            "dedup_feedback_kB",
+            cell.feedback_hit_bytes as f64 / 1e3,
+            "kB",
+        ),
+        ("dedup_upstream_kB", cell.upstream_bytes as f64 / 1e3, "kB"),
+        ("dedup_upstream_batches", cell.upstream_batches as f64, ""),
+        ("dedup_acks", cell.acks as f64, ""),
+        ("dedup_advertisements", cell.advertisements as f64, ""),
+        ("dedup_down_over_in", ratio, ""),
+    ]
+    .into_iter()
+    .map(|(name, value, unit)| Metric::new(name, value, unit))
+    .collect()
+}
+
 /// Packets the links of `kind` delivered so far: up, down.
 fn packets(t: &Trial, kind: roam_trace::LinkKind) -> (u64, u64) {
     summed(t, kind, |d| &d.delivered_pkts)
@@ -490,44 +521,7 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result
         m.push(Metric::new("articles_edited", w.edited() as f64, ""));
     }
     if !sources.is_empty() {
-        let cell = lock(&sources[1]).stats();
-        m.push(Metric::new(
-            "dedup_regular_kB",
-            cell.regular_hit_bytes as f64 / 1e3,
-            "kB",
-        ));
-        m.push(Metric::new(
-            "dedup_feedback_kB",
-            cell.feedback_hit_bytes as f64 / 1e3,
-            "kB",
-        ));
-        // What deduplication cost on cellular: the phone's messages up (feedback, hints,
-        // acknowledgements), and the records' bytes down against what they carried.
-        m.push(Metric::new(
-            "dedup_upstream_kB",
-            cell.upstream_bytes as f64 / 1e3,
-            "kB",
-        ));
-        m.push(Metric::new(
-            "dedup_upstream_batches",
-            cell.upstream_batches as f64,
-            "",
-        ));
-        m.push(Metric::new("dedup_acks", cell.acks as f64, ""));
-        m.push(Metric::new(
-            "dedup_advertisements",
-            cell.advertisements as f64,
-            "",
-        ));
-        m.push(Metric::new(
-            "dedup_down_over_in",
-            if cell.bytes_in > 0 {
-                cell.bytes_out as f64 / cell.bytes_in as f64
-            } else {
-                f64::NAN
-            },
-            "",
-        ));
+        m.extend(dedup_metrics(&lock(&sources[1]).stats()));
     }
     Ok(m)
 }
