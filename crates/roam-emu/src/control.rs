@@ -3,7 +3,11 @@
 //! A command names a link and what happens to it:
 //! - `wifi down`: outage; both directions silently drop (the interface stays up);
 //! - `wifi up`: end of a scripted outage (the link's own on/off schedule still applies);
-//! - `wifi set rate=1mbit,delay=50ms,loss=0.02`: change capacity, one-way delay or loss.
+//! - `wifi set rate=1mbit,delay=50ms,loss=0.02`: change capacity, one-way delay or loss;
+//! - `cell restart`: the link's trace (capacity, delay, on/off schedule) starts again from its
+//!   beginning now, so that phases of an experiment that start at different times meet the
+//!   same stretch of a drive (`roam lab precog`'s cellular hour). It undoes `set`'s capacity
+//!   and delay; loss and a scripted outage stay.
 //!
 //! An **events file** (`--events FILE`) schedules commands, one per line: `<time> <command>`,
 //! with time in seconds from the start (`12.5`) or with a unit (`1500ms`); `#` starts a comment.
@@ -23,6 +27,8 @@ pub enum LinkCommand {
     Down,
     /// End a scripted outage.
     Up,
+    /// Start the link's own trace again from its beginning, now.
+    Restart,
     /// Change parameters from now on.
     Set {
         /// New capacity, both directions.
@@ -54,11 +60,13 @@ pub struct ScheduledCommand {
 
 /// Parse a command from its words, e.g. `["wifi", "set", "rate=1mbit"]`.
 pub fn parse_command(words: &[&str]) -> Result<Command, String> {
-    let usage = "expected `LINK down`, `LINK up` or `LINK set rate=R,delay=D,loss=P`";
+    let usage =
+        "expected `LINK down`, `LINK up`, `LINK restart` or `LINK set rate=R,delay=D,loss=P`";
     let (link, rest) = words.split_first().ok_or_else(|| usage.to_string())?;
     let action = match rest {
         ["down"] => LinkCommand::Down,
         ["up"] => LinkCommand::Up,
+        ["restart"] => LinkCommand::Restart,
         ["set", kv] => {
             let (mut capacity, mut delay, mut loss) = (None, None, None);
             for item in kv.split(',').filter(|s| !s.is_empty()) {
@@ -142,6 +150,10 @@ mod tests {
         assert_eq!(
             parse_command(&["wifi", "down"]).unwrap().action,
             LinkCommand::Down
+        );
+        assert_eq!(
+            parse_command(&["cell", "restart"]).unwrap().action,
+            LinkCommand::Restart
         );
         let c = parse_command(&["cell", "set", "rate=1mbit,delay=50ms"]).unwrap();
         assert_eq!(

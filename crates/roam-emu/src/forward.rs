@@ -291,6 +291,10 @@ impl Forwarder {
         match cmd {
             LinkCommand::Down => self.queue.set_forced_down(now, true),
             LinkCommand::Up => self.queue.set_forced_down(now, false),
+            LinkCommand::Restart => {
+                self.queue.restart(now);
+                self.capacity = self.queue.capacity().clone();
+            }
             LinkCommand::Set {
                 capacity,
                 delay,

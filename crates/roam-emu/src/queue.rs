@@ -133,6 +133,8 @@ struct Queued {
 
 /// One direction of one link.
 pub struct LinkQueue {
+    /// The link's own trace, as given: what [`LinkQueue::restart`] starts again.
+    trace: (Capacity, Piecewise<Duration>, Piecewise<bool>),
     capacity: Capacity,
     delay: Piecewise<Duration>,
     availability: Piecewise<bool>,
@@ -171,6 +173,7 @@ impl LinkQueue {
         seed: u64,
     ) -> LinkQueue {
         LinkQueue {
+            trace: (capacity.clone(), delay.clone(), availability.clone()),
             capacity,
             delay,
             availability,
@@ -478,6 +481,23 @@ impl LinkQueue {
         }
     }
 
+    /// Start the link's own trace (capacity, delay, availability) again from its beginning at
+    /// `now`: from then on the link behaves as it did from time zero. What was queued stays
+    /// queued; loss and a scripted outage stay as they are.
+    pub fn restart(&mut self, now: Time) {
+        self.advance(now);
+        let (capacity, delay, availability) = &self.trace;
+        self.delay = delay.starting_at(now);
+        self.availability = availability.starting_at(now);
+        let capacity = capacity.starting_at(now);
+        self.set_capacity(now, capacity);
+    }
+
+    /// The capacity now in force.
+    pub fn capacity(&self) -> &Capacity {
+        &self.capacity
+    }
+
     /// Replace the one-way delay from `now` on.
     pub fn set_delay(&mut self, now: Time, delay: Piecewise<Duration>) {
         self.advance(now);
@@ -617,6 +637,25 @@ mod tests {
         assert_eq!(
             out.iter().map(|o| o.0).collect::<Vec<_>>(),
             vec![ms(3), ms(4), ms(4)]
+        );
+    }
+
+    #[test]
+    fn a_restarted_link_follows_its_trace_from_the_beginning_again() {
+        // Opportunities at 5, 10 and 100 ms, every 100 ms.
+        let mut q = opportunity_queue(vec![5, 10, 100]);
+        q.receive(ms(40), vec![0; 10]);
+        assert_eq!(drain(&mut q, ms(150))[0].0, ms(100), "without a restart");
+        q.set_capacity(ms(150), Capacity::constant(BitRate::kbps(8)));
+        // Started again at 237 ms, the trace's 5 and 10 ms fall at 242 and 247: the
+        // capacity set at 150 ms is gone.
+        q.restart(ms(237));
+        q.receive(ms(240), vec![1; 10]);
+        q.receive(ms(240), vec![2; 10]);
+        let out = drain(&mut q, ms(400));
+        assert_eq!(
+            out.iter().map(|o| (o.0, o.1[0])).collect::<Vec<_>>(),
+            vec![(ms(242), 1), (ms(242), 2)]
         );
     }
 

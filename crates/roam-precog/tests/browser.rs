@@ -392,8 +392,11 @@ fn a_revalidated_page_is_counted_and_its_cached_script_is_not() {
         actions: vec![],
         hits: 1,
     };
+    let log = std::env::temp_dir().join(format!("roam-requests-{}.csv", std::process::id()));
+    let _ = std::fs::remove_file(&log);
     let cfg = ReplayConfig {
         idle: Duration::from_millis(300),
+        request_log: Some(log.clone()),
         ..Default::default()
     };
     let report = replay_all(
@@ -404,6 +407,31 @@ fn a_revalidated_page_is_counted_and_its_cached_script_is_not() {
         &mut |_, _| {},
     )
     .unwrap();
+    // The request log accounts for every byte the paths counted, each response typed.
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let logged: u64 = lines
+        .iter()
+        .filter(|f| f[10] == "network")
+        .map(|f| f[9].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(
+        logged,
+        report.paths.iter().map(|p| p.bytes).sum::<u64>(),
+        "{text}"
+    );
+    assert!(lines.iter().all(|f| !f[2].is_empty()), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|f| f[1].ends_with("/app.js") && f[10] == "cache"),
+        "{text}"
+    );
     let (first, second) = (&report.paths[0], &report.paths[1]);
     assert_eq!(first.revalidated, 0, "{first:?}");
     assert!(

@@ -75,6 +75,17 @@ impl Capacity {
         })
     }
 
+    /// The same capacity started again at `t` ([`PdoTrace::starting_at`],
+    /// [`Piecewise::starting_at`]): from `t` on, the link carries what it carried from time
+    /// zero.
+    pub fn starting_at(&self, t: Time) -> Capacity {
+        match self {
+            Capacity::Unlimited => Capacity::Unlimited,
+            Capacity::Opportunities(p) => Capacity::Opportunities(Arc::new(p.starting_at(t))),
+            Capacity::Rate(r) => Capacity::Rate(r.starting_at(t)),
+        }
+    }
+
     /// Short human description, e.g. `10mbit` or `trace Verizon-EVDO-driving.down`.
     pub fn describe(&self) -> String {
         match self {

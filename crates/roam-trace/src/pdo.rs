@@ -124,6 +124,39 @@ impl PdoTrace {
         })
     }
 
+    /// The same trace started again at `t` (to the millisecond below it): its first
+    /// opportunities fall just after `t`, as at time zero, and it repeats from there. What an
+    /// emulated link's `restart` command does, so that phases of an experiment that start at
+    /// different times meet the same stretch of a drive. A trace with an opportunity at 0 and
+    /// at its end (both, as at every period's turn) has both at `t` too: one more than at
+    /// time zero, where no period came before.
+    pub fn starting_at(&self, t: Time) -> PdoTrace {
+        let shift = (t.as_nanos() / 1_000_000) % self.period_ms;
+        if shift == 0 {
+            return self.clone();
+        }
+        // An opportunity at `m` of a period moves to `m + shift`, into the next period when
+        // that is past the end: the period's timestamps rotate.
+        let mut ms: Vec<u64> = self
+            .ms
+            .iter()
+            .map(|&m| {
+                let m = m + shift;
+                if m > self.period_ms {
+                    m - self.period_ms
+                } else {
+                    m
+                }
+            })
+            .collect();
+        ms.sort_unstable();
+        PdoTrace {
+            ms,
+            period_ms: self.period_ms,
+            name: self.name.clone(),
+        }
+    }
+
     /// File name the trace came from.
     pub fn name(&self) -> &str {
         &self.name
@@ -209,6 +242,31 @@ impl PdoTrace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_started_again_carries_from_then_what_it_carried_from_zero() {
+        let t = PdoTrace::from_millis(vec![0, 3, 3, 9, 10, 14, 20], "t").unwrap();
+        let ms = Time::from_millis;
+        for at in [0, 1, 6, 14, 20, 27, 200] {
+            let g = t.starting_at(ms(at));
+            assert_eq!(g.period(), t.period());
+            for a in 0..45 {
+                for len in [1, 5, 21, 40] {
+                    let (again, first) = (
+                        g.bytes_between(ms(at + a), ms(at + a + len)),
+                        t.bytes_between(ms(a), ms(a + len)),
+                    );
+                    if a == 0 && at != 0 {
+                        // The opportunity at the end of the period before (at 20) falls
+                        // at the restart too; at time zero there was no period before.
+                        assert_eq!(again, first + MTU_BYTES, "at {at} for {len}");
+                    } else {
+                        assert_eq!(again, first, "at {at} from {a} for {len}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_scaled_trace_spreads_its_opportunities_evenly_and_keeps_its_period() {

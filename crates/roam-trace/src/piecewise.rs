@@ -94,6 +94,54 @@ impl<T: Clone> Piecewise<T> {
         }
     }
 
+    /// The same function started again at `t`: `g(t + x) = f(x)` for every `x >= 0` (before
+    /// `t`, `g` holds `f`'s first value, or a periodic `f`'s value that leads into time `t`).
+    /// What an emulated link's `restart` command does to its delay and availability.
+    pub fn starting_at(&self, t: Time) -> Piecewise<T> {
+        match self.period {
+            None => {
+                let mut points = vec![self.points[0].clone()];
+                points.extend(
+                    self.points[1..]
+                        .iter()
+                        .map(|(p, v)| (*p + (t - Time::ZERO), v.clone())),
+                );
+                Piecewise {
+                    points,
+                    period: None,
+                }
+            }
+            Some(period) => {
+                // Rotate the period by the phase `t` falls at.
+                let p = period.as_nanos() as u64;
+                let shift = t.0 % p;
+                if shift == 0 {
+                    return self.clone();
+                }
+                let mut points: Vec<(Time, T)> = self
+                    .points
+                    .iter()
+                    .map(|(at, v)| (Time((at.0 + shift) % p), v.clone()))
+                    .collect();
+                points.push((Time::ZERO, self.value_at(Time(p - shift)).clone()));
+                // Stable: at time zero the rotated breakpoint, if one landed there, comes
+                // after the added one, and the last of equal times is kept.
+                points.sort_by_key(|(at, _)| *at);
+                let mut kept: Vec<(Time, T)> = Vec::with_capacity(points.len());
+                for pt in points {
+                    match kept.last_mut() {
+                        Some(last) if last.0 == pt.0 => *last = pt,
+                        _ => kept.push(pt),
+                    }
+                }
+                Piecewise {
+                    points: kept,
+                    period: self.period,
+                }
+            }
+        }
+    }
+
     /// The segments overlapping `[t0, t1)`, as `(start, end, value)` clipped to that window.
     pub fn segments(&self, t0: Time, t1: Time) -> Vec<(Time, Time, T)> {
         let mut out = Vec::new();
@@ -172,6 +220,25 @@ mod tests {
             f.true_intervals(ms(5), ms(65)),
             vec![(ms(5), ms(10)), (ms(30), ms(40)), (ms(60), ms(65))]
         );
+    }
+
+    #[test]
+    fn a_function_started_again_repeats_itself_from_then() {
+        let aperiodic = Piecewise::new(vec![(ms(0), 1), (ms(10), 2)], None).unwrap();
+        let periodic = Piecewise::new(
+            vec![(ms(0), 1), (ms(10), 2), (ms(25), 3)],
+            Some(Duration::from_millis(30)),
+        )
+        .unwrap();
+        for f in [aperiodic, periodic] {
+            for t in [0, 7, 10, 25, 30, 44, 1000] {
+                let g = f.starting_at(ms(t));
+                for x in 0..100 {
+                    assert_eq!(g.value_at(ms(t + x)), f.value_at(ms(x)), "t {t} x {x}");
+                }
+                assert_eq!(g.period(), f.period());
+            }
+        }
     }
 
     #[test]

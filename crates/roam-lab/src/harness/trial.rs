@@ -87,11 +87,16 @@ impl Trial {
     /// (`--emu-logs`): an application's per-event log beside the emulator's. The text is made
     /// only when it is kept.
     pub fn keep_log(&self, name: &str, make: impl FnOnce() -> String) -> Result<()> {
-        let Some(d) = &self.log_dir else {
+        let Some(p) = self.log_path(name) else {
             return Ok(());
         };
-        let p = d.join(name);
         std::fs::write(&p, make()).with_context(|| format!("writing {}", p.display()))
+    }
+
+    /// Where a log named `name` goes in the trial's log directory, if it has one
+    /// (`--emu-logs`): for an application that writes its log as it goes.
+    pub fn log_path(&self, name: &str) -> Option<PathBuf> {
+        self.log_dir.as_ref().map(|d| d.join(name))
     }
 
     /// Record the latency, in ms, of each interactive event of this trial named `what` (each

@@ -22,6 +22,7 @@
 //! the wire, headers included) and requests served from its cache are counted apart. A
 //! session of many paths, its budgets and its tabs side by side, is [`super::session`]'s.
 
+use super::request_log::{Counted, RequestLog, Response};
 use super::{launch, same_site, BrowserConfig, BrowserError};
 use crate::action::Action;
 use crate::action::Event as ActionEvent;
@@ -34,6 +35,7 @@ use headless_chrome::protocol::cdp::{Fetch, Network};
 use headless_chrome::{Browser, Tab};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -69,6 +71,9 @@ pub struct ReplayConfig {
     /// Start no path once this long has passed since the first one started (the WiFi hour's
     /// length, say).
     pub max_time: Option<Duration>,
+    /// Append one CSV line per response the tabs see finish or fail to this file
+    /// ([`super::request_log`]): what the byte counts are made of.
+    pub request_log: Option<PathBuf>,
 }
 
 impl Default for ReplayConfig {
@@ -84,6 +89,7 @@ impl Default for ReplayConfig {
             hover: None,
             tabs: 1,
             max_time: None,
+            request_log: None,
         }
     }
 }
@@ -218,12 +224,15 @@ enum Kind {
 
 #[derive(Default)]
 struct Net {
-    inflight: HashSet<String>,
-    /// Requests answered from the disk cache: their `encodedDataLength` is not network bytes.
+    /// Requests under way, with the URL each was last sent to.
+    inflight: HashMap<String, String>,
+    /// Requests answered from a cache: the disk or prefetch cache (`responseReceived` says
+    /// so), or the memory cache (`requestServedFromCache`). Their `encodedDataLength` is not
+    /// network bytes, and each counts once in [`Counts::cached`].
     from_cache: HashSet<String>,
     last: Option<Instant>,
-    /// Each response's resource type, until it finishes.
-    kinds: HashMap<String, Kind>,
+    /// Each response's resource type and what DevTools said of it, until it finishes.
+    responses: HashMap<String, (Kind, Response)>,
     counts: Counts,
 }
 
@@ -245,6 +254,7 @@ pub struct Replayer {
     browser: Browser,
     tabs: Vec<TabReplayer>,
     halt: Arc<AtomicBool>,
+    log: Option<Arc<RequestLog>>,
 }
 
 /// One tab of a [`Replayer`]: its network events counted, its POSTs intercepted.
@@ -307,15 +317,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Replayer {
     /// Start the browser for replay under `rules`, with [`ReplayConfig::tabs`] tabs.
     pub fn start(cfg: &ReplayConfig, rules: &Rules) -> Result<Replayer, BrowserError> {
+        let log = match &cfg.request_log {
+            Some(p) => Some(Arc::new(RequestLog::open(p).map_err(|e| {
+                BrowserError::Cdp(format!("the request log {}: {e}", p.display()))
+            })?)),
+            None => None,
+        };
         let browser = launch(&cfg.browser)?;
         let halt = Arc::new(AtomicBool::new(false));
         let tabs = (0..cfg.tabs.max(1))
-            .map(|_| TabReplayer::open(&browser, cfg, rules, halt.clone()))
+            .map(|k| TabReplayer::open(&browser, cfg, rules, halt.clone(), (k, log.clone())))
             .collect::<Result<_, _>>()?;
         Ok(Replayer {
             browser,
             tabs,
             halt,
+            log,
         })
     }
 
@@ -346,13 +363,23 @@ impl Replayer {
     }
 }
 
+impl Drop for Replayer {
+    fn drop(&mut self) {
+        if let Some(Err(e)) = self.log.as_ref().map(|l| l.finish()) {
+            eprintln!("precog: the request log is incomplete: {e}");
+        }
+    }
+}
+
 impl TabReplayer {
-    /// Open a tab in `browser` and set it up for replay under `rules`.
+    /// Open tab `log.0` in `browser` and set it up for replay under `rules`, its responses
+    /// written to `log.1` if there is one.
     fn open(
         browser: &Browser,
         cfg: &ReplayConfig,
         rules: &Rules,
         halt: Arc<AtomicBool>,
+        log: (usize, Option<Arc<RequestLog>>),
     ) -> Result<TabReplayer, BrowserError> {
         let tab = browser.new_tab().map_err(BrowserError::cdp)?;
         tab.set_default_timeout(cfg.step_timeout);
@@ -373,7 +400,8 @@ impl TabReplayer {
                     {
                         n.counts.speculative += 1;
                     }
-                    n.inflight.insert(r.params.request_id.clone());
+                    n.inflight
+                        .insert(r.params.request_id.clone(), r.params.request.url.clone());
                     n.last = Some(Instant::now());
                 }
                 Event::NetworkResponseReceived(r) => {
@@ -390,18 +418,47 @@ impl TabReplayer {
                         }
                         _ => Kind::Other,
                     };
-                    n.kinds.insert(r.params.request_id.clone(), kind);
+                    let seen = Response {
+                        url: resp.url.clone(),
+                        resource_type: format!("{:?}", r.params.Type),
+                        status: resp.status,
+                        mime: resp.mime_type.clone(),
+                        remote: match (&resp.remote_ip_address, resp.remote_port) {
+                            (Some(a), Some(p)) => format!("{a}:{p}"),
+                            (Some(a), None) => a.clone(),
+                            _ => String::new(),
+                        },
+                        disk_cache: resp.from_disk_cache == Some(true),
+                        prefetch_cache: resp.from_prefetch_cache == Some(true),
+                        service_worker: resp.from_service_worker == Some(true),
+                    };
+                    n.responses
+                        .insert(r.params.request_id.clone(), (kind, seen));
                 }
                 Event::NetworkLoadingFinished(f) => {
                     let id = &f.params.request_id;
-                    n.inflight.remove(id);
-                    let kind = n.kinds.remove(id).unwrap_or(Kind::Other);
-                    if n.from_cache.remove(id) {
+                    let url = n.inflight.remove(id);
+                    let (kind, seen) = n.responses.remove(id).unwrap_or_else(|| {
+                        let url = url.unwrap_or_default();
+                        (
+                            Kind::Other,
+                            Response {
+                                url,
+                                ..Response::default()
+                            },
+                        )
+                    });
+                    let bytes = f.params.encoded_data_length.max(0.0) as u64;
+                    let counted = if n.from_cache.remove(id) {
                         n.counts.cached += 1;
+                        Counted::Cache
                     } else {
-                        let bytes = f.params.encoded_data_length.max(0.0) as u64;
                         n.counts.bytes += bytes;
                         n.counts.by_kind.add(kind, bytes);
+                        Counted::Network
+                    };
+                    if let Some(l) = &log.1 {
+                        l.write(log.0, &seen, bytes, counted);
                     }
                     n.last = Some(Instant::now());
                 }
@@ -409,12 +466,22 @@ impl TabReplayer {
                     n.counts.revalidated += 1;
                 }
                 Event::NetworkLoadingFailed(f) => {
-                    n.inflight.remove(&f.params.request_id);
-                    n.from_cache.remove(&f.params.request_id);
-                    n.kinds.remove(&f.params.request_id);
+                    let id = &f.params.request_id;
+                    let url = n.inflight.remove(id);
+                    n.from_cache.remove(id);
+                    let seen = n.responses.remove(id).map(|(_, r)| r);
+                    if let Some(l) = &log.1 {
+                        let seen = seen.unwrap_or_else(|| Response {
+                            url: url.unwrap_or_default(),
+                            ..Response::default()
+                        });
+                        l.write(log.0, &seen, 0, Counted::Failed);
+                    }
                     n.last = Some(Instant::now());
                 }
-                Event::NetworkRequestServedFromCache(_) => n.counts.cached += 1,
+                Event::NetworkRequestServedFromCache(r) => {
+                    n.from_cache.insert(r.params.request_id.clone());
+                }
                 _ => {}
             }
         }))

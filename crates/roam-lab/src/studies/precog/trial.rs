@@ -185,6 +185,22 @@ fn data_path(t: &Trial, sys: PrecogSystem) -> Result<(Vec<Running>, Sources)> {
     Ok((running, sources))
 }
 
+/// Start the traces of the links of `kind` again from their beginning: each hour meets the
+/// same stretch of its network's trace whatever the system (a Precog WiFi hour lasts an hour,
+/// a baseline's seconds, and the LTE drive has outages: without this, the systems' cellular
+/// hours met different parts of it).
+fn restart_links(t: &Trial, kind: roam_trace::LinkKind) -> Result<()> {
+    for l in t.emu.links().iter().filter(|l| l.config.kind == kind) {
+        t.emu
+            .command(&roam_emu::Command {
+                link: l.name.clone(),
+                action: roam_emu::LinkCommand::Restart,
+            })
+            .map_err(|e| anyhow!("restarting link {}: {e}", l.name))?;
+    }
+    Ok(())
+}
+
 /// Bytes the links of `kind` delivered so far, both ways.
 fn link_bytes(t: &Trial, kind: roam_trace::LinkKind) -> u64 {
     let (up, down) = delivered(t, kind);
@@ -567,15 +583,18 @@ fn sessions(
             max_bytes: Some(WIFI_BUDGET),
             tabs: WIFI_TABS,
             max_time: Some(WIFI_HOUR),
+            request_log: t.log_path("wifi-requests.csv"),
             ..config(SOCKS_PORTS[0])
         },
         ReplayConfig {
             hover: Some(HOVER),
+            request_log: t.log_path("cell-requests.csv"),
             ..config(SOCKS_PORTS[1])
         },
     );
     let (prefetch, cellular) = (prefetch.to_vec(), cellular.to_vec());
     let progress = t.progress.clone();
+    restart_links(t, roam_trace::LinkKind::Wifi)?;
     let started = Instant::now();
     let wifi_before = link_bytes(t, roam_trace::LinkKind::Wifi);
     let wifi = t.run_client("precog WiFi hour", move || {
@@ -589,6 +608,7 @@ fn sessions(
     served.at(site, cellular_hour, t.seed)?;
     let progress = t.progress.clone();
     let rules = Rules::default();
+    restart_links(t, roam_trace::LinkKind::Cellular)?;
     let cell_started = Instant::now();
     let cell_before = link_bytes(t, roam_trace::LinkKind::Cellular);
     let cell_up_before = delivered(t, roam_trace::LinkKind::Cellular).0;

@@ -27,7 +27,7 @@ pub enum EmuCmd {
     Ctl {
         /// The control socket (`--control` of `roam emu run`, `$ROAM_EMU_CONTROL` inside it).
         socket: PathBuf,
-        /// The command: `LINK down`, `LINK up`, `LINK set rate=R,delay=D,loss=P`.
+        /// The command: `LINK down`, `LINK up`, `LINK restart` (its trace from the beginning again), `LINK set rate=R,delay=D,loss=P`.
         #[arg(required = true, num_args = 1..)]
         command: Vec<String>,
     },
@@ -139,7 +139,7 @@ pub struct RunArgs {
     /// usb=client-phone`. Repeatable.
     #[arg(long = "ends", value_name = "LINK=A-B")]
     ends: Vec<String>,
-    /// Scripted link changes: lines of `<time> LINK down|up|set k=v,...`.
+    /// Scripted link changes: lines of `<time> LINK down|up|restart|set k=v,...`.
     #[arg(long)]
     events: Option<PathBuf>,
     /// Listen for link commands on this Unix socket (see `roam emu ctl`).
