@@ -146,6 +146,8 @@ struct Flow {
     /// Stream bytes encoded into records, and of those, acknowledged.
     encoded: u64,
     acknowledged: u64,
+    /// The record number after the last end sent ([`Source::end`]).
+    ended: Option<u64>,
 }
 
 /// dd-src.
@@ -293,6 +295,24 @@ impl Source {
             self.cuts = cuts;
         }
         self.flows.insert(flow, f);
+        Ok(())
+    }
+
+    /// `flow`'s stream ended: append what it held back and, while the phone has records to
+    /// acknowledge that it may still ask for again, the end ([`Kind::End`]), which asks it to
+    /// acknowledge at once. Once is enough: later calls add only what was pushed since.
+    pub fn end(&mut self, flow: FlowId, out: &mut Vec<u8>) -> Result<(), SourceError> {
+        self.flush(flow, out)?;
+        let f = self.flows.get_mut(&flow).ok_or(SourceError::NoFlow(flow))?;
+        if f.kept.is_empty() || f.ended == Some(f.seq) {
+            return Ok(());
+        }
+        let before = out.len();
+        wire::put_record(out, Kind::End, f.seq, checksum(&[]), &[]);
+        f.seq += 1;
+        f.ended = Some(f.seq);
+        self.stats.bytes_out += (out.len() - before) as u64;
+        f.stats.bytes_out += (out.len() - before) as u64;
         Ok(())
     }
 

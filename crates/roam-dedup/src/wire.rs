@@ -11,7 +11,8 @@
 //!
 //! `kind` is 0 for a record sent the first time, 1 for one sent again as literals after the
 //! phone could not rebuild it, 2 for bytes passed through (encrypted, or dedup off for the
-//! flow): literals the phone delivers without learning from them. `seq` counts records from 0. `checksum` is
+//! flow): literals the phone delivers without learning from them, 3 for the stream's end
+//! (no body): the phone acknowledges at once (see [`Kind::End`]). `seq` counts records from 0. `checksum` is
 //! [`crate::name::checksum`] of the bytes the record stands for. The shim is the thesis's
 //! (§4.4.4: one bit hash-or-literal, fifteen bits of length), with one change: a name's
 //! length field carries the length of the chunk it names (the thesis's carried the name's own,
@@ -43,8 +44,8 @@ const NAME_BIT: u16 = 0x8000;
 /// Malformed bytes, and where.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum WireError {
-    /// A record's kind byte is not 0, 1 or 2.
-    #[error("record kind {0} (expected 0, 1 or 2)")]
+    /// A record's kind byte is not 0, 1, 2 or 3.
+    #[error("record kind {0} (expected 0, 1, 2 or 3)")]
     RecordKind(u8),
     /// An upstream message's kind byte is unknown.
     #[error("upstream message kind {0} (expected 1, 2 or 3)")]
@@ -75,6 +76,8 @@ pub struct Record<'a> {
     pub resent: bool,
     /// Bytes passed through: deliver, do not learn.
     pub passthrough: bool,
+    /// The stream's end ([`Kind::End`]): no bytes; acknowledge everything at once.
+    pub ends: bool,
     /// Its number, from 0.
     pub seq: u64,
     /// [`crate::name::checksum`] of the bytes it stands for.
@@ -155,6 +158,12 @@ pub enum Kind {
     Resent = 1,
     /// Passed through.
     Passthrough = 2,
+    /// The stream ended: nothing follows. It stands for no bytes and asks the phone to
+    /// acknowledge at once: the relay closes its side only once every record that named
+    /// chunks is acknowledged (a repair may still be asked for until then), and the phone
+    /// otherwise holds a small acknowledgement back for its next message up
+    /// ([`crate::destination::DestinationConfig::ack_every`]).
+    End = 3,
 }
 
 /// Append a whole record.
@@ -172,7 +181,7 @@ pub fn record(buf: &[u8]) -> Result<Option<(Record<'_>, usize)>, WireError> {
     let Some(&kind) = buf.first() else {
         return Ok(None);
     };
-    if kind > 2 {
+    if kind > 3 {
         return Err(WireError::RecordKind(kind));
     }
     let mut at = 1;
@@ -196,6 +205,14 @@ pub fn record(buf: &[u8]) -> Result<Option<(Record<'_>, usize)>, WireError> {
             at: len_at,
         });
     }
+    if kind == Kind::End as u8 && len > 0 {
+        return Err(WireError::TooLong {
+            what: "end record body",
+            len,
+            max: 0,
+            at: len_at,
+        });
+    }
     let len = len as usize;
     let Some(body) = buf.get(at..at + len) else {
         return Ok(None);
@@ -204,6 +221,7 @@ pub fn record(buf: &[u8]) -> Result<Option<(Record<'_>, usize)>, WireError> {
         Record {
             resent: kind == 1,
             passthrough: kind == 2,
+            ends: kind == 3,
             seq,
             checksum,
             body,
@@ -376,8 +394,27 @@ mod tests {
     }
 
     #[test]
+    fn an_end_has_no_body() {
+        let mut out = Vec::new();
+        put_record(&mut out, Kind::End, 3, 0, &[]);
+        let (r, used) = record(&out).unwrap().unwrap();
+        assert_eq!(used, out.len());
+        assert!(r.ends && !r.resent && !r.passthrough && r.body.is_empty());
+        let mut long = Vec::new();
+        put_record(&mut long, Kind::End, 3, 0, b"x");
+        assert!(matches!(
+            record(&long),
+            Err(WireError::TooLong {
+                what: "end record body",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn malformed_bytes_name_what_and_where() {
         assert_eq!(record(&[9]), Err(WireError::RecordKind(9)));
+        assert_eq!(record(&[4]), Err(WireError::RecordKind(4)));
         let mut out = vec![0, 1];
         out.extend_from_slice(&[0; 8]);
         put_varint(&mut out, MAX_BODY as u64 + 1);

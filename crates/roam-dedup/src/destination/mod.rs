@@ -58,6 +58,15 @@ pub struct DestinationConfig {
     /// Bits of each name used: as many as the source's
     /// ([`crate::source::SourceConfig::name_bits`]).
     pub name_bits: u32,
+    /// Stream bytes delivered after which the phone acknowledges at once (beyond the thesis,
+    /// whose phone acknowledges nothing). Below it, the acknowledgement waits for the phone's
+    /// next message up: feedback, a request to resend, the program's next request
+    /// ([`Destination::upstream_all`]), or the stream's end ([`crate::wire::Kind::End`]).
+    /// Each acknowledgement sent alone costs the last hop a packet up and another down. A
+    /// relay paces its source on what the phone has acknowledged, within a lead of at least
+    /// 16 KiB: keep this at most half of that, so a source waiting on its pacing always
+    /// gets an acknowledgement while it can still send. 0: acknowledge every record.
+    pub ack_every: usize,
 }
 
 impl Default for DestinationConfig {
@@ -71,6 +80,7 @@ impl Default for DestinationConfig {
             feedback: true,
             budget: Some(budget::FeedbackBudget::default()),
             name_bits: 64,
+            ack_every: 8 << 10,
         }
     }
 }
@@ -166,7 +176,11 @@ struct Flow {
     exchanges: exchange::Exchanges,
     /// Messages for the source.
     upstream: Vec<u8>,
+    /// The acknowledgement held back, if any; the stream bytes it covers since the last one
+    /// sent; whether it is due now ([`DestinationConfig::ack_every`]).
     ack: Option<u64>,
+    unacked: usize,
+    ack_due: bool,
 }
 
 /// dd-dst.
@@ -572,6 +586,13 @@ impl Destination {
         out.extend_from_slice(&bytes);
         self.stats.bytes_out += bytes.len() as u64;
         f.next_seq += 1;
+        if rec.ends {
+            // The source waits for this acknowledgement to close.
+            f.ack = Some(rec.seq);
+            f.ack_due = true;
+            self.scratch = bytes;
+            return Ok(());
+        }
         if rec.passthrough {
             // Nothing named, nothing kept at the source: no acknowledgement, no learning.
             f.exchanges.lose();
@@ -588,6 +609,8 @@ impl Destination {
             }
         }
         f.ack = Some(rec.seq);
+        f.unacked += bytes.len();
+        f.ack_due |= f.unacked >= self.cfg.ack_every;
         let budget = self.cfg.budget;
         if let Some(credit) = self.credits.get_mut(&f.source) {
             credit.delivered(budget.as_ref(), bytes.len());
@@ -718,19 +741,44 @@ impl Destination {
         }
     }
 
-    /// Append `flow`'s messages for the source (feedback, then the latest acknowledgement) to
-    /// `out`.
+    /// Append `flow`'s messages for the source that are due (feedback, a request to resend,
+    /// then the latest acknowledgement when it is due or rides with them) to `out`; nothing
+    /// when none is due. An acknowledgement not due waits ([`DestinationConfig::ack_every`]).
     pub fn upstream(&mut self, flow: FlowId, out: &mut Vec<u8>) -> Result<(), DestinationError> {
+        self.upstream_when(flow, out, false)
+    }
+
+    /// As [`Destination::upstream`], with the acknowledgement held back too: for a message
+    /// that goes up anyway (the program's request), which it rides with.
+    pub fn upstream_all(
+        &mut self,
+        flow: FlowId,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DestinationError> {
+        self.upstream_when(flow, out, true)
+    }
+
+    fn upstream_when(
+        &mut self,
+        flow: FlowId,
+        out: &mut Vec<u8>,
+        going: bool,
+    ) -> Result<(), DestinationError> {
         let f = self
             .flows
             .get_mut(&flow)
             .ok_or(DestinationError::NoFlow(flow))?;
+        let going = going || !f.upstream.is_empty() || f.ack_due;
         out.append(&mut f.upstream);
+        if !going {
+            return Ok(());
+        }
         if let Some(seq) = f.ack.take() {
             let before = out.len();
             Upstream::Ack(seq).encode(out);
             self.stats.control_bytes += (out.len() - before) as u64;
         }
+        (f.unacked, f.ack_due) = (0, false);
         Ok(())
     }
 }

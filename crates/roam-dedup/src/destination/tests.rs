@@ -374,3 +374,82 @@ fn a_story_whose_url_moved_is_found_on_a_kept_alive_connection() {
         }
     }
 }
+
+/// The messages in `up`.
+fn messages(up: &[u8]) -> Vec<Upstream> {
+    let mut at = 0;
+    let mut all = vec![];
+    while let Some((m, n)) = Upstream::decode(&up[at..]).unwrap() {
+        at += n;
+        all.push(m);
+    }
+    all
+}
+
+/// A small response's acknowledgement waits for the phone's next message up (here the
+/// program's next request); a stream past `ack_every` is acknowledged at once; the stream's
+/// end asks for one at once, and once acknowledged the source is settled.
+#[test]
+fn an_acknowledgement_waits_for_a_message_up_unless_due() {
+    use crate::source::{Source, SourceConfig};
+    let cfg = DestinationConfig {
+        feedback: false,
+        ..DestinationConfig::default()
+    };
+    let mut d = Destination::new(cfg.clone());
+    let mut src = Source::new(SourceConfig::default()).unwrap();
+    let page = crate::testdata::text(3_000, 21);
+    src.open(1);
+    d.open(1);
+    // The page twice: the second time the regular cache names it, so the source keeps it.
+    let (mut wire, mut out, mut up) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..2 {
+        src.push(1, &page, &mut wire).unwrap();
+        src.flush(1, &mut wire).unwrap();
+    }
+    d.receive(1, &wire, &mut out).unwrap();
+    assert!(out.len() == 2 * page.len());
+    assert!(src.unacknowledged(1) > 0);
+    d.upstream(1, &mut up).unwrap();
+    assert!(up.is_empty(), "6 kB delivered: nothing due");
+    d.upstream_all(1, &mut up).unwrap();
+    assert!(matches!(messages(&up)[..], [Upstream::Ack(_)]), "it rides");
+    src.handle(1, &up, std::time::Instant::now(), &mut Vec::new())
+        .unwrap();
+    assert_eq!(src.unacknowledged(1), 0);
+
+    // Past ack_every: due at once.
+    let big = crate::testdata::text(cfg.ack_every + 1_000, 22);
+    wire.clear();
+    up.clear();
+    src.push(1, &big, &mut wire).unwrap();
+    src.flush(1, &mut wire).unwrap();
+    d.receive(1, &wire, &mut out).unwrap();
+    d.upstream(1, &mut up).unwrap();
+    assert!(matches!(messages(&up)[..], [Upstream::Ack(_)]));
+
+    // A small repeat, then the end: the end asks for the acknowledgement.
+    wire.clear();
+    up.clear();
+    src.push(1, &page, &mut wire).unwrap();
+    src.flush(1, &mut wire).unwrap();
+    d.receive(1, &wire, &mut out).unwrap();
+    d.upstream(1, &mut up).unwrap();
+    assert!(up.is_empty());
+    assert!(src.unacknowledged(1) > 0);
+    wire.clear();
+    src.end(1, &mut wire).unwrap();
+    assert!(!wire.is_empty());
+    let before = out.len();
+    assert_eq!(d.receive(1, &wire, &mut out).unwrap(), wire.len());
+    assert_eq!(out.len(), before, "an end stands for no bytes");
+    d.upstream(1, &mut up).unwrap();
+    assert!(matches!(messages(&up)[..], [Upstream::Ack(_)]));
+    src.handle(1, &up, std::time::Instant::now(), &mut Vec::new())
+        .unwrap();
+    assert_eq!(src.unacknowledged(1), 0);
+    // Nothing kept: no second end.
+    wire.clear();
+    src.end(1, &mut wire).unwrap();
+    assert!(wire.is_empty());
+}

@@ -181,6 +181,12 @@ pub(super) trait Codec: Send + Sync {
         write: &mut Vec<Bytes>,
         back: &mut Vec<Vec<u8>>,
     ) -> Result<(), Error>;
+    /// The TCP stream ended (its last bytes went through `outgoing`): the last IROBs to send
+    /// before the sending side closes (asymmetric caching's source: an end record asking the
+    /// phone to acknowledge at once, so that the codec settles).
+    fn ended(&self, _send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        Ok(())
+    }
     /// The connection ended (either way).
     fn close(&self) {}
     /// Whether what `outgoing` makes must be made just in time: no further than [`lead`]
@@ -345,6 +351,19 @@ fn forward(
     codec.outgoing(data, more, send).is_ok() && send_all(ms, label, send)
 }
 
+/// What `codec` sends at the stream's end ([`Codec::ended`]), as [`forward`] sends; false if
+/// the codec or the multi-socket failed.
+fn end(
+    ms: &MultiSocket,
+    label: Label,
+    codec: &dyn Codec,
+    sending: &Sending,
+    send: &mut Vec<Vec<u8>>,
+) -> bool {
+    let _order = sending.ordered(codec);
+    codec.ended(send).is_ok() && send_all(ms, label, send)
+}
+
 /// Wait until nothing more can need sending back, `stop` is set or the connection has idled;
 /// whether the sending side may close now.
 ///
@@ -435,6 +454,7 @@ fn tcp_to_ms(
         }
     }
     if !forward(ms, label, codec, sending, &[], false, &mut send)
+        || !end(ms, label, codec, sending, &mut send)
         || !settle(ms, codec, sending, activity, stop, idle)
     {
         return;

@@ -13,7 +13,13 @@
 //! passed through (its bytes are ciphertext, nothing to find) and counted. **Upstream** (proxy
 //! to relay): every IROB begins with a tag byte: 0, the program's bytes; 1, the phone's
 //! messages to the source (feedback, acknowledgements, requests to resend), sent
-//! foreground-small as soon as a record has been handled.
+//! foreground-small as soon as a record has been handled and one is due; 2, `len:u32le` bytes
+//! of such messages, then the program's bytes (a request with the messages riding in front
+//! of it). An acknowledgement alone is due only past `ack_every` bytes delivered
+//! (`roam_dedup::destination::DestinationConfig::ack_every`, 8 KiB); a smaller one waits to
+//! ride with feedback or the program's next request. At the target's end the source sends an
+//! end record ([`roam_dedup::wire::Kind::End`]) when the phone still has records to
+//! acknowledge, and the phone acknowledges it at once.
 //!
 //! **Repairs.** The source answers a request to resend with the record again (a repair),
 //! sent downstream foreground-small from the thread that reads upstream; the phone holds the
@@ -65,6 +71,20 @@ pub const WORD: &str = "dedup";
 const TAG_DATA: u8 = 0;
 /// Upstream tag: messages for the source.
 const TAG_DEDUP: u8 = 1;
+/// Upstream tag: `len:u32le`, that many bytes of messages for the source, then the program's
+/// bytes: the phone's messages riding with a request, one IROB (and packet) for both.
+const TAG_BOTH: u8 = 2;
+
+/// What an upstream IROB's bytes are, as they arrive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Reading {
+    /// The program's bytes.
+    Data,
+    /// Messages for the source.
+    Messages,
+    /// [`TAG_BOTH`]'s length (its bytes so far), then `left` bytes of messages.
+    Leading { length: Vec<u8>, left: usize },
+}
 
 /// Flow numbers, unique within the process.
 fn next_flow() -> FlowId {
@@ -90,8 +110,8 @@ pub(super) struct RelayEnd {
     flow: FlowId,
     /// None until the first bytes: then whether they are passed through.
     passthrough: Mutex<Option<bool>>,
-    /// The upstream IROB being read: its tag.
-    tag: Mutex<Option<u8>>,
+    /// The upstream IROB being read: what its bytes are (none before the first IROB).
+    tag: Mutex<Option<Reading>>,
     /// Messages from the phone not yet whole.
     pending: Mutex<Vec<u8>>,
     report: Box<dyn Fn(FlowStats) + Send + Sync>,
@@ -118,6 +138,30 @@ impl RelayEnd {
             pending: Mutex::new(Vec::new()),
             report,
         }
+    }
+}
+
+/// The most bytes of the phone's messages held while not yet whole.
+const MAX_PENDING: usize = 1 << 20;
+
+impl RelayEnd {
+    /// Bytes of the phone's messages: each whole one handled by the source (a request to
+    /// resend answered into `back`).
+    fn messages(&self, data: &[u8], back: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        let mut pending = lock(&self.pending);
+        pending.extend_from_slice(data);
+        if pending.len() > MAX_PENDING {
+            return Err(failed("upstream", "over 1 MiB of messages not yet whole"));
+        }
+        let mut out = Vec::new();
+        let used = lock(&self.source)
+            .handle(self.flow, &pending, Instant::now(), &mut out)
+            .map_err(|e| failed("dd-src", e))?;
+        pending.drain(..used);
+        if !out.is_empty() {
+            back.push(out);
+        }
+        Ok(())
     }
 }
 
@@ -161,30 +205,70 @@ impl Codec for RelayEnd {
             let Some(&t) = data.first() else {
                 return Err(failed("upstream", "an IROB without its tag"));
             };
-            if t != TAG_DATA && t != TAG_DEDUP {
-                return Err(failed("upstream", format!("unknown tag {t}")));
-            }
-            *tag = Some(t);
+            *tag = Some(match t {
+                TAG_DATA => Reading::Data,
+                TAG_DEDUP => Reading::Messages,
+                TAG_BOTH => Reading::Leading {
+                    length: Vec::new(),
+                    left: 0,
+                },
+                t => return Err(failed("upstream", format!("unknown tag {t}"))),
+            });
             data = data.slice(1..);
         }
-        match *tag {
-            Some(TAG_DATA) => write.push(data),
-            Some(_) => {
-                let mut pending = lock(&self.pending);
-                pending.extend_from_slice(&data);
-                if pending.len() > 1 << 20 {
-                    return Err(failed("upstream", "over 1 MiB of messages not yet whole"));
+        while !data.is_empty() {
+            match tag.as_mut() {
+                Some(Reading::Data) => {
+                    write.push(std::mem::take(&mut data));
                 }
-                let mut out = Vec::new();
-                let used = lock(&self.source)
-                    .handle(self.flow, &pending, Instant::now(), &mut out)
-                    .map_err(|e| failed("dd-src", e))?;
-                pending.drain(..used);
-                if !out.is_empty() {
-                    back.push(out);
+                Some(Reading::Messages) => {
+                    self.messages(&std::mem::take(&mut data), back)?;
                 }
+                Some(Reading::Leading { length, left }) if length.len() < 4 => {
+                    let n = (4 - length.len()).min(data.len());
+                    length.extend_from_slice(&data[..n]);
+                    data = data.slice(n..);
+                    if length.len() == 4 {
+                        *left =
+                            u32::from_le_bytes(length[..].try_into().expect("4 bytes")) as usize;
+                        if *left > MAX_PENDING {
+                            return Err(failed(
+                                "upstream",
+                                format!("{left} bytes of messages before a request"),
+                            ));
+                        }
+                        if *left == 0 {
+                            *tag = Some(Reading::Data);
+                        }
+                    }
+                }
+                Some(Reading::Leading { left, .. }) => {
+                    let n = (*left).min(data.len());
+                    *left -= n;
+                    if *left == 0 {
+                        *tag = Some(Reading::Data);
+                    }
+                    let messages = data.slice(..n);
+                    data = data.slice(n..);
+                    self.messages(&messages, back)?;
+                }
+                None => return Err(failed("upstream", "bytes before any IROB began")),
             }
-            None => return Err(failed("upstream", "bytes before any IROB began")),
+        }
+        Ok(())
+    }
+
+    /// The source's end record, if the phone has records to acknowledge.
+    fn ended(&self, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        if *lock(&self.passthrough) == Some(true) {
+            return Ok(());
+        }
+        let mut out = Vec::new();
+        lock(&self.source)
+            .end(self.flow, &mut out)
+            .map_err(|e| failed("dd-src", e))?;
+        if !out.is_empty() {
+            send.push(out);
         }
         Ok(())
     }
@@ -307,18 +391,22 @@ impl Codec for ProxyEnd {
         if data.is_empty() {
             return Ok(());
         }
-        let mut up = vec![TAG_DEDUP];
+        // The messages ride in front of the request, in its IROB: an acknowledgement held
+        // back goes with them.
+        let mut b = vec![TAG_BOTH, 0, 0, 0, 0];
         {
             let mut dst = lock(&self.destination);
             dst.request(self.flow, data)
-                .and_then(|()| dst.upstream(self.flow, &mut up))
+                .and_then(|()| dst.upstream_all(self.flow, &mut b))
                 .map_err(|e| failed("dd-dst", e))?;
         }
-        if up.len() > 1 {
-            send.push(up);
+        let len = b.len() - 5;
+        if len == 0 {
+            b.truncate(1);
+            b[0] = TAG_DATA;
+        } else {
+            b[1..5].copy_from_slice(&(len as u32).to_le_bytes());
         }
-        let mut b = Vec::with_capacity(data.len() + 1);
-        b.push(TAG_DATA);
         b.extend_from_slice(data);
         send.push(b);
         Ok(())
@@ -375,5 +463,51 @@ mod tests {
         assert!(looks_like_tls(&[0x17, 0x03, 0x03]));
         assert!(!looks_like_tls(b"HTTP/1.1 200 OK"));
         assert!(!looks_like_tls(&[0x16]));
+    }
+
+    /// A request carries the acknowledgement held back in its own IROB, and the relay reads
+    /// both however the IROB arrives in pieces.
+    #[test]
+    fn an_acknowledgement_rides_in_front_of_a_request() {
+        let text: Vec<u8> = (0..3_000u32)
+            .map(|i| b"the quick brown fox jumps over a lazy dog "[(i * 7 % 42) as usize])
+            .collect();
+        let request = b"GET /again HTTP/1.1\r\n\r\n".to_vec();
+        for split in [1, 2, 3, 4, 5, 7, 64, usize::MAX] {
+            let source = Arc::new(Mutex::new(
+                Source::new(roam_dedup::source::SourceConfig::default()).unwrap(),
+            ));
+            let relay = RelayEnd::new(source.clone(), None, Box::new(|_| {}));
+            let dst = Arc::new(Mutex::new(Destination::new(Default::default())));
+            let proxy = ProxyEnd::new(dst, 0);
+            // The same response twice (named the second time), each a pause of the target.
+            let (mut down, mut write, mut back) = (vec![], vec![], vec![]);
+            for _ in 0..2 {
+                relay.outgoing(&text, false, &mut down).unwrap();
+            }
+            for irob in down {
+                proxy
+                    .incoming(true, irob.into(), &mut write, &mut back)
+                    .unwrap();
+            }
+            assert!(back.is_empty(), "an acknowledgement of 6 kB went alone");
+            assert!(lock(&source).unacknowledged(relay.flow) > 0);
+            let mut up = vec![];
+            proxy.outgoing(&request, false, &mut up).unwrap();
+            assert_eq!(up.len(), 1, "one IROB for the request and its messages");
+            assert_eq!(up[0][0], TAG_BOTH);
+            let irob = Bytes::from(up.remove(0));
+            let (mut data, mut repairs) = (vec![], vec![]);
+            let mut at = 0;
+            while at < irob.len() {
+                let end = irob.len().min(at.saturating_add(split));
+                relay
+                    .incoming(at == 0, irob.slice(at..end), &mut data, &mut repairs)
+                    .unwrap();
+                at = end;
+            }
+            assert_eq!(data.concat(), request, "split {split}");
+            assert_eq!(lock(&source).unacknowledged(relay.flow), 0, "split {split}");
+        }
     }
 }

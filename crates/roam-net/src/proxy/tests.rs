@@ -584,6 +584,29 @@ fn dedup_carries_bytes_exactly_and_the_second_fetch_costs_less() {
     assert!(wire(&second) < 40_000, "{second}");
 }
 
+/// A response shorter than the phone's `ack_every`, whose chunks the relay names the second
+/// time: the phone holds its acknowledgement back, so the relay's end record must ask for it,
+/// or the relay waits to settle until the connection idles (10 minutes) and the program
+/// never sees the end.
+#[test]
+fn dedup_a_small_named_response_ends_at_once() {
+    let body = text(3_000);
+    let target = serving(body.clone());
+    let (relay, dst) = dedup_ends();
+    let proxy = proxy_with(relay.addr, |c| c.dedup = Some(dst.clone()));
+    for fetch_no in 0..2 {
+        let (mut s, code) = socks(proxy, &v4(target));
+        assert_eq!(code, Some(0));
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)
+            .unwrap_or_else(|e| panic!("fetch {fetch_no}: no end after {} bytes: {e}", got.len()));
+        assert!(got == body, "fetch {fetch_no} differs");
+    }
+    let d = dst.lock().unwrap().stats();
+    assert!(d.named_bytes > 0, "the second fetch named nothing: {d:?}");
+}
+
 #[test]
 fn dedup_passes_tls_through_and_a_port_can_be_left_plain() {
     let mut body = vec![0x16, 0x03, 0x03, 0x10, 0x00];
