@@ -146,8 +146,8 @@ struct Flow {
     /// Stream bytes encoded into records, and of those, acknowledged.
     encoded: u64,
     acknowledged: u64,
-    /// The record number after the last end sent ([`Source::end`]).
-    ended: Option<u64>,
+    /// The record number after the last request to acknowledge ([`Kind::Ask`]).
+    asked: Option<u64>,
 }
 
 /// dd-src.
@@ -299,20 +299,24 @@ impl Source {
     }
 
     /// `flow`'s stream ended: append what it held back and, while the phone has records to
-    /// acknowledge that it may still ask for again, the end ([`Kind::End`]), which asks it to
-    /// acknowledge at once. Once is enough: later calls add only what was pushed since.
+    /// acknowledge that it may still ask for again, a request to acknowledge ([`Kind::Ask`]).
     pub fn end(&mut self, flow: FlowId, out: &mut Vec<u8>) -> Result<(), SourceError> {
         self.flush(flow, out)?;
         let f = self.flows.get_mut(&flow).ok_or(SourceError::NoFlow(flow))?;
-        if f.kept.is_empty() || f.ended == Some(f.seq) {
-            return Ok(());
+        if !f.kept.is_empty() {
+            self.stats.bytes_out += put_ask(f, out);
         }
-        let before = out.len();
-        wire::put_record(out, Kind::End, f.seq, checksum(&[]), &[]);
-        f.seq += 1;
-        f.ended = Some(f.seq);
-        self.stats.bytes_out += (out.len() - before) as u64;
-        f.stats.bytes_out += (out.len() - before) as u64;
+        Ok(())
+    }
+
+    /// The source's pacing holds `flow` back until the phone acknowledges ([`Source::ahead`]):
+    /// append a request to acknowledge ([`Kind::Ask`]) if records are unacknowledged and none
+    /// was asked for since the last record.
+    pub fn ask(&mut self, flow: FlowId, out: &mut Vec<u8>) -> Result<(), SourceError> {
+        let f = self.flows.get_mut(&flow).ok_or(SourceError::NoFlow(flow))?;
+        if !f.sent.is_empty() {
+            self.stats.bytes_out += put_ask(f, out);
+        }
         Ok(())
     }
 
@@ -523,6 +527,21 @@ impl Source {
         }
         Ok(())
     }
+}
+
+/// Append a request to acknowledge for `f`, unless one follows its last record already; the
+/// bytes appended.
+fn put_ask(f: &mut Flow, out: &mut Vec<u8>) -> u64 {
+    if f.asked == Some(f.seq) {
+        return 0;
+    }
+    let before = out.len();
+    wire::put_record(out, Kind::Ask, f.seq, checksum(&[]), &[]);
+    f.seq += 1;
+    f.asked = Some(f.seq);
+    let n = (out.len() - before) as u64;
+    f.stats.bytes_out += n;
+    n
 }
 
 /// Records of a flow whose acknowledgement [`Source::ahead`] waits for at most (far more

@@ -11,8 +11,8 @@
 //!
 //! `kind` is 0 for a record sent the first time, 1 for one sent again as literals after the
 //! phone could not rebuild it, 2 for bytes passed through (encrypted, or dedup off for the
-//! flow): literals the phone delivers without learning from them, 3 for the stream's end
-//! (no body): the phone acknowledges at once (see [`Kind::End`]). `seq` counts records from 0. `checksum` is
+//! flow): literals the phone delivers without learning from them, 3 for a request to
+//! acknowledge (no body): the phone acknowledges at once (see [`Kind::Ask`]). `seq` counts records from 0. `checksum` is
 //! [`crate::name::checksum`] of the bytes the record stands for. The shim is the thesis's
 //! (§4.4.4: one bit hash-or-literal, fifteen bits of length), with one change: a name's
 //! length field carries the length of the chunk it names (the thesis's carried the name's own,
@@ -76,8 +76,8 @@ pub struct Record<'a> {
     pub resent: bool,
     /// Bytes passed through: deliver, do not learn.
     pub passthrough: bool,
-    /// The stream's end ([`Kind::End`]): no bytes; acknowledge everything at once.
-    pub ends: bool,
+    /// A request to acknowledge ([`Kind::Ask`]): no bytes; acknowledge everything at once.
+    pub asks: bool,
     /// Its number, from 0.
     pub seq: u64,
     /// [`crate::name::checksum`] of the bytes it stands for.
@@ -158,12 +158,13 @@ pub enum Kind {
     Resent = 1,
     /// Passed through.
     Passthrough = 2,
-    /// The stream ended: nothing follows. It stands for no bytes and asks the phone to
-    /// acknowledge at once: the relay closes its side only once every record that named
-    /// chunks is acknowledged (a repair may still be asked for until then), and the phone
-    /// otherwise holds a small acknowledgement back for its next message up
-    /// ([`crate::destination::DestinationConfig::ack_every`]).
-    End = 3,
+    /// Acknowledge at once: the source waits on it. It stands for no bytes. The phone holds
+    /// an acknowledgement back for its next message up
+    /// ([`crate::destination::DestinationConfig::ack_every`]), and a source sends this when
+    /// waiting would cost: its pacing holds the stream back ([`crate::Source::ask`]), or the
+    /// stream ended and the relay closes its side only once every record that named chunks
+    /// is acknowledged, since a repair may be asked for until then ([`crate::Source::end`]).
+    Ask = 3,
 }
 
 /// Append a whole record.
@@ -205,9 +206,9 @@ pub fn record(buf: &[u8]) -> Result<Option<(Record<'_>, usize)>, WireError> {
             at: len_at,
         });
     }
-    if kind == Kind::End as u8 && len > 0 {
+    if kind == Kind::Ask as u8 && len > 0 {
         return Err(WireError::TooLong {
-            what: "end record body",
+            what: "ask record body",
             len,
             max: 0,
             at: len_at,
@@ -221,7 +222,7 @@ pub fn record(buf: &[u8]) -> Result<Option<(Record<'_>, usize)>, WireError> {
         Record {
             resent: kind == 1,
             passthrough: kind == 2,
-            ends: kind == 3,
+            asks: kind == 3,
             seq,
             checksum,
             body,
@@ -394,18 +395,18 @@ mod tests {
     }
 
     #[test]
-    fn an_end_has_no_body() {
+    fn an_ask_has_no_body() {
         let mut out = Vec::new();
-        put_record(&mut out, Kind::End, 3, 0, &[]);
+        put_record(&mut out, Kind::Ask, 3, 0, &[]);
         let (r, used) = record(&out).unwrap().unwrap();
         assert_eq!(used, out.len());
-        assert!(r.ends && !r.resent && !r.passthrough && r.body.is_empty());
+        assert!(r.asks && !r.resent && !r.passthrough && r.body.is_empty());
         let mut long = Vec::new();
-        put_record(&mut long, Kind::End, 3, 0, b"x");
+        put_record(&mut long, Kind::Ask, 3, 0, b"x");
         assert!(matches!(
             record(&long),
             Err(WireError::TooLong {
-                what: "end record body",
+                what: "ask record body",
                 ..
             })
         ));

@@ -60,12 +60,12 @@ pub struct DestinationConfig {
     pub name_bits: u32,
     /// Stream bytes delivered after which the phone acknowledges at once (beyond the thesis,
     /// whose phone acknowledges nothing). Below it, the acknowledgement waits for the phone's
-    /// next message up: feedback, a request to resend, the program's next request
-    /// ([`Destination::upstream_all`]), or the stream's end ([`crate::wire::Kind::End`]).
-    /// Each acknowledgement sent alone costs the last hop a packet up and another down. A
-    /// relay paces its source on what the phone has acknowledged, within a lead of at least
-    /// 16 KiB: keep this at most half of that, so a source waiting on its pacing always
-    /// gets an acknowledgement while it can still send. 0: acknowledge every record.
+    /// next message up (feedback, a request to resend, the program's next request:
+    /// [`Destination::upstream_all`]) or for the source to ask ([`crate::wire::Kind::Ask`]:
+    /// its pacing holds it back, or its stream ended). Each acknowledgement sent alone costs
+    /// the last hop a packet up and another down. The bound keeps what the source holds for
+    /// repairs small (it stops naming chunks past `SourceConfig::keep_bytes`, 512 KiB).
+    /// 0: acknowledge every record.
     pub ack_every: usize,
 }
 
@@ -80,7 +80,7 @@ impl Default for DestinationConfig {
             feedback: true,
             budget: Some(budget::FeedbackBudget::default()),
             name_bits: 64,
-            ack_every: 8 << 10,
+            ack_every: 64 << 10,
         }
     }
 }
@@ -586,8 +586,8 @@ impl Destination {
         out.extend_from_slice(&bytes);
         self.stats.bytes_out += bytes.len() as u64;
         f.next_seq += 1;
-        if rec.ends {
-            // The source waits for this acknowledgement to close.
+        if rec.asks {
+            // The source waits for this acknowledgement.
             f.ack = Some(rec.seq);
             f.ack_due = true;
             self.scratch = bytes;

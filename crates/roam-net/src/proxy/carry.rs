@@ -181,9 +181,15 @@ pub(super) trait Codec: Send + Sync {
         write: &mut Vec<Bytes>,
         back: &mut Vec<Vec<u8>>,
     ) -> Result<(), Error>;
+    /// A paced codec's pacing waits on its own count ([`Codec::ahead`]): IROBs asking the
+    /// peer to acknowledge now (asymmetric caching's source: its phone otherwise holds small
+    /// acknowledgements back for its next message up).
+    fn waiting(&self, _send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        Ok(())
+    }
     /// The TCP stream ended (its last bytes went through `outgoing`): the last IROBs to send
-    /// before the sending side closes (asymmetric caching's source: an end record asking the
-    /// phone to acknowledge at once, so that the codec settles).
+    /// before the sending side closes (asymmetric caching's source: a request that the phone
+    /// acknowledge at once, so that the codec settles).
     fn ended(&self, _send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
         Ok(())
     }
@@ -289,14 +295,30 @@ pub(super) fn held(estimates: &[NetworkView]) -> u64 {
 
 /// Wait until what `ms` has not had acknowledged, and what `codec` has made that the peer
 /// has not acknowledged ([`Codec::ahead`]), are both within [`lead`], `stop` is set, or
-/// `idle` has passed (a dead session's next send reports it).
-fn pace(ms: &MultiSocket, codec: &dyn Codec, stop: &AtomicBool, idle: Duration) {
+/// `idle` has passed (a dead session's next send reports it). When the codec's own count
+/// holds it back, `ask` is called once: the peer acknowledges on request
+/// ([`Codec::waiting`]); false from it ends the wait (the codec or the multi-socket failed).
+fn pace(
+    ms: &MultiSocket,
+    codec: &dyn Codec,
+    stop: &AtomicBool,
+    idle: Duration,
+    ask: &mut dyn FnMut() -> bool,
+) {
     // The lead is looked at again each time: the estimates grow as the connection starts.
     let end = Instant::now() + idle;
+    let mut asked = false;
     while !stop.load(Ordering::SeqCst) && Instant::now() < end {
         let lead = lead(ms);
-        if ms.unacknowledged() <= lead && codec.ahead() <= lead {
+        let ahead = codec.ahead() > lead;
+        if ms.unacknowledged() <= lead && !ahead {
             return;
+        }
+        if ahead && !asked {
+            asked = true;
+            if !ask() {
+                return;
+            }
         }
         std::thread::sleep(PACE_POLL);
     }
@@ -430,7 +452,10 @@ fn tcp_to_ms(
                 }
                 activity.touch();
                 if codec.paced() {
-                    pace(ms, codec, stop, idle);
+                    pace(ms, codec, stop, idle, &mut || {
+                        let _order = sending.ordered(codec);
+                        codec.waiting(&mut send).is_ok() && send_all(ms, label, &mut send)
+                    });
                 }
             }
             Err(e)

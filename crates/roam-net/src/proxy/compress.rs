@@ -751,7 +751,8 @@ mod tests {
             None,
         );
         let proxy = ProxyZstd::new(Arc::new(ProxyEnd::new(destination(), 1)), dicts(), "t:143");
-        let greeting = text(20_000, 5);
+        // Past the phone's `ack_every`, so its acknowledgement goes up at once.
+        let greeting = text(80_000, 5);
         let mut down = Vec::new();
         relay.outgoing(&greeting, false, &mut down).unwrap();
         let mut out = Vec::new();

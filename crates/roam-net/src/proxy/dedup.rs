@@ -16,10 +16,10 @@
 //! foreground-small as soon as a record has been handled and one is due; 2, `len:u32le` bytes
 //! of such messages, then the program's bytes (a request with the messages riding in front
 //! of it). An acknowledgement alone is due only past `ack_every` bytes delivered
-//! (`roam_dedup::destination::DestinationConfig::ack_every`, 8 KiB); a smaller one waits to
-//! ride with feedback or the program's next request. At the target's end the source sends an
-//! end record ([`roam_dedup::wire::Kind::End`]) when the phone still has records to
-//! acknowledge, and the phone acknowledges it at once.
+//! (`roam_dedup::destination::DestinationConfig::ack_every`, 64 KiB); a smaller one waits to
+//! ride with feedback or the program's next request, or until the source asks
+//! ([`roam_dedup::wire::Kind::Ask`]): when its pacing holds it back, and at the target's end
+//! while the phone has records to acknowledge. The phone acknowledges an ask at once.
 //!
 //! **Repairs.** The source answers a request to resend with the record again (a repair),
 //! sent downstream foreground-small from the thread that reads upstream; the phone holds the
@@ -145,6 +145,24 @@ impl RelayEnd {
 const MAX_PENDING: usize = 1 << 20;
 
 impl RelayEnd {
+    /// What `step` of the source appends for this flow, as one IROB if anything (nothing for
+    /// a stream passed through).
+    fn source_says(
+        &self,
+        send: &mut Vec<Vec<u8>>,
+        step: fn(&mut Source, FlowId, &mut Vec<u8>) -> Result<(), roam_dedup::source::SourceError>,
+    ) -> Result<(), Error> {
+        if *lock(&self.passthrough) == Some(true) {
+            return Ok(());
+        }
+        let mut out = Vec::new();
+        step(&mut lock(&self.source), self.flow, &mut out).map_err(|e| failed("dd-src", e))?;
+        if !out.is_empty() {
+            send.push(out);
+        }
+        Ok(())
+    }
+
     /// Bytes of the phone's messages: each whole one handled by the source (a request to
     /// resend answered into `back`).
     fn messages(&self, data: &[u8], back: &mut Vec<Vec<u8>>) -> Result<(), Error> {
@@ -258,19 +276,15 @@ impl Codec for RelayEnd {
         Ok(())
     }
 
-    /// The source's end record, if the phone has records to acknowledge.
+    /// A request to acknowledge: the pacing waits on the phone.
+    fn waiting(&self, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        self.source_says(send, Source::ask)
+    }
+
+    /// What the source held back, and a request to acknowledge if the phone has records it
+    /// may still ask for again.
     fn ended(&self, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
-        if *lock(&self.passthrough) == Some(true) {
-            return Ok(());
-        }
-        let mut out = Vec::new();
-        lock(&self.source)
-            .end(self.flow, &mut out)
-            .map_err(|e| failed("dd-src", e))?;
-        if !out.is_empty() {
-            send.push(out);
-        }
-        Ok(())
+        self.source_says(send, Source::end)
     }
 
     fn paced(&self) -> bool {

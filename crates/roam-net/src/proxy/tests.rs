@@ -585,7 +585,7 @@ fn dedup_carries_bytes_exactly_and_the_second_fetch_costs_less() {
 }
 
 /// A response shorter than the phone's `ack_every`, whose chunks the relay names the second
-/// time: the phone holds its acknowledgement back, so the relay's end record must ask for it,
+/// time: the phone holds its acknowledgement back, so the relay must ask for it at the end,
 /// or the relay waits to settle until the connection idles (10 minutes) and the program
 /// never sees the end.
 #[test]
