@@ -483,7 +483,8 @@ impl LinkQueue {
 
     /// Start the link's own trace (capacity, delay, availability) again from its beginning at
     /// `now`: from then on the link behaves as it did from time zero. What was queued stays
-    /// queued; loss and a scripted outage stay as they are.
+    /// queued unless the trace begins in an outage; loss and a scripted outage stay as they
+    /// are.
     pub fn restart(&mut self, now: Time) {
         self.advance(now);
         let (capacity, delay, availability) = &self.trace;
@@ -491,6 +492,10 @@ impl LinkQueue {
         self.availability = availability.starting_at(now);
         let capacity = capacity.starting_at(now);
         self.set_capacity(now, capacity);
+        if !self.available_at(now) {
+            // The trace begins in an outage: what was queued is lost, as at any outage's start.
+            self.drop_queue(now);
+        }
     }
 
     /// The capacity now in force.
@@ -657,6 +662,27 @@ mod tests {
             out.iter().map(|o| (o.0, o.1[0])).collect::<Vec<_>>(),
             vec![(ms(242), 1), (ms(242), 2)]
         );
+    }
+
+    #[test]
+    fn a_link_restarted_into_its_trace_s_first_outage_drops_what_it_queued() {
+        // Out of reach for its first 10 ms of every 100; 8 kbit/s, so packets wait.
+        let mut q = LinkQueue::new(
+            Capacity::constant(BitRate::kbps(8)),
+            Piecewise::constant(Duration::ZERO),
+            Piecewise::new(
+                vec![(ms(0), false), (ms(10), true)],
+                Some(Duration::from_millis(100)),
+            )
+            .unwrap(),
+            0.0,
+            QueueLimit::Unlimited,
+            1,
+        );
+        q.receive(ms(50), vec![0; 1000]);
+        q.restart(ms(60));
+        assert_eq!(q.queued_packets(), 0);
+        assert!(!q.available_at(ms(65)) && q.available_at(ms(70)));
     }
 
     #[test]

@@ -124,8 +124,8 @@ impl<T: Clone> Piecewise<T> {
                     .map(|(at, v)| (Time((at.0 + shift) % p), v.clone()))
                     .collect();
                 points.push((Time::ZERO, self.value_at(Time(p - shift)).clone()));
-                // Stable: at time zero the rotated breakpoint, if one landed there, comes
-                // after the added one, and the last of equal times is kept.
+                // A rotated breakpoint that landed at zero holds the same value as the one
+                // added (both are `f` just before the phase); the last of equal times is kept.
                 points.sort_by_key(|(at, _)| *at);
                 let mut kept: Vec<(Time, T)> = Vec::with_capacity(points.len());
                 for pt in points {

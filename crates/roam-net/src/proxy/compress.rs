@@ -361,6 +361,20 @@ impl Codec for RelayZstd {
         self.inner.incoming(start, data, write, back)
     }
 
+    /// The inner codec's request to acknowledge, compressed into the stream.
+    fn waiting(&self, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        let mut inner = Vec::new();
+        self.inner.waiting(&mut inner)?;
+        self.encode(inner, send)
+    }
+
+    /// The inner codec's last IROBs, compressed into the stream.
+    fn ended(&self, send: &mut Vec<Vec<u8>>) -> Result<(), Error> {
+        let mut inner = Vec::new();
+        self.inner.ended(&mut inner)?;
+        self.encode(inner, send)
+    }
+
     /// The inner codec's repairs, compressed into the stream.
     fn prepare_back(&self, back: &mut Vec<Vec<u8>>) -> Result<(), Error> {
         self.inner.prepare_back(back)?;

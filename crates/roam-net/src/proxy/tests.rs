@@ -590,10 +590,34 @@ fn dedup_carries_bytes_exactly_and_the_second_fetch_costs_less() {
 /// never sees the end.
 #[test]
 fn dedup_a_small_named_response_ends_at_once() {
+    small_named_response_ends_at_once(false);
+}
+
+/// [`dedup_a_small_named_response_ends_at_once`] with the records compressed (`ac+zstd`): the
+/// request to acknowledge goes through the compressed stream too.
+#[test]
+fn dedup_a_small_named_response_ends_at_once_through_zstd() {
+    small_named_response_ends_at_once(true);
+}
+
+fn small_named_response_ends_at_once(zstd: bool) {
     let body = text(3_000);
     let target = serving(body.clone());
-    let (relay, dst) = dedup_ends();
-    let proxy = proxy_with(relay.addr, |c| c.dedup = Some(dst.clone()));
+    let source = roam_dedup::Source::new(roam_dedup::source::SourceConfig::default()).unwrap();
+    let relay = relay_with(&["127.0.0.0/8"], |c| {
+        c.options = lo();
+        c.dedup = Some(Arc::new(Mutex::new(source)));
+        c.zstd = zstd;
+    });
+    let dst = Arc::new(Mutex::new(roam_dedup::Destination::new(
+        roam_dedup::destination::DestinationConfig::default(),
+    )));
+    let proxy = proxy_with(relay.addr, |c| {
+        c.dedup = Some(dst.clone());
+        if zstd {
+            c.compress = Compression::Zstd;
+        }
+    });
     for fetch_no in 0..2 {
         let (mut s, code) = socks(proxy, &v4(target));
         assert_eq!(code, Some(0));

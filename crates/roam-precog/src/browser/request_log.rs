@@ -7,8 +7,10 @@
 //! responses made the difference: their URL, type, status, where DevTools says they came from
 //! (the disk cache, the prefetch cache, a service worker, an address and port on the
 //! network), and how the replayer counted them. It is written only when asked for
-//! ([`super::replay::ReplayConfig::request_log`]); the lab writes the cellular hour's beside
-//! its emulator's logs (`--emu-logs`).
+//! ([`super::replay::ReplayConfig::request_log`]); the lab writes each hour's
+//! (`wifi-requests.csv`, `cell-requests.csv`) beside its emulator's logs (`--emu-logs`). The
+//! file is appended to (a session's browser started again goes on with it), so a log
+//! directory is for one run.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
