@@ -462,16 +462,22 @@ pub fn saved(rows: &[Row], app: &str, sc: &str, sys: &str) -> Option<(f64, Optio
     ))
 }
 
-/// Prefetch efficiency: cellular bytes saved against [`REFERENCE`] per byte fetched on WiFi
-/// (the thesis's eqs. 42-43, measured rather than matched between captures), from the means.
-/// Defined only for systems that prefetch on WiFi.
+/// Prefetch efficiency: cellular bytes saved against [`REFERENCE`] per byte the WiFi link
+/// carried, both ways (the thesis's eqs. 42-43, measured rather than matched between
+/// captures), from the means. Defined only for systems that prefetch on WiFi.
 pub fn efficiency(rows: &[Row], app: &str, sc: &str, sys: &str) -> Option<f64> {
+    efficiency_per(rows, app, sc, sys, "wifi_kB")
+}
+
+/// [`efficiency`] per byte of the WiFi metric `wifi` (`wifi_kB`, both ways; `wifi_down_kB`,
+/// the bytes prefetched: the replay's requests left out).
+fn efficiency_per(rows: &[Row], app: &str, sc: &str, sys: &str, wifi: &str) -> Option<f64> {
     if !matches!(sys, "url-prefetch" | "precog" | "precog+dedup") {
         return None;
     }
     let base = cell(rows, app, sc, REFERENCE, "cell_kB").value();
     let ours = cell(rows, app, sc, sys, "cell_kB").value();
-    let wifi = cell(rows, app, sc, sys, "wifi_kB").value();
+    let wifi = cell(rows, app, sc, sys, wifi).value();
     (base.is_finite() && ours.is_finite() && wifi > 0.0).then(|| (base - ours) / wifi)
 }
 
@@ -687,6 +693,14 @@ fn versus_url(s: &mut String, rows: &[Row], app: &str, sc: &str) {
             let _ = writeln!(s, "**precog+dedup against url-prefetch, cellular bytes saved per WiFi byte**: not defined (URL-based prefetch saved nothing, or a side has no finished trial)\n");
         }
     }
+    // The same per byte prefetched (WiFi downstream), where the trials counted it: a replay's
+    // requests go up, and most of a warm replay's are revalidations.
+    let per_down = |sys| efficiency_per(rows, app, sc, sys, "wifi_down_kB");
+    if let (Some(ours), Some(url)) = (per_down("precog+dedup"), per_down("url-prefetch")) {
+        if url > 0.0 {
+            let _ = writeln!(s, "Counted per byte prefetched (WiFi downstream only): precog+dedup {}, url-prefetch {}: {}x\n", fmt_num(ours), fmt_num(url), fmt_num(ours / url));
+        }
+    }
 }
 
 /// Whether `p` is a crawl this lab kept (for `roam results`).
@@ -718,5 +732,43 @@ mod tests {
         assert_eq!([HIGH, MEDIUM, LOW].map(|l| l.max_access(true)), [1, 3, 16]);
         // A full crawl holds a low-redundancy user's whole pool.
         assert!(crawl_size(false).0 >= users::POOL_PER_ACCESS * LOW.max_access);
+    }
+
+    /// Efficiency per WiFi byte both ways, and per byte prefetched where the trials counted
+    /// the downlink (older runs did not: no second figure).
+    #[test]
+    fn efficiency_is_per_wifi_byte_and_per_byte_prefetched_when_counted() {
+        let row = |sys: &str, metric: &str, value: f64| Row {
+            app: "news".into(),
+            scenario: "home-and-away".into(),
+            system: sys.into(),
+            trial: 1,
+            seed: 1,
+            metric: metric.into(),
+            value,
+            unit: String::new(),
+        };
+        let mut rows = vec![
+            row("http-cache", "cell_kB", 1000.0),
+            row("url-prefetch", "cell_kB", 600.0),
+            row("url-prefetch", "wifi_kB", 100.0),
+            row("precog+dedup", "cell_kB", 400.0),
+            row("precog+dedup", "wifi_kB", 1200.0),
+        ];
+        let eff = |rows: &[Row], sys| efficiency(rows, "news", "home-and-away", sys);
+        assert_eq!(eff(&rows, "url-prefetch"), Some(4.0));
+        assert_eq!(eff(&rows, "precog+dedup"), Some(0.5));
+        assert_eq!(eff(&rows, "http-cache"), None);
+        let mut s = String::new();
+        versus_url(&mut s, &rows, "news", "home-and-away");
+        assert!(s.contains("0.125x"), "{s}");
+        assert!(!s.contains("prefetched"), "{s}");
+        rows.push(row("url-prefetch", "wifi_down_kB", 80.0));
+        rows.push(row("precog+dedup", "wifi_down_kB", 300.0));
+        let mut s = String::new();
+        versus_url(&mut s, &rows, "news", "home-and-away");
+        // 600/300 = 2 against 400/80 = 5.
+        assert!(s.contains("Counted per byte prefetched"), "{s}");
+        assert!(s.contains(": 0.400x"), "{s}");
     }
 }
