@@ -469,8 +469,9 @@ pub fn efficiency(rows: &[Row], app: &str, sc: &str, sys: &str) -> Option<f64> {
     efficiency_per(rows, app, sc, sys, "wifi_kB")
 }
 
-/// [`efficiency`] per byte of the WiFi metric `wifi` (`wifi_kB`, both ways; `wifi_down_kB`,
-/// the bytes prefetched: the replay's requests left out).
+/// [`efficiency`] per byte of the WiFi metric `wifi` (`wifi_kB`, both ways; the harness's
+/// `link_wifi_down_kB`, the bytes prefetched: the replay's requests left out. The WiFi link
+/// carries only the WiFi hour, and `home-and-away` names it `wifi`).
 fn efficiency_per(rows: &[Row], app: &str, sc: &str, sys: &str, wifi: &str) -> Option<f64> {
     if !matches!(sys, "url-prefetch" | "precog" | "precog+dedup") {
         return None;
@@ -693,9 +694,9 @@ fn versus_url(s: &mut String, rows: &[Row], app: &str, sc: &str) {
             let _ = writeln!(s, "**precog+dedup against url-prefetch, cellular bytes saved per WiFi byte**: not defined (URL-based prefetch saved nothing, or a side has no finished trial)\n");
         }
     }
-    // The same per byte prefetched (WiFi downstream), where the trials counted it: a replay's
-    // requests go up, and most of a warm replay's are revalidations.
-    let per_down = |sys| efficiency_per(rows, app, sc, sys, "wifi_down_kB");
+    // The same per byte prefetched (WiFi downstream): a replay's requests go up, and most of
+    // a warm replay's are revalidations.
+    let per_down = |sys| efficiency_per(rows, app, sc, sys, "link_wifi_down_kB");
     if let (Some(ours), Some(url)) = (per_down("precog+dedup"), per_down("url-prefetch")) {
         if url > 0.0 {
             let _ = writeln!(s, "Counted per byte prefetched (WiFi downstream only): precog+dedup {}, url-prefetch {}: {}x\n", fmt_num(ours), fmt_num(url), fmt_num(ours / url));
@@ -735,7 +736,7 @@ mod tests {
     }
 
     /// Efficiency per WiFi byte both ways, and per byte prefetched where the trials counted
-    /// the downlink (older runs did not: no second figure).
+    /// the WiFi link's downlink (the harness's `link_wifi_down_kB`).
     #[test]
     fn efficiency_is_per_wifi_byte_and_per_byte_prefetched_when_counted() {
         let row = |sys: &str, metric: &str, value: f64| Row {
@@ -763,8 +764,8 @@ mod tests {
         versus_url(&mut s, &rows, "news", "home-and-away");
         assert!(s.contains("0.125x"), "{s}");
         assert!(!s.contains("prefetched"), "{s}");
-        rows.push(row("url-prefetch", "wifi_down_kB", 80.0));
-        rows.push(row("precog+dedup", "wifi_down_kB", 300.0));
+        rows.push(row("url-prefetch", "link_wifi_down_kB", 80.0));
+        rows.push(row("precog+dedup", "link_wifi_down_kB", 300.0));
         let mut s = String::new();
         versus_url(&mut s, &rows, "news", "home-and-away");
         // 600/300 = 2 against 400/80 = 5.

@@ -546,8 +546,6 @@ pub fn run(t: &Trial, site: &Site, universe: &[Crawled], level: Level) -> Result
 struct Sessions {
     wifi: SessionReport,
     wifi_bytes: u64,
-    /// Of them, the downlink's: the bytes prefetched.
-    wifi_down_bytes: u64,
     wifi_secs: f64,
     cell: SessionReport,
     cell_bytes: u64,
@@ -599,7 +597,6 @@ fn sessions(
     restart_links(t, roam_trace::LinkKind::Wifi)?;
     let started = Instant::now();
     let wifi_before = link_bytes(t, roam_trace::LinkKind::Wifi);
-    let wifi_down_before = delivered(t, roam_trace::LinkKind::Wifi).1;
     let wifi = t.run_client("precog WiFi hour", move || {
         replay_all(&wifi_cfg, &rules, &prefetch, &mut || Ok(()), &mut |_, _| {
             progress(started.elapsed().as_secs())
@@ -608,7 +605,6 @@ fn sessions(
     })?;
     let wifi_secs = started.elapsed().as_secs_f64();
     let wifi_bytes = link_bytes(t, roam_trace::LinkKind::Wifi) - wifi_before;
-    let wifi_down_bytes = delivered(t, roam_trace::LinkKind::Wifi).1 - wifi_down_before;
     served.at(site, cellular_hour, t.seed)?;
     let progress = t.progress.clone();
     let rules = Rules::default();
@@ -626,7 +622,6 @@ fn sessions(
     Ok(Sessions {
         wifi,
         wifi_bytes,
-        wifi_down_bytes,
         wifi_secs,
         cell_bytes: link_bytes(t, roam_trace::LinkKind::Cellular) - cell_before,
         cell_up_bytes: delivered(t, roam_trace::LinkKind::Cellular).0 - cell_up_before,
@@ -702,7 +697,6 @@ fn metrics(
         Metric::new("cell_down_pkts_loaded", s.cell_packets.1 as f64, ""),
         Metric::new("cell_sample", 1.0 / scale, ""),
         Metric::new("wifi_kB", s.wifi_bytes as f64 / 1e3, "kB"),
-        Metric::new("wifi_down_kB", s.wifi_down_bytes as f64 / 1e3, "kB"),
         Metric::new("wifi_s", s.wifi_secs, "s"),
         Metric::new(
             "page_ms",
