@@ -224,16 +224,38 @@ enum Kind {
 
 #[derive(Default)]
 struct Net {
-    /// Requests under way, with the URL each was last sent to.
+    /// Whether responses are logged ([`ReplayConfig::request_log`]): only then are their
+    /// URLs and what DevTools said of them kept.
+    logging: bool,
+    /// Requests under way, with the URL each was last sent to (when logging).
     inflight: HashMap<String, String>,
     /// Requests answered from a cache: the disk or prefetch cache (`responseReceived` says
     /// so), or the memory cache (`requestServedFromCache`). Their `encodedDataLength` is not
     /// network bytes, and each counts once in [`Counts::cached`].
     from_cache: HashSet<String>,
     last: Option<Instant>,
-    /// Each response's resource type and what DevTools said of it, until it finishes.
-    responses: HashMap<String, (Kind, Response)>,
+    /// Each response's resource type and, when logging, what DevTools said of it, until it
+    /// finishes.
+    responses: HashMap<String, (Kind, Option<Response>)>,
     counts: Counts,
+}
+
+impl Net {
+    /// Request `id` ended: no longer tracked. Its resource type ([`Kind::Other`] if no
+    /// response arrived) and, when logging, what DevTools said of it (its URL alone then).
+    fn ended(&mut self, id: &str) -> (Kind, Response) {
+        let url = self.inflight.remove(id).unwrap_or_default();
+        match self.responses.remove(id) {
+            Some((kind, seen)) => (kind, seen.unwrap_or_default()),
+            None => (
+                Kind::Other,
+                Response {
+                    url,
+                    ..Response::default()
+                },
+            ),
+        }
+    }
 }
 
 /// A tab's counters; a path's report is their difference across it.
@@ -383,7 +405,10 @@ impl TabReplayer {
     ) -> Result<TabReplayer, BrowserError> {
         let tab = browser.new_tab().map_err(BrowserError::cdp)?;
         tab.set_default_timeout(cfg.step_timeout);
-        let net = Arc::new(Mutex::new(Net::default()));
+        let net = Arc::new(Mutex::new(Net {
+            logging: log.1.is_some(),
+            ..Net::default()
+        }));
         let n = net.clone();
         tab.add_event_listener(Arc::new(move |e: &Event| {
             let mut n = lock(&n);
@@ -400,8 +425,12 @@ impl TabReplayer {
                     {
                         n.counts.speculative += 1;
                     }
-                    n.inflight
-                        .insert(r.params.request_id.clone(), r.params.request.url.clone());
+                    let url = if n.logging {
+                        r.params.request.url.clone()
+                    } else {
+                        String::new()
+                    };
+                    n.inflight.insert(r.params.request_id.clone(), url);
                     n.last = Some(Instant::now());
                 }
                 Event::NetworkResponseReceived(r) => {
@@ -418,7 +447,7 @@ impl TabReplayer {
                         }
                         _ => Kind::Other,
                     };
-                    let seen = Response {
+                    let seen = n.logging.then(|| Response {
                         url: resp.url.clone(),
                         resource_type: format!("{:?}", r.params.Type),
                         status: resp.status,
@@ -431,23 +460,13 @@ impl TabReplayer {
                         disk_cache: resp.from_disk_cache == Some(true),
                         prefetch_cache: resp.from_prefetch_cache == Some(true),
                         service_worker: resp.from_service_worker == Some(true),
-                    };
+                    });
                     n.responses
                         .insert(r.params.request_id.clone(), (kind, seen));
                 }
                 Event::NetworkLoadingFinished(f) => {
                     let id = &f.params.request_id;
-                    let url = n.inflight.remove(id);
-                    let (kind, seen) = n.responses.remove(id).unwrap_or_else(|| {
-                        let url = url.unwrap_or_default();
-                        (
-                            Kind::Other,
-                            Response {
-                                url,
-                                ..Response::default()
-                            },
-                        )
-                    });
+                    let (kind, seen) = n.ended(id);
                     let bytes = f.params.encoded_data_length.max(0.0) as u64;
                     let counted = if n.from_cache.remove(id) {
                         n.counts.cached += 1;
@@ -467,14 +486,9 @@ impl TabReplayer {
                 }
                 Event::NetworkLoadingFailed(f) => {
                     let id = &f.params.request_id;
-                    let url = n.inflight.remove(id);
+                    let (_, seen) = n.ended(id);
                     n.from_cache.remove(id);
-                    let seen = n.responses.remove(id).map(|(_, r)| r);
                     if let Some(l) = &log.1 {
-                        let seen = seen.unwrap_or_else(|| Response {
-                            url: url.unwrap_or_default(),
-                            ..Response::default()
-                        });
                         l.write(log.0, &seen, 0, Counted::Failed);
                     }
                     n.last = Some(Instant::now());
