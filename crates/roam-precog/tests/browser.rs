@@ -106,7 +106,7 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                     return;
                 }
                 if path == "/fresh" {
-                    let page = "<html><head><script src=\"/app.js\"></script></head><body>fresh</body></html>";
+                    let page = "<html><head><script src=\"/app.js\"></script></head><body>fresh <a id=\"again\" href=\"/fresh?2\">again</a></body></html>";
                     let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nETag: \"v1\"\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n{page}", page.len());
                     return;
                 }
@@ -447,6 +447,63 @@ fn a_revalidated_page_is_counted_and_its_cached_script_is_not() {
         second.by_kind.document < first.by_kind.document,
         "{second:?}"
     );
+}
+
+/// A prefetch session that reuses pages asks the network for a `no-cache` page once, and a
+/// path clicks on the copy as on the page; without reuse (a person's browsing) each load
+/// revalidates it.
+#[test]
+fn a_prefetch_session_asks_for_a_page_once_and_clicks_on_its_copy() {
+    if !chromium() {
+        return;
+    }
+    let asked = |reuse: Option<Duration>| {
+        let (base, log) = serve();
+        let fresh = Replay {
+            site: "127.0.0.1".into(),
+            root: format!("{base}/fresh"),
+            actions: vec![],
+            hits: 1,
+        };
+        let onward = Replay {
+            actions: vec![Action {
+                locators: loc(Locator::Id { id: "again".into() }),
+                event: Event::Click,
+            }],
+            ..fresh.clone()
+        };
+        let cfg = ReplayConfig {
+            idle: Duration::from_millis(300),
+            reuse_pages: reuse,
+            ..Default::default()
+        };
+        let paths = [fresh, onward.clone(), onward];
+        let report = replay_all(
+            &cfg,
+            &Rules::default(),
+            &paths,
+            &mut || Ok(()),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert!(
+            report.paths.iter().all(|p| p.outcome == Outcome::Done),
+            "{:?}",
+            report.paths
+        );
+        let log = log.lock().unwrap().clone();
+        let n = log.iter().filter(|l| *l == "GET /fresh").count();
+        (n, report)
+    };
+    let (once, report) = asked(Some(Duration::from_secs(600)));
+    assert_eq!(once, 1);
+    // The third path finds both its pages kept: the root, and the page the second fetched.
+    let reused: Vec<u64> = report.paths.iter().map(|p| p.reused).collect();
+    assert_eq!(reused, [0, 1, 2]);
+    assert_eq!(report.paths[2].by_kind.document, 0, "{:?}", report.paths[2]);
+    let (each, report) = asked(None);
+    assert_eq!(each, 3);
+    assert!(report.paths.iter().all(|p| p.reused == 0));
 }
 
 /// Two tabs side by side, a short idle wait.

@@ -1,6 +1,7 @@
 //! Chromium over the DevTools protocol (the `headless_chrome` crate): launching Debian's
 //! `chromium`, the recorder ([`record`]), the replayer ([`replay`]), a replay session
-//! through several tabs ([`session`]), and the replayer's log of responses ([`request_log`]).
+//! through several tabs ([`session`]), the replayer's log of responses ([`request_log`]) and a
+//! prefetch session's copies of the pages it fetched ([`reuse`]).
 //!
 //! roam never downloads a browser: it runs `/usr/bin/chromium` (or `$ROAM_CHROMIUM`), with the
 //! user's profile directory so that what a replay fetches lands in the HTTP cache the user's
@@ -11,6 +12,7 @@
 pub mod record;
 pub mod replay;
 pub mod request_log;
+pub mod reuse;
 pub mod session;
 
 use headless_chrome::{Browser, LaunchOptions};

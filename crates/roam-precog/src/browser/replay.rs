@@ -20,14 +20,18 @@
 //!
 //! Bytes are counted from the browser's own network events (`encodedDataLength`: bytes on
 //! the wire, headers included) and requests served from its cache are counted apart. A
-//! session of many paths, its budgets and its tabs side by side, is [`super::session`]'s.
+//! prefetch session may answer a page it fetched minutes before from its own copy
+//! ([`ReplayConfig::reuse_pages`], [`super::reuse`]). A session of many paths, its budgets
+//! and its tabs side by side, is [`super::session`]'s.
 
 use super::request_log::{Counted, RequestLog, Response};
+use super::reuse::{Page, PageReuse};
 use super::{launch, same_site, BrowserConfig, BrowserError};
 use crate::action::Action;
 use crate::action::Event as ActionEvent;
 use crate::plan::Replay;
 use crate::rules::Rules;
+use base64::Engine as _;
 use headless_chrome::browser::tab::point::Point;
 use headless_chrome::browser::tab::RequestPausedDecision;
 use headless_chrome::protocol::cdp::types::Event;
@@ -74,7 +78,16 @@ pub struct ReplayConfig {
     /// Append one CSV line per response the tabs see finish or fail to this file
     /// ([`super::request_log`]): what the byte counts are made of.
     pub request_log: Option<PathBuf>,
+    /// Answer a page the session fetched less than this long ago from its own copy, without
+    /// asking the network ([`super::reuse`]; a prefetch session's, [`REUSE_PAGES`]); `None`
+    /// (the default): every load goes to the browser's cache and the network, as a person's.
+    pub reuse_pages: Option<Duration>,
 }
+
+/// How long a prefetch session answers a page from the copy it fetched
+/// ([`ReplayConfig::reuse_pages`]): long enough for the many paths through one site's
+/// front pages to share one fetch of each, short against a news site's hour.
+pub const REUSE_PAGES: Duration = Duration::from_secs(600);
 
 impl Default for ReplayConfig {
     fn default() -> Self {
@@ -90,6 +103,7 @@ impl Default for ReplayConfig {
             tabs: 1,
             max_time: None,
             request_log: None,
+            reuse_pages: None,
         }
     }
 }
@@ -178,6 +192,9 @@ pub struct PathReport {
     /// reports such a response with the cached copy's status, so this counts the raw status
     /// of `Network.responseReceivedExtraInfo`).
     pub revalidated: u64,
+    /// Pages answered from the session's own copies ([`ReplayConfig::reuse_pages`]): not
+    /// asked of the network, not counted in [`PathReport::cached`].
+    pub reused: u64,
 }
 
 /// Bytes fetched over the network, by the resource type DevTools gives each response.
@@ -238,6 +255,16 @@ struct Net {
     /// finishes.
     responses: HashMap<String, (Kind, Option<Response>)>,
     counts: Counts,
+    /// Whether pages are kept for reuse ([`ReplayConfig::reuse_pages`]).
+    reusing: bool,
+    /// Requests for a page with `GET`, while reusing; with the URL and `Content-Type` of a
+    /// `200` response once it arrived.
+    pages: HashMap<String, Option<(String, String)>>,
+    /// Pages fetched from the network and finished, to be copied ([`TabReplayer::keep_pages`]):
+    /// request, URL and `Content-Type`.
+    to_keep: Vec<(String, String, String)>,
+    /// Requests answered from the session's copies.
+    reused: HashSet<String>,
 }
 
 impl Net {
@@ -245,6 +272,7 @@ impl Net {
     /// response arrived) and, when logging, what DevTools said of it (its URL alone then).
     fn ended(&mut self, id: &str) -> (Kind, Response) {
         let url = self.inflight.remove(id).unwrap_or_default();
+        self.pages.remove(id);
         match self.responses.remove(id) {
             Some((kind, seen)) => (kind, seen.unwrap_or_default()),
             None => (
@@ -268,6 +296,7 @@ struct Counts {
     speculative: u64,
     by_kind: ByKind,
     revalidated: u64,
+    reused: u64,
 }
 
 /// A browser set up for replay: [`ReplayConfig::tabs`] tabs sharing its profile (so its HTTP
@@ -277,6 +306,7 @@ pub struct Replayer {
     tabs: Vec<TabReplayer>,
     halt: Arc<AtomicBool>,
     log: Option<Arc<RequestLog>>,
+    reuse: Option<Arc<Mutex<PageReuse>>>,
 }
 
 /// One tab of a [`Replayer`]: its network events counted, its POSTs intercepted.
@@ -287,6 +317,8 @@ pub struct TabReplayer {
     cfg: ReplayConfig,
     /// Set by [`Replayer::halt`]: the path under way stops at its next step.
     halt: Arc<AtomicBool>,
+    /// The session's copies of pages, shared by its tabs.
+    reuse: Option<Arc<Mutex<PageReuse>>>,
 }
 
 /// What `js/replay.js` said of one step.
@@ -347,14 +379,21 @@ impl Replayer {
         };
         let browser = launch(&cfg.browser)?;
         let halt = Arc::new(AtomicBool::new(false));
+        let reuse = cfg
+            .reuse_pages
+            .map(|ttl| Arc::new(Mutex::new(PageReuse::new(ttl))));
         let tabs = (0..cfg.tabs.max(1))
-            .map(|k| TabReplayer::open(&browser, cfg, rules, halt.clone(), (k, log.clone())))
+            .map(|k| {
+                let shared = (halt.clone(), reuse.clone());
+                TabReplayer::open(&browser, cfg, rules, shared, (k, log.clone()))
+            })
             .collect::<Result<_, _>>()?;
         Ok(Replayer {
             browser,
             tabs,
             halt,
             log,
+            reuse,
         })
     }
 
@@ -383,6 +422,11 @@ impl Replayer {
     pub fn bytes(&self) -> u64 {
         self.tabs.iter().map(|t| t.counts().bytes).sum()
     }
+
+    /// Pages the session holds copies of ([`ReplayConfig::reuse_pages`]).
+    pub fn pages_kept(&self) -> usize {
+        self.reuse.as_ref().map_or(0, |r| lock(r).len())
+    }
 }
 
 impl Drop for Replayer {
@@ -395,18 +439,21 @@ impl Drop for Replayer {
 
 impl TabReplayer {
     /// Open tab `log.0` in `browser` and set it up for replay under `rules`, its responses
-    /// written to `log.1` if there is one.
+    /// written to `log.1` if there is one; `shared`: the session's halt flag and copies of
+    /// pages.
     fn open(
         browser: &Browser,
         cfg: &ReplayConfig,
         rules: &Rules,
-        halt: Arc<AtomicBool>,
+        shared: (Arc<AtomicBool>, Option<Arc<Mutex<PageReuse>>>),
         log: (usize, Option<Arc<RequestLog>>),
     ) -> Result<TabReplayer, BrowserError> {
+        let (halt, reuse) = shared;
         let tab = browser.new_tab().map_err(BrowserError::cdp)?;
         tab.set_default_timeout(cfg.step_timeout);
         let net = Arc::new(Mutex::new(Net {
             logging: log.1.is_some(),
+            reusing: reuse.is_some(),
             ..Net::default()
         }));
         let n = net.clone();
@@ -430,6 +477,12 @@ impl TabReplayer {
                     } else {
                         String::new()
                     };
+                    if n.reusing
+                        && r.params.request.method == "GET"
+                        && r.params.Type == Some(Network::ResourceType::Document)
+                    {
+                        n.pages.insert(r.params.request_id.clone(), None);
+                    }
                     n.inflight.insert(r.params.request_id.clone(), url);
                     n.last = Some(Instant::now());
                 }
@@ -461,19 +514,36 @@ impl TabReplayer {
                         prefetch_cache: resp.from_prefetch_cache == Some(true),
                         service_worker: resp.from_service_worker == Some(true),
                     });
+                    if let Some(page) = n.pages.get_mut(&r.params.request_id) {
+                        *page = (resp.status == 200).then(|| {
+                            let ctype = if resp.charset.is_empty() {
+                                resp.mime_type.clone()
+                            } else {
+                                format!("{}; charset={}", resp.mime_type, resp.charset)
+                            };
+                            (resp.url.clone(), ctype)
+                        });
+                    }
                     n.responses
                         .insert(r.params.request_id.clone(), (kind, seen));
                 }
                 Event::NetworkLoadingFinished(f) => {
                     let id = &f.params.request_id;
+                    let page = n.pages.get(id).cloned().flatten();
                     let (kind, seen) = n.ended(id);
                     let bytes = f.params.encoded_data_length.max(0.0) as u64;
-                    let counted = if n.from_cache.remove(id) {
+                    let counted = if n.reused.remove(id) {
+                        n.from_cache.remove(id);
+                        Counted::Reused
+                    } else if n.from_cache.remove(id) {
                         n.counts.cached += 1;
                         Counted::Cache
                     } else {
                         n.counts.bytes += bytes;
                         n.counts.by_kind.add(kind, bytes);
+                        if let Some((url, ctype)) = page {
+                            n.to_keep.push((id.clone(), url, ctype));
+                        }
                         Counted::Network
                     };
                     if let Some(l) = &log.1 {
@@ -488,6 +558,7 @@ impl TabReplayer {
                     let id = &f.params.request_id;
                     let (_, seen) = n.ended(id);
                     n.from_cache.remove(id);
+                    n.reused.remove(id);
                     if let Some(l) = &log.1 {
                         l.write(log.0, &seen, 0, Counted::Failed);
                     }
@@ -514,12 +585,40 @@ impl TabReplayer {
             })
             .map_err(BrowserError::cdp)?;
         }
-        // Every request pauses at the Fetch stage; a POST the rules do not allow fails there.
+        // Every request pauses at the Fetch stage; a POST the rules do not allow fails there,
+        // and a page the session holds a copy of is answered with it.
         let rules = Arc::new(Mutex::new((rules.clone(), String::new())));
-        let (r, n) = (rules.clone(), net.clone());
+        let (r, n, kept) = (rules.clone(), net.clone(), reuse.clone());
         tab.enable_request_interception(Arc::new(
             move |_t, _s, ev: Fetch::events::RequestPausedEvent| {
                 let req = &ev.params.request;
+                let copy = match &kept {
+                    Some(k)
+                        if req.method == "GET"
+                            && ev.params.resource_Type == Network::ResourceType::Document =>
+                    {
+                        lock(k).get(&req.url, Instant::now()).cloned()
+                    }
+                    _ => None,
+                };
+                if let Some(page) = copy {
+                    let mut n = lock(&n);
+                    n.counts.reused += 1;
+                    if let Some(id) = &ev.params.network_id {
+                        n.reused.insert(id.clone());
+                    }
+                    return RequestPausedDecision::Fulfill(Fetch::FulfillRequest {
+                        request_id: ev.params.request_id.clone(),
+                        response_code: 200,
+                        response_headers: Some(vec![Fetch::HeaderEntry {
+                            name: "Content-Type".into(),
+                            value: page.content_type,
+                        }]),
+                        binary_response_headers: None,
+                        body: Some(page.body_base64),
+                        response_phrase: None,
+                    });
+                }
                 let g = lock(&r);
                 let allowed = req.method != "POST" || g.0.may_post(&g.1, &req.url);
                 if allowed {
@@ -549,7 +648,34 @@ impl TabReplayer {
             net,
             rules,
             cfg: cfg.clone(),
+            reuse,
         })
+    }
+
+    /// Copy the pages this tab fetched from the network since the last call into the
+    /// session's copies ([`ReplayConfig::reuse_pages`]). A body DevTools no longer has (the
+    /// tab went on to another page) is simply not kept.
+    fn keep_pages(&self) {
+        let Some(reuse) = &self.reuse else { return };
+        let fetched = std::mem::take(&mut lock(&self.net).to_keep);
+        for (id, url, content_type) in fetched {
+            let Ok(got) = self
+                .tab
+                .call_method(Network::GetResponseBody { request_id: id })
+            else {
+                continue;
+            };
+            let body_base64 = if got.base_64_encoded {
+                got.body
+            } else {
+                base64::engine::general_purpose::STANDARD.encode(got.body)
+            };
+            let page = Page {
+                content_type,
+                body_base64,
+            };
+            lock(reuse).keep(&url, page, Instant::now());
+        }
     }
 
     /// Why a step's page did not settle: the session halted it, or it timed out.
@@ -607,6 +733,7 @@ impl TabReplayer {
             speculative: after.speculative - before.speculative,
             by_kind: after.by_kind.since(before.by_kind),
             revalidated: after.revalidated - before.revalidated,
+            reused: after.reused - before.reused,
             took: start.elapsed(),
             hovered,
         }
@@ -628,6 +755,7 @@ impl TabReplayer {
         if !self.settle() {
             return (0, self.unsettled(0));
         }
+        self.keep_pages();
         if !same_site(&self.tab.get_url(), &r.site) {
             return (
                 0,
@@ -687,6 +815,7 @@ impl TabReplayer {
             if !self.settle() {
                 return (step, self.unsettled(step));
             }
+            self.keep_pages();
             let url = self.tab.get_url();
             if !same_site(&url, &r.site) {
                 return (step, Outcome::OffDomain { step, url });

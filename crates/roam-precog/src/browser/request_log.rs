@@ -30,6 +30,8 @@ pub enum Counted {
     Cache,
     /// It failed (`Network.loadingFailed`): nothing counted.
     Failed,
+    /// A page the session answered from its own copy (`super::reuse`): nothing sent.
+    Reused,
 }
 
 impl Counted {
@@ -38,6 +40,7 @@ impl Counted {
             Counted::Network => "network",
             Counted::Cache => "cache",
             Counted::Failed => "failed",
+            Counted::Reused => "reused",
         }
     }
 }

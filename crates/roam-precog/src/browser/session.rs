@@ -73,6 +73,7 @@ fn replay_caught(tab: &TabReplayer, path: &Replay) -> PathReport {
             speculative: 0,
             by_kind: Default::default(),
             revalidated: 0,
+            reused: 0,
         },
     )
 }

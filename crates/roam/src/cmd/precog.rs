@@ -14,7 +14,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use roam_core::progress::{Progress, Unit};
 use roam_core::Time;
 use roam_precog::browser::record::{Recorder, Report};
-use roam_precog::browser::replay::{Outcome, ReplayConfig};
+use roam_precog::browser::replay::{Outcome, ReplayConfig, REUSE_PAGES};
 use roam_precog::browser::session::replay_all;
 use roam_precog::browser::{launch, BrowserConfig};
 use roam_precog::gate::{self, Thresholds};
@@ -508,6 +508,7 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         max_bytes: least(a.max_mb.map(|m| m * 1e6), bytes_left.map(|b| b as f64)).map(|b| b as u64),
         max_joules: least(a.max_joules, joules_left),
         tabs: usize::from(a.tabs),
+        reuse_pages: Some(REUSE_PAGES),
         ..ReplayConfig::default()
     };
     let bar = Progress::builder(Unit::Count("paths"))
@@ -566,6 +567,7 @@ fn replay(a: &ReplayArgs) -> Result<()> {
             serde_json::to_string_pretty(&json!({
                 "paths": report.paths.len(), "done": done, "steps": steps, "actions": actions,
                 "bytes": report.bytes(), "cached": report.paths.iter().map(|r| r.cached).sum::<u64>(),
+                "reused": report.paths.iter().map(|r| r.reused).sum::<u64>(),
                 "posts_refused": refused, "seconds": secs, "stopped": report.stopped,
                 "outcomes": report.paths.iter().map(|r| format!("{:?}", r.outcome)).collect::<Vec<_>>(),
             }))?

@@ -583,6 +583,7 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
             }
             let _ = writeln!(s);
             versus_url(&mut s, rows, app, sc);
+            wifi_pages(&mut s, rows, app, sc);
             by_kind(&mut s, plan, rows, app, sc);
             beyond_a_quarter(&mut s, plan, rows, app, sc);
         }
@@ -701,6 +702,26 @@ fn versus_url(s: &mut String, rows: &[Row], app: &str, sc: &str) {
         if url > 0.0 {
             let _ = writeln!(s, "Counted per byte prefetched (WiFi downstream only): precog+dedup {}, url-prefetch {}: {}x\n", fmt_num(ours), fmt_num(url), fmt_num(ours / url));
         }
+    }
+}
+
+/// Where the WiFi hour's page loads went, for each Precog system that counted them: to the
+/// network as revalidations (`304`), or answered from the session's own copies (the
+/// replayer's `reuse_pages`).
+fn wifi_pages(s: &mut String, rows: &[Row], app: &str, sc: &str) {
+    for sys in ["precog", "precog+dedup"] {
+        let v = |metric: &str| cell(rows, app, sc, sys, metric);
+        let (reval, reused) = (v("wifi_revalidated"), v("wifi_reused"));
+        if reused.n == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "WiFi hour's pages, {sys} (means over trials): {} revalidated on WiFi, {} answered \
+             from the replay's own copies.\n",
+            fmt_num(reval.value()),
+            fmt_num(reused.value())
+        );
     }
 }
 

@@ -29,7 +29,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use roam_dedup::Source;
 use roam_net::proxy::{Proxy, ProxyConfig, Relay};
 use roam_net::runtime::{LocalNetwork, Networks};
-use roam_precog::browser::replay::{Outcome, ReplayConfig};
+use roam_precog::browser::replay::{Outcome, ReplayConfig, REUSE_PAGES};
 use roam_precog::browser::session::{replay_all, SessionReport};
 use roam_precog::browser::BrowserConfig;
 use roam_precog::{plan, Forest, PlanConfig, Replay, Rules};
@@ -584,6 +584,7 @@ fn sessions(
             tabs: WIFI_TABS,
             max_time: Some(WIFI_HOUR),
             request_log: t.log_path("wifi-requests.csv"),
+            reuse_pages: Some(REUSE_PAGES),
             ..config(SOCKS_PORTS[0])
         },
         ReplayConfig {
@@ -738,6 +739,18 @@ fn metrics(
         Metric::new(
             "cell_revalidated",
             s.cell.paths.iter().map(|p| p.revalidated).sum::<u64>() as f64,
+            "",
+        ),
+        // The WiFi hour's pages: revalidated on the network, or answered from the session's
+        // own copies (`ReplayConfig::reuse_pages`).
+        Metric::new(
+            "wifi_revalidated",
+            s.wifi.paths.iter().map(|p| p.revalidated).sum::<u64>() as f64,
+            "",
+        ),
+        Metric::new(
+            "wifi_reused",
+            s.wifi.paths.iter().map(|p| p.reused).sum::<u64>() as f64,
             "",
         ),
         Metric::new(
