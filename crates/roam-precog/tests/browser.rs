@@ -49,8 +49,8 @@ static SLOW_MOST: AtomicUsize = AtomicUsize::new(0);
 
 /// Serve ROOT at `/`, a page after 3 s at `/slow`, PREFS at `/prefs`, a script that POSTs at
 /// `/autopost`, a page revalidated on every use (`no-cache`, ETag; 304 when it matches) that
-/// loads a cacheable script at `/fresh`, and a small page anywhere else; log "METHOD path" of
-/// every request.
+/// loads a cacheable script at `/fresh`, a `no-cache` page in windows-1252 at `/latin`, and a
+/// small page anywhere else; log "METHOD path" of every request.
 fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
@@ -108,6 +108,13 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
                 if path == "/fresh" {
                     let page = "<html><head><script src=\"/app.js\"></script></head><body>fresh <a id=\"again\" href=\"/fresh?2\">again</a></body></html>";
                     let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nETag: \"v1\"\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n{page}", page.len());
+                    return;
+                }
+                if path == "/latin" {
+                    // Not UTF-8: "Café" in windows-1252, revalidated on every use.
+                    let page = b"<html><body><a href=\"/fresh?3\">Caf\xe9</a></body></html>";
+                    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=windows-1252\r\nContent-Length: {}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n", page.len());
+                    let _ = s.write_all(page);
                     return;
                 }
                 if path == "/app.js" {
@@ -450,8 +457,9 @@ fn a_revalidated_page_is_counted_and_its_cached_script_is_not() {
 }
 
 /// A prefetch session that reuses pages asks the network for a `no-cache` page once, and a
-/// path clicks on the copy as on the page; without reuse (a person's browsing) each load
-/// revalidates it.
+/// path clicks on the copy as on the page (its text read right though the page was not
+/// UTF-8), and a page's script still cannot POST; without reuse (a person's browsing) each
+/// load revalidates it.
 #[test]
 fn a_prefetch_session_asks_for_a_page_once_and_clicks_on_its_copy() {
     if !chromium() {
@@ -472,12 +480,35 @@ fn a_prefetch_session_asks_for_a_page_once_and_clicks_on_its_copy() {
             }],
             ..fresh.clone()
         };
+        let latin = Replay {
+            root: format!("{base}/latin"),
+            actions: vec![Action {
+                locators: loc(Locator::Text {
+                    tag: "a".into(),
+                    text: "Café".into(),
+                }),
+                event: Event::Click,
+            }],
+            ..fresh.clone()
+        };
+        let autopost = Replay {
+            root: format!("{base}/autopost"),
+            ..fresh.clone()
+        };
         let cfg = ReplayConfig {
             idle: Duration::from_millis(300),
             reuse_pages: reuse,
             ..Default::default()
         };
-        let paths = [fresh, onward.clone(), onward];
+        let paths = [
+            fresh,
+            onward.clone(),
+            onward,
+            latin.clone(),
+            latin,
+            autopost.clone(),
+            autopost,
+        ];
         let report = replay_all(
             &cfg,
             &Rules::default(),
@@ -492,14 +523,18 @@ fn a_prefetch_session_asks_for_a_page_once_and_clicks_on_its_copy() {
             report.paths
         );
         let log = log.lock().unwrap().clone();
+        assert!(!log.iter().any(|l| l.starts_with("POST")), "{log:?}");
+        let refused: Vec<u64> = report.paths.iter().map(|p| p.posts_refused).collect();
+        assert_eq!(refused, [0, 0, 0, 0, 0, 1, 1]);
         let n = log.iter().filter(|l| *l == "GET /fresh").count();
         (n, report)
     };
     let (once, report) = asked(Some(Duration::from_secs(600)));
     assert_eq!(once, 1);
-    // The third path finds both its pages kept: the root, and the page the second fetched.
+    // The third path finds both its pages kept: the root, and the page the second fetched;
+    // the fifth finds /latin and /fresh?3, the seventh /autopost.
     let reused: Vec<u64> = report.paths.iter().map(|p| p.reused).collect();
-    assert_eq!(reused, [0, 1, 2]);
+    assert_eq!(reused, [0, 1, 2, 0, 2, 0, 1]);
     assert_eq!(report.paths[2].by_kind.document, 0, "{:?}", report.paths[2]);
     let (each, report) = asked(None);
     assert_eq!(each, 3);

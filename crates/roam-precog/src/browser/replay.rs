@@ -257,12 +257,14 @@ struct Net {
     counts: Counts,
     /// Whether pages are kept for reuse ([`ReplayConfig::reuse_pages`]).
     reusing: bool,
-    /// Requests for a page with `GET`, while reusing; with the URL and `Content-Type` of a
-    /// `200` response once it arrived.
-    pages: HashMap<String, Option<(String, String)>>,
-    /// Pages fetched from the network and finished, to be copied ([`TabReplayer::keep_pages`]):
-    /// request, URL and `Content-Type`.
-    to_keep: Vec<(String, String, String)>,
+    /// The tab's main frame (its target's id): only its pages are kept and reused, not
+    /// those of the frames inside them.
+    main_frame: String,
+    /// Requests for a page of the main frame with `GET`, while reusing; with the URL, MIME
+    /// type and charset of a `200` response once it arrived.
+    pages: HashMap<String, Option<Fetched>>,
+    /// Pages fetched from the network and finished, to be copied ([`TabReplayer::keep_pages`]).
+    to_keep: Vec<(String, Fetched)>,
     /// Requests answered from the session's copies.
     reused: HashSet<String>,
 }
@@ -284,6 +286,14 @@ impl Net {
             ),
         }
     }
+}
+
+/// A page fetched from the network, as its response described it.
+#[derive(Clone, Debug)]
+struct Fetched {
+    url: String,
+    mime: String,
+    charset: String,
 }
 
 /// A tab's counters; a path's report is their difference across it.
@@ -451,9 +461,11 @@ impl TabReplayer {
         let (halt, reuse) = shared;
         let tab = browser.new_tab().map_err(BrowserError::cdp)?;
         tab.set_default_timeout(cfg.step_timeout);
+        let main_frame = tab.get_target_id().clone();
         let net = Arc::new(Mutex::new(Net {
             logging: log.1.is_some(),
             reusing: reuse.is_some(),
+            main_frame: main_frame.clone(),
             ..Net::default()
         }));
         let n = net.clone();
@@ -480,6 +492,7 @@ impl TabReplayer {
                     if n.reusing
                         && r.params.request.method == "GET"
                         && r.params.Type == Some(Network::ResourceType::Document)
+                        && r.params.frame_id.as_ref() == Some(&n.main_frame)
                     {
                         n.pages.insert(r.params.request_id.clone(), None);
                     }
@@ -515,13 +528,10 @@ impl TabReplayer {
                         service_worker: resp.from_service_worker == Some(true),
                     });
                     if let Some(page) = n.pages.get_mut(&r.params.request_id) {
-                        *page = (resp.status == 200).then(|| {
-                            let ctype = if resp.charset.is_empty() {
-                                resp.mime_type.clone()
-                            } else {
-                                format!("{}; charset={}", resp.mime_type, resp.charset)
-                            };
-                            (resp.url.clone(), ctype)
+                        *page = (resp.status == 200).then(|| Fetched {
+                            url: resp.url.clone(),
+                            mime: resp.mime_type.clone(),
+                            charset: resp.charset.clone(),
                         });
                     }
                     n.responses
@@ -534,6 +544,7 @@ impl TabReplayer {
                     let bytes = f.params.encoded_data_length.max(0.0) as u64;
                     let counted = if n.reused.remove(id) {
                         n.from_cache.remove(id);
+                        n.counts.reused += 1;
                         Counted::Reused
                     } else if n.from_cache.remove(id) {
                         n.counts.cached += 1;
@@ -541,8 +552,8 @@ impl TabReplayer {
                     } else {
                         n.counts.bytes += bytes;
                         n.counts.by_kind.add(kind, bytes);
-                        if let Some((url, ctype)) = page {
-                            n.to_keep.push((id.clone(), url, ctype));
+                        if let Some(page) = page {
+                            n.to_keep.push((id.clone(), page));
                         }
                         Counted::Network
                     };
@@ -592,21 +603,22 @@ impl TabReplayer {
         tab.enable_request_interception(Arc::new(
             move |_t, _s, ev: Fetch::events::RequestPausedEvent| {
                 let req = &ev.params.request;
-                let copy = match &kept {
-                    Some(k)
+                let copy = match (&kept, &ev.params.network_id) {
+                    (Some(k), Some(id))
                         if req.method == "GET"
-                            && ev.params.resource_Type == Network::ResourceType::Document =>
+                            && ev.params.resource_Type == Network::ResourceType::Document
+                            && ev.params.frame_id == main_frame =>
                     {
-                        lock(k).get(&req.url, Instant::now()).cloned()
+                        lock(k)
+                            .get(&req.url, Instant::now())
+                            .cloned()
+                            .map(|p| (id, p))
                     }
                     _ => None,
                 };
-                if let Some(page) = copy {
-                    let mut n = lock(&n);
-                    n.counts.reused += 1;
-                    if let Some(id) = &ev.params.network_id {
-                        n.reused.insert(id.clone());
-                    }
+                if let Some((id, page)) = copy {
+                    // Counted when it finishes: not as network bytes, and not kept again.
+                    lock(&n).reused.insert(id.clone());
                     return RequestPausedDecision::Fulfill(Fetch::FulfillRequest {
                         request_id: ev.params.request_id.clone(),
                         response_code: 200,
@@ -655,26 +667,37 @@ impl TabReplayer {
     /// Copy the pages this tab fetched from the network since the last call into the
     /// session's copies ([`ReplayConfig::reuse_pages`]). A body DevTools no longer has (the
     /// tab went on to another page) is simply not kept.
-    fn keep_pages(&self) {
+    fn keep_pages(&self, site: &str) {
         let Some(reuse) = &self.reuse else { return };
         let fetched = std::mem::take(&mut lock(&self.net).to_keep);
-        for (id, url, content_type) in fetched {
+        for (id, f) in fetched {
+            if !same_site(&f.url, site) {
+                continue;
+            }
             let Ok(got) = self
                 .tab
                 .call_method(Network::GetResponseBody { request_id: id })
             else {
                 continue;
             };
-            let body_base64 = if got.base_64_encoded {
-                got.body
+            // DevTools gives a text body decoded, which is then sent back as UTF-8 and must
+            // say so (the page's own charset would misread it); raw bytes keep their charset.
+            let (body_base64, charset) = if got.base_64_encoded {
+                (got.body, f.charset)
             } else {
-                base64::engine::general_purpose::STANDARD.encode(got.body)
+                let b = base64::engine::general_purpose::STANDARD.encode(got.body);
+                (b, "utf-8".to_string())
+            };
+            let content_type = if charset.is_empty() {
+                f.mime
+            } else {
+                format!("{}; charset={charset}", f.mime)
             };
             let page = Page {
                 content_type,
                 body_base64,
             };
-            lock(reuse).keep(&url, page, Instant::now());
+            lock(reuse).keep(&f.url, page, Instant::now());
         }
     }
 
@@ -755,7 +778,6 @@ impl TabReplayer {
         if !self.settle() {
             return (0, self.unsettled(0));
         }
-        self.keep_pages();
         if !same_site(&self.tab.get_url(), &r.site) {
             return (
                 0,
@@ -765,6 +787,7 @@ impl TabReplayer {
                 },
             );
         }
+        self.keep_pages(&r.site);
         for (i, a) in r.actions.iter().enumerate() {
             let step = i + 1;
             if self.halted() {
@@ -815,11 +838,11 @@ impl TabReplayer {
             if !self.settle() {
                 return (step, self.unsettled(step));
             }
-            self.keep_pages();
             let url = self.tab.get_url();
             if !same_site(&url, &r.site) {
                 return (step, Outcome::OffDomain { step, url });
             }
+            self.keep_pages(&r.site);
         }
         (r.actions.len(), Outcome::Done)
     }

@@ -705,9 +705,9 @@ fn versus_url(s: &mut String, rows: &[Row], app: &str, sc: &str) {
     }
 }
 
-/// Where the WiFi hour's page loads went, for each Precog system that counted them: to the
-/// network as revalidations (`304`), or answered from the session's own copies (the
-/// replayer's `reuse_pages`).
+/// Where the WiFi hour's loads went, for each Precog system that counted them: revalidations
+/// on the network (`304`, of any resource), and pages answered from the session's own copies
+/// (the replayer's `reuse_pages`).
 fn wifi_pages(s: &mut String, rows: &[Row], app: &str, sc: &str) {
     for sys in ["precog", "precog+dedup"] {
         let v = |metric: &str| cell(rows, app, sc, sys, metric);
@@ -717,8 +717,8 @@ fn wifi_pages(s: &mut String, rows: &[Row], app: &str, sc: &str) {
         }
         let _ = writeln!(
             s,
-            "WiFi hour's pages, {sys} (means over trials): {} revalidated on WiFi, {} answered \
-             from the replay's own copies.\n",
+            "WiFi hour, {sys} (means over trials): {} answers of `304 Not Modified` on WiFi \
+             (revalidations of any kind), {} pages answered from the replay's own copies.\n",
             fmt_num(reval.value()),
             fmt_num(reused.value())
         );

@@ -741,8 +741,8 @@ fn metrics(
             s.cell.paths.iter().map(|p| p.revalidated).sum::<u64>() as f64,
             "",
         ),
-        // The WiFi hour's pages: revalidated on the network, or answered from the session's
-        // own copies (`ReplayConfig::reuse_pages`).
+        // The WiFi hour: answers of 304 on the network (any resource), and pages answered from the
+        // session's own copies (`ReplayConfig::reuse_pages`).
         Metric::new(
             "wifi_revalidated",
             s.wifi.paths.iter().map(|p| p.revalidated).sum::<u64>() as f64,
