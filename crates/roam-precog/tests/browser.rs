@@ -5,7 +5,7 @@
 use roam_core::Time;
 use roam_precog::browser::record::{Recorder, Report};
 use roam_precog::browser::replay::{run_step, Outcome, ReplayConfig, Replayer};
-use roam_precog::browser::session::replay_all;
+use roam_precog::browser::session::{replay_all, SessionReport};
 use roam_precog::browser::{launch, BrowserConfig};
 use roam_precog::{Action, Event, Locator, Locators, PathCutter, Replay, Rules};
 use std::io::{BufRead, BufReader, Write};
@@ -141,6 +141,24 @@ fn serve() -> (String, Arc<Mutex<Vec<String>>>) {
     (base, log)
 }
 
+/// A path of no action: the page at `url`, on the test server's site.
+fn page(url: String) -> Replay {
+    Replay {
+        site: "127.0.0.1".into(),
+        root: url,
+        actions: vec![],
+        hits: 1,
+    }
+}
+
+/// A click on the element `l` finds.
+fn click_on(l: Locator) -> Action {
+    Action {
+        locators: loc(l),
+        event: Event::Click,
+    }
+}
+
 fn loc(l: Locator) -> Locators {
     Locators::new(vec![l]).unwrap()
 }
@@ -226,10 +244,7 @@ fn follows_paths_and_stops_where_it_must(tabs: usize) {
         actions,
         hits: 1,
     };
-    let click = |l: Locator| Action {
-        locators: loc(l),
-        event: Event::Click,
-    };
+    let click = click_on;
     let headline = click(Locator::Anchored {
         anchor: Some("news".into()),
         path: vec![1, 0],
@@ -321,12 +336,7 @@ fn a_sign_in_the_user_allowed_is_the_one_post_sent() {
     let (base, log) = serve();
     let mut rules = Rules::default();
     rules.set_sign_in("127.0.0.1", Some(format!("{base}/edit")));
-    let p = Replay {
-        site: "127.0.0.1".into(),
-        root: format!("{base}/autopost"),
-        actions: vec![],
-        hits: 1,
-    };
+    let p = page(format!("{base}/autopost"));
     let cfg = ReplayConfig {
         idle: Duration::from_millis(300),
         ..Default::default()
@@ -342,12 +352,7 @@ fn replay_stops_when_the_conditions_do() {
         return;
     }
     let (base, _log) = serve();
-    let p = Replay {
-        site: "127.0.0.1".into(),
-        root: format!("{base}/"),
-        actions: vec![],
-        hits: 1,
-    };
+    let p = page(format!("{base}/"));
     let report = replay_all(
         &ReplayConfig::default(),
         &Rules::default(),
@@ -376,13 +381,7 @@ fn wifi_for(n: usize) -> impl FnMut() -> Result<(), String> {
 /// Paths to `/slow` pages, each its own URL: the browser's cache would hold a second request
 /// for one URL until the first is answered.
 fn slow_pages(base: &str, ids: std::ops::Range<u32>) -> Vec<Replay> {
-    ids.map(|i| Replay {
-        site: "127.0.0.1".into(),
-        root: format!("{base}/slow?{i}"),
-        actions: vec![],
-        hits: 1,
-    })
-    .collect()
+    ids.map(|i| page(format!("{base}/slow?{i}"))).collect()
 }
 
 /// A page the server asks to revalidate on every use, loaded twice: the second load is a
@@ -393,12 +392,7 @@ fn a_revalidated_page_is_counted_and_its_cached_script_is_not() {
         return;
     }
     let (base, _log) = serve();
-    let fresh = Replay {
-        site: "127.0.0.1".into(),
-        root: format!("{base}/fresh"),
-        actions: vec![],
-        hits: 1,
-    };
+    let fresh = page(format!("{base}/fresh"));
     let log = std::env::temp_dir().join(format!("roam-requests-{}.csv", std::process::id()));
     let _ = std::fs::remove_file(&log);
     let cfg = ReplayConfig {
@@ -406,14 +400,7 @@ fn a_revalidated_page_is_counted_and_its_cached_script_is_not() {
         request_log: Some(log.clone()),
         ..Default::default()
     };
-    let report = replay_all(
-        &cfg,
-        &Rules::default(),
-        &[fresh.clone(), fresh],
-        &mut || Ok(()),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let report = replay(&cfg, &[fresh.clone(), fresh]);
     // The request log accounts for every byte the paths counted, each response typed.
     let text = std::fs::read_to_string(&log).unwrap();
     std::fs::remove_file(&log).unwrap();
@@ -467,28 +454,17 @@ fn a_prefetch_session_asks_for_a_page_once_and_clicks_on_its_copy() {
     }
     let asked = |reuse: Option<Duration>| {
         let (base, log) = serve();
-        let fresh = Replay {
-            site: "127.0.0.1".into(),
-            root: format!("{base}/fresh"),
-            actions: vec![],
-            hits: 1,
-        };
+        let fresh = page(format!("{base}/fresh"));
         let onward = Replay {
-            actions: vec![Action {
-                locators: loc(Locator::Id { id: "again".into() }),
-                event: Event::Click,
-            }],
+            actions: vec![click_on(Locator::Id { id: "again".into() })],
             ..fresh.clone()
         };
         let latin = Replay {
             root: format!("{base}/latin"),
-            actions: vec![Action {
-                locators: loc(Locator::Text {
-                    tag: "a".into(),
-                    text: "Café".into(),
-                }),
-                event: Event::Click,
-            }],
+            actions: vec![click_on(Locator::Text {
+                tag: "a".into(),
+                text: "Café".into(),
+            })],
             ..fresh.clone()
         };
         let autopost = Replay {
@@ -509,14 +485,7 @@ fn a_prefetch_session_asks_for_a_page_once_and_clicks_on_its_copy() {
             autopost.clone(),
             autopost,
         ];
-        let report = replay_all(
-            &cfg,
-            &Rules::default(),
-            &paths,
-            &mut || Ok(()),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let report = replay(&cfg, &paths);
         assert!(
             report.paths.iter().all(|p| p.outcome == Outcome::Done),
             "{:?}",
@@ -541,6 +510,18 @@ fn a_prefetch_session_asks_for_a_page_once_and_clicks_on_its_copy() {
     assert!(report.paths.iter().all(|p| p.reused == 0));
 }
 
+/// Replay `paths` under `cfg` and the default rules, with nothing to stop the session.
+fn replay(cfg: &ReplayConfig, paths: &[Replay]) -> SessionReport {
+    replay_all(
+        cfg,
+        &Rules::default(),
+        paths,
+        &mut || Ok(()),
+        &mut |_, _| {},
+    )
+    .unwrap()
+}
+
 /// Two tabs side by side, a short idle wait.
 fn two_tabs() -> ReplayConfig {
     ReplayConfig {
@@ -563,14 +544,7 @@ fn a_session_runs_tabs_at_once_and_starts_no_path_after_its_time() {
         max_time: Some(Duration::from_secs(1)),
         ..two_tabs()
     };
-    let report = replay_all(
-        &cfg,
-        &Rules::default(),
-        &slow,
-        &mut || Ok(()),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let report = replay(&cfg, &slow);
     // The two under way when the time ran out were halted, and no other started.
     assert_eq!(report.paths.len(), 2, "{:?}", report.paths);
     assert!(
@@ -689,35 +663,22 @@ fn faults_are_outcomes_and_the_replay_goes_on() {
         return;
     }
     let (base, _log) = serve();
-    let path = |root: String| Replay {
-        site: "127.0.0.1".into(),
-        root,
-        actions: vec![],
-        hits: 1,
-    };
     let paths = vec![
         // A page that never answers.
-        path(format!("{base}/hang")),
+        page(format!("{base}/hang")),
         // A redirect off the site.
-        path(format!("{base}/away")),
+        page(format!("{base}/away")),
         // A renderer that crashes.
-        path("chrome://crash".into()),
+        page("chrome://crash".into()),
         // And the replay goes on.
-        path(format!("{base}/")),
+        page(format!("{base}/")),
     ];
     let cfg = ReplayConfig {
         step_timeout: Duration::from_secs(3),
         idle: Duration::from_millis(300),
         ..Default::default()
     };
-    let report = replay_all(
-        &cfg,
-        &Rules::default(),
-        &paths,
-        &mut || Ok(()),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let report = replay(&cfg, &paths);
     let outcomes: Vec<&Outcome> = report.paths.iter().map(|p| &p.outcome).collect();
     assert!(
         matches!(
@@ -752,12 +713,7 @@ fn a_killed_browser_is_an_outcome_not_a_panic() {
         .status()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let p = Replay {
-        site: "127.0.0.1".into(),
-        root: format!("{base}/"),
-        actions: vec![],
-        hits: 1,
-    };
+    let p = page(format!("{base}/"));
     let out = r.replay(&p);
     assert!(
         matches!(
@@ -775,25 +731,13 @@ fn replay_stops_when_its_energy_budget_is_spent() {
         return;
     }
     let (base, _log) = serve();
-    let p = Replay {
-        site: "127.0.0.1".into(),
-        root: format!("{base}/"),
-        actions: vec![],
-        hits: 1,
-    };
+    let p = page(format!("{base}/"));
     // Any transfer on an idle WiFi radio costs more than a millijoule (modelled).
     let cfg = ReplayConfig {
         max_joules: Some(0.001),
         ..Default::default()
     };
-    let report = replay_all(
-        &cfg,
-        &Rules::default(),
-        &[p.clone(), p.clone(), p],
-        &mut || Ok(()),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let report = replay(&cfg, &[p.clone(), p.clone(), p]);
     assert_eq!(report.paths.len(), 1);
     assert!(
         report
@@ -965,13 +909,8 @@ fn a_replay_session_restarts_a_lost_browser_on_the_same_profile_and_goes_on() {
         },
         ..Default::default()
     };
-    let page = |p: &str| Replay {
-        site: "127.0.0.1".into(),
-        root: format!("{base}{p}"),
-        actions: vec![],
-        hits: 1,
-    };
-    let paths = [page("/a"), page("/b"), page("/c")];
+    let at = |p: &str| page(format!("{base}{p}"));
+    let paths = [at("/a"), at("/b"), at("/c")];
     // After the first path the browser dies (every process on the profile, as a crash).
     let mut progress = |i: usize, _: &roam_precog::browser::replay::PathReport| {
         if i == 0 {
