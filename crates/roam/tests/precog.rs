@@ -216,6 +216,8 @@ fn browse_records_and_replay_fetches() {
             "--json",
             "--step-timeout",
             "10s",
+            "--reuse-pages",
+            "0s",
             "--when",
             "wifi",
             "--conditions",

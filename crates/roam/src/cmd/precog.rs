@@ -193,6 +193,11 @@ pub struct ReplayArgs {
     /// mostly waits for its pages, so a WiFi window holds that many times more.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
     tabs: u16,
+    /// Answer a page the replay fetched less than this long ago from its own copy instead
+    /// of asking the network again (its many paths share their sites' front pages); default
+    /// 10 minutes (`roam_precog`'s `REUSE_PAGES`), `0s`: every load asks.
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse_dur)]
+    reuse_pages: Option<Duration>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -508,7 +513,7 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         max_bytes: least(a.max_mb.map(|m| m * 1e6), bytes_left.map(|b| b as f64)).map(|b| b as u64),
         max_joules: least(a.max_joules, joules_left),
         tabs: usize::from(a.tabs),
-        reuse_pages: Some(REUSE_PAGES),
+        reuse_pages: Some(a.reuse_pages.unwrap_or(REUSE_PAGES)).filter(|d| !d.is_zero()),
         ..ReplayConfig::default()
     };
     let bar = Progress::builder(Unit::Count("paths"))
