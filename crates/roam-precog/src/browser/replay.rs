@@ -316,7 +316,6 @@ pub struct Replayer {
     tabs: Vec<TabReplayer>,
     halt: Arc<AtomicBool>,
     log: Option<Arc<RequestLog>>,
-    reuse: Option<Arc<Mutex<PageReuse>>>,
 }
 
 /// One tab of a [`Replayer`]: its network events counted, its POSTs intercepted.
@@ -403,7 +402,6 @@ impl Replayer {
             tabs,
             halt,
             log,
-            reuse,
         })
     }
 
@@ -431,11 +429,6 @@ impl Replayer {
     /// Bytes fetched by this browser's tabs so far.
     pub fn bytes(&self) -> u64 {
         self.tabs.iter().map(|t| t.counts().bytes).sum()
-    }
-
-    /// Pages the session holds copies of ([`ReplayConfig::reuse_pages`]).
-    pub fn pages_kept(&self) -> usize {
-        self.reuse.as_ref().map_or(0, |r| lock(r).len())
     }
 }
 
