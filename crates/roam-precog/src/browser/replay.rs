@@ -255,11 +255,10 @@ struct Net {
     /// finishes.
     responses: HashMap<String, (Kind, Option<Response>)>,
     counts: Counts,
-    /// Whether pages are kept for reuse ([`ReplayConfig::reuse_pages`]).
-    reusing: bool,
-    /// The tab's main frame (its target's id): only its pages are kept and reused, not
-    /// those of the frames inside them.
-    main_frame: String,
+    /// While pages are kept for reuse ([`ReplayConfig::reuse_pages`]), the tab's main frame
+    /// (its target's id): only its pages are kept and reused, not those of the frames inside
+    /// them.
+    reuse_frame: Option<String>,
     /// Requests for a page of the main frame with `GET`, while reusing; with the URL, MIME
     /// type and charset of a `200` response once it arrived.
     pages: HashMap<String, Option<Fetched>>,
@@ -457,8 +456,7 @@ impl TabReplayer {
         let main_frame = tab.get_target_id().clone();
         let net = Arc::new(Mutex::new(Net {
             logging: log.1.is_some(),
-            reusing: reuse.is_some(),
-            main_frame: main_frame.clone(),
+            reuse_frame: reuse.is_some().then(|| main_frame.clone()),
             ..Net::default()
         }));
         let n = net.clone();
@@ -482,10 +480,10 @@ impl TabReplayer {
                     } else {
                         String::new()
                     };
-                    if n.reusing
+                    if n.reuse_frame.is_some()
                         && r.params.request.method == "GET"
                         && r.params.Type == Some(Network::ResourceType::Document)
-                        && r.params.frame_id.as_ref() == Some(&n.main_frame)
+                        && r.params.frame_id == n.reuse_frame
                     {
                         n.pages.insert(r.params.request_id.clone(), None);
                     }

@@ -91,16 +91,6 @@ impl PageReuse {
         self.pages.insert(url.to_string(), (now, page));
         true
     }
-
-    /// Pages kept (expired ones included until they are dropped).
-    pub fn len(&self) -> usize {
-        self.pages.len()
-    }
-
-    /// Whether none is kept.
-    pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -142,10 +132,10 @@ mod tests {
         assert!(r.keep("b", page(30), t0 + Duration::from_secs(5)));
         // 60 + 30 + 20 > 100, and nothing has expired yet: refused, the others kept.
         assert!(!r.keep("c", page(20), t0 + Duration::from_secs(6)));
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.pages.len(), 2);
         // Once `a` expired, it makes room.
         assert!(r.keep("c", page(20), t0 + Duration::from_secs(11)));
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.pages.len(), 2);
         assert!(r.get("a", t0 + Duration::from_secs(11)).is_none());
         // Replacing a copy counts its new size, not both.
         assert!(r.keep("b", page(70), t0 + Duration::from_secs(12)));

@@ -48,7 +48,12 @@ pub struct SessionReport {
 impl SessionReport {
     /// Bytes fetched by the whole session.
     pub fn bytes(&self) -> u64 {
-        self.paths.iter().map(|p| p.bytes).sum()
+        self.sum(|p| p.bytes)
+    }
+
+    /// One of the paths' counts, summed over the session.
+    pub fn sum(&self, count: impl Fn(&PathReport) -> u64) -> u64 {
+        self.paths.iter().map(count).sum()
     }
 }
 

@@ -565,14 +565,14 @@ fn replay(a: &ReplayArgs) -> Result<()> {
         .count();
     let steps: usize = report.paths.iter().map(|r| r.steps).sum();
     let actions: usize = report.paths.iter().map(|r| r.actions.len()).sum();
-    let refused: u64 = report.paths.iter().map(|r| r.posts_refused).sum();
+    let refused: u64 = report.sum(|r| r.posts_refused);
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "paths": report.paths.len(), "done": done, "steps": steps, "actions": actions,
-                "bytes": report.bytes(), "cached": report.paths.iter().map(|r| r.cached).sum::<u64>(),
-                "reused": report.paths.iter().map(|r| r.reused).sum::<u64>(),
+                "bytes": report.bytes(), "cached": report.sum(|r| r.cached),
+                "reused": report.sum(|r| r.reused),
                 "posts_refused": refused, "seconds": secs, "stopped": report.stopped,
                 "outcomes": report.paths.iter().map(|r| format!("{:?}", r.outcome)).collect::<Vec<_>>(),
             }))?

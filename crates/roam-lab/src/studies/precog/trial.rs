@@ -718,44 +718,32 @@ fn metrics(
         // loaded sample's bytes on the wire, without the proxies' framing).
         Metric::new(
             "cell_document_kB",
-            s.cell.paths.iter().map(|p| p.by_kind.document).sum::<u64>() as f64 / 1e3,
+            s.cell.sum(|p| p.by_kind.document) as f64 / 1e3,
             "kB",
         ),
         Metric::new(
             "cell_image_kB",
-            s.cell.paths.iter().map(|p| p.by_kind.image).sum::<u64>() as f64 / 1e3,
+            s.cell.sum(|p| p.by_kind.image) as f64 / 1e3,
             "kB",
         ),
         Metric::new(
             "cell_code_kB",
-            s.cell.paths.iter().map(|p| p.by_kind.code).sum::<u64>() as f64 / 1e3,
+            s.cell.sum(|p| p.by_kind.code) as f64 / 1e3,
             "kB",
         ),
         Metric::new(
             "cell_other_kB",
-            s.cell.paths.iter().map(|p| p.by_kind.other).sum::<u64>() as f64 / 1e3,
+            s.cell.sum(|p| p.by_kind.other) as f64 / 1e3,
             "kB",
         ),
-        Metric::new(
-            "cell_revalidated",
-            s.cell.paths.iter().map(|p| p.revalidated).sum::<u64>() as f64,
-            "",
-        ),
+        Metric::new("cell_revalidated", s.cell.sum(|p| p.revalidated) as f64, ""),
         // The WiFi hour: answers of 304 on the network (any resource), and pages answered from the
         // session's own copies (`ReplayConfig::reuse_pages`).
-        Metric::new(
-            "wifi_revalidated",
-            s.wifi.paths.iter().map(|p| p.revalidated).sum::<u64>() as f64,
-            "",
-        ),
-        Metric::new(
-            "wifi_reused",
-            s.wifi.paths.iter().map(|p| p.reused).sum::<u64>() as f64,
-            "",
-        ),
+        Metric::new("wifi_revalidated", s.wifi.sum(|p| p.revalidated) as f64, ""),
+        Metric::new("wifi_reused", s.wifi.sum(|p| p.reused) as f64, ""),
         Metric::new(
             "speculative_requests",
-            s.cell.paths.iter().map(|p| p.speculative).sum::<u64>() as f64,
+            s.cell.sum(|p| p.speculative) as f64,
             "",
         ),
         Metric::new("ideal_redundancy", ideal, ""),
