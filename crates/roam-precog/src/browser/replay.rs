@@ -703,14 +703,18 @@ impl TabReplayer {
 
     /// Wait until the network has been quiet for `idle` (true), or the step timed out or was
     /// halted.
+    ///
+    /// Quiet is counted from the step's start at the earliest: a request the step's action
+    /// starts reaches us as a DevTools event some time after the action returns (long on a
+    /// loaded machine), and a step that ended before it would close the tab on it unsent.
     fn settle(&self) -> bool {
-        let deadline = Instant::now() + self.cfg.step_timeout;
-        // Let the step's first request start.
-        std::thread::sleep(Duration::from_millis(50));
+        let started = Instant::now();
+        let deadline = started + self.cfg.step_timeout;
         while Instant::now() < deadline && !self.halted() {
             {
                 let n = lock(&self.net);
-                let quiet = n.last.is_none_or(|t| t.elapsed() >= self.cfg.idle);
+                let since = n.last.map_or(started, |t| t.max(started));
+                let quiet = since.elapsed() >= self.cfg.idle;
                 if n.inflight.is_empty() && quiet {
                     return true;
                 }
