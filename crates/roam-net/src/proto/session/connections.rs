@@ -154,6 +154,23 @@ impl Conn {
                 .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR)
     }
 
+    /// When this connection, if it stays idle (no data either way), is next probed: the probe
+    /// interval after its last data, then after a gap as long as it had been idle at its last
+    /// probe (so the gaps double), at least `interval` and at most `cap`
+    /// ([`Config::max_probe_interval`]). The spec's scout probes "periodically while idle";
+    /// how often is ours to choose, and a fixed period costs a connection idle for an hour 360
+    /// probe pairs (13.3 kB each) where the backoff sends 16. Passive samples correct a stale
+    /// estimate as soon as data flows, and the client's `Estimate` each second
+    /// ([`ESTIMATE_EVERY`]), not the probes, is what shows a vanished network within a second.
+    pub(super) fn next_idle_probe(&self, interval: Duration, cap: Duration) -> Time {
+        match self.last_probe {
+            Some(p) if p > self.last_data => {
+                p + p.saturating_since(self.last_data).min(cap).max(interval)
+            }
+            _ => self.last_data + interval,
+        }
+    }
+
     /// Memory held for answers on this connection: control frames and questions not
     /// answered yet.
     pub(super) fn answer_bytes(&self) -> usize {

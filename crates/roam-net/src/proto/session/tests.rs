@@ -839,3 +839,75 @@ fn a_recalled_path_is_not_probed_at_once() {
     );
     assert!(!probes(&mut cell, 1, now + interval * 2), "idle cellular");
 }
+
+/// The times at which `conn` sends a probe pair from `from` to `until`, following the
+/// session's own timer and echoing each probe at once, as a peer on a fast path would.
+fn probe_times(s: &mut Session, conn: ConnId, from: Time, until: Time) -> Vec<Time> {
+    let mut times = vec![];
+    let mut now = from;
+    while now <= until {
+        s.handle_timeout(now);
+        while let Some(t) = s.poll_transmit(conn, now, 0) {
+            let mut dec = super::super::Decoder::default();
+            dec.push(&t.head);
+            dec.push(&t.data);
+            let mut probed = false;
+            while let Ok(Some(f)) = dec.next_frame() {
+                if let Frame::Probe { id, padding } = f {
+                    probed = true;
+                    let probe_size = padding as u64 + super::super::wire::HEADER_LEN as u64;
+                    s.handle_frame(conn, Frame::ProbeReply { id, probe_size }, now);
+                }
+            }
+            if probed {
+                times.push(now);
+            }
+        }
+        let Some(next) = s.poll_timeout() else { break };
+        now = next.max(now + Duration::from_millis(1));
+    }
+    times
+}
+
+/// Idle probes back off (`Conn::next_idle_probe`): a WiFi connection idle for an hour is
+/// probed 10, 20, 40, 80, 160 and 320 s after its last data, then every 5 minutes (16 pairs,
+/// where a fixed 10 s sent 360); data resets the pace, and the session's timer wakes for each
+/// probe, not before.
+#[test]
+fn idle_probes_back_off_until_data_flows() {
+    let start = Time::from_millis(60_000);
+    let mut s = Session::client(Config::default(), 1);
+    s.network_up(1, [10, 0, 1, 2].into(), NetKind::default(), start);
+    s.conns
+        .insert(1, Box::new(Conn::new(1, ConnState::Established, start)));
+    s.established = true;
+    while s.poll_event().is_some() {}
+    let hour = Duration::from_secs(3600);
+    let times = probe_times(&mut s, 1, start, start + hour);
+    let after: Vec<u64> = times
+        .iter()
+        .map(|t| t.saturating_since(start).as_secs())
+        .collect();
+    let mut want = vec![0, 10, 20, 40, 80, 160, 320];
+    want.extend((1..=10).map(|i| 320 + 300 * i));
+    assert_eq!(after, want);
+
+    // Data arrives: the next probe is one interval after it, and the backoff starts again.
+    let data = start + hour + Duration::from_secs(7);
+    let chunk = Frame::Data(super::super::wire::Chunk {
+        irob: 0,
+        label: Label::BackgroundLarge,
+        offset: 0,
+        deps: Some(Deps::List(vec![])),
+        end: true,
+        acks: vec![],
+        data: Bytes::from_static(b"sample"),
+    });
+    s.handle_frame(1, chunk, data);
+    let times = probe_times(&mut s, 1, data, data + Duration::from_secs(75));
+    let after: Vec<u64> = times
+        .iter()
+        .map(|t| t.saturating_since(data).as_secs())
+        .collect();
+    assert_eq!(after, vec![10, 20, 40]);
+}

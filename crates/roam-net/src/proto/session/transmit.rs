@@ -138,15 +138,15 @@ impl Session {
     }
 
     pub(super) fn maybe_probe(&mut self, conn: ConnId, now: Time) -> Option<Transmit> {
-        let interval = self.config.probe_interval;
+        let (interval, cap) = (self.config.probe_interval, self.config.max_probe_interval);
         let cellular = self.is_cellular(self.conns.get(&conn)?.net);
         let c = self.conns.get_mut(&conn)?;
-        let idle = now.saturating_since(c.last_data) >= interval;
         let due = match c.last_probe {
             None => true, // a network that just appeared
             // Never on an idle cellular network (`NetKind::cellular`): passive samples of
-            // its transfers keep its estimates.
-            Some(t) => !cellular && idle && now.saturating_since(t) >= interval,
+            // its transfers keep its estimates. Otherwise once idle, backing off
+            // (`Conn::next_idle_probe`).
+            Some(_) => !cellular && now >= c.next_idle_probe(interval, cap),
         };
         if !due || !c.probes.is_empty() {
             return None;
