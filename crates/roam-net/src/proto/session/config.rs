@@ -52,10 +52,10 @@ pub struct Config {
     pub failure_timeout: Duration,
     /// Probe a connection whose network has been idle this long.
     pub probe_interval: Duration,
-    /// Idle probes back off: while a connection stays idle, the gap between its probes grows
-    /// with the time it has been idle (10 s, 20 s, 40 s, ... from `probe_interval`) up to this
-    /// (see `Conn::next_idle_probe`). At a fixed 10 s two idle WiFi sessions of Precog's hour
-    /// of prefetching carried 9 MB of probes each way, more than the pages it fetched.
+    /// Idle probes back off: the least gap between a connection's idle probes doubles with
+    /// each, from `probe_interval` (10 s, 20 s, 40 s, ...) up to this (see
+    /// `Conn::next_idle_probe`). At a fixed 10 s the proxy sessions of Precog's hour of
+    /// prefetching carried 9 MB of probes each way on WiFi, more than the pages it fetched.
     pub max_probe_interval: Duration,
     /// Wait before reopening a connection over a network that is up.
     pub reconnect_backoff: Duration,

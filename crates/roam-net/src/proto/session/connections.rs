@@ -119,6 +119,8 @@ pub(super) struct Conn {
     /// round trip flow control plans for (`flow`).
     pub(super) srtt: Option<Duration>,
     pub(super) last_probe: Option<Time>,
+    /// The least time from one idle probe to the next ([`Conn::next_idle_probe`]).
+    pub(super) probe_gap: Duration,
     pub(super) probes: BTreeMap<u64, (Time, u64)>,
     /// Foreground bytes handed to this connection whose IROBs are not yet acknowledged: what
     /// a new foreground IROB would queue behind, when the driver does not report the kernel's
@@ -154,20 +156,21 @@ impl Conn {
                 .is_some_and(|t| now.saturating_since(t) < SUSPECT_FOR)
     }
 
-    /// When this connection, if it stays idle (no data either way), is next probed: the probe
-    /// interval after its last data, then after a gap as long as it had been idle at its last
-    /// probe (so the gaps double), at least `interval` and at most `cap`
-    /// ([`Config::max_probe_interval`]). The spec's scout probes "periodically while idle";
-    /// how often is ours to choose, and a fixed period costs a connection idle for an hour 360
-    /// probe pairs (13.3 kB each) where the backoff sends 16. Passive samples correct a stale
-    /// estimate as soon as data flows, and the client's `Estimate` each second
+    /// When this connection is next probed, if it is idle then (no data either way for
+    /// `interval`): `probe_gap` after its last probe. The gap doubles with each idle probe,
+    /// from `interval` up to [`Config::max_probe_interval`] (`Session::maybe_probe`), and
+    /// data between probes does not shorten it: only a new connection starts again from
+    /// `interval`. The spec's scout probes "periodically while idle"; how often is ours to
+    /// choose. A fixed 10 s costs a connection idle for an hour 360 probe pairs (13.3 kB
+    /// each) where this sends 16, and a connection that carries a request every half minute
+    /// (a browser's, through `roam net proxy`) was probed twice after each. Passive samples
+    /// measure the network while data flows, and the client's `Estimate` each second
     /// ([`ESTIMATE_EVERY`]), not the probes, is what shows a vanished network within a second.
-    pub(super) fn next_idle_probe(&self, interval: Duration, cap: Duration) -> Time {
+    pub(super) fn next_idle_probe(&self, interval: Duration) -> Time {
+        let idle = self.last_data + interval;
         match self.last_probe {
-            Some(p) if p > self.last_data => {
-                p + p.saturating_since(self.last_data).min(cap).max(interval)
-            }
-            _ => self.last_data + interval,
+            Some(p) => idle.max(p + self.probe_gap),
+            None => idle,
         }
     }
 
@@ -188,6 +191,7 @@ impl Conn {
             peer_nonce: [0; NONCE_LEN],
             last_data: now,
             last_probe: None,
+            probe_gap: Duration::ZERO,
             probes: BTreeMap::new(),
             fg_unacked: 0,
             kernel_queue: None,

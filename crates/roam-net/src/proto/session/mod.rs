@@ -709,7 +709,7 @@ impl Session {
         for c in self.conns.values() {
             // A cellular connection is not probed while idle (`NetKind::cellular`).
             if c.state == ConnState::Established && !self.is_cellular(c.net) {
-                at(c.next_idle_probe(self.config.probe_interval, self.config.max_probe_interval));
+                at(c.next_idle_probe(self.config.probe_interval));
             }
         }
         t

@@ -869,45 +869,74 @@ fn probe_times(s: &mut Session, conn: ConnId, from: Time, until: Time) -> Vec<Ti
     times
 }
 
-/// Idle probes back off (`Conn::next_idle_probe`): a WiFi connection idle for an hour is
-/// probed 10, 20, 40, 80, 160 and 320 s after its last data, then every 5 minutes (16 pairs,
-/// where a fixed 10 s sent 360); data resets the pace, and the session's timer wakes for each
-/// probe, not before.
-#[test]
-fn idle_probes_back_off_until_data_flows() {
-    let start = Time::from_millis(60_000);
-    let mut s = Session::client(Config::default(), 1);
-    s.network_up(1, [10, 0, 1, 2].into(), NetKind::default(), start);
-    s.conns
-        .insert(1, Box::new(Conn::new(1, ConnState::Established, start)));
-    s.established = true;
-    while s.poll_event().is_some() {}
-    let hour = Duration::from_secs(3600);
-    let times = probe_times(&mut s, 1, start, start + hour);
-    let after: Vec<u64> = times
-        .iter()
-        .map(|t| t.saturating_since(start).as_secs())
-        .collect();
-    let mut want = vec![0, 10, 20, 40, 80, 160, 320];
-    want.extend((1..=10).map(|i| 320 + 300 * i));
-    assert_eq!(after, want);
-
-    // Data arrives: the next probe is one interval after it, and the backoff starts again.
-    let data = start + hour + Duration::from_secs(7);
-    let chunk = Frame::Data(super::super::wire::Chunk {
-        irob: 0,
+/// A data chunk of one IROB, as the peer sends it.
+fn chunk(irob: u64) -> Frame {
+    Frame::Data(super::super::wire::Chunk {
+        irob,
         label: Label::BackgroundLarge,
         offset: 0,
         deps: Some(Deps::List(vec![])),
         end: true,
         acks: vec![],
         data: Bytes::from_static(b"sample"),
-    });
-    s.handle_frame(1, chunk, data);
-    let times = probe_times(&mut s, 1, data, data + Duration::from_secs(75));
-    let after: Vec<u64> = times
+    })
+}
+
+/// A client session with one established WiFi connection (id 1), opened at `at`.
+fn one_wifi(at: Time) -> Session {
+    let mut s = Session::client(Config::default(), 1);
+    s.network_up(1, [10, 0, 1, 2].into(), NetKind::default(), at);
+    s.conns
+        .insert(1, Box::new(Conn::new(1, ConnState::Established, at)));
+    s.established = true;
+    while s.poll_event().is_some() {}
+    s
+}
+
+/// Seconds from `start` of each of `times`.
+fn secs_from(start: Time, times: &[Time]) -> Vec<u64> {
+    times
         .iter()
-        .map(|t| t.saturating_since(data).as_secs())
-        .collect();
-    assert_eq!(after, vec![10, 20, 40]);
+        .map(|t| t.saturating_since(start).as_secs())
+        .collect()
+}
+
+/// Idle probes back off (`Conn::next_idle_probe`): a WiFi connection idle for an hour is
+/// probed when it opens, 10, 20, 40, 80, 160 and 320 s after, then every 5 minutes (16 idle
+/// pairs, where a fixed 10 s sent 360); the session's timer wakes for each probe, not before.
+#[test]
+fn idle_probes_back_off() {
+    let start = Time::from_millis(60_000);
+    let mut s = one_wifi(start);
+    let times = probe_times(&mut s, 1, start, start + Duration::from_secs(3600));
+    let mut want = vec![0, 10, 20, 40, 80, 160, 320];
+    want.extend((1..=10).map(|i| 320 + 300 * i));
+    assert_eq!(secs_from(start, &times), want);
+}
+
+/// Data between idle probes does not shorten the next gap: a connection that carries a
+/// request every half minute (a browser's, through `roam net proxy`) is probed 8 times in 20
+/// minutes after the first, not twice after each request (80) as when data restarted the
+/// backoff; and never less than 10 s after data.
+#[test]
+fn data_between_idle_probes_does_not_restart_their_backoff() {
+    let start = Time::from_millis(60_000);
+    let mut s = one_wifi(start);
+    let mut times = vec![];
+    let mut from = start;
+    for i in 0..40u64 {
+        let data = start + Duration::from_secs(5 + 30 * i);
+        times.extend(probe_times(
+            &mut s,
+            1,
+            from,
+            data.saturating_sub(Duration::from_millis(1)),
+        ));
+        s.handle_frame(1, chunk(i), data);
+        from = data;
+    }
+    assert_eq!(
+        secs_from(start, &times),
+        [0, 15, 25, 45, 85, 165, 325, 625, 925]
+    );
 }

@@ -146,10 +146,13 @@ impl Session {
             // Never on an idle cellular network (`NetKind::cellular`): passive samples of
             // its transfers keep its estimates. Otherwise once idle, backing off
             // (`Conn::next_idle_probe`).
-            Some(_) => !cellular && now >= c.next_idle_probe(interval, cap),
+            Some(_) => !cellular && now >= c.next_idle_probe(interval),
         };
         if !due || !c.probes.is_empty() {
             return None;
+        }
+        if c.last_probe.is_some() {
+            c.probe_gap = (c.probe_gap * 2).clamp(interval, cap.max(interval));
         }
         c.last_probe = Some(now);
         let mut t = Transmit::default();
