@@ -343,17 +343,6 @@ fn probes(s: &mut Session, conn: ConnId, now: Time) -> bool {
 fn a_connection_receiving_data_is_not_probed() {
     let mut s = hotspot([Some(600_000), Some(2_000_000)]);
     let t = s.config.probe_interval;
-    let chunk = |irob| {
-        Frame::Data(super::super::wire::Chunk {
-            irob,
-            label: Label::BackgroundLarge,
-            offset: 0,
-            deps: Some(Deps::List(vec![])),
-            end: true,
-            acks: vec![],
-            data: Bytes::from_static(b"sample"),
-        })
-    };
     // Data arrives on connection 1 only, every second.
     for i in 0..10u64 {
         s.handle_frame(1, chunk(i), Time::from_millis(i * 1000 + 500));
@@ -786,22 +775,13 @@ fn a_server_does_not_probe_a_cellular_network_while_idle() {
 fn a_recalled_path_is_not_probed_at_once() {
     let now = Time::from_millis(60_000);
     let interval = Config::default().probe_interval;
-    let wifi = |s: &mut Session, kind| {
-        s.network_up(1, [10, 0, 1, 2].into(), kind, now);
-        s.conns
-            .insert(1, Box::new(Conn::new(1, ConnState::Established, now)));
-        s.established = true;
-        while s.poll_event().is_some() {}
-    };
-    let mut fresh = Session::client(Config::default(), 1);
-    wifi(&mut fresh, NetKind::default());
+    let mut fresh = one_network(now, NetKind::default());
     assert!(
         probes(&mut fresh, 1, now),
         "a new network is probed at once"
     );
 
-    let mut s = Session::client(Config::default(), 1);
-    wifi(&mut s, NetKind::default());
+    let mut s = one_network(now, NetKind::default());
     let rtt = Some(Duration::from_millis(30));
     s.recall_path(
         1,
@@ -825,12 +805,11 @@ fn a_recalled_path_is_not_probed_at_once() {
     ));
     assert!(probes(&mut s, 1, now + interval), "idle for the interval");
 
-    let mut cell = Session::client(Config::default(), 1);
     let cellular = NetKind {
         cellular: true,
         ..NetKind::default()
     };
-    wifi(&mut cell, cellular);
+    let mut cell = one_network(now, cellular);
     cell.recall_path(
         1,
         rtt,
@@ -882,10 +861,11 @@ fn chunk(irob: u64) -> Frame {
     })
 }
 
-/// A client session with one established WiFi connection (id 1), opened at `at`.
-fn one_wifi(at: Time) -> Session {
+/// A client session with one established connection (id 1) over a network of `kind`, opened
+/// at `at`.
+fn one_network(at: Time, kind: NetKind) -> Session {
     let mut s = Session::client(Config::default(), 1);
-    s.network_up(1, [10, 0, 1, 2].into(), NetKind::default(), at);
+    s.network_up(1, [10, 0, 1, 2].into(), kind, at);
     s.conns
         .insert(1, Box::new(Conn::new(1, ConnState::Established, at)));
     s.established = true;
@@ -907,7 +887,7 @@ fn secs_from(start: Time, times: &[Time]) -> Vec<u64> {
 #[test]
 fn idle_probes_back_off() {
     let start = Time::from_millis(60_000);
-    let mut s = one_wifi(start);
+    let mut s = one_network(start, NetKind::default());
     let times = probe_times(&mut s, 1, start, start + Duration::from_secs(3600));
     let mut want = vec![0, 10, 20, 40, 80, 160, 320];
     want.extend((1..=10).map(|i| 320 + 300 * i));
@@ -921,7 +901,7 @@ fn idle_probes_back_off() {
 #[test]
 fn data_between_idle_probes_does_not_restart_their_backoff() {
     let start = Time::from_millis(60_000);
-    let mut s = one_wifi(start);
+    let mut s = one_network(start, NetKind::default());
     let mut times = vec![];
     let mut from = start;
     for i in 0..40u64 {
