@@ -345,7 +345,7 @@ fn a_connection_receiving_data_is_not_probed() {
     let t = s.config.probe_interval;
     // Data arrives on connection 1 only, every second.
     for i in 0..10u64 {
-        s.handle_frame(1, chunk(i), Time::from_millis(i * 1000 + 500));
+        s.handle_frame(1, sample(i), Time::from_millis(i * 1000 + 500));
     }
     let now = Time::ZERO + t + Duration::from_millis(100);
     assert!(!probes(&mut s, 1, now), "a receiving connection was probed");
@@ -580,11 +580,11 @@ fn a_small_foreground_irob_on_a_broken_connection_is_sent_again_at_once() {
     assert!(!s.doubt.contains(&0));
 }
 
-/// A foreground-small IROB whole in one chunk, depending on nothing.
-fn whole_small_irob(irob: IrobId, data: Bytes) -> Frame {
+/// An IROB of `label` whole in one chunk, depending on nothing, as the peer sends it.
+fn whole_irob(irob: IrobId, label: Label, data: Bytes) -> Frame {
     Frame::Data(super::super::wire::Chunk {
         irob,
-        label: Label::ForegroundSmall,
+        label,
         offset: 0,
         deps: Some(Deps::List(vec![])),
         end: true,
@@ -619,7 +619,7 @@ fn acks_sent(s: &mut Session, conn: ConnId, now: Time) -> (Vec<IrobId>, Vec<Irob
 #[test]
 fn acknowledgements_ride_on_data_or_wait_for_the_ack_delay() {
     let mut s = hotspot([Some(600_000), Some(2_000_000)]);
-    let chunk = |irob, len| whole_small_irob(irob, Bytes::from(vec![1u8; len]));
+    let chunk = |irob, len| whole_irob(irob, Label::ForegroundSmall, Bytes::from(vec![1u8; len]));
     let t0 = Time::ZERO + Duration::from_secs(1);
     let delay = s.config.ack_delay;
     // A request, and its answer a moment later: the acknowledgement rides on the answer.
@@ -656,7 +656,7 @@ fn acknowledgements_ride_on_data_or_wait_for_the_ack_delay() {
 #[test]
 fn a_second_copy_is_not_delivered_but_acknowledged_again() {
     let mut s = hotspot([Some(600_000), Some(2_000_000)]);
-    let chunk = || whole_small_irob(0, Bytes::from_static(b"brake"));
+    let chunk = || whole_irob(0, Label::ForegroundSmall, Bytes::from_static(b"brake"));
     // Polled when the coalesced acknowledgements are due (`Config::ack_delay`).
     let acks = |s: &mut Session, conn| {
         let at = s.ack_deadline().unwrap_or(Time::ZERO);
@@ -848,17 +848,9 @@ fn probe_times(s: &mut Session, conn: ConnId, from: Time, until: Time) -> Vec<Ti
     times
 }
 
-/// A data chunk of one IROB, as the peer sends it.
-fn chunk(irob: u64) -> Frame {
-    Frame::Data(super::super::wire::Chunk {
-        irob,
-        label: Label::BackgroundLarge,
-        offset: 0,
-        deps: Some(Deps::List(vec![])),
-        end: true,
-        acks: vec![],
-        data: Bytes::from_static(b"sample"),
-    })
+/// A small background IROB whole in one chunk: data for the idle-probe tests.
+fn sample(irob: IrobId) -> Frame {
+    whole_irob(irob, Label::BackgroundLarge, Bytes::from_static(b"sample"))
 }
 
 /// A client session with one established connection (id 1) over a network of `kind`, opened
@@ -912,7 +904,7 @@ fn data_between_idle_probes_does_not_restart_their_backoff() {
             from,
             data.saturating_sub(Duration::from_millis(1)),
         ));
-        s.handle_frame(1, chunk(i), data);
+        s.handle_frame(1, sample(i), data);
         from = data;
     }
     assert_eq!(
