@@ -868,9 +868,30 @@ pub extern "C" fn ms_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
+/// Environment variables (or their prefixes) that cargo sets for a test it runs, describing
+/// that test's package; a nested build must not inherit them.
+const SET_FOR_TESTS: &[&str] = &[
+    "CARGO_PKG_",
+    "CARGO_MANIFEST_",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_RUSTC_CURRENT_DIR",
+    "OUT_DIR",
+];
+
 /// Build the C program `source` (under the repository root) against `include/` and the static
 /// library of `package` (built here first, in the profile the calling test runs in), for tests
 /// of a C ABI. `Ok(None)` when no C compiler is installed (the test skips, saying so).
+///
+/// The library is built with `cargo build -p PACKAGE --lib`, which resolves the dependencies'
+/// features for that package alone: under `cargo test --workspace` they differ (tokio, ring,
+/// syn, ...), and the dependencies would compile a second time. With
+/// `ROAM_CAPI_BUILD=workspace` (set by `scripts/test`, which runs the whole workspace's
+/// tests) it is built as `cargo build --workspace --lib --tests`, the selection whose features
+/// are those `cargo test --workspace` built with, so that nothing compiles again. Either way
+/// the build runs without the variables cargo set for the test ([`SET_FOR_TESTS`]).
 pub fn build_c_program(package: &str, source: &str) -> Result<Option<std::path::PathBuf>, String> {
     use std::process::Command;
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -887,7 +908,26 @@ pub fn build_c_program(package: &str, source: &str) -> Result<Option<std::path::
         .ok_or("the test's executable is not under target/<profile>/deps")?
         .to_path_buf();
     let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build.args(["build", "-q", "-p", package, "--lib"]).env(
+    build.args(["build", "-q"]);
+    match std::env::var("ROAM_CAPI_BUILD").as_deref() {
+        Ok("workspace") => build.args(["--workspace", "--lib", "--tests"]),
+        Ok(other) if !other.is_empty() => {
+            return Err(format!(
+                "ROAM_CAPI_BUILD={other}: the only value is `workspace` (or unset)"
+            ))
+        }
+        _ => build.args(["-p", package, "--lib"]),
+    };
+    // What cargo sets for the running test names the test's package (CARGO_PKG_NAME, ...).
+    // Build scripts that watch those (ring's does: `rerun-if-env-changed=CARGO_PKG_NAME`)
+    // would see them changed, run again, and their crates and every dependent compile again.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if SET_FOR_TESTS.iter().any(|p| key.starts_with(p)) {
+            build.env_remove(&*key);
+        }
+    }
+    build.env(
         "CARGO_TARGET_DIR",
         profile_dir.parent().unwrap_or(&profile_dir),
     );
