@@ -507,6 +507,34 @@ fn a_multi_socket_starts_from_the_path_memory() {
     drop((c, s));
 }
 
+/// Two multi-sockets over one path that share a path memory take turns at its idle probes
+/// (`PathMemory::probe_turn`, one backoff per path): idle side by side for 3 s, they send
+/// between them about as many idle probes as a third alone does, not twice as many.
+#[test]
+fn multi_sockets_sharing_a_path_memory_take_turns_at_idle_probes() {
+    let memory = Arc::new(PathMemory::new());
+    let quick = |paths: Option<Arc<PathMemory>>| {
+        let mut o = lo_options();
+        o.config.probe_interval = Duration::from_millis(200);
+        o.config.max_probe_interval = Duration::from_millis(800);
+        o.paths = paths;
+        o
+    };
+    let (a, _a, _la) = pair(quick(Some(memory.clone())), lo_options());
+    let (b, _b, _lb) = pair(quick(Some(memory.clone())), lo_options());
+    let (alone, _c, _lc) = pair(quick(None), lo_options());
+    std::thread::sleep(Duration::from_secs(3));
+    // Each probes its network once when it appears (unless it recalled the path), then only
+    // when idle: at 0.2, 0.4, 0.8, 1.6 and 2.4 s alone.
+    let idle = |m: &MultiSocket| m.probes_sent().saturating_sub(1);
+    let (shared, alone) = (idle(&a) + idle(&b), idle(&alone));
+    assert!(alone >= 2, "the lone multi-socket sent {alone} idle probes");
+    assert!(
+        (1..=alone + 2).contains(&shared),
+        "sharing a path memory, the two sent {shared} idle probes; alone, one sent {alone}"
+    );
+}
+
 /// Issue 48, item 1: a send writes its frames from the caller's thread when the connection's
 /// writer is idle (`runtime::out`): spaced small sends are written by the sender, not handed
 /// to the writer task, and arrive whole and in order. A large send the kernel cannot take at

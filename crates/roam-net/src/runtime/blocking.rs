@@ -164,6 +164,11 @@ impl MultiSocket {
         self.inner.unacknowledged()
     }
 
+    /// See [`super::MultiSocket::probes_sent`].
+    pub fn probes_sent(&self) -> u64 {
+        self.inner.probes_sent()
+    }
+
     /// See [`super::MultiSocket::estimates`].
     pub fn estimates(&self) -> Vec<NetworkView> {
         self.inner.estimates()

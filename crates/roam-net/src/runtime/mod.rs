@@ -92,7 +92,7 @@ use listener::SourceSlot;
 use locked::Locked;
 pub use options::{LocalNetwork, Networks, Options};
 pub use out::WriteCounts;
-pub use paths::PathMemory;
+pub use paths::{PathMemory, ProbeTurn};
 pub use socket::{MultiSocket, NetworkView, ReceiveHeld};
 use thunk::ThunkRunner;
 pub use thunk::{Thunk, ThunkHandle};

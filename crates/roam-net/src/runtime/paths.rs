@@ -17,6 +17,13 @@
 //! is then due as it would have been had the multi-socket been open all along: not while the
 //! estimates are younger than the idle-probe interval, never on an idle cellular network.
 //!
+//! It also keeps one idle-probe backoff per path ([`PathMemory::probe_turn`]): a multi-socket
+//! whose idle connection falls due for a probe asks the memory first, and probes only if no
+//! other multi-socket has probed the path within the gap it left; otherwise it waits for the
+//! path's next turn (`Session::take_probe_turns`). The browser behind `roam net proxy` keeps
+//! a dozen connections open, each a multi-socket; backing off each on its own, they probed one
+//! WiFi path a dozen times as often as one multi-socket would.
+//!
 //! Bounded: at most [`MAX_PATHS`] paths (a relay faces many clients), the least recently
 //! written forgotten first, and entries older than [`FORGET_AFTER`] are not recalled.
 
@@ -25,7 +32,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use roam_core::BitRate;
+use roam_core::{BitRate, Time};
 
 use crate::proto::session::{ConnId, Session};
 
@@ -60,10 +67,33 @@ struct Entry {
     written: Instant,
 }
 
-/// The estimates of the paths of the multi-sockets that share it (see the module).
+/// Whose turn an idle probe of a path is ([`PathMemory::probe_turn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeTurn {
+    /// The asker's: the path is recorded as probed now.
+    Yours,
+    /// Another multi-socket probed the path `ago`, leaving `gap` before the next.
+    Taken {
+        /// How long ago the path was last probed.
+        ago: Duration,
+        /// The least time from that probe to the next.
+        gap: Duration,
+    },
+}
+
+/// A path's last idle probe: when, and the gap it leaves before the next.
+#[derive(Clone, Copy, Debug)]
+struct LastProbe {
+    at: Instant,
+    gap: Duration,
+}
+
+/// The estimates of the paths of the multi-sockets that share it, and each path's last idle
+/// probe (see the module).
 #[derive(Debug, Default)]
 pub struct PathMemory {
     paths: Mutex<HashMap<(IpAddr, IpAddr), Entry>>,
+    probes: Mutex<HashMap<(IpAddr, IpAddr), LastProbe>>,
 }
 
 impl PathMemory {
@@ -85,11 +115,7 @@ impl PathMemory {
             return;
         };
         let mut paths = self.paths.lock().unwrap_or_else(|p| p.into_inner());
-        if !paths.contains_key(&(local, peer)) && paths.len() >= MAX_PATHS {
-            if let Some(oldest) = paths.iter().min_by_key(|(_, e)| e.written).map(|(&k, _)| k) {
-                paths.remove(&oldest);
-            }
-        }
+        make_room(&mut paths, (local, peer), |e| e.written);
         let e = paths.entry((local, peer)).or_insert(Entry {
             rtt,
             bandwidth,
@@ -115,6 +141,28 @@ impl PathMemory {
         })
     }
 
+    /// An idle probe of path `local` -> `peer` is due for one of the multi-sockets sharing the
+    /// memory at `now`; sent, it would leave `gap` before the next. Its turn, unless another
+    /// probed the path less than the gap that probe left ago (a probe older than
+    /// [`FORGET_AFTER`] counts as none).
+    pub fn probe_turn(
+        &self,
+        (local, peer): (IpAddr, IpAddr),
+        now: Instant,
+        gap: Duration,
+    ) -> ProbeTurn {
+        let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(last) = probes.get(&(local, peer)) {
+            let ago = now.saturating_duration_since(last.at);
+            if ago < last.gap && ago < FORGET_AFTER {
+                return ProbeTurn::Taken { ago, gap: last.gap };
+            }
+        }
+        make_room(&mut probes, (local, peer), |p| p.at);
+        probes.insert((local, peer), LastProbe { at: now, gap });
+        ProbeTurn::Yours
+    }
+
     /// How many paths it holds.
     pub fn len(&self) -> usize {
         self.paths.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -126,9 +174,23 @@ impl PathMemory {
     }
 }
 
+/// Room in `map` for `key`: past [`MAX_PATHS`] the entry with the oldest `written` goes.
+fn make_room<V>(
+    map: &mut HashMap<(IpAddr, IpAddr), V>,
+    key: (IpAddr, IpAddr),
+    written: impl Fn(&V) -> Instant,
+) {
+    if !map.contains_key(&key) && map.len() >= MAX_PATHS {
+        if let Some(oldest) = map.iter().min_by_key(|(_, v)| written(v)).map(|(&k, _)| k) {
+            map.remove(&oldest);
+        }
+    }
+}
+
 impl super::Shared {
     /// Connection `conn`, just added to or accepted by session `s`, runs over `path`: start it
-    /// from what the path memory holds of it, if any.
+    /// from what the path memory holds of it, if any, and have its idle probes take turns
+    /// with the others over the path ([`Shared::probe_turns`]).
     pub(super) fn recall_path(
         &self,
         s: &mut Session,
@@ -138,9 +200,32 @@ impl super::Shared {
         let (Some(m), Some(path)) = (&self.options.paths, path) else {
             return;
         };
+        s.take_probe_turns(conn);
         if let Some(r) = m.recall(path, Instant::now()) {
             let measured = self.now().saturating_sub(r.age);
             s.recall_path(conn, r.rtt, r.bandwidth, measured);
+        }
+    }
+
+    /// The ticker's pass over connections `conns` (id and path) at `now`: each whose idle
+    /// probe is due asks the path memory whose turn it is, and is granted it or put off.
+    pub(super) fn probe_turns(
+        &self,
+        s: &mut Session,
+        conns: impl Iterator<Item = (ConnId, Option<(IpAddr, IpAddr)>)>,
+        now: Time,
+    ) {
+        let Some(m) = &self.options.paths else {
+            return;
+        };
+        for (conn, path) in conns {
+            let (Some(path), Some(gap)) = (path, s.idle_probe_due(conn, now)) else {
+                continue;
+            };
+            match m.probe_turn(path, Instant::now(), gap) {
+                ProbeTurn::Yours => s.grant_idle_probe(conn, now),
+                ProbeTurn::Taken { ago, gap } => s.path_probed(conn, now.saturating_sub(ago), gap),
+            }
         }
     }
 
@@ -205,6 +290,36 @@ mod tests {
         assert_eq!(m.recall(path(1), t0 + FORGET_AFTER * 2), None, "forgotten");
     }
 
+    /// One idle-probe backoff per path: the first to ask takes the turn; until the gap it
+    /// leaves has passed the others are told when the path was probed and the gap; then the
+    /// next to ask takes it. Paths are independent, and a probe older than [`FORGET_AFTER`]
+    /// counts as none.
+    #[test]
+    fn a_path_is_probed_in_turns() {
+        let m = PathMemory::new();
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(m.probe_turn(path(1), t0, s(10)), ProbeTurn::Yours);
+        assert_eq!(
+            m.probe_turn(path(1), t0 + s(4), s(20)),
+            ProbeTurn::Taken {
+                ago: s(4),
+                gap: s(10)
+            }
+        );
+        assert_eq!(m.probe_turn(path(2), t0 + s(4), s(10)), ProbeTurn::Yours);
+        assert_eq!(m.probe_turn(path(1), t0 + s(10), s(20)), ProbeTurn::Yours);
+        assert!(matches!(
+            m.probe_turn(path(1), t0 + s(29), s(40)),
+            ProbeTurn::Taken { gap, .. } if gap == s(20)
+        ));
+        m.probe_turn(path(3), t0, FORGET_AFTER * 2);
+        assert_eq!(
+            m.probe_turn(path(3), t0 + FORGET_AFTER, s(10)),
+            ProbeTurn::Yours
+        );
+    }
+
     #[test]
     fn it_holds_at_most_max_paths_forgetting_the_least_recently_written() {
         let m = PathMemory::new();
@@ -216,5 +331,12 @@ mod tests {
         assert_eq!(m.len(), MAX_PATHS);
         assert!(m.recall(path(0), t0).is_none());
         assert!(m.recall(path(MAX_PATHS as u32 + 9), t0).is_some());
+        let gap = Duration::from_secs(300);
+        for i in 0..MAX_PATHS as u32 + 10 {
+            m.probe_turn(path(i), t0 + Duration::from_millis(i as u64), gap);
+        }
+        let probes = m.probes.lock().unwrap();
+        assert_eq!(probes.len(), MAX_PATHS);
+        assert!(!probes.contains_key(&path(0)));
     }
 }

@@ -446,6 +446,11 @@ impl MultiSocket {
         self.shared.after(&mut s);
     }
 
+    /// Active probe pairs this end has sent so far ([`crate::proto::Session::probes_sent`]).
+    pub fn probes_sent(&self) -> u64 {
+        self.shared.session().probes_sent()
+    }
+
     /// Each network's current estimates.
     pub fn estimates(&self) -> Vec<NetworkView> {
         let names = self.shared.networks.lock().unwrap().clone();

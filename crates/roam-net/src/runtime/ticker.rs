@@ -174,6 +174,7 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                 s.foreground_elsewhere(now.saturating_sub(age));
             }
         }
+        sh.probe_turns(&mut s, conns.iter().map(|r| (r.0, r.5)), now);
         s.handle_timeout(now);
         sh.after(&mut s);
         let done = s.failure().is_some() || (s.is_finished() && conns.is_empty());

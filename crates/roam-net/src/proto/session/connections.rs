@@ -121,6 +121,12 @@ pub(super) struct Conn {
     pub(super) last_probe: Option<Time>,
     /// The least time from one idle probe to the next ([`Conn::next_idle_probe`]).
     pub(super) probe_gap: Duration,
+    /// Idle probes take turns with the device's other multi-sockets over this connection's
+    /// path ([`Session::take_probe_turns`]): one goes out only once the driver grants it.
+    pub(super) probe_turns: bool,
+    /// When the driver last granted an idle probe ([`Session::grant_idle_probe`]). A grant
+    /// from before the probe's due time (data moved it later) is spent.
+    pub(super) probe_granted: Option<Time>,
     pub(super) probes: BTreeMap<u64, (Time, u64)>,
     /// Foreground bytes handed to this connection whose IROBs are not yet acknowledged: what
     /// a new foreground IROB would queue behind, when the driver does not report the kernel's
@@ -174,6 +180,21 @@ impl Conn {
         }
     }
 
+    /// The gap an idle probe sent now leaves before the next: double the last, from
+    /// `interval` up to `cap`.
+    pub(super) fn gap_after_probe(&self, interval: Duration, cap: Duration) -> Duration {
+        (self.probe_gap * 2).clamp(interval, cap.max(interval))
+    }
+
+    /// Whether the idle probe due now may go out: always, unless it waits for its turn on the
+    /// path ([`Conn::probe_turns`]) and has not been granted one since it fell due.
+    pub(super) fn may_probe(&self, interval: Duration) -> bool {
+        !self.probe_turns
+            || self
+                .probe_granted
+                .is_some_and(|g| g >= self.next_idle_probe(interval))
+    }
+
     /// Memory held for answers on this connection: control frames and questions not
     /// answered yet.
     pub(super) fn answer_bytes(&self) -> usize {
@@ -192,6 +213,8 @@ impl Conn {
             last_data: now,
             last_probe: None,
             probe_gap: Duration::ZERO,
+            probe_turns: false,
+            probe_granted: None,
             probes: BTreeMap::new(),
             fg_unacked: 0,
             kernel_queue: None,

@@ -207,6 +207,58 @@ impl Session {
         }
     }
 
+    /// Connection `conn`'s idle probes take turns with the device's other multi-sockets over
+    /// the same path (the driver's path memory, `runtime::paths`): one path, one backoff.
+    /// Each multi-socket's connections back off on their own (`Conn::next_idle_probe`), so a
+    /// dozen a browser keeps open through `roam net proxy` probed one WiFi path a dozen times
+    /// as often as one would: 4.6 MB of Precog's 14 MB hour on WiFi
+    /// (docs/results/precog-news-8ca4d5d-partial). Once this is called, an idle probe that
+    /// falls due waits: [`Session::idle_probe_due`] tells the driver, which either grants it
+    /// ([`Session::grant_idle_probe`]) or puts it off until the path's next turn
+    /// ([`Session::path_probed`]). The first probe of a network that just appeared does not
+    /// wait.
+    pub fn take_probe_turns(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.probe_turns = true;
+        }
+    }
+
+    /// If connection `conn` takes turns and an idle probe of it is due at `now` and not yet
+    /// granted, the gap that probe would leave before the next (what the driver records as
+    /// the path's).
+    pub fn idle_probe_due(&self, conn: ConnId, now: Time) -> Option<Duration> {
+        let c = self.conns.get(&conn)?;
+        let interval = self.config.probe_interval;
+        let due = c.probe_turns
+            && c.state == ConnState::Established
+            && c.last_probe.is_some()
+            && c.probes.is_empty()
+            && !self.is_cellular(c.net)
+            && now >= c.next_idle_probe(interval)
+            && !c.may_probe(interval);
+        due.then(|| c.gap_after_probe(interval, self.config.max_probe_interval))
+    }
+
+    /// The driver grants connection `conn` the idle probe due at `now`: it goes out with the
+    /// connection's next transmit.
+    pub fn grant_idle_probe(&mut self, conn: ConnId, now: Time) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.probe_granted = Some(now);
+        }
+    }
+
+    /// Another multi-socket of this device probed connection `conn`'s path at `at`, leaving
+    /// `gap` before the next: this connection's next idle probe is due no sooner, and its own
+    /// backoff goes on from that gap. (Its estimates stay its own: passive samples of its
+    /// transfers refresh them, and multi-sockets opened later start from the path memory.)
+    pub fn path_probed(&mut self, conn: ConnId, at: Time, gap: Duration) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.last_probe = Some(c.last_probe.map_or(at, |t| t.max(at)));
+            c.probe_gap = c.probe_gap.max(gap);
+            c.probe_granted = None;
+        }
+    }
+
     pub(super) fn network_seen(&mut self, net: NetId, addr: IpAddr) {
         if let Some(n) = self.networks.get_mut(&net) {
             n.seen_addr = Some(addr);
@@ -233,6 +285,11 @@ impl Session {
             });
             self.connection_closed(c, now);
         }
+    }
+
+    /// Active probe pairs sent so far (`PROBE_SIZES`: one small and one large probe each).
+    pub fn probes_sent(&self) -> u64 {
+        self.next_probe_id / PROBE_SIZES.len() as u64
     }
 
     /// Current estimates per network: (net, round-trip time, bandwidth).

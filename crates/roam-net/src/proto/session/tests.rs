@@ -826,26 +826,31 @@ fn probe_times(s: &mut Session, conn: ConnId, from: Time, until: Time) -> Vec<Ti
     let mut now = from;
     while now <= until {
         s.handle_timeout(now);
-        while let Some(t) = s.poll_transmit(conn, now, 0) {
-            let mut dec = super::super::Decoder::default();
-            dec.push(&t.head);
-            dec.push(&t.data);
-            let mut probed = false;
-            while let Ok(Some(f)) = dec.next_frame() {
-                if let Frame::Probe { id, padding } = f {
-                    probed = true;
-                    let probe_size = padding as u64 + super::super::wire::HEADER_LEN as u64;
-                    s.handle_frame(conn, Frame::ProbeReply { id, probe_size }, now);
-                }
-            }
-            if probed {
-                times.push(now);
-            }
+        if send_probes(s, conn, now) {
+            times.push(now);
         }
         let Some(next) = s.poll_timeout() else { break };
         now = next.max(now + Duration::from_millis(1));
     }
     times
+}
+
+/// Whether `conn` sends a probe at `now` (echoed at once, as a peer on a fast path would).
+fn send_probes(s: &mut Session, conn: ConnId, now: Time) -> bool {
+    let mut probed = false;
+    while let Some(t) = s.poll_transmit(conn, now, 0) {
+        let mut dec = super::super::Decoder::default();
+        dec.push(&t.head);
+        dec.push(&t.data);
+        while let Ok(Some(f)) = dec.next_frame() {
+            if let Frame::Probe { id, padding } = f {
+                probed = true;
+                let probe_size = padding as u64 + super::super::wire::HEADER_LEN as u64;
+                s.handle_frame(conn, Frame::ProbeReply { id, probe_size }, now);
+            }
+        }
+    }
+    probed
 }
 
 /// A small background IROB whole in one chunk: data for the idle-probe tests.
@@ -911,4 +916,109 @@ fn data_between_idle_probes_does_not_restart_their_backoff() {
         secs_from(start, &times),
         [0, 15, 25, 45, 85, 165, 325, 625, 925]
     );
+}
+
+/// A connection whose idle probes take turns on its path (`take_probe_turns`) does not send
+/// one that falls due until the driver grants it; the driver learns it is due, and the gap
+/// it would leave. Put off by another's probe (`path_probed`), it waits for the path's next
+/// turn and backs off from that gap. A grant from before data moved the probe later is spent.
+#[test]
+fn an_idle_probe_taking_turns_waits_for_its_grant() {
+    let start = Time::from_millis(60_000);
+    let mut s = one_network(start, NetKind::default());
+    s.take_probe_turns(1);
+    assert!(send_probes(&mut s, 1, start), "a new network: at once");
+    let due = start + Duration::from_secs(10);
+    assert_eq!(
+        s.idle_probe_due(1, due.saturating_sub(Duration::from_millis(1))),
+        None
+    );
+    assert_eq!(s.idle_probe_due(1, due), Some(Duration::from_secs(10)));
+    assert!(!send_probes(&mut s, 1, due), "not granted");
+    s.grant_idle_probe(1, due);
+    assert_eq!(s.idle_probe_due(1, due), None, "granted: not asked again");
+    assert!(send_probes(&mut s, 1, due));
+
+    // Due at 20 s; another multi-socket probed the path at 15 s, leaving 40 s.
+    let other = start + Duration::from_secs(15);
+    assert_eq!(
+        s.idle_probe_due(1, start + Duration::from_secs(20)),
+        Some(Duration::from_secs(20))
+    );
+    s.path_probed(1, other, Duration::from_secs(40));
+    assert_eq!(s.poll_timeout(), Some(other + Duration::from_secs(40)));
+    let due = other + Duration::from_secs(40);
+    assert_eq!(
+        s.idle_probe_due(1, due),
+        Some(Duration::from_secs(80)),
+        "its own backoff goes on from the path's gap"
+    );
+    s.grant_idle_probe(1, due);
+    s.handle_frame(1, sample(1), due);
+    let later = due + Duration::from_secs(10);
+    assert!(
+        !send_probes(&mut s, 1, later),
+        "the grant was spent by data"
+    );
+    assert_eq!(s.idle_probe_due(1, later), Some(Duration::from_secs(80)));
+}
+
+/// A dozen connections over one path, opened a second apart (the browser behind
+/// `roam net proxy`), each of its own multi-socket, whose idle probes take turns (the driver
+/// holds the path's last probe and its gap, as `runtime::PathMemory::probe_turn` does): over
+/// an hour idle they probe the path as one connection alone would (`idle_probes_back_off`),
+/// 16 idle pairs between them where backing off each alone sent 192.
+#[test]
+fn connections_taking_turns_probe_a_path_as_one_would() {
+    let start = Time::from_millis(60_000);
+    let end = start + Duration::from_secs(3600);
+    let opened: Vec<Time> = (0..12).map(|i| start + Duration::from_secs(i)).collect();
+    let mut sessions: Vec<Session> = opened
+        .iter()
+        .map(|&at| {
+            let mut s = one_network(at, NetKind::default());
+            s.take_probe_turns(1);
+            s
+        })
+        .collect();
+    let mut turn: Option<(Time, Duration)> = None;
+    let mut idle = vec![];
+    let mut now = start;
+    while now <= end {
+        for (s, &at) in sessions
+            .iter_mut()
+            .zip(&opened)
+            .filter(|(_, &at)| at <= now)
+        {
+            if let Some(gap) = s.idle_probe_due(1, now) {
+                match turn {
+                    Some((last, g)) if now < last + g => s.path_probed(1, last, g),
+                    _ => {
+                        turn = Some((now, gap));
+                        s.grant_idle_probe(1, now);
+                    }
+                }
+            }
+            s.handle_timeout(now);
+            if send_probes(s, 1, now) && now > at {
+                idle.push(now);
+            }
+        }
+        let next = sessions
+            .iter()
+            .zip(&opened)
+            .filter_map(|(s, &at)| {
+                if at <= now {
+                    s.poll_timeout()
+                } else {
+                    Some(at)
+                }
+            })
+            .min();
+        let Some(next) = next else { break };
+        now = next.max(now + Duration::from_millis(1));
+    }
+    let mut want = vec![10, 20, 40, 80, 160, 320];
+    want.extend((1..=10).map(|i| 320 + 300 * i));
+    assert_eq!(secs_from(start, &idle), want);
 }

@@ -145,16 +145,18 @@ impl Session {
             None => true, // a network that just appeared
             // Never on an idle cellular network (`NetKind::cellular`): passive samples of
             // its transfers keep its estimates. Otherwise once idle, backing off
-            // (`Conn::next_idle_probe`).
-            Some(_) => !cellular && now >= c.next_idle_probe(interval),
+            // (`Conn::next_idle_probe`), and in turn with the device's other multi-sockets
+            // over the path when the driver shares them (`Session::take_probe_turns`).
+            Some(_) => !cellular && now >= c.next_idle_probe(interval) && c.may_probe(interval),
         };
         if !due || !c.probes.is_empty() {
             return None;
         }
         if c.last_probe.is_some() {
-            c.probe_gap = (c.probe_gap * 2).clamp(interval, cap.max(interval));
+            c.probe_gap = c.gap_after_probe(interval, cap);
         }
         c.last_probe = Some(now);
+        c.probe_granted = None;
         let mut t = Transmit::default();
         for size in PROBE_SIZES {
             let id = self.next_probe_id;
