@@ -95,6 +95,28 @@ pub fn parse_csv(text: &str, what: &str) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// How many trials the cells of `rows` hold, for a report's first paragraph: "5 trial(s) per
+/// cell" when each has the `planned` number, else what they hold beside the plan ("2 of 5
+/// planned trial(s) per cell", "1-2 of 5 ..."): a report of an unfinished run says so. A cell
+/// is an (application, scenario, system); a trial counts once whatever its metrics.
+pub fn trials_per_cell(planned: u32, rows: &[Row]) -> String {
+    let mut cells: std::collections::BTreeMap<_, std::collections::BTreeSet<u32>> =
+        Default::default();
+    for r in rows {
+        cells
+            .entry((&r.app, &r.scenario, &r.system))
+            .or_default()
+            .insert(r.trial);
+    }
+    let held = cells.values().map(|t| t.len() as u32);
+    match (held.clone().min(), held.max()) {
+        (Some(lo), Some(hi)) if lo == hi && hi == planned => format!("{planned} trial(s) per cell"),
+        (Some(lo), Some(hi)) if lo == hi => format!("{lo} of {planned} planned trial(s) per cell"),
+        (Some(lo), Some(hi)) => format!("{lo}-{hi} of {planned} planned trial(s) per cell"),
+        _ => format!("no trials yet of {planned} planned per cell"),
+    }
+}
+
 /// A time metric whose workload did not finish within the trial's time limit: +infinity, so
 /// that it sorts above every finished value (the median stays right while fewer than half of
 /// the trials are unfinished) and is never mistaken for a measured number.
@@ -334,6 +356,42 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report's count of trials says what the cells hold, and the plan when they differ.
+    #[test]
+    fn trials_per_cell_counts_what_the_cells_hold() {
+        let row = |system: &str, trial: u32, metric: &str| Row {
+            app: "news".into(),
+            scenario: "home".into(),
+            system: system.into(),
+            trial,
+            seed: trial as u64,
+            metric: metric.into(),
+            value: 1.0,
+            unit: "kB".into(),
+        };
+        let mut rows = vec![];
+        for t in 1..=2 {
+            for m in ["cell_kB", "wifi_kB"] {
+                rows.push(row("precog", t, m));
+                rows.push(row("url", t, m));
+            }
+        }
+        assert_eq!(trials_per_cell(2, &rows), "2 trial(s) per cell");
+        assert_eq!(
+            trials_per_cell(5, &rows),
+            "2 of 5 planned trial(s) per cell"
+        );
+        rows.push(row("url", 3, "cell_kB"));
+        assert_eq!(
+            trials_per_cell(5, &rows),
+            "2-3 of 5 planned trial(s) per cell"
+        );
+        assert_eq!(
+            trials_per_cell(5, &[]),
+            "no trials yet of 5 planned per cell"
+        );
+    }
 
     #[test]
     fn the_csv_reads_back_what_it_wrote_and_names_bad_lines() {

@@ -326,7 +326,7 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
     let _ = writeln!(
         s,
         "# roam lab dedup: asymmetric caching on real traffic\n\nMeasured with roam `{}`{}. \
-         {} trial(s) per cell{}. Every system carries the same reader (curl, one connection \
+         {}{}. Every system carries the same reader (curl, one connection \
          per page) through roam's relay and proxy over WiFi and cellular; only what they do \
          to the downstream differs. Cells: the mean over trials with its 95% confidence \
          interval, then the median. Cellular bytes count both ways, as a data plan does. \
@@ -336,7 +336,7 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
          {}\n",
         m.version,
         written_by(&m.version),
-        plan.trials,
+        crate::report::trials_per_cell(plan.trials, rows),
         if plan.quick {
             ", **quick** (a short reader: 30 pages before and after)"
         } else {

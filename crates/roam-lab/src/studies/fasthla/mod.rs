@@ -442,13 +442,13 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
     let _ = writeln!(
         s,
         "# roam lab fasthla: bulk transfers with tuned concurrency, parallelism and block size\n\n\
-         Measured with roam `{version}`{}. {} trial(s) per cell{}. Every system fetches the same \
+         Measured with roam `{version}`{}. {}{}. Every system fetches the same \
          files from the same nginx over the same emulated link; only the client differs. Cells: \
          the mean with its 95% confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), then the median. Energy per \
          100 MB is **modelled** (roam-budget's huang2012 WiFi and LTE radio profiles driven by \
          the bytes and the transfer time; the CPU not counted).\n",
         written_by(version),
-        plan.trials,
+        crate::report::trials_per_cell(plan.trials, rows),
         if plan.quick {
             ", **quick** (small datasets, one network: not comparable with the seed)"
         } else {

@@ -89,13 +89,13 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
     let _ = writeln!(
         s,
         "# roam lab horatio: suspend, resume and self-cleaning of a parcel\n\n\
-         Measured with roam `{version}`{}. {} trial(s) per cell{}. Three emulated hosts (client, \
+         Measured with roam `{version}`{}. {}{}. Three emulated hosts (client, \
          phone, server) and the real tiers (`roam parcel`'s code, TLS links over roam-net); \
          the links are the `horatio` scenario's (docs/horatio.md). Cells: the mean with its \
          95% confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), then the median; beside it the seed's figure. \
          Energy is **modelled** (roam-budget's huang2012 radio profiles; no USB power model).\n",
         written_by(version),
-        plan.trials,
+        crate::report::trials_per_cell(plan.trials, rows),
         if plan.quick {
             ", **quick** (not the seed's matrix)"
         } else {

@@ -309,7 +309,7 @@ fn report_head(s: &mut String, plan: &Plan, m: &Measured) {
     let _ = writeln!(
         s,
         "# roam lab imp: Informed Mobile Prefetching, reproduced\n\nMeasured with roam `{}`{}. \
-         {} trial(s) per cell{}. Every strategy runs over roam (Intentional Networking); only \
+         {}{}. Every strategy runs over roam (Intentional Networking); only \
          the prefetching decision differs. Cells: the mean over trials with its 95% \
          confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), then the median. Energy is \
          **modelled** (PowerTutor's Nexus One radios, AT&T 3G timers, driven by the client's \
@@ -317,7 +317,7 @@ fn report_head(s: &mut String, plan: &Plan, m: &Measured) {
          `trials.csv`.\n",
         m.version,
         crate::harness::results::written_by(&m.version),
-        plan.trials,
+        crate::report::trials_per_cell(plan.trials, &m.rows),
         if plan.quick {
             ", **quick** (short runs: not comparable with the thesis's 20-minute runs)"
         } else {

@@ -139,7 +139,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], measured: &str) {
     );
     let _ = writeln!(
         s,
-        "Measured with roam `{measured}`{}. {} trial(s) per cell{}; emulated links with {}-packet drop-tail queues (unless a scenario's `+queue=` says otherwise); CUBIC \
+        "Measured with roam `{measured}`{}. {}{}; emulated links with {}-packet drop-tail queues (unless a scenario's `+queue=` says otherwise); CUBIC \
          everywhere. Cells: the mean over trials, as the paper reports, with the 95% confidence \
          interval of the mean in brackets (Student's t; a percentile bootstrap, said so, where \
          the trials are skewed, |skewness| > 1, or the t interval would reach below zero), \
@@ -155,7 +155,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], measured: &str) {
          the median as slower than every finished one; a cell with one shows the median, and its seed \
          pairs with no other.\n",
         crate::harness::results::written_by(measured),
-        plan.trials,
+        crate::report::trials_per_cell(plan.trials, rows),
         if plan.quick {
             ", **quick** (short workloads: not comparable with the paper's full runs)"
         } else {

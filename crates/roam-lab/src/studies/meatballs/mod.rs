@@ -351,7 +351,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
     let _ = writeln!(
         s,
         "# roam lab meatballs: decisions under predictor uncertainty, reproduced\n\n\
-         Measured with roam `{version}`{}. {} trial(s) per cell{}. Every rule runs the same \
+         Measured with roam `{version}`{}. {}{}. Every rule runs the same \
          application over roam (Intentional Networking); only the decision differs. Cells: the \
          mean over trials with its 95% confidence interval (Student's t, or a percentile bootstrap marked so where the trials are skewed), \
          then the median. Energy is **modelled** (PowerTutor's Nexus One radios, AT&T 3G \
@@ -361,7 +361,7 @@ fn report_head(s: &mut String, plan: &Plan, rows: &[Row], version: &str) {
          prices (low: 100 J or 100 KB per second, mid: 10, high: 1); the baselines decide the \
          same at every level, Meatballs decides at its own.\n",
         crate::harness::results::written_by(version),
-        plan.trials,
+        crate::report::trials_per_cell(plan.trials, rows),
         if plan.quick {
             ", **quick** (short runs: not comparable with the thesis's 20-minute runs)"
         } else {

@@ -492,7 +492,7 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
     let _ = writeln!(
         s,
         "# roam lab precog: prefetching by the user's actions\n\nMeasured with roam `{}`{}. \
-         {} trial(s) per cell{}. Every system runs the same headless Chromium over the same \
+         {}{}. Every system runs the same headless Chromium over the same \
          relays and proxies (one pair per network) for the same synthetic user; day 7's WiFi \
          hour prefetches, the cellular hour after it replays the user's own actions. Cells: \
          the mean over trials with its 95% confidence interval, then the median. Cellular \
@@ -508,7 +508,7 @@ fn markdown(plan: &Plan, m: &Measured) -> String {
          every prefetching system's WiFi hour stops at the same byte budget ({} MB).\n",
         m.version,
         written_by(&m.version),
-        plan.trials,
+        crate::report::trials_per_cell(plan.trials, rows),
         if plan.quick {
             ", **quick** (a 40-walk crawl, MAX_ACCESS a three-hundredth of the level's)"
         } else {
