@@ -890,6 +890,43 @@ fn bench_prefetch_prints_its_json() {
     }
 }
 
+/// `roam bench net`'s loopback part, short: the costs issue 48 asks for are reported for TCP
+/// and the multi-socket, bulk and round trips, the voluntary context switches (the hand-offs,
+/// readable on a loaded machine) among all of them.
+#[test]
+fn bench_net_loopback_reports_its_costs() {
+    let out = roam()
+        .args([
+            "bench",
+            "net",
+            "--systems",
+            "none",
+            "--loopback-runs",
+            "1",
+            "--loopback-seconds",
+            "1",
+            "--round-trips",
+            "200",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let num = |x: &serde_json::Value| x.as_f64().filter(|x| x.is_finite() && *x >= 0.0);
+    let cpu = &v["loopback_cpu"];
+    for side in ["tcp", "roam"] {
+        let all = num(&cpu[format!("{side}_switches_per_gb")]);
+        let voluntary = num(&cpu[format!("{side}_voluntary_switches_per_gb")]);
+        assert!(all.is_some() && voluntary <= all, "{side}: {cpu}");
+        let rt = &v["round_trip_us"][side];
+        let all = num(&rt["switches_per_round_trip"]);
+        let voluntary = num(&rt["voluntary_switches_per_round_trip"]);
+        assert!(all.is_some() && voluntary <= all, "{side}: {rt}");
+        assert!(num(&rt["median"]) > Some(0.0), "{side}: {rt}");
+    }
+}
+
 /// `roam bench net --sessions` at a tiny scale: every stack (roam-net, TCP, QUIC) opens all
 /// its sessions and reports every figure issue 48 asks for, and the active counts above N
 /// are skipped. (The issue's targets are the benchmark's to report, not this test's.)

@@ -11,7 +11,8 @@
 //!   `loopback_cpu`: what each run cost the process, both ends together (`getrusage`): CPU
 //!   seconds and context switches per GB moved, and the median of the pairs' CPU ratios
 //!   (`cpu_per_gb_vs_tcp`): what the bytes cost, beside how fast they went (issue 48 asks for
-//!   CPU per GB within 1.2x of TCP's); both move with the machine's other load;
+//!   CPU per GB within 1.2x of TCP's); both move with the machine's other load, the
+//!   voluntary switches alone (`..._voluntary_switches_per_gb`: the hand-offs) much less;
 //! - `small_message_rate_ratio_vs_tcp`: 64-byte foreground-small messages per second against
 //!   64-byte messages on a TCP_NODELAY connection, both batching alike: the multi-socket's
 //!   writer coalesces the frames queued since its last pass into one system call, so the TCP
@@ -19,7 +20,9 @@
 //!   one write a message, for reference);
 //! - `round_trip_us`: a 64-byte request answered by a 64-byte response, one at a time, TCP's
 //!   and the multi-socket's (median and 90th percentile, `--round-trips` each): what the
-//!   hand-offs between threads cost a request (issue 48, item 1); `roam_sender_writes`: who
+//!   hand-offs between threads cost a request (issue 48, item 1), counted as context switches
+//!   per round trip (`voluntary_switches_per_round_trip`, the hand-offs alone, can be read
+//!   on a loaded machine); `roam_sender_writes`: who
 //!   wrote the multi-socket senders' batches, the sending thread or a writer task
 //!   (`--writer-only` turns the first off, to measure what it buys);
 //! - `hotspot`: the crowded-hotspot scenario (wifi 0.6 Mbit/s 20 ms RTT, cell 2.0 Mbit/s 400 ms RTT,
@@ -319,6 +322,9 @@ struct RoundTrips {
     median_us: f64,
     p90_us: f64,
     switches: f64,
+    /// The voluntary ones alone (a thread that slept waiting: the hand-offs); readable on a
+    /// loaded machine, where preemption adds involuntary ones.
+    voluntary: f64,
     cpu_us: f64,
 }
 
@@ -332,6 +338,7 @@ impl RoundTrips {
             median_us: q(0.5),
             p90_us: q(0.9),
             switches: after.switches.saturating_sub(before.switches) as f64 / n,
+            voluntary: after.voluntary.saturating_sub(before.voluntary) as f64 / n,
             cpu_us: after.cpu_us.saturating_sub(before.cpu_us) as f64 / n,
         }
     }
@@ -341,6 +348,7 @@ impl RoundTrips {
             "median": self.median_us,
             "p90": self.p90_us,
             "switches_per_round_trip": self.switches,
+            "voluntary_switches_per_round_trip": self.voluntary,
             "cpu_us_per_round_trip": self.cpu_us,
         })
     }
@@ -904,6 +912,8 @@ pub fn net(a: &BenchNetArgs) -> Result<()> {
         "roam_cpu_s_per_gb": roam_of(|b| b.cost.cpu_s_per_gb),
         "tcp_switches_per_gb": tcp_of(|b| b.cost.switches_per_gb),
         "roam_switches_per_gb": roam_of(|b| b.cost.switches_per_gb),
+        "tcp_voluntary_switches_per_gb": tcp_of(|b| b.cost.voluntary_per_gb),
+        "roam_voluntary_switches_per_gb": roam_of(|b| b.cost.voluntary_per_gb),
     });
     let by_flow: serde_json::Map<String, serde_json::Value> = a
         .flow

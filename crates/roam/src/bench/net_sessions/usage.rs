@@ -47,6 +47,9 @@ pub(in crate::bench) struct Cpu {
     pub(in crate::bench) cpu_us: u64,
     /// Voluntary and involuntary context switches.
     pub(in crate::bench) switches: u64,
+    /// Voluntary ones alone: a thread that slept waiting for something (the hand-offs). On a
+    /// loaded machine involuntary ones (preemption) add noise, these do not.
+    pub(in crate::bench) voluntary: u64,
 }
 
 /// What moving some bytes cost the process.
@@ -56,6 +59,8 @@ pub(in crate::bench) struct Cost {
     pub(in crate::bench) cpu_s_per_gb: f64,
     /// Context switches (voluntary and involuntary) per GB moved.
     pub(in crate::bench) switches_per_gb: f64,
+    /// The voluntary ones alone ([`Cpu::voluntary`]).
+    pub(in crate::bench) voluntary_per_gb: f64,
 }
 
 impl Cpu {
@@ -66,6 +71,7 @@ impl Cpu {
         Cost {
             cpu_s_per_gb: per_gb(self.cpu_us.saturating_sub(before.cpu_us)) / 1e6,
             switches_per_gb: per_gb(self.switches.saturating_sub(before.switches)),
+            voluntary_per_gb: per_gb(self.voluntary.saturating_sub(before.voluntary)),
         }
     }
 }
@@ -79,6 +85,7 @@ pub(in crate::bench) fn cpu() -> Cpu {
     Cpu {
         cpu_us: us(ru.ru_utime) + us(ru.ru_stime),
         switches: (ru.ru_nvcsw + ru.ru_nivcsw) as u64,
+        voluntary: ru.ru_nvcsw as u64,
     }
 }
 
