@@ -144,7 +144,13 @@ impl PathMemory {
     /// An idle probe of path `local` -> `peer` is due for one of the multi-sockets sharing the
     /// memory at `now`; sent, it would leave `gap` before the next. Its turn, unless another
     /// probed the path less than the gap that probe left ago (a probe older than
-    /// [`FORGET_AFTER`] counts as none).
+    /// [`FORGET_AFTER`] counts as none). The turn taken leaves at least the last one's gap:
+    /// a multi-socket opened since, whose own backoff starts again from the idle-probe
+    /// interval, does not start the path's again.
+    ///
+    /// A turn counts as a probe when it is given. If data goes out on the connection before
+    /// its probe does, the probe is not sent (the connection is not idle, and its transfers
+    /// measure the path) and the path waits the gap all the same.
     pub fn probe_turn(
         &self,
         (local, peer): (IpAddr, IpAddr),
@@ -152,13 +158,18 @@ impl PathMemory {
         gap: Duration,
     ) -> ProbeTurn {
         let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut least = Duration::ZERO;
         if let Some(last) = probes.get(&(local, peer)) {
             let ago = now.saturating_duration_since(last.at);
-            if ago < last.gap && ago < FORGET_AFTER {
-                return ProbeTurn::Taken { ago, gap: last.gap };
+            if ago < FORGET_AFTER {
+                if ago < last.gap {
+                    return ProbeTurn::Taken { ago, gap: last.gap };
+                }
+                least = last.gap;
             }
         }
         make_room(&mut probes, (local, peer), |p| p.at);
+        let gap = gap.max(least);
         probes.insert((local, peer), LastProbe { at: now, gap });
         ProbeTurn::Yours
     }
@@ -222,20 +233,28 @@ impl super::Shared {
             let (Some(path), Some(gap)) = (path, s.idle_probe_due(conn, now)) else {
                 continue;
             };
-            match m.probe_turn(path, Instant::now(), gap) {
+            match m.probe_turn(path, self.clock.instant(now), gap) {
                 ProbeTurn::Yours => s.grant_idle_probe(conn, now),
                 ProbeTurn::Taken { ago, gap } => s.path_probed(conn, now.saturating_sub(ago), gap),
             }
         }
     }
 
-    /// The ticker's reading of connection `path`'s network estimates, for the path memory.
+    /// The ticker's reading of connection `conn`'s network estimates, for the path memory;
+    /// not written while the connection's idle probes are put off by another multi-socket's
+    /// (`Session::path_put_off`): its estimates are then older than the path's, and writing
+    /// them back in turn with the prober's would make the memory's look freshly measured.
     pub(super) fn remember_path(
         &self,
+        s: &Session,
+        conn: ConnId,
         path: Option<(IpAddr, IpAddr)>,
         rtt: Option<Duration>,
         bandwidth: Option<BitRate>,
     ) {
+        if s.path_put_off(conn) {
+            return;
+        }
         if let (Some(m), Some(path)) = (&self.options.paths, path) {
             m.remember(path, rtt, bandwidth, Instant::now());
         }
@@ -311,6 +330,12 @@ mod tests {
         assert_eq!(m.probe_turn(path(1), t0 + s(10), s(20)), ProbeTurn::Yours);
         assert!(matches!(
             m.probe_turn(path(1), t0 + s(29), s(40)),
+            ProbeTurn::Taken { gap, .. } if gap == s(20)
+        ));
+        // A newcomer (its own backoff at 10 s) takes the next turn; the path waits 20 s.
+        assert_eq!(m.probe_turn(path(1), t0 + s(30), s(10)), ProbeTurn::Yours);
+        assert!(matches!(
+            m.probe_turn(path(1), t0 + s(45), s(20)),
             ProbeTurn::Taken { gap, .. } if gap == s(20)
         ));
         m.probe_turn(path(3), t0, FORGET_AFTER * 2);

@@ -162,7 +162,7 @@ pub(super) async fn ticker(weak: Weak<Shared>) {
                 }
                 let est = s.estimates().into_iter().find(|e| e.0 == *net);
                 let (rtt, bw) = (est.and_then(|e| e.1), est.and_then(|e| e.2));
-                sh.remember_path(*path, rtt, bw);
+                sh.remember_path(&s, *id, *path, rtt, bw);
                 if let (Some(m), Some(name)) = (&sh.shm, net_key(&sh, *net)) {
                     m.publish(&name, outq, rtt, bw, foreground_ms);
                 }

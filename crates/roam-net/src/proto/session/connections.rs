@@ -127,6 +127,10 @@ pub(super) struct Conn {
     /// When the driver last granted an idle probe ([`Session::grant_idle_probe`]). A grant
     /// from before the probe's due time (data moved it later) is spent.
     pub(super) probe_granted: Option<Time>,
+    /// Its idle probe was put off by another multi-socket's probe of the path
+    /// ([`Session::path_probed`]) since it last probed itself: its estimates are older than
+    /// the path's ([`Session::path_put_off`]).
+    pub(super) put_off: bool,
     pub(super) probes: BTreeMap<u64, (Time, u64)>,
     /// Foreground bytes handed to this connection whose IROBs are not yet acknowledged: what
     /// a new foreground IROB would queue behind, when the driver does not report the kernel's
@@ -215,6 +219,7 @@ impl Conn {
             probe_gap: Duration::ZERO,
             probe_turns: false,
             probe_granted: None,
+            put_off: false,
             probes: BTreeMap::new(),
             fg_unacked: 0,
             kernel_queue: None,

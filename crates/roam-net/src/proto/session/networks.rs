@@ -256,7 +256,15 @@ impl Session {
             c.last_probe = Some(c.last_probe.map_or(at, |t| t.max(at)));
             c.probe_gap = c.probe_gap.max(gap);
             c.probe_granted = None;
+            c.put_off = true;
         }
+    }
+
+    /// Whether connection `conn`'s idle probes have been put off by another multi-socket's
+    /// ([`Session::path_probed`]) since it last probed: its estimates of the path are then
+    /// older than the path memory's, and the driver does not write them back.
+    pub fn path_put_off(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.put_off)
     }
 
     pub(super) fn network_seen(&mut self, net: NetId, addr: IpAddr) {

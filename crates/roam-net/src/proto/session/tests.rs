@@ -945,7 +945,9 @@ fn an_idle_probe_taking_turns_waits_for_its_grant() {
         s.idle_probe_due(1, start + Duration::from_secs(20)),
         Some(Duration::from_secs(20))
     );
+    assert!(!s.path_put_off(1));
     s.path_probed(1, other, Duration::from_secs(40));
+    assert!(s.path_put_off(1), "its estimates are older than the path's");
     assert_eq!(s.poll_timeout(), Some(other + Duration::from_secs(40)));
     let due = other + Duration::from_secs(40);
     assert_eq!(
@@ -991,10 +993,12 @@ fn connections_taking_turns_probe_a_path_as_one_would() {
             .filter(|(_, &at)| at <= now)
         {
             if let Some(gap) = s.idle_probe_due(1, now) {
+                // `PathMemory::probe_turn`'s rule (its own tests: `runtime::paths`).
                 match turn {
                     Some((last, g)) if now < last + g => s.path_probed(1, last, g),
                     _ => {
-                        turn = Some((now, gap));
+                        let least = turn.map_or(Duration::ZERO, |t| t.1);
+                        turn = Some((now, gap.max(least)));
                         s.grant_idle_probe(1, now);
                     }
                 }

@@ -157,6 +157,7 @@ impl Session {
         }
         c.last_probe = Some(now);
         c.probe_granted = None;
+        c.put_off = false;
         let mut t = Transmit::default();
         for size in PROBE_SIZES {
             let id = self.next_probe_id;
