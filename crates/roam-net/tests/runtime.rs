@@ -478,7 +478,7 @@ fn credit_holds_a_fast_sender_to_a_slow_reader() {
 /// A multi-socket given a path memory that knows its path starts from what it holds (a
 /// bandwidth estimate of 1 Mbit/s on loopback, which nothing else would give it: on loopback
 /// the probes' fit finds no bandwidth), and writes its estimates back. (That it then sends no
-/// probe at once is `session::tests::a_recalled_path_is_not_probed_at_once`.)
+/// probe at once is `session::probe_tests::a_recalled_path_is_not_probed_at_once`.)
 #[test]
 fn a_multi_socket_starts_from_the_path_memory() {
     let lo = std::net::IpAddr::from(Ipv4Addr::LOCALHOST);

@@ -34,6 +34,8 @@ pub mod flow;
 mod handshake;
 mod networks;
 mod placement;
+#[cfg(test)]
+mod probe_tests;
 mod receiving;
 mod recovery;
 mod selection;
