@@ -184,6 +184,22 @@ impl Conn {
         }
     }
 
+    /// Whether an idle probe of this connection falls due at `now`: it has been probed
+    /// before, none is outstanding, it is not on a `cellular` network (never probed while
+    /// idle: passive samples of its transfers keep its estimates, `NetKind::cellular`), and
+    /// [`Conn::next_idle_probe`] has come.
+    pub(super) fn idle_probe_falls_due(
+        &self,
+        now: Time,
+        interval: Duration,
+        cellular: bool,
+    ) -> bool {
+        self.last_probe.is_some()
+            && self.probes.is_empty()
+            && !cellular
+            && now >= self.next_idle_probe(interval)
+    }
+
     /// The gap an idle probe sent now leaves before the next: double the last, from
     /// `interval` up to `cap`.
     pub(super) fn gap_after_probe(&self, interval: Duration, cap: Duration) -> Duration {

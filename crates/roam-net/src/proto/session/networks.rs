@@ -231,10 +231,7 @@ impl Session {
         let interval = self.config.probe_interval;
         let due = c.probe_turns
             && c.state == ConnState::Established
-            && c.last_probe.is_some()
-            && c.probes.is_empty()
-            && !self.is_cellular(c.net)
-            && now >= c.next_idle_probe(interval)
+            && c.idle_probe_falls_due(now, interval, self.is_cellular(c.net))
             && !c.may_probe(interval);
         due.then(|| c.gap_after_probe(interval, self.config.max_probe_interval))
     }

@@ -141,15 +141,12 @@ impl Session {
         let (interval, cap) = (self.config.probe_interval, self.config.max_probe_interval);
         let cellular = self.is_cellular(self.conns.get(&conn)?.net);
         let c = self.conns.get_mut(&conn)?;
-        let due = match c.last_probe {
-            None => true, // a network that just appeared
-            // Never on an idle cellular network (`NetKind::cellular`): passive samples of
-            // its transfers keep its estimates. Otherwise once idle, backing off
-            // (`Conn::next_idle_probe`), and in turn with the device's other multi-sockets
-            // over the path when the driver shares them (`Session::take_probe_turns`).
-            Some(_) => !cellular && now >= c.next_idle_probe(interval) && c.may_probe(interval),
-        };
-        if !due || !c.probes.is_empty() {
+        // A network that just appeared, or an idle one whose turn it is
+        // (`Conn::idle_probe_falls_due`), in turn with the device's other multi-sockets over
+        // the path when the driver shares them (`Session::take_probe_turns`).
+        let appeared = c.last_probe.is_none() && c.probes.is_empty();
+        let idle_turn = c.idle_probe_falls_due(now, interval, cellular) && c.may_probe(interval);
+        if !appeared && !idle_turn {
             return None;
         }
         if c.last_probe.is_some() {
